@@ -1,0 +1,283 @@
+//! The typed `options` objects of the file source and sink, decoded with
+//! [`weir_api::decode_options`] so that every error names the JSON path of the offending field.
+
+use serde::{Deserialize, Serialize};
+use weir_api::{Error, Result};
+
+/// Rows per batch when `batch_size` is not set: large enough to amortise per-batch overhead,
+/// small enough to keep a batch of wide rows in a few megabytes.
+pub const DEFAULT_BATCH_SIZE: usize = 8192;
+
+/// Rows per part file when `rows_per_file` is not set.
+pub const DEFAULT_ROWS_PER_FILE: u64 = 1_000_000;
+
+/// Bytes per part file when `bytes_per_file` is not set (256 MiB: few, large files suit both
+/// object stores and query engines).
+pub const DEFAULT_BYTES_PER_FILE: u64 = 256 * 1024 * 1024;
+
+/// A file format the connector reads and writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FileFormat {
+    /// Comma (or `delimiter`) separated values, RFC 4180 quoting.
+    Csv,
+    /// JSON lines: one JSON object per line.
+    #[serde(alias = "jsonl", alias = "ndjson")]
+    Json,
+    /// Apache Parquet.
+    Parquet,
+}
+
+impl FileFormat {
+    /// The format a file name's extension stands for (`.csv`, `.json`/`.jsonl`/`.ndjson`,
+    /// `.parquet`/`.pq`), case-insensitively; `None` for anything else.
+    pub fn from_extension(name: &str) -> Option<Self> {
+        let file = name.rsplit('/').next().unwrap_or(name);
+        let (_, ext) = file.rsplit_once('.')?;
+        match ext.to_ascii_lowercase().as_str() {
+            "csv" => Some(Self::Csv),
+            "json" | "jsonl" | "ndjson" => Some(Self::Json),
+            "parquet" | "pq" => Some(Self::Parquet),
+            _ => None,
+        }
+    }
+
+    /// The extension the sink gives its part files.
+    pub fn extension(self) -> &'static str {
+        match self {
+            Self::Csv => "csv",
+            Self::Json => "json",
+            Self::Parquet => "parquet",
+        }
+    }
+}
+
+impl std::fmt::Display for FileFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Csv => "csv",
+            Self::Json => "json",
+            Self::Parquet => "parquet",
+        })
+    }
+}
+
+/// The `options` of a `file` source node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSourceOptions {
+    /// What to read: a file, a directory (read recursively, skipping names that start with `.`
+    /// or `_`), a glob (`data/*.csv`, `data/**/*.json`) or an object-store URL
+    /// (`file:///abs/dir/`, `memory:///x/*.csv`). Relative paths are relative to the current
+    /// directory.
+    pub path: String,
+    /// The format; inferred from the file extensions when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<FileFormat>,
+    /// Rows per emitted batch (default 8192).
+    #[serde(default = "default_batch_size")]
+    pub batch_size: usize,
+    /// CSV only: the field delimiter, one ASCII character (default `,`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delimiter: Option<char>,
+    /// CSV only: whether the first record of each file is a header (default `true`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub has_header: Option<bool>,
+}
+
+fn default_batch_size() -> usize {
+    DEFAULT_BATCH_SIZE
+}
+
+impl FileSourceOptions {
+    /// Checks the value ranges serde cannot, and that CSV-only options come with CSV.
+    ///
+    /// `format` is the explicit or inferred format; `path` is the JSON path of the options.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the offending field.
+    pub(crate) fn validate(&self, format: FileFormat, path: &str) -> Result<CsvSettings> {
+        if self.batch_size == 0 {
+            return Err(Error::config(
+                format!("{path}.batch_size"),
+                "must be at least 1",
+            ));
+        }
+        if format != FileFormat::Csv {
+            for (name, given) in [
+                ("delimiter", self.delimiter.is_some()),
+                ("has_header", self.has_header.is_some()),
+            ] {
+                if given {
+                    return Err(Error::config(
+                        format!("{path}.{name}"),
+                        format!("`{name}` applies to csv only, but the format is {format}"),
+                    ));
+                }
+            }
+        }
+        let delimiter = self.delimiter.unwrap_or(',');
+        if !delimiter.is_ascii() || matches!(delimiter, '"' | '\n' | '\r') {
+            return Err(Error::config(
+                format!("{path}.delimiter"),
+                format!("{delimiter:?} cannot be a delimiter: use one ASCII character other than a quote or line break"),
+            ));
+        }
+        Ok(CsvSettings {
+            delimiter: delimiter as u8,
+            has_header: self.has_header.unwrap_or(true),
+        })
+    }
+}
+
+/// The resolved CSV settings of a source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct CsvSettings {
+    pub(crate) delimiter: u8,
+    pub(crate) has_header: bool,
+}
+
+/// Parquet compression codec of the sink's files.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ParquetCompression {
+    /// Snappy: fast, moderate ratio (the default).
+    #[default]
+    Snappy,
+    /// Zstandard at its default level: better ratio, a little slower.
+    Zstd,
+    /// No compression.
+    Uncompressed,
+}
+
+/// The `options` of a `file` sink node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FileSinkOptions {
+    /// The directory that receives the part files: a local path or an object-store URL.
+    pub path: String,
+    /// The format of the part files.
+    pub format: FileFormat,
+    /// A part file is published once it holds this many rows (default 1,000,000).
+    #[serde(default = "default_rows_per_file")]
+    pub rows_per_file: u64,
+    /// A part file is published once it holds about this many bytes (default 256 MiB); checked
+    /// after each batch, so a file may exceed it by one batch.
+    #[serde(default = "default_bytes_per_file")]
+    pub bytes_per_file: u64,
+    /// Parquet only: the compression codec (default `snappy`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<ParquetCompression>,
+}
+
+fn default_rows_per_file() -> u64 {
+    DEFAULT_ROWS_PER_FILE
+}
+
+fn default_bytes_per_file() -> u64 {
+    DEFAULT_BYTES_PER_FILE
+}
+
+impl FileSinkOptions {
+    /// Checks the value ranges serde cannot, and that `compression` comes with Parquet.
+    ///
+    /// # Errors
+    /// [`Error::Config`] naming the offending field.
+    pub(crate) fn validate(&self, path: &str) -> Result<()> {
+        if self.rows_per_file == 0 {
+            return Err(Error::config(
+                format!("{path}.rows_per_file"),
+                "must be at least 1",
+            ));
+        }
+        if self.bytes_per_file == 0 {
+            return Err(Error::config(
+                format!("{path}.bytes_per_file"),
+                "must be at least 1",
+            ));
+        }
+        if self.compression.is_some() && self.format != FileFormat::Parquet {
+            return Err(Error::config(
+                format!("{path}.compression"),
+                format!(
+                    "`compression` applies to parquet only, but the format is {}",
+                    self.format
+                ),
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use weir_api::decode_options;
+
+    #[test]
+    fn source_defaults_apply() {
+        let opts: FileSourceOptions =
+            decode_options(&json!({"path": "data/*.csv"}), "sources[0].options").unwrap();
+        assert_eq!(opts.batch_size, DEFAULT_BATCH_SIZE);
+        let csv = opts.validate(FileFormat::Csv, "x").unwrap();
+        assert_eq!(
+            csv,
+            CsvSettings {
+                delimiter: b',',
+                has_header: true
+            }
+        );
+    }
+
+    #[test]
+    fn unknown_source_field_names_its_path() {
+        let err = decode_options::<FileSourceOptions>(
+            &json!({"path": "a", "fromat": "csv"}),
+            "sources[0].options",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("sources[0].options"), "{err}");
+        assert!(err.to_string().contains("fromat"), "{err}");
+    }
+
+    #[test]
+    fn csv_options_with_json_are_rejected() {
+        let opts: FileSourceOptions =
+            decode_options(&json!({"path": "a.json", "delimiter": ";"}), "s").unwrap();
+        let err = opts.validate(FileFormat::Json, "s").unwrap_err();
+        assert!(matches!(err, Error::Config { ref path, .. } if path == "s.delimiter"));
+    }
+
+    #[test]
+    fn extension_inference() {
+        assert_eq!(
+            FileFormat::from_extension("x/y.CSV"),
+            Some(FileFormat::Csv)
+        );
+        assert_eq!(
+            FileFormat::from_extension("y.ndjson"),
+            Some(FileFormat::Json)
+        );
+        assert_eq!(
+            FileFormat::from_extension("y.pq"),
+            Some(FileFormat::Parquet)
+        );
+        assert_eq!(FileFormat::from_extension("dir.d/file"), None);
+        assert_eq!(FileFormat::from_extension("data/*"), None);
+    }
+
+    #[test]
+    fn sink_validation_names_fields() {
+        let opts: FileSinkOptions = decode_options(
+            &json!({"path": "out", "format": "csv", "compression": "zstd"}),
+            "sinks[0].options",
+        )
+        .unwrap();
+        let err = opts.validate("sinks[0].options").unwrap_err();
+        assert!(matches!(err, Error::Config { ref path, .. } if path == "sinks[0].options.compression"));
+        let err = decode_options::<FileSinkOptions>(&json!({"path": "out"}), "sinks[0].options")
+            .unwrap_err();
+        assert!(err.to_string().contains("format"), "{err}");
+    }
+}

@@ -1,0 +1,54 @@
+//! Weir's plugin surface: the traits an operator, source or sink implements, the messages that
+//! flow on channels, stable ids and capabilities.
+//!
+//! This crate depends on no implementation (no runtime, no connector, no DataFusion): a plugin
+//! author depends on it alone. Everything here is used by the runtime, which owns the driving
+//! loop, and by connectors, which implement [`SourceFactory`] and [`SinkFactory`].
+//!
+//! A minimal operator that keeps only the first column:
+//!
+//! ```
+//! use std::sync::Arc;
+//! use weir_api::{Operator, Output, Result, Error};
+//! use arrow::record_batch::RecordBatch;
+//!
+//! struct FirstColumn;
+//!
+//! impl Operator for FirstColumn {
+//!     fn process_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
+//!         out.emit(batch.project(&[0]).map_err(|e| Error::arrow("projecting", e))?);
+//!         Ok(())
+//!     }
+//! }
+//! ```
+
+mod capability;
+mod context;
+mod error;
+mod ids;
+mod message;
+mod operator;
+mod options;
+mod sink;
+mod source;
+
+pub use capability::{Boundedness, SemanticMode, SinkCapability, SourceCapability};
+pub use context::TaskContext;
+pub use error::{Error, ErrorKind, RecordLocation, Result};
+pub use ids::{
+    ChannelId, EdgeId, Epoch, EventTimeMs, JobId, OperatorId, PipelineId, StateShardId,
+    SubtaskIndex, TaskId, VertexId,
+};
+pub use message::{Barrier, StreamMessage, Watermark};
+pub use operator::{
+    Emitted, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, SideOutput,
+};
+pub use options::decode_options;
+pub use sink::{PreparedSink, SinkFactory, SinkWriter};
+pub use source::{
+    BadRecordPolicy, ConnectorSpec, DeadLetterBuilder, PreparedSource, SourceFactory, SourceSplit,
+    SplitBatch, SplitCursor, SplitReader, dead_letter_schema,
+};
+
+/// Re-export of the arrow crate this API is built against, so plugins use the same version.
+pub use arrow;

@@ -1,0 +1,33 @@
+//! What flows through a channel, in order: data, watermarks, barriers and end-of-input.
+
+use crate::ids::{Epoch, EventTimeMs};
+use arrow::record_batch::RecordBatch;
+
+/// A watermark `w`: no event with time `<= w` will follow on this channel.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Watermark(pub EventTimeMs);
+
+impl Watermark {
+    /// The watermark sent when a bounded input ends: every window may fire.
+    pub const END: Watermark = Watermark(EventTimeMs::MAX);
+}
+
+/// A checkpoint barrier: everything before it on a channel belongs to `epoch` or earlier.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Barrier {
+    /// The epoch the barrier closes.
+    pub epoch: Epoch,
+}
+
+/// One message on a channel. A channel delivers its messages in the order they were sent.
+#[derive(Debug, Clone)]
+pub enum StreamMessage {
+    /// A batch of rows.
+    Data(RecordBatch),
+    /// The sender's watermark advanced.
+    Watermark(Watermark),
+    /// A checkpoint barrier.
+    Barrier(Barrier),
+    /// The sender has no more messages; it is the last message of a channel.
+    EndOfInput,
+}

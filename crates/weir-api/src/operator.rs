@@ -1,0 +1,171 @@
+//! The operator plugin surface: what a Rust developer implements to add an operator to Weir.
+
+use crate::context::TaskContext;
+use crate::error::Result;
+use crate::ids::OperatorId;
+use crate::message::{Barrier, Watermark};
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use std::sync::Arc;
+
+/// One thing an operator emitted, in emission order.
+#[derive(Debug, Clone)]
+pub enum Emitted {
+    /// A batch on the main output (`port == 0`) or on side output `port` (1-based, in the order of
+    /// [`PreparedOperator::side_outputs`]).
+    Data {
+        /// 0 for the main output, `1 + i` for the `i`-th side output.
+        port: usize,
+        /// The rows.
+        batch: RecordBatch,
+    },
+    /// The operator's output watermark advanced.
+    Watermark(Watermark),
+}
+
+/// Collects what an operator emits while it handles one input; the runtime drains it afterwards.
+///
+/// Emission order is kept: a batch emitted before a watermark reaches downstream before it.
+#[derive(Debug, Default)]
+pub struct Output {
+    emitted: Vec<Emitted>,
+}
+
+impl Output {
+    /// An empty output buffer.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Emits a batch on the main output; empty batches are skipped.
+    pub fn emit(&mut self, batch: RecordBatch) {
+        self.emit_to(0, batch);
+    }
+
+    /// Emits a batch on side output `index` (0-based, as declared by
+    /// [`PreparedOperator::side_outputs`]); empty batches are skipped.
+    pub fn emit_side(&mut self, index: usize, batch: RecordBatch) {
+        self.emit_to(index + 1, batch);
+    }
+
+    fn emit_to(&mut self, port: usize, batch: RecordBatch) {
+        if batch.num_rows() > 0 {
+            self.emitted.push(Emitted::Data { port, batch });
+        }
+    }
+
+    /// Emits the operator's output watermark.
+    pub fn emit_watermark(&mut self, watermark: Watermark) {
+        self.emitted.push(Emitted::Watermark(watermark));
+    }
+
+    /// Whether nothing was emitted since the last drain.
+    pub fn is_empty(&self) -> bool {
+        self.emitted.is_empty()
+    }
+
+    /// Takes everything emitted so far, in order.
+    pub fn drain(&mut self) -> std::vec::Drain<'_, Emitted> {
+        self.emitted.drain(..)
+    }
+}
+
+/// A running instance of an operator: one per subtask, driven by one task.
+///
+/// The runtime contract (checked in debug builds by the runtime):
+/// - Calls on one instance are never concurrent; the instance MUST NOT block on I/O (it runs on
+///   the task's thread and would stall every operator chained with it).
+/// - `process_batch` MUST emit only batches with the schema its [`PreparedOperator`] declared
+///   for that port; a mismatch fails the job with an internal error.
+/// - Watermarks arrive non-decreasing; an operator MUST NOT emit a watermark lower than one it
+///   emitted before. The default `process_watermark` forwards the input watermark unchanged, which
+///   is right for every operator that does not hold rows back.
+/// - On a barrier, an operator MUST emit (flush) everything that belongs before it, then return;
+///   the runtime forwards the barrier after the call.
+/// - Dropping the instance MUST free everything it holds.
+pub trait Operator: Send {
+    /// Handles one batch from input `input` (0 for single-input operators).
+    ///
+    /// # Errors
+    /// Any error fails the task and with it the job; classify it with [`crate::Error`]'s variants.
+    fn process_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Output) -> Result<()>;
+
+    /// Handles an advance of the operator's input watermark (the minimum over its inputs).
+    ///
+    /// # Errors
+    /// As [`Operator::process_batch`].
+    fn process_watermark(&mut self, watermark: Watermark, out: &mut Output) -> Result<()> {
+        out.emit_watermark(watermark);
+        Ok(())
+    }
+
+    /// Called when every input delivered barrier `barrier`, before it is forwarded.
+    ///
+    /// # Errors
+    /// As [`Operator::process_batch`].
+    fn on_barrier(&mut self, _barrier: Barrier, _out: &mut Output) -> Result<()> {
+        Ok(())
+    }
+
+    /// Called once when every input has ended; emit what is still held.
+    ///
+    /// # Errors
+    /// As [`Operator::process_batch`].
+    fn on_end_of_input(&mut self, _out: &mut Output) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// A named extra output of an operator (dead letters, late rows).
+#[derive(Debug, Clone)]
+pub struct SideOutput {
+    /// Name used in job specs as `node.name`.
+    pub name: String,
+    /// Schema of its batches.
+    pub schema: SchemaRef,
+}
+
+/// What an [`OperatorFactory`] is given to prepare one operator of a job.
+#[derive(Debug, Clone, Copy)]
+pub struct OperatorSpec<'a> {
+    /// The operator's stable id.
+    pub operator_id: &'a OperatorId,
+    /// The node's `options` object from the job spec (`null` when absent).
+    pub options: &'a serde_json::Value,
+    /// JSON path of `options` in the spec, for error messages (`operators[2].options`).
+    pub options_path: &'a str,
+    /// Schemas of the operator's inputs, in input order.
+    pub input_schemas: &'a [SchemaRef],
+}
+
+/// A validated, schema-resolved operator, shared by all its subtasks.
+///
+/// Preparing does no I/O and starts nothing: `weir validate` prepares every operator of a job.
+pub trait PreparedOperator: Send + Sync + std::fmt::Debug {
+    /// Schema of the main output.
+    fn output_schema(&self) -> SchemaRef;
+
+    /// Extra named outputs, in port order.
+    fn side_outputs(&self) -> Vec<SideOutput> {
+        Vec::new()
+    }
+
+    /// One line for `EXPLAIN` and plan output, e.g. `filter: price > 1000`.
+    fn describe(&self) -> String;
+
+    /// Creates the instance for one subtask.
+    ///
+    /// # Errors
+    /// When the instance cannot be created (resources the operator needs).
+    fn create(&self, ctx: &TaskContext) -> Result<Box<dyn Operator>>;
+}
+
+/// Creates operators of one type from their options; registered under a name (`filter`,
+/// `project`, or a plugin's own name) so that job specs can use it.
+pub trait OperatorFactory: Send + Sync {
+    /// Validates the options against the input schemas and prepares the operator.
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] or [`crate::Error::Expression`] naming the offending option's path.
+    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>>;
+}

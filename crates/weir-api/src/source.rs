@@ -1,0 +1,216 @@
+//! The source surface: an enumerator lists splits, readers read them from a cursor.
+
+use crate::capability::{Boundedness, SourceCapability};
+use crate::context::TaskContext;
+use crate::error::{RecordLocation, Result};
+use crate::ids::OperatorId;
+use arrow::array::{ArrayRef, StringBuilder, UInt64Builder};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use serde::{Deserialize, Serialize};
+use std::sync::{Arc, LazyLock};
+
+/// What a connector does with a record it cannot read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BadRecordPolicy {
+    /// Fail the job with an error naming file, line and column.
+    #[default]
+    Fail,
+    /// Send the record with the reason to the node's `dead_letter` output.
+    DeadLetter,
+}
+
+/// What a source or sink factory is given to prepare one connector node of a job.
+#[derive(Debug, Clone)]
+pub struct ConnectorSpec<'a> {
+    /// The node's stable operator id.
+    pub operator_id: &'a OperatorId,
+    /// The node's `options` object from the job spec.
+    pub options: &'a serde_json::Value,
+    /// JSON path of `options` in the spec, for error messages (`sources[0].options`).
+    pub options_path: &'a str,
+    /// The schema declared in the spec, if any; otherwise a source infers it.
+    pub schema: Option<SchemaRef>,
+    /// What to do with unreadable records.
+    pub bad_records: BadRecordPolicy,
+}
+
+/// Position inside a split: the next record to read (a row for files, an offset for logs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default, Serialize, Deserialize)]
+pub struct SplitCursor {
+    /// 0-based index of the next record to read.
+    pub next_record: u64,
+}
+
+/// A unit of source input assigned to one reader: a file, a topic partition.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SourceSplit {
+    /// Stable id of the split (a file's URL, `topic/partition`).
+    pub id: String,
+    /// Where reading starts.
+    pub cursor: SplitCursor,
+    /// Size in bytes where known, for progress reporting.
+    pub size_bytes: Option<u64>,
+}
+
+/// One read from a split.
+#[derive(Debug, Clone)]
+pub struct SplitBatch {
+    /// Rows read, in the source's schema (may be empty when only dead letters were read).
+    pub data: RecordBatch,
+    /// Unreadable records, in [`dead_letter_schema`], when the policy is dead-letter.
+    pub dead_letters: Option<RecordBatch>,
+    /// The cursor after this batch.
+    pub cursor: SplitCursor,
+}
+
+/// Reads one split from its cursor onwards.
+///
+/// # Cancel safety
+/// A reader is dropped when its job is cancelled; `next_batch` need not be cancel safe.
+#[async_trait::async_trait]
+pub trait SplitReader: Send {
+    /// The next batch, or `None` when a bounded split is exhausted.
+    ///
+    /// # Errors
+    /// [`crate::Error::BadRecord`] under [`BadRecordPolicy::Fail`]; external errors for I/O.
+    async fn next_batch(&mut self) -> Result<Option<SplitBatch>>;
+}
+
+/// A validated, schema-resolved source, shared by all its subtasks.
+#[async_trait::async_trait]
+pub trait PreparedSource: Send + Sync + std::fmt::Debug {
+    /// Schema of the rows the source emits.
+    fn schema(&self) -> SchemaRef;
+
+    /// What the source can promise about replay.
+    fn capabilities(&self) -> Vec<SourceCapability>;
+
+    /// Whether the source ends by itself.
+    fn boundedness(&self) -> Boundedness;
+
+    /// One line for plan output, e.g. `file: csv data/*.csv`.
+    fn describe(&self) -> String;
+
+    /// The enumerator: lists every split, in a deterministic order.
+    ///
+    /// # Errors
+    /// External errors when listing fails; a config error when nothing matches.
+    async fn enumerate_splits(&self) -> Result<Vec<SourceSplit>>;
+
+    /// Opens a reader for `split`, starting at its cursor.
+    ///
+    /// # Errors
+    /// External errors when the split cannot be opened.
+    async fn open_split(
+        &self,
+        split: &SourceSplit,
+        ctx: &TaskContext,
+    ) -> Result<Box<dyn SplitReader>>;
+}
+
+/// Prepares sources of one connector type (`file`, `kafka`, `datagen`) from their options.
+#[async_trait::async_trait]
+pub trait SourceFactory: Send + Sync {
+    /// Validates the options, resolves the schema (declared or inferred) and prepares the source.
+    ///
+    /// # Errors
+    /// [`crate::Error::Config`] naming the offending option's path; external errors when
+    /// inference has to read input and cannot.
+    async fn prepare(&self, spec: ConnectorSpec<'_>) -> Result<Arc<dyn PreparedSource>>;
+}
+
+static DEAD_LETTER_SCHEMA: LazyLock<SchemaRef> = LazyLock::new(|| {
+    Arc::new(Schema::new(vec![
+        Field::new("input", DataType::Utf8, false),
+        Field::new("line", DataType::UInt64, true),
+        Field::new("column", DataType::Utf8, true),
+        Field::new("reason", DataType::Utf8, false),
+        Field::new("raw", DataType::Utf8, true),
+    ]))
+});
+
+/// Schema of every `dead_letter` output: where the record was, why it was rejected, its text.
+pub fn dead_letter_schema() -> SchemaRef {
+    DEAD_LETTER_SCHEMA.clone()
+}
+
+/// Builds a dead-letter batch one rejected record at a time (rejections are rare, so rows are fine
+/// here).
+#[derive(Debug, Default)]
+pub struct DeadLetterBuilder {
+    input: StringBuilder,
+    line: UInt64Builder,
+    column: StringBuilder,
+    reason: StringBuilder,
+    raw: StringBuilder,
+    len: usize,
+}
+
+impl DeadLetterBuilder {
+    /// An empty builder.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds one rejected record.
+    pub fn push(&mut self, location: &RecordLocation, reason: &str, raw: Option<&str>) {
+        self.input.append_value(&location.input);
+        self.line.append_option(location.line);
+        self.column.append_option(location.column.as_deref());
+        self.reason.append_value(reason);
+        self.raw.append_option(raw);
+        self.len += 1;
+    }
+
+    /// Number of records added.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no record was added.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The batch of everything added, or `None` when nothing was.
+    pub fn finish(&mut self) -> Option<RecordBatch> {
+        if self.len == 0 {
+            return None;
+        }
+        self.len = 0;
+        let columns: Vec<ArrayRef> = vec![
+            Arc::new(self.input.finish()),
+            Arc::new(self.line.finish()),
+            Arc::new(self.column.finish()),
+            Arc::new(self.reason.finish()),
+            Arc::new(self.raw.finish()),
+        ];
+        RecordBatch::try_new(dead_letter_schema(), columns).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dead_letter_builder_builds_the_fixed_schema() {
+        let mut b = DeadLetterBuilder::new();
+        assert!(b.finish().is_none());
+        b.push(
+            &RecordLocation {
+                input: "a.csv".into(),
+                line: Some(3),
+                column: Some("price".into()),
+            },
+            "not a number",
+            Some("x,abc"),
+        );
+        let batch = b.finish().expect("one row");
+        assert_eq!(batch.num_rows(), 1);
+        assert_eq!(batch.schema(), dead_letter_schema());
+        assert!(b.is_empty());
+    }
+}

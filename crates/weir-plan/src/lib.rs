@@ -1,0 +1,109 @@
+//! Weir's plan pipeline (seed 000 §2): [`JobSpec`] -> [`StreamModel`] -> [`StreamGraph`] ->
+//! [`JobGraph`] -> [`PartitionedPlan`] -> [`DeploymentPlan`], plus the stable key hash that routes
+//! keys to state shards.
+//!
+//! This crate does no I/O (except [`JobSpec::from_file`] reading the spec) and depends on no
+//! runtime: every plan is plain data that serializes to canonical JSON, round-trips byte for
+//! byte, and has a fingerprint ([`Plan::fingerprint`]).
+//!
+//! ```
+//! use weir_plan::{JobSpec, CompiledPlans, Plan};
+//! let spec = JobSpec::from_yaml_str(r#"
+//! job: demo
+//! parallelism: 2
+//! sources: [{ name: bids, connector: datagen, options: { rows: 10 } }]
+//! sinks: [{ name: out, connector: blackhole, input: bids }]
+//! "#, "demo.yaml").unwrap();
+//! let plans = CompiledPlans::compile(&spec, Some("demo.yaml")).unwrap();
+//! assert_eq!(plans.partitioned.vertices.len(), 1); // source and sink are chained
+//! assert_eq!(plans.partitioned.checkpoint_ack_set.len(), 2);
+//! ```
+
+mod deployment;
+mod error;
+mod fingerprint;
+mod job_graph;
+pub mod key_hash;
+mod model;
+mod partitioned;
+mod schema_spec;
+mod spec;
+mod stream_graph;
+
+pub use deployment::{DeploymentPlan, RuntimeNode, TaskAssignment, Transport};
+pub use error::{Error, Result};
+pub use fingerprint::{Plan, canonicalize};
+pub use job_graph::{JobEdge, JobGraph, JobVertex};
+pub use model::{
+    DEFAULT_CHANNEL_CAPACITY, DEFAULT_STATE_SHARDS, IdOrigin, MAX_PARALLELISM, ModelInput,
+    ModelNode, NodeKind, StreamModel,
+};
+pub use partitioned::{
+    HASH_POLICY, PartitionPolicy, PartitionedPlan, PlanEdge, PlanVertex, ShardAssignment,
+    ShardRange,
+};
+pub use schema_spec::{FieldSpec, parse_type_name, schema_from_fields};
+pub use spec::{InputSpec, JobSpec, JobSpecBuilder, OperatorSpec, PartitionSpec, SinkSpec, SourceSpec};
+pub use stream_graph::{EdgePolicy, StreamEdge, StreamGraph, StreamNode};
+
+use serde::Serialize;
+
+/// Every plan of a job, compiled from one spec.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CompiledPlans {
+    /// Canonical user intent.
+    pub model: StreamModel,
+    /// Logical DAG.
+    pub stream_graph: StreamGraph,
+    /// Chained graph.
+    pub job_graph: JobGraph,
+    /// Subtasks, shards, channels, ACK set.
+    pub partitioned: PartitionedPlan,
+    /// Placement on the local node.
+    pub deployment: DeploymentPlan,
+}
+
+impl CompiledPlans {
+    /// Runs the whole pipeline for a spec; `file` names the spec in errors.
+    ///
+    /// # Errors
+    /// The first [`Error`] of any stage, with the JSON path of the offending field.
+    pub fn compile(spec: &JobSpec, file: Option<&str>) -> Result<CompiledPlans> {
+        let model = StreamModel::from_spec(spec, file)?;
+        let origin = file.unwrap_or(spec::BUILDER_ORIGIN);
+        let stream_graph = StreamGraph::from_model(&model, origin)?;
+        let job_graph = JobGraph::from_stream_graph(&stream_graph)?;
+        let partitioned = PartitionedPlan::from_job_graph(&job_graph, &stream_graph, origin)?;
+        let deployment = DeploymentPlan::local(&partitioned, 1);
+        Ok(CompiledPlans {
+            model,
+            stream_graph,
+            job_graph,
+            partitioned,
+            deployment,
+        })
+    }
+
+    /// All plans with their fingerprints, as one JSON document for `weir plan`.
+    pub fn to_json_pretty(&self) -> String {
+        let doc = serde_json::json!({
+            "fingerprints": {
+                "streamModel": self.model.fingerprint(),
+                "streamGraph": self.stream_graph.fingerprint(),
+                "jobGraph": self.job_graph.fingerprint(),
+                "partitionedPlan": self.partitioned.fingerprint(),
+                "deploymentPlan": self.deployment.fingerprint(),
+            },
+            "streamModel": self.model,
+            "streamGraph": self.stream_graph,
+            "jobGraph": self.job_graph,
+            "partitionedPlan": self.partitioned,
+            "deploymentPlan": self.deployment,
+        });
+        serde_json::to_string_pretty(&doc).unwrap_or_default()
+    }
+}
+
+#[cfg(test)]
+mod plan_tests;

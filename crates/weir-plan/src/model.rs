@@ -1,0 +1,495 @@
+//! The StreamModel: canonical user intent, the one entry point of every front end (seed 000 §12).
+
+use crate::error::{Error, Result};
+use crate::fingerprint::{Plan, canonicalize, hex};
+use crate::schema_spec::{FieldSpec, schema_from_fields};
+use crate::spec::{BUILDER_ORIGIN, InputSpec, JobSpec, PartitionSpec};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use weir_api::{BadRecordPolicy, JobId, OperatorId, PipelineId, SemanticMode};
+
+/// Default number of state shards of a keyed vertex.
+pub const DEFAULT_STATE_SHARDS: u32 = 128;
+/// Default capacity of a channel, in messages.
+pub const DEFAULT_CHANNEL_CAPACITY: u32 = 16;
+/// Largest parallelism a node may ask for.
+pub const MAX_PARALLELISM: u32 = 1024;
+
+/// What a node is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeKind {
+    /// Reads from an external system.
+    Source,
+    /// Transforms batches.
+    Operator,
+    /// Writes to an external system.
+    Sink,
+}
+
+/// Where a node's operator id came from (seed 000 §3.2), strongest first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdOrigin {
+    /// The user's explicit `uid`.
+    Uid,
+    /// The node's canonical model path (its unique name).
+    ModelPath,
+    /// A hash of the node's structure (type, options, inputs) for unnamed nodes.
+    StructuralHash,
+}
+
+/// One input of a model node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelInput {
+    /// The upstream node.
+    pub node: OperatorId,
+    /// The upstream side output, or `None` for its main output.
+    pub output: Option<String>,
+    /// Partitioning asked for, or `None` to let the planner choose.
+    pub partition: Option<PartitionSpec>,
+}
+
+/// One node of the model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelNode {
+    /// Stable operator id.
+    pub operator_id: OperatorId,
+    /// How the id was chosen.
+    pub id_origin: IdOrigin,
+    /// Source, operator or sink.
+    pub kind: NodeKind,
+    /// Connector or operator type name.
+    pub type_name: String,
+    /// Where the node is written in its spec (`operators[1]`), for error messages.
+    pub origin: String,
+    /// Explicit parallelism, or `None` for the job's.
+    pub parallelism: Option<u32>,
+    /// Declared schema (sources).
+    pub schema: Option<Vec<FieldSpec>>,
+    /// Unreadable-record policy (sources).
+    pub bad_records: BadRecordPolicy,
+    /// Inputs in input order.
+    pub inputs: Vec<ModelInput>,
+    /// Options, keys sorted.
+    pub options: serde_json::Value,
+}
+
+/// The canonical model of a job.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StreamModel {
+    /// The job.
+    pub job_id: JobId,
+    /// The pipeline lineage.
+    pub pipeline_id: PipelineId,
+    /// Default parallelism.
+    pub parallelism: u32,
+    /// State shards per keyed vertex.
+    pub state_shard_count: u32,
+    /// Channel capacity in messages.
+    pub channel_capacity: u32,
+    /// Required delivery guarantee, if declared.
+    pub semantic_mode: Option<SemanticMode>,
+    /// Nodes in declaration order: sources, operators, sinks.
+    pub nodes: Vec<ModelNode>,
+}
+
+impl Plan for StreamModel {}
+
+struct Draft<'a> {
+    name: Option<&'a str>,
+    uid: Option<&'a str>,
+    kind: NodeKind,
+    type_name: &'a str,
+    origin: String,
+    parallelism: Option<u32>,
+    schema: Option<&'a Vec<FieldSpec>>,
+    bad_records: BadRecordPolicy,
+    inputs: Vec<(String, &'a InputSpec)>,
+    default_partition: Option<&'a PartitionSpec>,
+    options: &'a serde_json::Value,
+}
+
+fn valid_id(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 128
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+impl StreamModel {
+    /// Compiles a spec into the canonical model, checking everything that needs no registry and
+    /// no I/O: names, ids, references, cycles, partitioning, parallelism.
+    ///
+    /// `file` names the spec in errors (`<builder>` when `None`).
+    ///
+    /// # Errors
+    /// [`Error::Spec`] with the JSON path of the offending field, or [`Error::Cycle`].
+    pub fn from_spec(spec: &JobSpec, file: Option<&str>) -> Result<StreamModel> {
+        let file = file.unwrap_or(BUILDER_ORIGIN).to_owned();
+        let err = |path: String, message: String| Error::Spec {
+            file: file.clone(),
+            path,
+            message,
+        };
+        let job = spec
+            .job
+            .clone()
+            .ok_or_else(|| err("job".into(), "a job id is required".into()))?;
+        if !valid_id(&job) {
+            return Err(err(
+                "job".into(),
+                format!("`{job}` is not a valid id (use letters, digits, `_`, `-`)"),
+            ));
+        }
+        let pipeline = spec.pipeline.clone().unwrap_or_else(|| job.clone());
+        if !valid_id(&pipeline) {
+            return Err(err(
+                "pipeline".into(),
+                format!("`{pipeline}` is not a valid id (use letters, digits, `_`, `-`)"),
+            ));
+        }
+        let parallelism = spec.parallelism.unwrap_or(1);
+        check_parallelism(parallelism).map_err(|m| err("parallelism".into(), m))?;
+        let state_shard_count = spec.state_shards.unwrap_or(DEFAULT_STATE_SHARDS);
+        if !(1..=65_536).contains(&state_shard_count) {
+            return Err(err(
+                "state_shards".into(),
+                format!("{state_shard_count} is out of range (1..=65536)"),
+            ));
+        }
+        let channel_capacity = spec.channel_capacity.unwrap_or(DEFAULT_CHANNEL_CAPACITY);
+        if channel_capacity == 0 {
+            return Err(err(
+                "channel_capacity".into(),
+                "must be at least 1".into(),
+            ));
+        }
+        if spec.sources.is_empty() {
+            return Err(err("sources".into(), "a job needs at least one source".into()));
+        }
+        if spec.sinks.is_empty() {
+            return Err(err("sinks".into(), "a job needs at least one sink".into()));
+        }
+
+        let drafts = drafts(spec);
+        // Check names, uids and declared schemas; map names to draft indices.
+        let mut by_name: HashMap<&str, usize> = HashMap::new();
+        for (i, d) in drafts.iter().enumerate() {
+            if let Some(name) = d.name {
+                if !valid_id(name) {
+                    return Err(err(
+                        format!("{}.name", d.origin),
+                        format!("`{name}` is not a valid name (use letters, digits, `_`, `-`)"),
+                    ));
+                }
+                if let Some(prev) = by_name.insert(name, i) {
+                    return Err(err(
+                        format!("{}.name", d.origin),
+                        format!("`{name}` is already the name of {}", drafts[prev].origin),
+                    ));
+                }
+            }
+            if let Some(uid) = d.uid
+                && !valid_id(uid)
+            {
+                return Err(err(
+                    format!("{}.uid", d.origin),
+                    format!("`{uid}` is not a valid uid (use letters, digits, `_`, `-`)"),
+                ));
+            }
+            if let Some(p) = d.parallelism {
+                check_parallelism(p).map_err(|m| err(format!("{}.parallelism", d.origin), m))?;
+            }
+            if let Some(fields) = d.schema {
+                schema_from_fields(fields).map_err(|(idx, m)| {
+                    err(format!("{}.schema[{idx}].type", d.origin), m)
+                })?;
+            }
+            if d.type_name.trim().is_empty() {
+                let field = if d.kind == NodeKind::Operator { "type" } else { "connector" };
+                return Err(err(format!("{}.{field}", d.origin), "must not be empty".into()));
+            }
+        }
+
+        // Resolve input references to draft indices.
+        let mut edges: Vec<Vec<(usize, Option<String>)>> = Vec::with_capacity(drafts.len());
+        for d in &drafts {
+            if d.kind == NodeKind::Source && !d.inputs.is_empty() {
+                return Err(err(d.origin.clone(), "a source has no inputs".into()));
+            }
+            if d.kind != NodeKind::Source && d.inputs.is_empty() {
+                return Err(err(
+                    format!("{}.input", d.origin),
+                    "needs an input (`input: <node>` or `inputs: [...]`)".into(),
+                ));
+            }
+            let mut resolved = Vec::with_capacity(d.inputs.len());
+            for (path, input) in &d.inputs {
+                let reference = input.from();
+                let (node, output) = match reference.split_once('.') {
+                    Some((n, o)) => (n, Some(o.to_owned())),
+                    None => (reference, None),
+                };
+                let Some(&idx) = by_name.get(node) else {
+                    let known: Vec<&str> = {
+                        let mut k: Vec<&str> = by_name.keys().copied().collect();
+                        k.sort_unstable();
+                        k
+                    };
+                    return Err(err(
+                        path.clone(),
+                        format!(
+                            "no node is named `{node}` (known: {})",
+                            known.join(", ")
+                        ),
+                    ));
+                };
+                if drafts[idx].kind == NodeKind::Sink {
+                    return Err(err(
+                        path.clone(),
+                        format!("`{node}` is a sink; sinks have no output"),
+                    ));
+                }
+                if let Some(o) = &output
+                    && !valid_id(o)
+                {
+                    return Err(err(path.clone(), format!("`{o}` is not a valid output name")));
+                }
+                let partition = input.partition().or(d.default_partition);
+                if let Some(PartitionSpec::Hash(keys)) = partition
+                    && keys.is_empty()
+                {
+                    return Err(err(path.clone(), "hash partitioning needs at least one key column".into()));
+                }
+                resolved.push((idx, output));
+            }
+            edges.push(resolved);
+        }
+
+        let order = topological_order(&drafts, &edges).map_err(|cycle| Error::Cycle {
+            file: file.clone(),
+            nodes: cycle
+                .into_iter()
+                .map(|i| drafts[i].name.unwrap_or(&drafts[i].origin).to_owned())
+                .collect(),
+        })?;
+
+        // Assign operator ids in topological order so structural hashes can use upstream ids.
+        let mut ids: Vec<Option<(OperatorId, IdOrigin)>> = vec![None; drafts.len()];
+        for &i in &order {
+            let d = &drafts[i];
+            let id = if let Some(uid) = d.uid {
+                (OperatorId::new(uid), IdOrigin::Uid)
+            } else if let Some(name) = d.name {
+                (OperatorId::new(name), IdOrigin::ModelPath)
+            } else {
+                let upstream: Vec<String> = edges[i]
+                    .iter()
+                    .map(|(u, o)| {
+                        let uid = ids[*u].as_ref().map(|x| x.0.as_str()).unwrap_or("");
+                        match o {
+                            Some(o) => format!("{uid}.{o}"),
+                            None => uid.to_owned(),
+                        }
+                    })
+                    .collect();
+                (structural_id(d, &upstream), IdOrigin::StructuralHash)
+            };
+            ids[i] = Some(id);
+        }
+        let ids: Vec<(OperatorId, IdOrigin)> = ids.into_iter().flatten().collect();
+        let mut seen: BTreeMap<&OperatorId, usize> = BTreeMap::new();
+        for (i, (id, _)) in ids.iter().enumerate() {
+            if let Some(prev) = seen.insert(id, i) {
+                return Err(err(
+                    drafts[i].origin.clone(),
+                    format!(
+                        "operator id `{id}` is also the id of {}; give one of them a distinct `uid` or `name`",
+                        drafts[prev].origin
+                    ),
+                ));
+            }
+        }
+
+        let nodes = drafts
+            .iter()
+            .enumerate()
+            .map(|(i, d)| ModelNode {
+                operator_id: ids[i].0.clone(),
+                id_origin: ids[i].1,
+                kind: d.kind,
+                type_name: d.type_name.to_owned(),
+                origin: d.origin.clone(),
+                parallelism: d.parallelism,
+                schema: d.schema.cloned(),
+                bad_records: d.bad_records,
+                inputs: edges[i]
+                    .iter()
+                    .zip(&d.inputs)
+                    .map(|((u, output), (_, spec))| ModelInput {
+                        node: ids[*u].0.clone(),
+                        output: output.clone(),
+                        partition: spec.partition().or(d.default_partition).cloned(),
+                    })
+                    .collect(),
+                options: canonicalize(d.options.clone()),
+            })
+            .collect();
+
+        Ok(StreamModel {
+            job_id: JobId::new(job),
+            pipeline_id: PipelineId::new(pipeline),
+            parallelism,
+            state_shard_count,
+            channel_capacity,
+            semantic_mode: spec.semantic_mode,
+            nodes,
+        })
+    }
+
+    /// The node with operator id `id`.
+    pub fn node(&self, id: &OperatorId) -> Option<&ModelNode> {
+        self.nodes.iter().find(|n| &n.operator_id == id)
+    }
+}
+
+fn check_parallelism(p: u32) -> std::result::Result<(), String> {
+    if (1..=MAX_PARALLELISM).contains(&p) {
+        Ok(())
+    } else {
+        Err(format!("{p} is out of range (1..={MAX_PARALLELISM})"))
+    }
+}
+
+fn drafts(spec: &JobSpec) -> Vec<Draft<'_>> {
+    fn inputs<'a>(
+        origin: &str,
+        single: &'a Option<InputSpec>,
+        many: &'a [InputSpec],
+    ) -> Vec<(String, &'a InputSpec)> {
+        let mut out: Vec<(String, &InputSpec)> = Vec::new();
+        if let Some(i) = single {
+            out.push((format!("{origin}.input"), i));
+        }
+        out.extend(
+            many.iter()
+                .enumerate()
+                .map(|(k, i)| (format!("{origin}.inputs[{k}]"), i)),
+        );
+        out
+    }
+    let mut out = Vec::new();
+    for (i, s) in spec.sources.iter().enumerate() {
+        out.push(Draft {
+            name: s.name.as_deref(),
+            uid: s.uid.as_deref(),
+            kind: NodeKind::Source,
+            type_name: &s.connector,
+            origin: format!("sources[{i}]"),
+            parallelism: s.parallelism,
+            schema: s.schema.as_ref(),
+            bad_records: s.bad_records,
+            inputs: Vec::new(),
+            default_partition: None,
+            options: &s.options,
+        });
+    }
+    for (i, o) in spec.operators.iter().enumerate() {
+        let origin = format!("operators[{i}]");
+        out.push(Draft {
+            name: o.name.as_deref(),
+            uid: o.uid.as_deref(),
+            kind: NodeKind::Operator,
+            type_name: &o.type_name,
+            inputs: inputs(&origin, &o.input, &o.inputs),
+            origin,
+            parallelism: o.parallelism,
+            schema: None,
+            bad_records: BadRecordPolicy::Fail,
+            default_partition: o.partition.as_ref(),
+            options: &o.options,
+        });
+    }
+    for (i, s) in spec.sinks.iter().enumerate() {
+        let origin = format!("sinks[{i}]");
+        out.push(Draft {
+            name: s.name.as_deref(),
+            uid: s.uid.as_deref(),
+            kind: NodeKind::Sink,
+            type_name: &s.connector,
+            inputs: inputs(&origin, &s.input, &s.inputs),
+            origin,
+            parallelism: s.parallelism,
+            schema: None,
+            bad_records: BadRecordPolicy::Fail,
+            default_partition: s.partition.as_ref(),
+            options: &s.options,
+        });
+    }
+    out
+}
+
+fn structural_id(d: &Draft<'_>, upstream: &[String]) -> OperatorId {
+    let canonical = serde_json::json!({
+        "kind": d.kind,
+        "type": d.type_name,
+        "options": canonicalize(d.options.clone()),
+        "inputs": upstream,
+    });
+    let digest = Sha256::digest(canonical.to_string().as_bytes());
+    OperatorId::new(format!("h{}", &hex(&digest)[..16]))
+}
+
+/// Kahn's algorithm, ties broken by declaration order; `Err` is a cycle (first node repeated).
+fn topological_order(
+    drafts: &[Draft<'_>],
+    edges: &[Vec<(usize, Option<String>)>],
+) -> std::result::Result<Vec<usize>, Vec<usize>> {
+    let n = drafts.len();
+    let mut indegree = vec![0usize; n];
+    let mut downstream: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (to, ins) in edges.iter().enumerate() {
+        for (from, _) in ins {
+            indegree[to] += 1;
+            downstream[*from].push(to);
+        }
+    }
+    let mut ready: std::collections::BTreeSet<usize> =
+        (0..n).filter(|&i| indegree[i] == 0).collect();
+    let mut order = Vec::with_capacity(n);
+    while let Some(i) = ready.pop_first() {
+        order.push(i);
+        for &d in &downstream[i] {
+            indegree[d] -= 1;
+            if indegree[d] == 0 {
+                ready.insert(d);
+            }
+        }
+    }
+    if order.len() == n {
+        return Ok(order);
+    }
+    // Walk backwards along inputs among the remaining nodes until a node repeats.
+    let remaining: Vec<bool> = (0..n).map(|i| indegree[i] > 0).collect();
+    let start = (0..n).find(|&i| remaining[i]).unwrap_or(0);
+    let mut path = vec![start];
+    let mut current = start;
+    loop {
+        let Some(&(next, _)) = edges[current].iter().find(|(u, _)| remaining[*u]) else {
+            return Err(path);
+        };
+        if let Some(pos) = path.iter().position(|&p| p == next) {
+            let mut cycle: Vec<usize> = path[pos..].to_vec();
+            cycle.reverse();
+            cycle.push(cycle[0]);
+            return Err(cycle);
+        }
+        path.push(next);
+        current = next;
+    }
+}

@@ -1,0 +1,464 @@
+//! The job spec: the YAML/JSON file format users write, and its Rust builder.
+//!
+//! Both front ends produce the same [`JobSpec`] value, which [`crate::StreamModel::from_spec`]
+//! compiles; there is no second path into the model.
+
+use crate::error::{Error, Result};
+use crate::schema_spec::FieldSpec;
+use serde::{Deserialize, Serialize};
+use std::path::Path;
+use weir_api::{BadRecordPolicy, SemanticMode};
+
+/// A whole job as written in a spec file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct JobSpec {
+    /// Job id, stable across restarts (`[A-Za-z0-9_-]`). Defaults to the file's stem.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// Pipeline lineage id; defaults to the job id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pipeline: Option<String>,
+    /// Default parallelism of every node (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<u32>,
+    /// Number of logical state shards of every keyed vertex (default 128); fixed for the job's life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_shards: Option<u32>,
+    /// Capacity of each channel in messages (default 16); a full channel blocks its producer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel_capacity: Option<u32>,
+    /// The delivery guarantee the job requires; validation refuses connectors that cannot give it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub semantic_mode: Option<SemanticMode>,
+    /// Sources.
+    #[serde(default)]
+    pub sources: Vec<SourceSpec>,
+    /// Operators between sources and sinks.
+    #[serde(default)]
+    pub operators: Vec<OperatorSpec>,
+    /// Sinks.
+    #[serde(default)]
+    pub sinks: Vec<SinkSpec>,
+}
+
+/// A source node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SourceSpec {
+    /// Node name, unique in the job; other nodes use it as input. Without a name (Rust builder
+    /// only) the operator id is a structural hash.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Explicit stable operator id; wins over the name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Connector type (`file`, `datagen`, ...).
+    pub connector: String,
+    /// Parallelism of this node (default: the job's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<u32>,
+    /// Declared columns; when absent the connector infers them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schema: Option<Vec<FieldSpec>>,
+    /// What to do with unreadable records (`fail` or `dead_letter`).
+    #[serde(default, skip_serializing_if = "is_default_policy")]
+    pub bad_records: BadRecordPolicy,
+    /// Connector options.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub options: serde_json::Value,
+}
+
+fn is_default_policy(p: &BadRecordPolicy) -> bool {
+    *p == BadRecordPolicy::Fail
+}
+
+/// An operator node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OperatorSpec {
+    /// Node name, unique in the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Explicit stable operator id; wins over the name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Operator type: a built-in (`filter`, `project`, `union`) or a registered plugin's name.
+    #[serde(rename = "type")]
+    pub type_name: String,
+    /// The single input (shorthand for `inputs: [x]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<InputSpec>,
+    /// Inputs, in input order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputSpec>,
+    /// How rows reach this node from every input that does not say otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<PartitionSpec>,
+    /// Parallelism of this node (default: the job's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<u32>,
+    /// Operator options.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub options: serde_json::Value,
+}
+
+/// A sink node.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SinkSpec {
+    /// Node name, unique in the job.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// Explicit stable operator id; wins over the name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// Connector type (`file`, `blackhole`, ...).
+    pub connector: String,
+    /// The single input (shorthand for `inputs: [x]`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<InputSpec>,
+    /// Inputs; several are unioned.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub inputs: Vec<InputSpec>,
+    /// How rows reach this node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition: Option<PartitionSpec>,
+    /// Parallelism of this node (default: the job's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parallelism: Option<u32>,
+    /// Connector options.
+    #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
+    pub options: serde_json::Value,
+}
+
+/// A reference to an upstream node: `name`, `name.side_output`, or `{from, partition}`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum InputSpec {
+    /// `name` or `name.side_output`.
+    Name(String),
+    /// Input with its own partitioning.
+    Detailed {
+        /// `name` or `name.side_output`.
+        from: String,
+        /// How rows of this input are distributed.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        partition: Option<PartitionSpec>,
+    },
+}
+
+impl InputSpec {
+    /// The referenced `name` or `name.side_output`.
+    pub fn from(&self) -> &str {
+        match self {
+            InputSpec::Name(n) => n,
+            InputSpec::Detailed { from, .. } => from,
+        }
+    }
+
+    /// The partitioning given on this input, if any.
+    pub fn partition(&self) -> Option<&PartitionSpec> {
+        match self {
+            InputSpec::Name(_) => None,
+            InputSpec::Detailed { partition, .. } => partition.as_ref(),
+        }
+    }
+}
+
+/// How rows travel along an edge, as written in a spec.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PartitionSpec {
+    /// Subtask i sends to subtask i (equal parallelism).
+    Forward,
+    /// Batches round-robin over all downstream subtasks.
+    Rebalance,
+    /// Every batch to every downstream subtask.
+    Broadcast,
+    /// Everything to one downstream subtask (forces parallelism 1).
+    Singleton,
+    /// Rows by key: key -> state shard -> owner subtask.
+    Hash(Vec<String>),
+}
+
+/// Where a spec came from, for error messages.
+pub(crate) const BUILDER_ORIGIN: &str = "<builder>";
+
+impl JobSpec {
+    /// Reads a spec file; `.json` is JSON, anything else YAML (YAML is a superset of JSON).
+    ///
+    /// # Errors
+    /// [`Error::Syntax`] with line and column for malformed files, [`Error::Spec`] with the JSON
+    /// path of a field of the wrong shape.
+    pub fn from_file(path: &Path) -> Result<JobSpec> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| Error::Spec {
+            file: file.clone(),
+            path: "$".into(),
+            message: format!("cannot read the file: {e}"),
+        })?;
+        let mut spec = if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) {
+            Self::from_json_str(&text, &file)?
+        } else {
+            Self::from_yaml_str(&text, &file)?
+        };
+        if spec.job.is_none() {
+            spec.job = path
+                .file_stem()
+                .map(|s| s.to_string_lossy().replace(['.', ' '], "-"));
+        }
+        Ok(spec)
+    }
+
+    /// Parses YAML text; `file` names the source in errors.
+    ///
+    /// # Errors
+    /// As [`JobSpec::from_file`].
+    pub fn from_yaml_str(text: &str, file: &str) -> Result<JobSpec> {
+        let de = serde_yaml::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(de).map_err(|err| {
+            let path = err.path().to_string();
+            let inner = err.into_inner();
+            let message = inner.to_string();
+            // serde_yaml prefixes errors about a value with that value's path; scanner errors have none.
+            let semantic = path != "."
+                && message
+                    .split_once(": ")
+                    .is_some_and(|(head, _)| path.starts_with(head));
+            match inner.location() {
+                Some(loc) if !semantic => Error::Syntax {
+                    file: file.to_owned(),
+                    line: loc.line(),
+                    column: loc.column(),
+                    message,
+                },
+                _ => Error::Spec {
+                    file: file.to_owned(),
+                    path: display_path(&path),
+                    message,
+                },
+            }
+        })
+    }
+
+    /// Parses JSON text; `file` names the source in errors.
+    ///
+    /// # Errors
+    /// As [`JobSpec::from_file`].
+    pub fn from_json_str(text: &str, file: &str) -> Result<JobSpec> {
+        let mut de = serde_json::Deserializer::from_str(text);
+        serde_path_to_error::deserialize(&mut de).map_err(|err| {
+            let path = err.path().to_string();
+            let inner = err.into_inner();
+            if inner.is_syntax() || inner.is_eof() || path == "." {
+                Error::Syntax {
+                    file: file.to_owned(),
+                    line: inner.line(),
+                    column: inner.column(),
+                    message: inner.to_string(),
+                }
+            } else {
+                Error::Spec {
+                    file: file.to_owned(),
+                    path: display_path(&path),
+                    message: inner.to_string(),
+                }
+            }
+        })
+    }
+
+    /// Starts a spec in Rust: the builder front end.
+    pub fn builder(job: impl Into<String>) -> JobSpecBuilder {
+        JobSpecBuilder {
+            spec: JobSpec {
+                job: Some(job.into()),
+                pipeline: None,
+                parallelism: None,
+                state_shards: None,
+                channel_capacity: None,
+                semantic_mode: None,
+                sources: Vec::new(),
+                operators: Vec::new(),
+                sinks: Vec::new(),
+            },
+        }
+    }
+}
+
+fn display_path(path: &str) -> String {
+    if path == "." { "$".to_owned() } else { path.to_owned() }
+}
+
+/// Builds a [`JobSpec`] in Rust, for tests, embedding and plugin authors.
+#[derive(Debug, Clone)]
+pub struct JobSpecBuilder {
+    spec: JobSpec,
+}
+
+impl JobSpecBuilder {
+    /// Sets the default parallelism.
+    pub fn parallelism(mut self, parallelism: u32) -> Self {
+        self.spec.parallelism = Some(parallelism);
+        self
+    }
+
+    /// Sets the number of state shards.
+    pub fn state_shards(mut self, shards: u32) -> Self {
+        self.spec.state_shards = Some(shards);
+        self
+    }
+
+    /// Sets the channel capacity in messages.
+    pub fn channel_capacity(mut self, capacity: u32) -> Self {
+        self.spec.channel_capacity = Some(capacity);
+        self
+    }
+
+    /// Adds a source.
+    pub fn source(mut self, source: SourceSpec) -> Self {
+        self.spec.sources.push(source);
+        self
+    }
+
+    /// Adds an operator.
+    pub fn operator(mut self, operator: OperatorSpec) -> Self {
+        self.spec.operators.push(operator);
+        self
+    }
+
+    /// Adds a sink.
+    pub fn sink(mut self, sink: SinkSpec) -> Self {
+        self.spec.sinks.push(sink);
+        self
+    }
+
+    /// The finished spec.
+    pub fn build(self) -> JobSpec {
+        self.spec
+    }
+}
+
+impl SourceSpec {
+    /// A named source of connector type `connector` with `options`.
+    pub fn new(name: &str, connector: &str, options: serde_json::Value) -> Self {
+        SourceSpec {
+            name: Some(name.to_owned()),
+            uid: None,
+            connector: connector.to_owned(),
+            parallelism: None,
+            schema: None,
+            bad_records: BadRecordPolicy::Fail,
+            options,
+        }
+    }
+}
+
+impl OperatorSpec {
+    /// An operator of `type_name` reading `input`; `name` may be `None` (structural-hash id).
+    pub fn new(
+        name: Option<&str>,
+        type_name: &str,
+        input: &str,
+        options: serde_json::Value,
+    ) -> Self {
+        OperatorSpec {
+            name: name.map(str::to_owned),
+            uid: None,
+            type_name: type_name.to_owned(),
+            input: Some(InputSpec::Name(input.to_owned())),
+            inputs: Vec::new(),
+            partition: None,
+            parallelism: None,
+            options,
+        }
+    }
+}
+
+impl SinkSpec {
+    /// A named sink of connector type `connector` reading `input`.
+    pub fn new(name: &str, connector: &str, input: &str, options: serde_json::Value) -> Self {
+        SinkSpec {
+            name: Some(name.to_owned()),
+            uid: None,
+            connector: connector.to_owned(),
+            input: Some(InputSpec::Name(input.to_owned())),
+            inputs: Vec::new(),
+            partition: None,
+            parallelism: None,
+            options,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const YAML: &str = r#"
+job: demo
+parallelism: 2
+sources:
+  - name: bids
+    connector: file
+    options: { path: data/bids.csv, format: csv }
+operators:
+  - name: expensive
+    type: filter
+    input: bids
+    options: { predicate: "price > 1000" }
+  - name: by_auction
+    type: project
+    input: { from: expensive, partition: { hash: [auction] } }
+    options: { expressions: ["auction", "price * 0.908 AS euro"] }
+sinks:
+  - name: out
+    connector: file
+    input: by_auction
+    options: { path: out/, format: parquet }
+"#;
+
+    #[test]
+    fn parses_yaml() {
+        let spec = JobSpec::from_yaml_str(YAML, "demo.yaml").expect("valid");
+        assert_eq!(spec.parallelism, Some(2));
+        assert_eq!(spec.operators.len(), 2);
+        assert_eq!(
+            spec.operators[1].input.as_ref().and_then(|i| i.partition()),
+            Some(&PartitionSpec::Hash(vec!["auction".into()]))
+        );
+    }
+
+    #[test]
+    fn wrong_field_names_its_path() {
+        let bad = YAML.replace("type: filter", "typ: filter");
+        let err = JobSpec::from_yaml_str(&bad, "demo.yaml").unwrap_err();
+        let msg = err.to_string();
+        assert!(msg.starts_with("demo.yaml: operators[0]"), "{msg}");
+        assert!(msg.contains("typ"), "{msg}");
+    }
+
+    #[test]
+    fn wrong_type_names_its_path() {
+        let bad = YAML.replace("parallelism: 2", "parallelism: two");
+        let err = JobSpec::from_yaml_str(&bad, "demo.yaml").unwrap_err();
+        assert!(err.to_string().contains("parallelism"), "{err}");
+    }
+
+    #[test]
+    fn yaml_syntax_error_names_line() {
+        let err = JobSpec::from_yaml_str("job: demo\nsources: 'unterminated\n", "x.yaml").unwrap_err();
+        assert!(
+            matches!(err, Error::Syntax { line, .. } if line >= 1),
+            "{err:?}"
+        );
+    }
+
+    #[test]
+    fn json_error_names_path_and_syntax_line() {
+        let err = JobSpec::from_json_str(r#"{"sources": [{"connector": 5}]}"#, "j.json").unwrap_err();
+        assert!(err.to_string().contains("sources[0].connector"), "{err}");
+        let err = JobSpec::from_json_str("{\n  \"job\": \n", "j.json").unwrap_err();
+        assert!(matches!(err, Error::Syntax { line: 3, .. }), "{err:?}");
+    }
+}

@@ -1,0 +1,142 @@
+//! SQL expression text -> DataFusion physical expression, planned once per operator.
+//!
+//! The steps are the ones DataFusion takes for a `SELECT` item, on a schema with no table:
+//! parse with the session's dialect ([`SessionState::sql_to_expr_with_alias`]), plan against the
+//! input schema ([`SessionState::create_logical_expr_from_sql_expr`], which resolves columns and
+//! functions from the session's registry), coerce types and simplify ([`ExprSimplifier`]), then
+//! create the physical expression ([`SessionState::create_physical_expr`]).
+//!
+//! Simplification folds constants once, at prepare time. That includes `now()`, which DataFusion
+//! defines as the query start: here that is when the operator was prepared.
+
+use arrow::datatypes::{Field, FieldRef, SchemaRef};
+use datafusion::common::{DFSchema, DataFusionError};
+use datafusion::execution::{SessionState, SessionStateBuilder};
+use datafusion::logical_expr::simplify::SimplifyContext;
+use datafusion::optimizer::simplify_expressions::ExprSimplifier;
+use datafusion::physical_expr::PhysicalExpr;
+use datafusion::sql::planner::IdentNormalizer;
+use datafusion::sql::sqlparser::ast::ExprWithAlias;
+use std::sync::{Arc, OnceLock};
+use weir_api::Error;
+
+/// Plans SQL expressions with one DataFusion session (its dialect, config and functions).
+///
+/// The session is built on first use, so registering the built-in factories costs nothing for
+/// jobs that do not use them.
+#[derive(Default)]
+pub(crate) struct ExprCompiler {
+    state: OnceLock<SessionState>,
+}
+
+impl std::fmt::Debug for ExprCompiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExprCompiler").finish_non_exhaustive()
+    }
+}
+
+/// One planned expression.
+#[derive(Debug, Clone)]
+pub(crate) struct CompiledExpr {
+    /// The evaluator, shared by every subtask.
+    pub(crate) physical: Arc<dyn PhysicalExpr>,
+    /// Output field: named after the alias, the column, or DataFusion's display name; its type
+    /// and nullability are the physical expression's.
+    pub(crate) field: FieldRef,
+    /// Whether the text had an `AS alias`.
+    pub(crate) has_alias: bool,
+}
+
+impl ExprCompiler {
+    /// A compiler over `state`, for callers that registered their own functions or config.
+    pub(crate) fn with_state(state: SessionState) -> Self {
+        Self {
+            state: OnceLock::from(state),
+        }
+    }
+
+    fn state(&self) -> &SessionState {
+        self.state
+            .get_or_init(|| SessionStateBuilder::new().with_default_features().build())
+    }
+
+    /// Plans `text` (an expression with an optional `AS alias`) against `input`.
+    pub(crate) fn compile(
+        &self,
+        text: &str,
+        input: &SchemaRef,
+    ) -> Result<CompiledExpr, DataFusionError> {
+        let state = self.state();
+        let options = state.config_options();
+        let df_schema = Arc::new(DFSchema::try_from(Arc::clone(input))?);
+
+        let parsed = state.sql_to_expr_with_alias(text, &options.sql_parser.dialect)?;
+        // Aliases are normalized like identifiers in a SELECT list (`AS Euro` -> `euro`,
+        // `AS "Euro"` -> `Euro`), which the SQL planner does not do for a lone expression.
+        let alias = parsed
+            .alias
+            .map(|ident| {
+                IdentNormalizer::new(options.sql_parser.enable_ident_normalization).normalize(ident)
+            });
+        let logical = state.create_logical_expr_from_sql_expr(
+            ExprWithAlias {
+                expr: parsed.expr,
+                alias: None,
+            },
+            &df_schema,
+        )?;
+        // Named before coercion and simplification, as DataFusion names SELECT items.
+        let has_alias = alias.is_some();
+        let name = match alias {
+            Some(alias) => alias,
+            None => logical.schema_name().to_string(),
+        };
+
+        let simplifier = ExprSimplifier::new(
+            SimplifyContext::builder()
+                .with_schema(Arc::clone(&df_schema))
+                .with_config_options(Arc::clone(options))
+                .with_current_time()
+                .build(),
+        );
+        let logical = simplifier.coerce(logical, &df_schema)?;
+        let logical = simplifier.simplify(logical)?;
+        let physical = state.create_physical_expr(logical, &df_schema)?;
+        let field = physical.return_field(input)?;
+        let field = Arc::new(Field::clone(&field).with_name(name));
+        Ok(CompiledExpr {
+            physical,
+            field,
+            has_alias,
+        })
+    }
+}
+
+/// An [`Error::Expression`] for the option at `path` holding `text`.
+pub(crate) fn expression_error(path: &str, text: &str, message: impl Into<String>) -> Error {
+    Error::Expression {
+        path: path.to_owned(),
+        expression: text.to_owned(),
+        message: message.into(),
+    }
+}
+
+/// DataFusion's message without a backtrace, for error payloads.
+pub(crate) fn datafusion_message(err: &DataFusionError) -> String {
+    err.strip_backtrace()
+}
+
+/// The one input schema of a single-input operator.
+pub(crate) fn single_input(
+    kind: &str,
+    operator: &weir_api::OperatorId,
+    inputs: &[SchemaRef],
+) -> Result<SchemaRef, Error> {
+    match inputs {
+        [one] => Ok(Arc::clone(one)),
+        _ => Err(Error::schema(
+            format!("{kind} operator `{operator}`"),
+            format!("{kind} takes exactly one input, got {}", inputs.len()),
+        )),
+    }
+}

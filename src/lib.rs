@@ -1,1 +1,109 @@
-//! Weir facade
+//! Weir: an Apache Arrow columnar streaming dataflow engine.
+//!
+//! This facade is what a Rust user depends on: it re-exports the plugin API, the plan pipeline
+//! and the runtime, and [`Engine`] runs job specs in-process with the built-in operators and
+//! connectors plus any plugin the user registers.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), weir::Error> {
+//! let engine = weir::Engine::new();
+//! let summary = engine.run_file(std::path::Path::new("examples/bids.yaml")).await?;
+//! println!("{} rows/s", summary.metrics.operators.len());
+//! # Ok(()) }
+//! ```
+
+use std::path::Path;
+use std::sync::Arc;
+
+pub use weir_api as api;
+pub use weir_file as file;
+pub use weir_plan as plan;
+pub use weir_runtime as runtime;
+
+pub use weir_plan::{CompiledPlans, JobSpec};
+pub use weir_runtime::{Error, JobSummary, PreparedJob, Registry, Result, RunningJob};
+
+/// The registry with every built-in operator and connector: `filter`, `project`, `union`,
+/// sources `file` and `datagen`, sinks `file` and `blackhole`.
+pub fn default_registry() -> Registry {
+    let mut r = Registry::with_builtins();
+    r.register_source("file", Arc::new(weir_file::FileSourceFactory::new()));
+    r.register_sink("file", Arc::new(weir_file::FileSinkFactory::new()));
+    r
+}
+
+/// Runs jobs in this process: compile a spec, prepare it (the deep build behind `validate`),
+/// start it.
+#[derive(Debug, Clone)]
+pub struct Engine {
+    registry: Registry,
+}
+
+impl Default for Engine {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Engine {
+    /// An engine with [`default_registry`].
+    pub fn new() -> Self {
+        Engine {
+            registry: default_registry(),
+        }
+    }
+
+    /// The registry, to add plugin operators and connectors.
+    pub fn registry_mut(&mut self) -> &mut Registry {
+        &mut self.registry
+    }
+
+    /// Registers a plugin operator under `name`, usable as `type: name` in job specs.
+    pub fn register_operator(&mut self, name: &str, factory: Arc<dyn api::OperatorFactory>) {
+        self.registry.register_operator(name, factory);
+    }
+
+    /// Compiles and prepares a spec without starting anything; `file` names it in errors.
+    ///
+    /// # Errors
+    /// The first plan or prepare error, naming the offending field's JSON path.
+    pub async fn prepare(&self, spec: &JobSpec, file: Option<&str>) -> Result<PreparedJob> {
+        let plans = CompiledPlans::compile(spec, file)?;
+        PreparedJob::prepare(plans, &self.registry, file.unwrap_or("<builder>")).await
+    }
+
+    /// Reads, compiles and prepares a spec file.
+    ///
+    /// # Errors
+    /// As [`Engine::prepare`], plus syntax errors of the file.
+    pub async fn prepare_file(&self, path: &Path) -> Result<PreparedJob> {
+        let spec = JobSpec::from_file(path)?;
+        self.prepare(&spec, Some(&path.display().to_string())).await
+    }
+
+    /// Starts a prepared job.
+    ///
+    /// # Errors
+    /// When the source enumerators or operator instances fail to start.
+    pub async fn start(&self, job: PreparedJob) -> Result<RunningJob> {
+        weir_runtime::start(job).await
+    }
+
+    /// Runs a spec to its end.
+    ///
+    /// # Errors
+    /// Any prepare error, or the root cause of a task failure.
+    pub async fn run(&self, spec: &JobSpec, file: Option<&str>) -> Result<JobSummary> {
+        let job = self.prepare(spec, file).await?;
+        self.start(job).await?.wait().await
+    }
+
+    /// Runs a spec file to its end.
+    ///
+    /// # Errors
+    /// As [`Engine::run`].
+    pub async fn run_file(&self, path: &Path) -> Result<JobSummary> {
+        let job = self.prepare_file(path).await?;
+        self.start(job).await?.wait().await
+    }
+}

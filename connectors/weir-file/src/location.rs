@@ -58,9 +58,8 @@ impl FileLocation {
         let (prefix, pattern_text) = split_glob(given);
         let pattern = pattern_text
             .map(|text| {
-                glob::Pattern::new(text).map_err(|e| {
-                    Error::config(option_path, format!("invalid glob `{text}`: {e}"))
-                })
+                glob::Pattern::new(text)
+                    .map_err(|e| Error::config(option_path, format!("invalid glob `{text}`: {e}")))
             })
             .transpose()?;
         let (store, base) = if is_url(given) {
@@ -72,9 +71,8 @@ impl FileLocation {
         } else {
             let relative = if prefix.is_empty() { "." } else { prefix };
             let absolute = normalize(&cwd.join(relative));
-            let base = Path::from_absolute_path(&absolute).map_err(|e| {
-                Error::config(option_path, format!("invalid path `{given}`: {e}"))
-            })?;
+            let base = Path::from_absolute_path(&absolute)
+                .map_err(|e| Error::config(option_path, format!("invalid path `{given}`: {e}")))?;
             (
                 Arc::new(LocalFileSystem::new()) as Arc<dyn ObjectStore>,
                 base,
@@ -136,9 +134,9 @@ impl FileLocation {
     /// The store path of the file a split id names (the inverse of the naming in [`Self::list`]).
     ///
     /// # Errors
-    /// [`Error::Config`] when `id` is not below this location (a split restored into a job whose
-    /// `path` changed).
-    pub(crate) fn path_of(&self, id: &str) -> Result<Path> {
+    /// [`Error::Config`] at `option_path` when `id` is not below this location (a split restored
+    /// into a job whose `path` changed).
+    pub(crate) fn path_of(&self, id: &str, option_path: &str) -> Result<Path> {
         if id == self.given && self.pattern.is_none() {
             return Ok(self.base.clone());
         }
@@ -153,7 +151,7 @@ impl FileLocation {
         match relative {
             Some(relative) if !relative.is_empty() => self.child(relative),
             _ => Err(Error::config(
-                "path",
+                option_path,
                 format!("split `{id}` is not a file under `{}`", self.given),
             )),
         }
@@ -288,6 +286,7 @@ pub(crate) fn store_error(context: impl Into<String>, err: object_store::Error) 
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use object_store::registry::DefaultObjectStoreRegistry;
@@ -326,7 +325,7 @@ mod tests {
         let loc = FileLocation::resolve("data/*.csv", &registry, dir.path(), "p").unwrap();
         let files = loc.list().await.unwrap();
         assert_eq!(ids(&files), ["data/a.csv", "data/b.csv"]);
-        assert_eq!(loc.path_of("data/a.csv").unwrap(), files[0].path);
+        assert_eq!(loc.path_of("data/a.csv", "p").unwrap(), files[0].path);
 
         let loc = FileLocation::resolve("./data/**/*.csv", &registry, dir.path(), "p").unwrap();
         let files = loc.list().await.unwrap();
@@ -334,7 +333,7 @@ mod tests {
             ids(&files),
             ["./data/a.csv", "./data/b.csv", "./data/sub/d.csv"]
         );
-        assert_eq!(loc.path_of("./data/sub/d.csv").unwrap(), files[2].path);
+        assert_eq!(loc.path_of("./data/sub/d.csv", "p").unwrap(), files[2].path);
     }
 
     #[tokio::test]
@@ -353,7 +352,7 @@ mod tests {
         let loc = FileLocation::resolve(&url, &registry, dir.path(), "p").unwrap();
         let files = loc.list().await.unwrap();
         assert_eq!(files[0].id, format!("{url}part-1.json"));
-        assert_eq!(loc.path_of(&files[1].id).unwrap(), files[1].path);
+        assert_eq!(loc.path_of(&files[1].id, "p").unwrap(), files[1].path);
     }
 
     #[tokio::test]
@@ -365,7 +364,10 @@ mod tests {
         let files = loc.list().await.unwrap();
         assert_eq!(ids(&files), ["data/../data/a.csv"]);
         assert_eq!(files[0].size, 1);
-        assert_eq!(loc.path_of("data/../data/a.csv").unwrap(), files[0].path);
+        assert_eq!(
+            loc.path_of("data/../data/a.csv", "p").unwrap(),
+            files[0].path
+        );
         let missing = FileLocation::resolve("nope/*.csv", &registry, dir.path(), "p").unwrap();
         assert!(missing.list().await.unwrap().is_empty());
     }

@@ -120,7 +120,9 @@ impl FileSourceOptions {
         if !delimiter.is_ascii() || matches!(delimiter, '"' | '\n' | '\r') {
             return Err(Error::config(
                 format!("{path}.delimiter"),
-                format!("{delimiter:?} cannot be a delimiter: use one ASCII character other than a quote or line break"),
+                format!(
+                    "{delimiter:?} cannot be a delimiter: use one ASCII character other than a quote or line break"
+                ),
             ));
         }
         Ok(CsvSettings {
@@ -210,6 +212,7 @@ impl FileSinkOptions {
 }
 
 #[cfg(test)]
+#[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
     use serde_json::json;
@@ -251,10 +254,7 @@ mod tests {
 
     #[test]
     fn extension_inference() {
-        assert_eq!(
-            FileFormat::from_extension("x/y.CSV"),
-            Some(FileFormat::Csv)
-        );
+        assert_eq!(FileFormat::from_extension("x/y.CSV"), Some(FileFormat::Csv));
         assert_eq!(
             FileFormat::from_extension("y.ndjson"),
             Some(FileFormat::Json)
@@ -275,7 +275,9 @@ mod tests {
         )
         .unwrap();
         let err = opts.validate("sinks[0].options").unwrap_err();
-        assert!(matches!(err, Error::Config { ref path, .. } if path == "sinks[0].options.compression"));
+        assert!(
+            matches!(err, Error::Config { ref path, .. } if path == "sinks[0].options.compression")
+        );
         let err = decode_options::<FileSinkOptions>(&json!({"path": "out"}), "sinks[0].options")
             .unwrap_err();
         assert!(err.to_string().contains("format"), "{err}");

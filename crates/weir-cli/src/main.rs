@@ -1,1 +1,137 @@
-fn main() {}
+//! `weir`: run, validate and plan jobs from the command line.
+
+use anyhow::{Context, Result};
+use clap::{Parser, Subcommand};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use weir::{Engine, JobSpec, JobSummary};
+
+mod summary;
+
+/// Weir: an Apache Arrow columnar streaming dataflow engine.
+#[derive(Debug, Parser)]
+#[command(name = "weir", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Run a job locally until its sources end, then print a summary.
+    Run {
+        /// The job spec (YAML or JSON).
+        job: PathBuf,
+        /// Override the job's default parallelism.
+        #[arg(short, long)]
+        parallelism: Option<u32>,
+        /// Print the summary as JSON on stdout instead of a table.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Check a job the way `run` would start it (types, options, schemas, edges), starting nothing.
+    Validate {
+        /// The job spec.
+        job: PathBuf,
+        /// Override the job's default parallelism.
+        #[arg(short, long)]
+        parallelism: Option<u32>,
+    },
+    /// Print every plan of a job (model, stream graph, job graph, partitioned, deployment) as JSON.
+    Plan {
+        /// The job spec.
+        job: PathBuf,
+        /// Override the job's default parallelism.
+        #[arg(short, long)]
+        parallelism: Option<u32>,
+    },
+}
+
+fn main() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the tokio runtime: {e}");
+            std::process::exit(1);
+        }
+    };
+    if let Err(e) = runtime.block_on(dispatch(cli)) {
+        eprintln!("error: {e:#}");
+        std::process::exit(1);
+    }
+}
+
+fn load(job: &Path, parallelism: Option<u32>) -> Result<(JobSpec, String)> {
+    let mut spec = JobSpec::from_file(job)?;
+    if parallelism.is_some() {
+        spec.parallelism = parallelism;
+    }
+    Ok((spec, job.display().to_string()))
+}
+
+async fn dispatch(cli: Cli) -> Result<()> {
+    let engine = Engine::new();
+    match cli.command {
+        Command::Plan { job, parallelism } => {
+            let (spec, file) = load(&job, parallelism)?;
+            let plans = weir::CompiledPlans::compile(&spec, Some(&file))?;
+            println!("{}", plans.to_json_pretty());
+        }
+        Command::Validate { job, parallelism } => {
+            let (spec, file) = load(&job, parallelism)?;
+            let prepared = engine.prepare(&spec, Some(&file)).await?;
+            let plan = prepared.partitioned();
+            println!(
+                "{file}: valid: {} operators in {} vertices, {} tasks",
+                plan.vertices.iter().map(|v| v.chain.len()).sum::<usize>(),
+                plan.vertices.len(),
+                plan.checkpoint_ack_set.len()
+            );
+            for v in &plan.vertices {
+                for node in &v.chain {
+                    let describe = prepared
+                        .nodes
+                        .get(&node.operator_id)
+                        .map(|n| n.describe())
+                        .unwrap_or_default();
+                    println!("  {} (x{}): {describe}", node.operator_id, v.parallelism);
+                }
+            }
+        }
+        Command::Run {
+            job,
+            parallelism,
+            json,
+        } => {
+            let (spec, file) = load(&job, parallelism)?;
+            let prepared = engine.prepare(&spec, Some(&file)).await?;
+            let running = engine.start(prepared).await.context("starting the job")?;
+            let progress = std::io::stderr()
+                .is_terminal()
+                .then(|| summary::Progress::start(running.metrics().clone()));
+            let result = running.wait().await;
+            if let Some(p) = progress {
+                p.finish().await;
+            }
+            let summary: JobSummary = result?;
+            let peak_rss = summary::peak_rss_bytes();
+            if json {
+                println!("{}", summary::to_json(&summary, peak_rss));
+            } else {
+                print!("{}", summary::render(&summary, peak_rss));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// How often the progress bar refreshes.
+pub(crate) const PROGRESS_TICK: Duration = Duration::from_millis(100);

@@ -77,13 +77,13 @@ use arrow::array::{
 };
 use arrow::buffer::NullBuffer;
 use arrow::datatypes::{
-    ArrowNativeType, ByteArrayType, ByteViewType, DataType, Date32Type, Date64Type, Decimal32Type, Decimal64Type,
-    Decimal128Type, Decimal256Type, DurationMicrosecondType, DurationMillisecondType,
-    DurationNanosecondType, DurationSecondType, Float16Type, Float32Type, Float64Type, Int8Type,
-    Int16Type, Int32Type, Int64Type, Time32MillisecondType, Time32SecondType,
-    Time64MicrosecondType, Time64NanosecondType, TimeUnit, TimestampMicrosecondType,
-    TimestampMillisecondType, TimestampNanosecondType, TimestampSecondType, UInt8Type, UInt16Type,
-    UInt32Type, UInt64Type,
+    ArrowNativeType, ByteArrayType, ByteViewType, DataType, Date32Type, Date64Type, Decimal32Type,
+    Decimal64Type, Decimal128Type, Decimal256Type, DurationMicrosecondType,
+    DurationMillisecondType, DurationNanosecondType, DurationSecondType, Float16Type, Float32Type,
+    Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, Time32MillisecondType,
+    Time32SecondType, Time64MicrosecondType, Time64NanosecondType, TimeUnit,
+    TimestampMicrosecondType, TimestampMillisecondType, TimestampNanosecondType,
+    TimestampSecondType, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
 };
 use twox_hash::XxHash64;
 use weir_api::StateShardId;
@@ -162,7 +162,10 @@ pub fn hash_keys(columns: &[ArrayRef]) -> Result<Vec<u64>> {
 /// # Panics
 /// When `shard_count` is 0; a keyed vertex always has at least one shard.
 pub fn shard_of(hash: u64, shard_count: u32) -> StateShardId {
-    assert!(shard_count > 0, "a keyed vertex has at least one state shard");
+    assert!(
+        shard_count > 0,
+        "a keyed vertex has at least one state shard"
+    );
     // The remainder is below `shard_count`, so it fits in u32.
     StateShardId((hash % u64::from(shard_count)) as u32)
 }
@@ -292,9 +295,7 @@ fn hash_column(
         DataType::LargeUtf8 => {
             fold_bytes(array.as_string::<i64>(), hashes, nulls, scratch, TAG_UTF8)
         }
-        DataType::Utf8View => {
-            fold_views(array.as_string_view(), hashes, nulls, scratch, TAG_UTF8)
-        }
+        DataType::Utf8View => fold_views(array.as_string_view(), hashes, nulls, scratch, TAG_UTF8),
         DataType::Binary => {
             fold_bytes(array.as_binary::<i32>(), hashes, nulls, scratch, TAG_BINARY)
         }
@@ -352,11 +353,15 @@ fn hash_column(
         },
         DataType::Decimal32(_, scale) => {
             let values = array.as_primitive::<Decimal32Type>().values();
-            fold_fixed(hashes, nulls, |i| decimal_bytes(i128::from(values[i]), *scale));
+            fold_fixed(hashes, nulls, |i| {
+                decimal_bytes(i128::from(values[i]), *scale)
+            });
         }
         DataType::Decimal64(_, scale) => {
             let values = array.as_primitive::<Decimal64Type>().values();
-            fold_fixed(hashes, nulls, |i| decimal_bytes(i128::from(values[i]), *scale));
+            fold_fixed(hashes, nulls, |i| {
+                decimal_bytes(i128::from(values[i]), *scale)
+            });
         }
         DataType::Decimal128(_, scale) => {
             let values = array.as_primitive::<Decimal128Type>().values();
@@ -379,8 +384,8 @@ fn hash_column(
             }
             // Decoding keeps the definition simple ("hash like the values") and still hashes in
             // a typed loop; null keys and null values both decode to nulls.
-            let decoded = arrow::compute::cast(array, value_type)
-                .map_err(|_| array.data_type().clone())?;
+            let decoded =
+                arrow::compute::cast(array, value_type).map_err(|_| array.data_type().clone())?;
             hash_column(decoded.as_ref(), hashes, scratch)?;
         }
         other => return Err(other.clone()),
@@ -430,7 +435,9 @@ fn fold_int<T: ArrowPrimitiveType>(
     widen: impl Fn(T::Native) -> i64,
 ) {
     let values = array.as_primitive::<T>().values();
-    fold_fixed(hashes, nulls, |i| tagged8(tag, widen(values[i]).to_le_bytes()));
+    fold_fixed(hashes, nulls, |i| {
+        tagged8(tag, widen(values[i]).to_le_bytes())
+    });
 }
 
 /// The tight loop for fixed-width encodings: `encode(i)` gives row `i`'s tagged bytes.
@@ -549,14 +556,25 @@ mod tests {
                 "int64",
                 vec![col(Int64Array::from(vec![0, 1, -1, 42, i64::MAX]))],
             ),
-            ("utf8", vec![col(StringArray::from(vec!["", "a", "auction-7"]))]),
+            (
+                "utf8",
+                vec![col(StringArray::from(vec!["", "a", "auction-7"]))],
+            ),
             (
                 "nulls",
-                vec![col(Int64Array::from(vec![None])), col(StringArray::from(vec![None::<&str>]))],
+                vec![
+                    col(Int64Array::from(vec![None])),
+                    col(StringArray::from(vec![None::<&str>])),
+                ],
             ),
             (
                 "float64",
-                vec![col(Float64Array::from(vec![0.0, 1.5, f64::NAN, f64::INFINITY]))],
+                vec![col(Float64Array::from(vec![
+                    0.0,
+                    1.5,
+                    f64::NAN,
+                    f64::INFINITY,
+                ]))],
             ),
             (
                 "composite",
@@ -567,22 +585,25 @@ mod tests {
             ),
             (
                 "timestamp_ms",
-                vec![col(
-                    TimestampMillisecondArray::from(vec![0, 1_700_000_000_000, -1])
-                        .with_timezone("UTC"),
-                )],
+                vec![col(TimestampMillisecondArray::from(vec![
+                    0,
+                    1_700_000_000_000,
+                    -1,
+                ])
+                .with_timezone("UTC"))],
             ),
             ("boolean", vec![col(BooleanArray::from(vec![false, true]))]),
             ("date32", vec![col(Date32Array::from(vec![0, 19_723]))]),
             (
                 "decimal128",
-                vec![col(
-                    Decimal128Array::from(vec![12_345_i128, -1])
-                        .with_precision_and_scale(10, 2)
-                        .expect("valid decimal"),
-                )],
+                vec![col(Decimal128Array::from(vec![12_345_i128, -1])
+                    .with_precision_and_scale(10, 2)
+                    .expect("valid decimal"))],
             ),
-            ("binary", vec![col(BinaryArray::from(vec![&b"\x00\xff"[..]]))]),
+            (
+                "binary",
+                vec![col(BinaryArray::from(vec![&b"\x00\xff"[..]]))],
+            ),
         ]
     }
 
@@ -640,7 +661,12 @@ mod tests {
 
     #[test]
     fn string_layouts_are_one_key_type() {
-        let texts = vec![Some(""), Some("a"), None, Some("a string longer than twelve bytes")];
+        let texts = vec![
+            Some(""),
+            Some("a"),
+            None,
+            Some("a string longer than twelve bytes"),
+        ];
         let utf8 = hashes(&[col(StringArray::from(texts.clone()))]);
         assert_eq!(hashes(&[col(LargeStringArray::from(texts.clone()))]), utf8);
         assert_eq!(hashes(&[col(StringViewArray::from(texts.clone()))]), utf8);
@@ -693,9 +719,12 @@ mod tests {
 
     #[test]
     fn timestamp_ignores_time_zone_but_not_unit() {
-        let utc = hashes(&[col(TimestampMillisecondArray::from(vec![5]).with_timezone("UTC"))]);
-        let paris =
-            hashes(&[col(TimestampMillisecondArray::from(vec![5]).with_timezone("+01:00"))]);
+        let utc = hashes(&[col(
+            TimestampMillisecondArray::from(vec![5]).with_timezone("UTC")
+        )]);
+        let paris = hashes(&[col(
+            TimestampMillisecondArray::from(vec![5]).with_timezone("+01:00")
+        )]);
         let naive = hashes(&[col(TimestampMillisecondArray::from(vec![5]))]);
         assert_eq!(utc, paris);
         assert_eq!(utc, naive);
@@ -741,11 +770,15 @@ mod tests {
 
     fn columns_of(rows: &[(Option<i64>, Option<String>, Option<f64>)]) -> Vec<ArrayRef> {
         vec![
-            col(Int64Array::from(rows.iter().map(|r| r.0).collect::<Vec<_>>())),
+            col(Int64Array::from(
+                rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+            )),
             col(StringViewArray::from(
                 rows.iter().map(|r| r.1.as_deref()).collect::<Vec<_>>(),
             )),
-            col(Float64Array::from(rows.iter().map(|r| r.2).collect::<Vec<_>>())),
+            col(Float64Array::from(
+                rows.iter().map(|r| r.2).collect::<Vec<_>>(),
+            )),
         ]
     }
 

@@ -43,7 +43,9 @@ pub use partitioned::{
     ShardRange,
 };
 pub use schema_spec::{FieldSpec, parse_type_name, schema_from_fields};
-pub use spec::{InputSpec, JobSpec, JobSpecBuilder, OperatorSpec, PartitionSpec, SinkSpec, SourceSpec};
+pub use spec::{
+    InputSpec, JobSpec, JobSpecBuilder, OperatorSpec, PartitionSpec, SinkSpec, SourceSpec,
+};
 pub use stream_graph::{EdgePolicy, StreamEdge, StreamGraph, StreamNode};
 
 use serde::Serialize;

@@ -164,13 +164,13 @@ impl StreamModel {
         }
         let channel_capacity = spec.channel_capacity.unwrap_or(DEFAULT_CHANNEL_CAPACITY);
         if channel_capacity == 0 {
-            return Err(err(
-                "channel_capacity".into(),
-                "must be at least 1".into(),
-            ));
+            return Err(err("channel_capacity".into(), "must be at least 1".into()));
         }
         if spec.sources.is_empty() {
-            return Err(err("sources".into(), "a job needs at least one source".into()));
+            return Err(err(
+                "sources".into(),
+                "a job needs at least one source".into(),
+            ));
         }
         if spec.sinks.is_empty() {
             return Err(err("sinks".into(), "a job needs at least one sink".into()));
@@ -206,13 +206,19 @@ impl StreamModel {
                 check_parallelism(p).map_err(|m| err(format!("{}.parallelism", d.origin), m))?;
             }
             if let Some(fields) = d.schema {
-                schema_from_fields(fields).map_err(|(idx, m)| {
-                    err(format!("{}.schema[{idx}].type", d.origin), m)
-                })?;
+                schema_from_fields(fields)
+                    .map_err(|(idx, m)| err(format!("{}.schema[{idx}].type", d.origin), m))?;
             }
             if d.type_name.trim().is_empty() {
-                let field = if d.kind == NodeKind::Operator { "type" } else { "connector" };
-                return Err(err(format!("{}.{field}", d.origin), "must not be empty".into()));
+                let field = if d.kind == NodeKind::Operator {
+                    "type"
+                } else {
+                    "connector"
+                };
+                return Err(err(
+                    format!("{}.{field}", d.origin),
+                    "must not be empty".into(),
+                ));
             }
         }
 
@@ -243,10 +249,7 @@ impl StreamModel {
                     };
                     return Err(err(
                         path.clone(),
-                        format!(
-                            "no node is named `{node}` (known: {})",
-                            known.join(", ")
-                        ),
+                        format!("no node is named `{node}` (known: {})", known.join(", ")),
                     ));
                 };
                 if drafts[idx].kind == NodeKind::Sink {
@@ -258,13 +261,19 @@ impl StreamModel {
                 if let Some(o) = &output
                     && !valid_id(o)
                 {
-                    return Err(err(path.clone(), format!("`{o}` is not a valid output name")));
+                    return Err(err(
+                        path.clone(),
+                        format!("`{o}` is not a valid output name"),
+                    ));
                 }
                 let partition = input.partition().or(d.default_partition);
                 if let Some(PartitionSpec::Hash(keys)) = partition
                     && keys.is_empty()
                 {
-                    return Err(err(path.clone(), "hash partitioning needs at least one key column".into()));
+                    return Err(err(
+                        path.clone(),
+                        "hash partitioning needs at least one key column".into(),
+                    ));
                 }
                 resolved.push((idx, output));
             }

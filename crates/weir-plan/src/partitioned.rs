@@ -43,7 +43,10 @@ impl ShardAssignment {
     ///
     /// # Errors
     /// When `parallelism` exceeds `state_shard_count` (a subtask would own nothing).
-    pub fn contiguous(state_shard_count: u32, parallelism: u32) -> std::result::Result<Self, String> {
+    pub fn contiguous(
+        state_shard_count: u32,
+        parallelism: u32,
+    ) -> std::result::Result<Self, String> {
         if parallelism > state_shard_count {
             return Err(format!(
                 "parallelism {parallelism} exceeds state_shards {state_shard_count}; raise state_shards"
@@ -223,7 +226,10 @@ impl PartitionedPlan {
         let mut next_index: std::collections::HashMap<(VertexId, u32), u32> = Default::default();
         let mut ordered: Vec<&crate::job_graph::JobEdge> = graph.edges.iter().collect();
         ordered.sort_by_key(|e| {
-            let vpos = graph.vertices.iter().position(|v| v.vertex_id == e.to_vertex);
+            let vpos = graph
+                .vertices
+                .iter()
+                .position(|v| v.vertex_id == e.to_vertex);
             (vpos, e.to_input)
         });
         let mut edges = Vec::with_capacity(ordered.len());
@@ -233,9 +239,9 @@ impl PartitionedPlan {
                 EdgePolicy::Forward => (0..up).map(|i| (i, i)).collect(),
                 EdgePolicy::Union => (0..up).map(|i| (i, i % down)).collect(),
                 EdgePolicy::Singleton => (0..up).map(|i| (i, 0)).collect(),
-                EdgePolicy::Hash { .. } | EdgePolicy::Rebalance | EdgePolicy::Broadcast => {
-                    (0..up).flat_map(|i| (0..down).map(move |j| (i, j))).collect()
-                }
+                EdgePolicy::Hash { .. } | EdgePolicy::Rebalance | EdgePolicy::Broadcast => (0..up)
+                    .flat_map(|i| (0..down).map(move |j| (i, j)))
+                    .collect(),
             };
             let channels = pairs
                 .into_iter()

@@ -72,7 +72,10 @@ fn fingerprint_golden() {
         "{}",
         plans.partitioned.to_json_pretty()
     );
-    assert_eq!(plans.model.fingerprint(), "79c40265831b3a5ee9add3e57a8f84b1f38afa58183b978c930739c5b7ba75c3");
+    assert_eq!(
+        plans.model.fingerprint(),
+        "79c40265831b3a5ee9add3e57a8f84b1f38afa58183b978c930739c5b7ba75c3"
+    );
 }
 
 #[test]
@@ -98,7 +101,12 @@ fn chaining_and_channels() {
     // bids has two consumers (expensive and rejects), so it does not chain; euro -> out chains.
     assert_eq!(
         chains,
-        vec![vec!["bids"], vec!["expensive"], vec!["euro", "out"], vec!["rejects"]]
+        vec![
+            vec!["bids"],
+            vec!["expensive"],
+            vec!["euro", "out"],
+            vec!["rejects"]
+        ]
     );
     let hash = p
         .edges
@@ -128,7 +136,10 @@ fn chaining_and_channels() {
     assert_eq!(side.policy, PartitionPolicy::Rebalance);
     assert_eq!(p.checkpoint_ack_set.len(), 2 + 2 + 4 + 1);
     // Sinks with parallelism 4 after the 4-way project chain: 2 + 2 + 4 + 1 tasks.
-    assert_eq!(plans.deployment.assignments.len(), p.checkpoint_ack_set.len());
+    assert_eq!(
+        plans.deployment.assignments.len(),
+        p.checkpoint_ack_set.len()
+    );
 }
 
 #[test]
@@ -174,8 +185,11 @@ fn adding_an_unrelated_operator_keeps_every_operator_id() {
 
 #[test]
 fn uid_wins_over_name() {
-    let plans = compile(&SPEC.replace("  - name: expensive\n", "  - name: expensive\n    uid: filter-v1\n"))
-        .expect("compiles");
+    let plans = compile(&SPEC.replace(
+        "  - name: expensive\n",
+        "  - name: expensive\n    uid: filter-v1\n",
+    ))
+    .expect("compiles");
     let node = plans
         .model
         .nodes
@@ -233,10 +247,16 @@ fn duplicate_names_and_bad_ids() {
 
 #[test]
 fn forward_between_unequal_parallelism_is_refused() {
-    let text = SPEC.replace("    parallelism: 4\n    options: { format", "    partition: forward\n    parallelism: 3\n    options: { format");
+    let text = SPEC.replace(
+        "    parallelism: 4\n    options: { format",
+        "    partition: forward\n    parallelism: 3\n    options: { format",
+    );
     let (path, message) = spec_error(&text);
     assert_eq!(path, "sinks[0].partition");
-    assert!(message.contains("forward needs equal parallelism"), "{message}");
+    assert!(
+        message.contains("forward needs equal parallelism"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -248,8 +268,11 @@ fn keyed_parallelism_above_shards_is_refused() {
 
 #[test]
 fn singleton_forces_parallelism_one() {
-    let plans = compile(&SPEC.replace("    parallelism: 4\n    options: { format", "    partition: singleton\n    options: { format"))
-        .expect("compiles");
+    let plans = compile(&SPEC.replace(
+        "    parallelism: 4\n    options: { format",
+        "    partition: singleton\n    options: { format",
+    ))
+    .expect("compiles");
     let out = plans
         .partitioned
         .vertices

@@ -58,7 +58,11 @@ pub fn parse_type_name(name: &str) -> Result<DataType, String> {
             "ms" => TimeUnit::Millisecond,
             "us" => TimeUnit::Microsecond,
             "ns" => TimeUnit::Nanosecond,
-            other => return Err(format!("unknown timestamp unit `{other}` (use s, ms, us, ns)")),
+            other => {
+                return Err(format!(
+                    "unknown timestamp unit `{other}` (use s, ms, us, ns)"
+                ));
+            }
         };
         // Keep the time zone's original spelling.
         let tz = name
@@ -75,7 +79,9 @@ pub fn parse_type_name(name: &str) -> Result<DataType, String> {
         let scale = parts.next().and_then(|s| s.parse::<i8>().ok());
         return match (precision, scale) {
             (Some(p), Some(s)) if (1..=38).contains(&p) => Ok(DataType::Decimal128(p, s)),
-            _ => Err(format!("invalid decimal `{name}` (use decimal(precision, scale), precision 1..=38)")),
+            _ => Err(format!(
+                "invalid decimal `{name}` (use decimal(precision, scale), precision 1..=38)"
+            )),
         };
     }
     DataType::from_str(name.trim()).map_err(|_| {
@@ -90,7 +96,10 @@ pub fn parse_type_name(name: &str) -> Result<DataType, String> {
 pub fn schema_from_fields(fields: &[FieldSpec]) -> Result<SchemaRef, (usize, String)> {
     let mut out = Vec::with_capacity(fields.len());
     for (i, f) in fields.iter().enumerate() {
-        if out.iter().any(|existing: &Field| existing.name() == &f.name) {
+        if out
+            .iter()
+            .any(|existing: &Field| existing.name() == &f.name)
+        {
             return Err((i, format!("duplicate column `{}`", f.name)));
         }
         let t = parse_type_name(&f.data_type).map_err(|m| (i, m))?;
@@ -109,13 +118,20 @@ mod tests {
         assert_eq!(parse_type_name("Float64"), Ok(DataType::Float64));
         assert_eq!(
             parse_type_name("timestamp(us, UTC)"),
-            Ok(DataType::Timestamp(TimeUnit::Microsecond, Some("UTC".into())))
+            Ok(DataType::Timestamp(
+                TimeUnit::Microsecond,
+                Some("UTC".into())
+            ))
         );
         assert_eq!(
             parse_type_name("decimal(10, 2)"),
             Ok(DataType::Decimal128(10, 2))
         );
-        assert!(parse_type_name("int65").unwrap_err().contains("unknown type `int65`"));
+        assert!(
+            parse_type_name("int65")
+                .unwrap_err()
+                .contains("unknown type `int65`")
+        );
     }
 
     #[test]

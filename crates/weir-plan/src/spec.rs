@@ -198,7 +198,10 @@ impl JobSpec {
             path: "$".into(),
             message: format!("cannot read the file: {e}"),
         })?;
-        let mut spec = if path.extension().is_some_and(|e| e.eq_ignore_ascii_case("json")) {
+        let mut spec = if path
+            .extension()
+            .is_some_and(|e| e.eq_ignore_ascii_case("json"))
+        {
             Self::from_json_str(&text, &file)?
         } else {
             Self::from_yaml_str(&text, &file)?
@@ -287,7 +290,11 @@ impl JobSpec {
 }
 
 fn display_path(path: &str) -> String {
-    if path == "." { "$".to_owned() } else { path.to_owned() }
+    if path == "." {
+        "$".to_owned()
+    } else {
+        path.to_owned()
+    }
 }
 
 /// Builds a [`JobSpec`] in Rust, for tests, embedding and plugin authors.
@@ -447,7 +454,8 @@ sinks:
 
     #[test]
     fn yaml_syntax_error_names_line() {
-        let err = JobSpec::from_yaml_str("job: demo\nsources: 'unterminated\n", "x.yaml").unwrap_err();
+        let err =
+            JobSpec::from_yaml_str("job: demo\nsources: 'unterminated\n", "x.yaml").unwrap_err();
         assert!(
             matches!(err, Error::Syntax { line, .. } if line >= 1),
             "{err:?}"
@@ -456,7 +464,8 @@ sinks:
 
     #[test]
     fn json_error_names_path_and_syntax_line() {
-        let err = JobSpec::from_json_str(r#"{"sources": [{"connector": 5}]}"#, "j.json").unwrap_err();
+        let err =
+            JobSpec::from_json_str(r#"{"sources": [{"connector": 5}]}"#, "j.json").unwrap_err();
         assert!(err.to_string().contains("sources[0].connector"), "{err}");
         let err = JobSpec::from_json_str("{\n  \"job\": \n", "j.json").unwrap_err();
         assert!(matches!(err, Error::Syntax { line: 3, .. }), "{err:?}");

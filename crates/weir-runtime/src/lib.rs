@@ -1,6 +1,25 @@
-//! Weir's local runtime: runs every subtask of a PartitionedPlan as a tokio task, connected by
-//! bounded ordered channels; hosts the built-in operators and connectors.
+//! Weir's local runtime: prepares a job against a [`Registry`] of operators and connectors (the
+//! deep build behind `weir validate`), then runs every subtask of its PartitionedPlan as a tokio
+//! task, connected by bounded, ordered channels.
+//!
+//! Depends on `weir-api` and `weir-plan` only; connectors plug in through the registry.
 
 pub mod builtin;
+mod edge_writer;
+mod error;
+mod executor;
+mod input_gate;
+mod metrics;
 pub mod operators;
 pub mod partition;
+mod prepare;
+mod registry;
+mod task;
+mod union;
+
+pub use error::{Error, Result};
+pub use executor::{JobSummary, RunningJob, start};
+pub use metrics::{JobMetrics, MetricsSnapshot, OperatorSnapshot};
+pub use prepare::{PreparedJob, PreparedNode};
+pub use registry::Registry;
+pub use union::UnionFactory;

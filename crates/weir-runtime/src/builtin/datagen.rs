@@ -656,7 +656,7 @@ mod tests {
             ),
             (
                 serde_json::json!({"rows": 1, "rowz": 2}),
-                "sources[0].options",
+                "sources[0].options.rowz",
                 "unknown field `rowz`",
             ),
             (

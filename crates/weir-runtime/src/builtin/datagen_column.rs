@@ -1,15 +1,18 @@
 //! Column generators of the `datagen` source.
 //!
 //! Every value is a pure function of (seed, column name, column index, global row index): a
-//! counter-based hash (splitmix64) replaces a stateful random generator, so any row range can be
-//! produced on its own and a split read from a cursor repeats exactly what a full read gave.
+//! counter-based hash (wyrand's mix of `key + row * constant`) replaces a stateful random
+//! generator, so any row range can be produced on its own and a split read from a cursor repeats
+//! exactly what a full read gave. The per-column key comes from splitmix64 over the seed, the
+//! column name and its index.
 //!
 //! Generation is column-wise: the column's type and pattern are resolved once when the source is
 //! prepared ([`ColumnGenerator::try_new`]); [`ColumnGenerator::generate`] then does one dispatch
 //! per column and batch and runs a tight loop that fills a typed buffer.
 
-use arrow::array::{ArrayRef, BooleanArray, PrimitiveArray, StringArray};
-use arrow::buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow::array::{Array, ArrayRef, BooleanArray, PrimitiveArray, StringArray, StringBuilder};
+use arrow::buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
+use arrow::compute::nullif;
 use arrow::datatypes::{
     ArrowPrimitiveType, DataType, Date32Type, Field, Float32Type, Float64Type, Int8Type, Int16Type,
     Int32Type, Int64Type, TimeUnit, TimestampMicrosecondType, TimestampMillisecondType,
@@ -69,10 +72,18 @@ fn mix(mut z: u64) -> u64 {
     z ^ (z >> 31)
 }
 
-/// The hash of `row` in the stream `key`: element `row` of splitmix64 seeded with `key`.
+/// wyrand's state increment.
+const WY_ADD: u64 = 0xA076_1D64_78BD_642F;
+/// wyrand's mixing constant.
+const WY_XOR: u64 = 0xE703_7ED1_A0B4_28DB;
+
+/// The hash of `row` in the stream `key`: element `row` of wyrand seeded with `key`. One wide
+/// multiply per value (splitmix64 needs two), and it passes PractRand.
 #[inline(always)]
 fn hash_at(key: u64, row: u64) -> u64 {
-    mix(key.wrapping_add(row.wrapping_mul(GOLDEN)))
+    let state = key.wrapping_add(row.wrapping_mul(WY_ADD));
+    let product = u128::from(state) * u128::from(state ^ WY_XOR);
+    (product >> 64) as u64 ^ product as u64
 }
 
 /// A uniform value in `0..span` from a 64-bit hash (Lemire's multiply-shift, no division).
@@ -84,7 +95,9 @@ fn below(hash: u64, span: u64) -> u64 {
 /// A uniform float in `[0, 1)` from the top 53 bits of a hash.
 #[inline(always)]
 fn unit_f64(hash: u64) -> f64 {
-    (hash >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    // Through i64 (exact below 2^53): a signed conversion is one instruction, an unsigned one is
+    // a branchy sequence on x86-64.
+    ((hash >> 11) as i64) as f64 * (1.0 / (1u64 << 53) as f64)
 }
 
 /// FNV-1a: a stable (run- and platform-independent) hash of the column name.
@@ -175,15 +188,10 @@ enum FloatPattern {
 /// The distinct values of a string column, `<column>-<n>`.
 #[derive(Debug, Clone)]
 enum StringValues {
-    /// All values pre-built: entry `n` is `bytes[offsets[n]..offsets[n + 1]]`; the longest
-    /// entry has `max_len` bytes.
-    Table {
-        bytes: Vec<u8>,
-        offsets: Vec<usize>,
-        max_len: usize,
-    },
+    /// All values pre-built, value `n` at index `n`: rows copy from it without re-validating.
+    Table(StringArray),
     /// Too many to pre-build: the prefix `<column>-`, digits appended per row.
-    Format { prefix: Vec<u8> },
+    Format { prefix: String },
 }
 
 /// How the values of one column are produced, resolved from its type and options.
@@ -340,13 +348,7 @@ impl ColumnGenerator {
                 cardinality,
                 values,
                 ..
-            } => {
-                let digits = (cardinality - 1).checked_ilog10().unwrap_or(0) as usize + 1;
-                Some(match values {
-                    StringValues::Table { max_len, .. } => *max_len,
-                    StringValues::Format { prefix } => prefix.len() + digits,
-                })
-            }
+            } => Some(string_max_len(values, *cardinality)),
             _ => None,
         }
     }
@@ -420,11 +422,13 @@ impl ColumnGenerator {
                 cardinality,
                 values,
             } => {
-                let (offsets, bytes) = fill_strings(*kind, *cardinality, values, key, start, len)?;
-                Arc::new(
-                    StringArray::try_new(offsets, Buffer::from_vec(bytes), nulls)
-                        .map_err(|e| Error::arrow("building a datagen string column", e))?,
-                )
+                let array = fill_strings(*kind, *cardinality, values, key, start, len)?;
+                match nulls {
+                    None => Arc::new(array),
+                    // `nullif` only replaces the validity bitmap: the values are not re-validated.
+                    Some(nulls) => nullif(&array, &BooleanArray::new(!nulls.inner(), None))
+                        .map_err(|e| Error::arrow("adding nulls to a datagen string column", e))?,
+                }
             }
             Values::Boolean { kind } => {
                 let values = match kind {
@@ -624,34 +628,33 @@ fn float_pattern(options: &FieldOptions, at: &impl Fn(&str) -> String) -> Result
     })
 }
 
+/// The longest of the `<column>-<n>` values in bytes.
+fn string_max_len(values: &StringValues, cardinality: u64) -> usize {
+    let prefix_len = match values {
+        StringValues::Table(table) => return table.value(table.len() - 1).len(),
+        StringValues::Format { prefix } => prefix.len(),
+    };
+    prefix_len + cardinality.saturating_sub(1).checked_ilog10().unwrap_or(0) as usize + 1
+}
+
 /// Pre-builds the `<column>-<n>` values when there are few enough of them.
 fn string_values(name: &str, cardinality: u64) -> StringValues {
-    let mut prefix = name.as_bytes().to_vec();
-    prefix.push(b'-');
+    let prefix = format!("{name}-");
     if cardinality > STRING_TABLE_MAX {
         return StringValues::Format { prefix };
     }
-    let mut bytes = Vec::new();
-    let mut offsets = Vec::with_capacity(cardinality as usize + 1);
-    offsets.push(0);
-    let mut max_len = 0;
-    for n in 0..cardinality {
-        let start = bytes.len();
-        bytes.extend_from_slice(&prefix);
-        push_decimal(&mut bytes, n);
-        max_len = max_len.max(bytes.len() - start);
-        offsets.push(bytes.len());
-    }
-    StringValues::Table {
-        bytes,
-        offsets,
-        max_len,
-    }
+    let mut value = String::new();
+    StringValues::Table(StringArray::from_iter_values((0..cardinality).map(|n| {
+        value.clear();
+        value.push_str(&prefix);
+        push_decimal(&mut value, n);
+        value.clone()
+    })))
 }
 
-/// Appends the decimal digits of `n` without allocating.
+/// Appends the decimal digits of `n` without allocating (beyond `out`'s growth).
 #[inline]
-fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
+fn push_decimal(out: &mut String, mut n: u64) {
     let mut digits = [0u8; 20];
     let mut at = digits.len();
     loop {
@@ -662,7 +665,7 @@ fn push_decimal(out: &mut Vec<u8>, mut n: u64) {
             break;
         }
     }
-    out.extend_from_slice(&digits[at..]);
+    out.extend(digits[at..].iter().map(|d| char::from(*d)));
 }
 
 /// Fills `len` integer-backed values for rows `start..`; `cast` truncates the bits to the width.
@@ -754,7 +757,14 @@ fn fill_floats<T: arrow::datatypes::ArrowNativeType>(
     ScalarBuffer::from(out)
 }
 
-/// Fills the offsets and bytes of `len` string values for rows `start..`.
+/// Builds `len` string values for rows `start..`, without nulls.
+///
+/// A builder appends `&str`s, so nothing is re-validated as UTF-8; sequences copy whole runs of
+/// the table at once.
+///
+/// # Errors
+/// [`Error::Internal`] when `len` values could overflow 32-bit offsets: prepare rejects such
+/// batch sizes, which keeps the builder's overflow panic unreachable.
 fn fill_strings(
     kind: FieldKind,
     cardinality: u64,
@@ -762,79 +772,60 @@ fn fill_strings(
     key: u64,
     start: u64,
     len: usize,
-) -> Result<(OffsetBuffer<i32>, Vec<u8>)> {
-    // Prepare rejects batch sizes whose strings could overflow, so this is a broken contract.
-    let overflow = || Error::Internal("a datagen string batch exceeds 32-bit offsets".into());
-    let mut offsets: Vec<i32> = Vec::with_capacity(len + 1);
-    offsets.push(0);
-    let mut bytes: Vec<u8> = Vec::new();
-    match values {
-        StringValues::Table {
-            bytes: table,
-            offsets: table_offsets,
-            max_len,
-        } => {
-            bytes.reserve(len * max_len);
-            let pick = |n: u64| {
-                let n = n as usize;
-                &table[table_offsets[n]..table_offsets[n + 1]]
-            };
-            match kind {
-                FieldKind::Sequence => {
-                    // Consecutive rows are consecutive table entries: copy whole runs at once.
-                    let mut n = (start % cardinality) as usize;
-                    let mut remaining = len;
-                    while remaining > 0 {
-                        let run = remaining.min(cardinality as usize - n);
-                        let base = bytes.len();
-                        let from = table_offsets[n];
-                        bytes.extend_from_slice(&table[from..table_offsets[n + run]]);
-                        let shift = i32::try_from(base).map_err(|_| overflow())?;
-                        let last = i32::try_from(bytes.len()).map_err(|_| overflow())?;
-                        debug_assert!(last >= shift);
-                        offsets.extend(
-                            table_offsets[n + 1..=n + run]
-                                .iter()
-                                .map(|o| (o - from) as i32 + shift),
-                        );
-                        remaining -= run;
-                        n = 0;
-                    }
-                }
-                FieldKind::Random => {
-                    for row in start..start.wrapping_add(len as u64) {
-                        bytes.extend_from_slice(pick(below(hash_at(key, row), cardinality)));
-                        offsets.push(i32::try_from(bytes.len()).map_err(|_| overflow())?);
-                    }
+) -> Result<StringArray> {
+    let max_len = string_max_len(values, cardinality);
+    let Some(capacity) = len
+        .checked_mul(max_len)
+        .filter(|total| *total <= i32::MAX as usize)
+    else {
+        return Err(Error::Internal(format!(
+            "{len} datagen strings of up to {max_len} bytes exceed 32-bit offsets"
+        )));
+    };
+    let mut builder = StringBuilder::with_capacity(len, capacity);
+    let rows = start..start.wrapping_add(len as u64);
+    match (values, kind) {
+        (StringValues::Table(table), FieldKind::Sequence) => {
+            // Consecutive rows are consecutive table entries: append whole runs at once.
+            let mut n = (start % cardinality) as usize;
+            let mut remaining = len;
+            while remaining > 0 {
+                let run = remaining.min(table.len() - n);
+                builder
+                    .append_array(&table.slice(n, run))
+                    .map_err(|e| Error::arrow("appending datagen strings", e))?;
+                remaining -= run;
+                n = 0;
+            }
+        }
+        (StringValues::Table(table), FieldKind::Random) => {
+            for row in rows {
+                builder.append_value(table.value(below(hash_at(key, row), cardinality) as usize));
+            }
+        }
+        (StringValues::Format { prefix }, FieldKind::Sequence) => {
+            let mut value = String::with_capacity(max_len);
+            let mut n = start % cardinality;
+            for _ in rows {
+                value.clear();
+                value.push_str(prefix);
+                push_decimal(&mut value, n);
+                builder.append_value(&value);
+                n += 1;
+                if n == cardinality {
+                    n = 0;
                 }
             }
         }
-        StringValues::Format { prefix } => {
-            bytes.reserve(len * (prefix.len() + 20));
-            let mut push = |n: u64| {
-                bytes.extend_from_slice(prefix);
-                push_decimal(&mut bytes, n);
-                offsets.push(i32::try_from(bytes.len()).map_err(|_| overflow())?);
-                Ok::<_, Error>(())
-            };
-            match kind {
-                FieldKind::Sequence => {
-                    let mut n = start % cardinality;
-                    for _ in 0..len {
-                        push(n)?;
-                        n += 1;
-                        if n == cardinality {
-                            n = 0;
-                        }
-                    }
-                }
-                FieldKind::Random => {
-                    for row in start..start.wrapping_add(len as u64) {
-                        push(below(hash_at(key, row), cardinality))?;
-                    }
-                }
+        (StringValues::Format { prefix }, FieldKind::Random) => {
+            let mut value = String::with_capacity(max_len);
+            for row in rows {
+                value.clear();
+                value.push_str(prefix);
+                push_decimal(&mut value, below(hash_at(key, row), cardinality));
+                builder.append_value(&value);
             }
         }
     }
-    Ok((OffsetBuffer::new(ScalarBuffer::from(offsets)), bytes))
+    Ok(builder.finish())
 }

@@ -10,8 +10,10 @@
 //! defines as the query start: here that is when the operator was prepared.
 
 use arrow::datatypes::{Field, FieldRef, SchemaRef};
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, DataFusionError};
 use datafusion::execution::{SessionState, SessionStateBuilder};
+use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::PhysicalExpr;
@@ -73,11 +75,9 @@ impl ExprCompiler {
         let parsed = state.sql_to_expr_with_alias(text, &options.sql_parser.dialect)?;
         // Aliases are normalized like identifiers in a SELECT list (`AS Euro` -> `euro`,
         // `AS "Euro"` -> `Euro`), which the SQL planner does not do for a lone expression.
-        let alias = parsed
-            .alias
-            .map(|ident| {
-                IdentNormalizer::new(options.sql_parser.enable_ident_normalization).normalize(ident)
-            });
+        let alias = parsed.alias.map(|ident| {
+            IdentNormalizer::new(options.sql_parser.enable_ident_normalization).normalize(ident)
+        });
         let logical = state.create_logical_expr_from_sql_expr(
             ExprWithAlias {
                 expr: parsed.expr,
@@ -85,6 +85,7 @@ impl ExprCompiler {
             },
             &df_schema,
         )?;
+        reject_stateful_calls(&logical)?;
         // Named before coercion and simplification, as DataFusion names SELECT items.
         let has_alias = alias.is_some();
         let name = match alias {
@@ -109,6 +110,28 @@ impl ExprCompiler {
             field,
             has_alias,
         })
+    }
+}
+
+/// Aggregate and window calls need state across rows; DataFusion's own message for them is a
+/// debug dump of the plan node, so name the call and say what to use instead.
+fn reject_stateful_calls(expr: &Expr) -> Result<(), DataFusionError> {
+    let mut found = None;
+    expr.apply(|e| {
+        let kind = match e {
+            Expr::AggregateFunction(_) => "an aggregate function",
+            Expr::WindowFunction(_) => "a window function",
+            _ => return Ok(TreeNodeRecursion::Continue),
+        };
+        found = Some(format!("`{}` is {kind}", e.schema_name()));
+        Ok(TreeNodeRecursion::Stop)
+    })?;
+    match found {
+        Some(what) => Err(DataFusionError::Plan(format!(
+            "{what}, but this expression is evaluated row by row; aggregate in a window or \
+             aggregate operator instead"
+        ))),
+        None => Ok(()),
     }
 }
 

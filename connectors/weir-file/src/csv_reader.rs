@@ -1,0 +1,646 @@
+//! Reading one CSV file from a cursor.
+//!
+//! The fast path hands whole blocks to arrow's CSV decoder and emits its batches untouched. Only
+//! when a chunk fails to decode does the slow path run on that chunk: [`scan_records`] locates
+//! each record (line, field count, text), the chunk is decoded once more with every column as
+//! text, and each column is cast to its declared type to find the failing cells; the remaining
+//! rows are decoded with the declared types. So a bad record costs one chunk's extra work, and a
+//! clean file never pays for locating records.
+
+use crate::csv_record::{CsvRecord, CsvScan, count_lines, scan_records};
+use crate::object_bytes::ObjectBytes;
+use crate::options::CsvSettings;
+use crate::rejection::{Rejection, Rejections, null_in_non_nullable, raw_text};
+use arrow::array::{Array, AsArray};
+use arrow::compute::{CastOptions, cast_with_options, concat_batches};
+use arrow::csv::reader::Decoder;
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::error::ArrowError;
+use arrow::record_batch::RecordBatch;
+use std::sync::Arc;
+use weir_api::{BadRecordPolicy, Error, Result, SplitBatch, SplitCursor, SplitReader};
+
+/// Records skipped per scan when resuming at a cursor (bounds the scan's bookkeeping).
+const SKIP_STEP: u64 = 64 * 1024;
+
+/// How a fast-path attempt ended.
+enum Fast {
+    /// A clean batch.
+    Batch(RecordBatch),
+    /// The file is exhausted.
+    End,
+    /// The chunk has a bad record: run the slow path on it.
+    Failed,
+}
+
+/// Reads the records of one CSV file.
+#[derive(Debug)]
+pub(crate) struct CsvSplitReader {
+    input: String,
+    bytes: ObjectBytes,
+    /// Bytes read but not yet emitted; `buf[0]` is at a record boundary on line `line`.
+    buf: Vec<u8>,
+    eof: bool,
+    line: u64,
+    next_record: u64,
+    /// Records to skip before the first batch (after the header), until done.
+    pending_skip: Option<u64>,
+    settings: CsvSettings,
+    schema: SchemaRef,
+    /// The schema with every column nullable text, for locating bad cells.
+    text_schema: SchemaRef,
+    batch_size: usize,
+    decoder: Option<Decoder>,
+    rejections: Rejections,
+}
+
+impl CsvSplitReader {
+    /// A reader of `bytes` (the file `input`) that starts at data record `cursor.next_record`.
+    pub(crate) fn new(
+        input: &str,
+        bytes: ObjectBytes,
+        settings: CsvSettings,
+        schema: SchemaRef,
+        batch_size: usize,
+        policy: BadRecordPolicy,
+        cursor: SplitCursor,
+    ) -> Self {
+        let text_schema = Arc::new(Schema::new(
+            schema
+                .fields()
+                .iter()
+                .map(|f| Field::new(f.name(), DataType::Utf8, true))
+                .collect::<Vec<_>>(),
+        ));
+        Self {
+            input: input.to_owned(),
+            bytes,
+            buf: Vec::new(),
+            eof: false,
+            line: 1,
+            next_record: cursor.next_record,
+            pending_skip: Some(cursor.next_record),
+            settings,
+            schema,
+            text_schema,
+            batch_size,
+            decoder: None,
+            rejections: Rejections::new(policy),
+        }
+    }
+
+    fn decoder(&self, schema: &SchemaRef, batch_size: usize) -> Decoder {
+        arrow::csv::ReaderBuilder::new(schema.clone())
+            .with_header(false)
+            .with_delimiter(self.settings.delimiter)
+            .with_batch_size(batch_size)
+            .build_decoder()
+    }
+
+    async fn fill(&mut self) -> Result<()> {
+        match self.bytes.next_block().await? {
+            Some(block) => self.buf.extend_from_slice(&block),
+            None => self.eof = true,
+        }
+        Ok(())
+    }
+
+    /// Locates up to `max` records from the start of the buffer, reading more as needed.
+    async fn scan(&mut self, max: usize) -> Result<CsvScan> {
+        let mut records = Vec::new();
+        let (mut from, mut line) = (0, self.line);
+        loop {
+            let scan = scan_records(
+                &self.buf,
+                from,
+                line,
+                self.eof,
+                max - records.len(),
+                self.settings.delimiter,
+            );
+            records.extend(scan.records);
+            (from, line) = (scan.consumed, scan.line);
+            if records.len() >= max || self.eof {
+                return Ok(CsvScan {
+                    records,
+                    consumed: from,
+                    line,
+                });
+            }
+            self.fill().await?;
+        }
+    }
+
+    fn consume(&mut self, consumed: usize, line: u64) {
+        self.buf.drain(..consumed);
+        self.line = line;
+    }
+
+    /// Skips the header (checking its width) and the records before the cursor.
+    async fn skip_start(&mut self, mut to_skip: u64) -> Result<()> {
+        if self.settings.has_header {
+            let scan = self.scan(1).await?;
+            if let Some(header) = scan.records.first()
+                && header.fields != self.schema.fields().len()
+            {
+                return Err(Error::schema(
+                    &self.input,
+                    format!(
+                        "the header has {} fields but the schema has {}",
+                        header.fields,
+                        self.schema.fields().len()
+                    ),
+                ));
+            }
+            self.consume(scan.consumed, scan.line);
+        }
+        while to_skip > 0 {
+            let step = to_skip.min(SKIP_STEP);
+            let scan = self.scan(step as usize).await?;
+            let found = scan.records.len() as u64;
+            self.consume(scan.consumed, scan.line);
+            to_skip -= found;
+            if found < step {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Decodes the next chunk with the declared types, reading blocks until the batch is full.
+    async fn fast_chunk(&mut self) -> Result<Fast> {
+        let mut decoder = match self.decoder.take() {
+            Some(decoder) => decoder,
+            None => self.decoder(&self.schema, self.batch_size),
+        };
+        let mut pos = 0;
+        loop {
+            if pos < self.buf.len() {
+                match decoder.decode(&self.buf[pos..]) {
+                    Ok(0) if decoder.capacity() > 0 => return Ok(Fast::Failed),
+                    Ok(n) => pos += n,
+                    Err(_) => return Ok(Fast::Failed),
+                }
+                if decoder.capacity() == 0 {
+                    break;
+                }
+                if pos < self.buf.len() {
+                    continue;
+                }
+            }
+            if self.eof {
+                if decoder.decode(&[]).is_err() {
+                    return Ok(Fast::Failed);
+                }
+                break;
+            }
+            self.fill().await?;
+        }
+        let batch = match decoder.flush() {
+            Ok(Some(batch)) if null_in_non_nullable(&batch).is_none() => batch,
+            Ok(None) => {
+                let line = self.line + count_lines(&self.buf[..pos]);
+                self.consume(pos, line);
+                return Ok(Fast::End);
+            }
+            Ok(Some(_)) | Err(_) => return Ok(Fast::Failed),
+        };
+        let line = self.line + count_lines(&self.buf[..pos]);
+        self.consume(pos, line);
+        self.next_record += batch.num_rows() as u64;
+        self.decoder = Some(decoder);
+        Ok(Fast::Batch(batch))
+    }
+
+    /// Decodes the next chunk record by record where needed, rejecting the bad ones.
+    async fn slow_chunk(&mut self) -> Result<Option<SplitBatch>> {
+        self.decoder = None;
+        let scan = self.scan(self.batch_size).await?;
+        if scan.records.is_empty() {
+            self.consume(scan.consumed, scan.line);
+            return Ok(None);
+        }
+        let (data, rejected) = self.decode_located(&scan.records)?;
+        self.consume(scan.consumed, scan.line);
+        self.next_record += scan.records.len() as u64;
+        self.rejections.reject_all(rejected)?;
+        Ok(Some(SplitBatch {
+            data,
+            dead_letters: self.rejections.take(),
+            cursor: SplitCursor {
+                next_record: self.next_record,
+            },
+        }))
+    }
+
+    /// The good rows of `records` and the rejections, in record order.
+    fn decode_located(&self, records: &[CsvRecord]) -> Result<(RecordBatch, Vec<Rejection>)> {
+        let width = self.schema.fields().len();
+        let mut rejected: Vec<(usize, Rejection)> = Vec::new();
+        let mut candidates = Vec::with_capacity(records.len());
+        for (i, record) in records.iter().enumerate() {
+            if record.fields == width {
+                candidates.push(i);
+            } else {
+                let reason = format!("expected {width} fields, found {}", record.fields);
+                rejected.push((i, self.rejection(record, None, reason)));
+            }
+        }
+        let bad_cells = self.find_bad_cells(records, &candidates);
+        let mut good = Vec::with_capacity(candidates.len());
+        for (&i, bad) in candidates.iter().zip(bad_cells) {
+            match bad {
+                Some((column, reason)) => {
+                    rejected.push((i, self.rejection(&records[i], Some(column), reason)));
+                }
+                None => good.push(i),
+            }
+        }
+        let (batch, more) = self.decode_typed(records, &good)?;
+        rejected.extend(more);
+        rejected.sort_by_key(|(i, _)| *i);
+        Ok((batch, rejected.into_iter().map(|(_, r)| r).collect()))
+    }
+
+    /// For each candidate record, the first column whose text does not fit its type, found by
+    /// decoding all columns as text and casting them; all `None` when that is not possible.
+    fn find_bad_cells(
+        &self,
+        records: &[CsvRecord],
+        candidates: &[usize],
+    ) -> Vec<Option<(usize, String)>> {
+        let mut bad = vec![None; candidates.len()];
+        if candidates.is_empty() {
+            return bad;
+        }
+        let text = self.join(records, candidates);
+        let mut decoder = self.decoder(&self.text_schema, candidates.len());
+        let strings = match decode_all(&mut decoder, &text) {
+            Ok(Some(batch)) if batch.num_rows() == candidates.len() => batch,
+            _ => return bad,
+        };
+        let safe = CastOptions {
+            safe: true,
+            ..Default::default()
+        };
+        for (col, field) in self.schema.fields().iter().enumerate() {
+            let Some(column) = strings.column(col).as_string_opt::<i32>() else {
+                continue;
+            };
+            let converted = match field.data_type() {
+                DataType::Utf8 | DataType::LargeUtf8 | DataType::Utf8View => None,
+                other => cast_with_options(column, other, &safe).ok(),
+            };
+            for (row, slot) in bad.iter_mut().enumerate() {
+                if slot.is_some() {
+                    continue;
+                }
+                if column.is_null(row) {
+                    if !field.is_nullable() {
+                        *slot = Some((col, "empty value in a non-nullable column".to_owned()));
+                    }
+                } else if converted.as_ref().is_some_and(|c| c.is_null(row)) {
+                    *slot = Some((
+                        col,
+                        format!(
+                            "`{}` is not a valid {}",
+                            column.value(row),
+                            field.data_type()
+                        ),
+                    ));
+                }
+            }
+        }
+        bad
+    }
+
+    /// Decodes `good` records with the declared types; records the parser still rejects (its
+    /// rules differ from casting in corners) are found one at a time.
+    fn decode_typed(
+        &self,
+        records: &[CsvRecord],
+        good: &[usize],
+    ) -> Result<(RecordBatch, Vec<(usize, Rejection)>)> {
+        if good.is_empty() {
+            return Ok((RecordBatch::new_empty(self.schema.clone()), Vec::new()));
+        }
+        let text = self.join(records, good);
+        let mut decoder = self.decoder(&self.schema, good.len());
+        if let Ok(Some(batch)) = decode_all(&mut decoder, &text)
+            && batch.num_rows() == good.len()
+            && null_in_non_nullable(&batch).is_none()
+        {
+            return Ok((batch, Vec::new()));
+        }
+        let mut batches = Vec::with_capacity(good.len());
+        let mut rejected = Vec::new();
+        for &i in good {
+            let record = &records[i];
+            let text = self.join(records, &[i]);
+            let mut decoder = self.decoder(&self.schema, 1);
+            match decode_all(&mut decoder, &text) {
+                Ok(Some(batch)) => match null_in_non_nullable(&batch) {
+                    None => batches.push(batch),
+                    Some(col) => rejected.push((
+                        i,
+                        self.rejection(record, Some(col), "empty value in a non-nullable column"),
+                    )),
+                },
+                Ok(None) => {}
+                Err(e) => {
+                    let (column, reason) = describe_parse_error(&e);
+                    rejected.push((i, self.rejection(record, column, reason)));
+                }
+            }
+        }
+        let batch = concat_batches(&self.schema, &batches)
+            .map_err(|e| Error::arrow(format!("assembling rows of `{}`", self.input), e))?;
+        Ok((batch, rejected))
+    }
+
+    /// The text of the chosen records, each ended by a line feed.
+    fn join(&self, records: &[CsvRecord], chosen: &[usize]) -> Vec<u8> {
+        let mut text = Vec::new();
+        for &i in chosen {
+            text.extend_from_slice(&self.buf[records[i].start..records[i].end]);
+            text.push(b'\n');
+        }
+        text
+    }
+
+    fn rejection(
+        &self,
+        record: &CsvRecord,
+        column: Option<usize>,
+        reason: impl Into<String>,
+    ) -> Rejection {
+        let column = column.map(|c| self.schema.field(c).name().as_str());
+        let raw = raw_text(&self.buf[record.start..record.end]);
+        Rejection::new(&self.input, Some(record.line), column, reason, Some(raw))
+    }
+}
+
+#[async_trait::async_trait]
+impl SplitReader for CsvSplitReader {
+    async fn next_batch(&mut self) -> Result<Option<SplitBatch>> {
+        if let Some(to_skip) = self.pending_skip.take() {
+            self.skip_start(to_skip).await?;
+        }
+        match self.fast_chunk().await? {
+            Fast::Batch(data) => Ok(Some(SplitBatch {
+                data,
+                dead_letters: None,
+                cursor: SplitCursor {
+                    next_record: self.next_record,
+                },
+            })),
+            Fast::End => Ok(None),
+            Fast::Failed => self.slow_chunk().await,
+        }
+    }
+}
+
+/// Decodes all of `text` (whole records) and flushes.
+fn decode_all(decoder: &mut Decoder, text: &[u8]) -> Result<Option<RecordBatch>, ArrowError> {
+    let mut pos = 0;
+    while pos < text.len() {
+        match decoder.decode(&text[pos..])? {
+            0 => break,
+            n => pos += n,
+        }
+    }
+    decoder.decode(&[])?;
+    decoder.flush()
+}
+
+/// The column and a short reason from arrow's CSV parse error
+/// (`Error while parsing value 'x' as type 'T' for column N at line L. Row data: ...`).
+fn describe_parse_error(err: &ArrowError) -> (Option<usize>, String) {
+    let message = err.to_string();
+    let between = |start: &str, end: &str| {
+        let from = message.find(start)? + start.len();
+        let len = message[from..].find(end)?;
+        Some(&message[from..from + len])
+    };
+    let column = between(" for column ", " ").and_then(|c| c.parse().ok());
+    match (
+        between("parsing value '", "' as type '"),
+        between("' as type '", "'"),
+    ) {
+        (Some(value), Some(ty)) => (column, format!("`{value}` is not a valid {ty}")),
+        _ => (column, message),
+    }
+}
+
+/// Whether arrow's CSV decoder can produce `data_type` from text.
+pub(crate) fn readable_csv_type(data_type: &DataType) -> bool {
+    use arrow::datatypes::TimeUnit;
+    match data_type {
+        DataType::Null
+        | DataType::Boolean
+        | DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64
+        | DataType::Float16
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..)
+        | DataType::Date32
+        | DataType::Date64
+        | DataType::Timestamp(..)
+        | DataType::Time32(TimeUnit::Second | TimeUnit::Millisecond)
+        | DataType::Time64(TimeUnit::Microsecond | TimeUnit::Nanosecond)
+        | DataType::Utf8
+        | DataType::Utf8View => true,
+        DataType::Dictionary(key, value) => key.is_integer() && value.as_ref() == &DataType::Utf8,
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::test_support::{bad_record, prepare, read_all, read_split, write};
+    use serde_json::json;
+
+    fn schema(fields: &[(&str, DataType, bool)]) -> SchemaRef {
+        Arc::new(Schema::new(
+            fields
+                .iter()
+                .map(|(name, ty, nullable)| Field::new(*name, ty.clone(), *nullable))
+                .collect::<Vec<_>>(),
+        ))
+    }
+
+    fn id_price() -> SchemaRef {
+        schema(&[
+            ("id", DataType::Int64, false),
+            ("price", DataType::Int64, true),
+        ])
+    }
+
+    async fn fail_on(
+        contents: &str,
+        declared: SchemaRef,
+    ) -> (String, Option<u64>, Option<String>, String) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "in.csv", contents);
+        let source = prepare(
+            json!({ "path": path }),
+            Some(declared),
+            BadRecordPolicy::Fail,
+        )
+        .await
+        .unwrap();
+        let err = read_all(&source).await.unwrap_err();
+        let (input, line, column, message) = bad_record(err);
+        assert_eq!(input, path);
+        (input, line, column, message)
+    }
+
+    #[tokio::test]
+    async fn a_bad_int_names_file_line_and_column() {
+        let (_, line, column, message) = fail_on("id,price\n1,10\n2,abc\n3,30\n", id_price()).await;
+        assert_eq!(line, Some(3));
+        assert_eq!(column.as_deref(), Some("price"));
+        assert_eq!(message, "`abc` is not a valid Int64");
+    }
+
+    #[tokio::test]
+    async fn a_wrong_field_count_names_the_line() {
+        let (_, line, column, message) = fail_on("id,price\n1,10\n2\n", id_price()).await;
+        assert_eq!((line, column), (Some(3), None));
+        assert_eq!(message, "expected 2 fields, found 1");
+        let (_, line, _, message) = fail_on("id,price\n1,10,7\n", id_price()).await;
+        assert_eq!(line, Some(2));
+        assert_eq!(message, "expected 2 fields, found 3");
+    }
+
+    #[tokio::test]
+    async fn a_null_in_a_non_nullable_column_is_bad() {
+        let (_, line, column, message) = fail_on("id,price\n1,10\n,20\n", id_price()).await;
+        assert_eq!(line, Some(3));
+        assert_eq!(column.as_deref(), Some("id"));
+        assert!(message.contains("non-nullable"), "{message}");
+    }
+
+    #[tokio::test]
+    async fn quoted_line_breaks_before_a_bad_row_keep_lines_exact() {
+        let declared = schema(&[
+            ("id", DataType::Int64, false),
+            ("note", DataType::Utf8, true),
+            ("price", DataType::Int64, true),
+        ]);
+        let lf = "id,note,price\n1,\"multi\nline\nnote\",10\n\n2,ok,abc\n";
+        let (_, line, column, _) = fail_on(lf, declared.clone()).await;
+        assert_eq!((line, column.as_deref()), (Some(6), Some("price")));
+        let crlf = "id,note,price\r\n1,\"a\r\nb\",10\r\n2,ok,abc\r\n";
+        let (_, line, _, _) = fail_on(crlf, declared).await;
+        assert_eq!(line, Some(4));
+    }
+
+    #[tokio::test]
+    async fn a_bad_row_after_clean_chunks_has_its_own_line() {
+        let mut contents = String::from("id,price\n");
+        for i in 0..20 {
+            contents.push_str(&format!("{i},\"{i}\"\n"));
+        }
+        contents.push_str("20,x\n");
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "in.csv", &contents);
+        let options = json!({ "path": path, "batch_size": 4 });
+        let source = prepare(options.clone(), Some(id_price()), BadRecordPolicy::Fail)
+            .await
+            .unwrap();
+        let (_, line, column, _) = bad_record(read_all(&source).await.unwrap_err());
+        assert_eq!((line, column.as_deref()), (Some(22), Some("price")));
+    }
+
+    #[tokio::test]
+    async fn dead_letters_keep_good_rows_in_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let contents =
+            "id,price\r\n1,10\r\n2,abc\r\n3\r\n4,\"4\r\n0\"\r\n,5\r\n6,60\r\n7,70\r\n8,z\r\n9,90";
+        let path = write(dir.path(), "in.csv", contents);
+        let source = prepare(
+            json!({ "path": path, "batch_size": 3 }),
+            Some(id_price()),
+            BadRecordPolicy::DeadLetter,
+        )
+        .await
+        .unwrap();
+        let split = source.enumerate_splits().await.unwrap().remove(0);
+        let read = read_split(&source, &split).await.unwrap();
+        assert_eq!(read.rows, ["1|10", "6|60", "7|70", "9|90"]);
+        assert_eq!(
+            read.dead_letters,
+            [
+                format!("{path}|3|price|`abc` is not a valid Int64|2,abc"),
+                format!("{path}|4|∅|expected 2 fields, found 1|3"),
+                format!("{path}|5|price|`4\r\n0` is not a valid Int64|4,\"4\r\n0\""),
+                format!("{path}|7|id|empty value in a non-nullable column|,5"),
+                format!("{path}|10|price|`z` is not a valid Int64|8,z"),
+            ]
+        );
+        assert_eq!(read.cursors, [3, 6, 9]);
+
+        // Resuming after the bad chunk counts the rejected records too.
+        let mut resumed = split.clone();
+        resumed.cursor.next_record = 4;
+        let rest = read_split(&source, &resumed).await.unwrap();
+        assert_eq!(rest.rows, ["6|60", "7|70", "9|90"]);
+        assert_eq!(rest.dead_letters.len(), 2);
+    }
+
+    #[tokio::test]
+    async fn parser_rules_decide_when_casting_is_looser() {
+        // Casting accepts `yes` as a boolean, the CSV parser does not: the parser wins.
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "b.csv", "id,flag\n1,true\n2,yes\nx,false\n");
+        let declared = schema(&[
+            ("id", DataType::Int64, true),
+            ("flag", DataType::Boolean, true),
+        ]);
+        let source = prepare(
+            json!({ "path": path }),
+            Some(declared),
+            BadRecordPolicy::DeadLetter,
+        )
+        .await
+        .unwrap();
+        let split = source.enumerate_splits().await.unwrap().remove(0);
+        let read = read_split(&source, &split).await.unwrap();
+        assert_eq!(read.rows, ["1|true"]);
+        assert_eq!(
+            read.dead_letters,
+            [
+                format!("{path}|3|flag|`yes` is not a valid Boolean|2,yes"),
+                format!("{path}|4|id|`x` is not a valid Int64|x,false"),
+            ]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_header_of_the_wrong_width_is_a_schema_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "h.csv", "a,b,c\n1,2,3\n");
+        let source = prepare(
+            json!({ "path": path }),
+            Some(id_price()),
+            BadRecordPolicy::Fail,
+        )
+        .await
+        .unwrap();
+        let err = read_all(&source).await.unwrap_err();
+        assert!(matches!(err, Error::Schema { .. }), "{err}");
+    }
+}

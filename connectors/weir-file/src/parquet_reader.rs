@@ -1,0 +1,376 @@
+//! Reading one Parquet file from a cursor, conformed to the source schema.
+//!
+//! Columns are matched by name; whole row groups before the cursor are never fetched, and the
+//! rest of the offset is skipped by the reader. A column whose file type differs from the declared
+//! type is cast; a value that does not cast, or a null in a non-nullable column, rejects its row.
+
+use crate::location::store_error;
+use crate::rejection::{Rejection, Rejections};
+use arrow::array::{Array, ArrayRef, BooleanArray, new_null_array};
+use arrow::compute::{CastOptions, cast_with_options, filter};
+use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use futures::{FutureExt, TryStreamExt};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use parquet::arrow::ProjectionMask;
+use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::async_reader::{
+    AsyncFileReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
+};
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use std::ops::Range;
+use std::sync::Arc;
+use weir_api::{BadRecordPolicy, Error, Result, SplitBatch, SplitCursor, SplitReader};
+
+/// Bytes fetched from the end of a file in the first request, so the footer of most files takes
+/// one round trip.
+const FOOTER_HINT: usize = 64 * 1024;
+
+/// Parquet's view of one object: ranged reads from the store, the footer read from its known size.
+#[derive(Debug, Clone)]
+pub(crate) struct ObjectParquetReader {
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    size: u64,
+}
+
+fn fetch_error(err: object_store::Error) -> ParquetError {
+    ParquetError::External(Box::new(err))
+}
+
+impl AsyncFileReader for ObjectParquetReader {
+    fn get_bytes(&mut self, range: Range<u64>) -> BoxFuture<'_, parquet::errors::Result<Bytes>> {
+        async move {
+            self.store
+                .get_range(&self.path, range)
+                .await
+                .map_err(fetch_error)
+        }
+        .boxed()
+    }
+
+    fn get_byte_ranges(
+        &mut self,
+        ranges: Vec<Range<u64>>,
+    ) -> BoxFuture<'_, parquet::errors::Result<Vec<Bytes>>> {
+        async move {
+            self.store
+                .get_ranges(&self.path, &ranges)
+                .await
+                .map_err(fetch_error)
+        }
+        .boxed()
+    }
+
+    fn get_metadata<'a>(
+        &'a mut self,
+        options: Option<&'a ArrowReaderOptions>,
+    ) -> BoxFuture<'a, parquet::errors::Result<Arc<ParquetMetaData>>> {
+        async move {
+            let size = self.size;
+            let metadata = ParquetMetaDataReader::new()
+                .with_arrow_reader_options(options)
+                .with_prefetch_hint(Some(FOOTER_HINT))
+                .load_and_finish(self, size)
+                .await?;
+            Ok(Arc::new(metadata))
+        }
+        .boxed()
+    }
+}
+
+/// Opens the Parquet reader builder of one file.
+///
+/// # Errors
+/// External errors when the file cannot be read or is not Parquet.
+pub(crate) async fn parquet_builder(
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    input: &str,
+) -> Result<ParquetRecordBatchStreamBuilder<ObjectParquetReader>> {
+    let meta = store
+        .head(&path)
+        .await
+        .map_err(|e| store_error(format!("opening `{input}`"), e))?;
+    let reader = ObjectParquetReader {
+        store,
+        path,
+        size: meta.size,
+    };
+    ParquetRecordBatchStreamBuilder::new(reader)
+        .await
+        .map_err(|e| parquet_error(input, e))
+}
+
+fn parquet_error(input: &str, err: ParquetError) -> Error {
+    Error::external("parquet", format!("reading `{input}`"), err, false)
+}
+
+/// Reads the rows of one Parquet file.
+pub(crate) struct ParquetSplitReader {
+    input: String,
+    stream: ParquetRecordBatchStream<ObjectParquetReader>,
+    schema: SchemaRef,
+    next_record: u64,
+    rejections: Rejections,
+}
+
+impl std::fmt::Debug for ParquetSplitReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParquetSplitReader")
+            .field("input", &self.input)
+            .field("next_record", &self.next_record)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ParquetSplitReader {
+    /// Opens `path` (the file `input`) at row `cursor.next_record`.
+    ///
+    /// # Errors
+    /// [`Error::Schema`] when a non-nullable column of `schema` is not in the file; external
+    /// errors when the file cannot be read.
+    pub(crate) async fn open(
+        store: Arc<dyn ObjectStore>,
+        path: Path,
+        input: &str,
+        schema: SchemaRef,
+        batch_size: usize,
+        policy: BadRecordPolicy,
+        cursor: SplitCursor,
+    ) -> Result<Self> {
+        let builder = parquet_builder(store, path, input).await?;
+        let file_schema = builder.schema().clone();
+        let mut roots = Vec::new();
+        for field in schema.fields() {
+            match file_schema.index_of(field.name()) {
+                Ok(index) => roots.push(index),
+                Err(_) if field.is_nullable() => {}
+                Err(_) => {
+                    return Err(Error::schema(
+                        input,
+                        format!("non-nullable column `{}` is not in the file", field.name()),
+                    ));
+                }
+            }
+        }
+        roots.sort_unstable();
+        let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
+        let mut skip = cursor.next_record;
+        let mut row_groups = Vec::new();
+        for (index, group) in builder.metadata().row_groups().iter().enumerate() {
+            let rows = u64::try_from(group.num_rows()).unwrap_or(0);
+            if row_groups.is_empty() && skip >= rows {
+                skip -= rows;
+            } else {
+                row_groups.push(index);
+            }
+        }
+        let stream = builder
+            .with_projection(mask)
+            .with_row_groups(row_groups)
+            .with_offset(usize::try_from(skip).unwrap_or(usize::MAX))
+            .with_batch_size(batch_size)
+            .build()
+            .map_err(|e| parquet_error(input, e))?;
+        Ok(Self {
+            input: input.to_owned(),
+            stream,
+            schema,
+            next_record: cursor.next_record,
+            rejections: Rejections::new(policy),
+        })
+    }
+
+    /// Matches, casts and checks the columns of `batch`, whose first row is row `first_row`
+    /// (0-based) of the file.
+    fn conform(
+        &self,
+        batch: &RecordBatch,
+        first_row: u64,
+    ) -> Result<(RecordBatch, Vec<Rejection>)> {
+        let rows = batch.num_rows();
+        let mut bad: Vec<Option<(usize, String)>> = vec![None; rows];
+        let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
+        let safe = CastOptions {
+            safe: true,
+            ..Default::default()
+        };
+        for (col, field) in self.schema.fields().iter().enumerate() {
+            let column = match batch.column_by_name(field.name()) {
+                Some(column) => column.clone(),
+                None => new_null_array(field.data_type(), rows),
+            };
+            let column = if column.data_type() == field.data_type() {
+                column
+            } else {
+                let converted =
+                    cast_with_options(&column, field.data_type(), &safe).map_err(|e| {
+                        Error::schema(
+                            &self.input,
+                            format!(
+                                "column `{}` of type {} cannot be read as {}: {e}",
+                                field.name(),
+                                column.data_type(),
+                                field.data_type()
+                            ),
+                        )
+                    })?;
+                if converted.null_count() > column.null_count() {
+                    let formatter =
+                        ArrayFormatter::try_new(column.as_ref(), &FormatOptions::default())
+                            .map_err(|e| Error::arrow("formatting a rejected value", e))?;
+                    for (row, slot) in bad.iter_mut().enumerate() {
+                        if slot.is_none() && column.is_valid(row) && converted.is_null(row) {
+                            *slot = Some((
+                                col,
+                                format!(
+                                    "row {}: `{}` is not a valid {}",
+                                    first_row + row as u64 + 1,
+                                    formatter.value(row),
+                                    field.data_type()
+                                ),
+                            ));
+                        }
+                    }
+                }
+                converted
+            };
+            if !field.is_nullable() && column.null_count() > 0 {
+                for (row, slot) in bad.iter_mut().enumerate() {
+                    if slot.is_none() && column.is_null(row) {
+                        *slot = Some((
+                            col,
+                            format!(
+                                "row {}: null in a non-nullable column",
+                                first_row + row as u64 + 1
+                            ),
+                        ));
+                    }
+                }
+            }
+            columns.push(column);
+        }
+        let rejected: Vec<Rejection> = bad
+            .iter()
+            .flatten()
+            .map(|(col, reason)| {
+                let column = self.schema.field(*col).name();
+                Rejection::new(&self.input, None, Some(column), reason.clone(), None)
+            })
+            .collect();
+        if !rejected.is_empty() {
+            let keep: BooleanArray = bad.iter().map(|b| Some(b.is_none())).collect();
+            columns = columns
+                .iter()
+                .map(|c| filter(c, &keep))
+                .collect::<Result<_, _>>()
+                .map_err(|e| Error::arrow("dropping rejected rows", e))?;
+        }
+        let data = RecordBatch::try_new(self.schema.clone(), columns)
+            .map_err(|e| Error::arrow(format!("assembling rows of `{}`", self.input), e))?;
+        Ok((data, rejected))
+    }
+}
+
+#[async_trait::async_trait]
+impl SplitReader for ParquetSplitReader {
+    async fn next_batch(&mut self) -> Result<Option<SplitBatch>> {
+        let Some(batch) = self
+            .stream
+            .try_next()
+            .await
+            .map_err(|e| parquet_error(&self.input, e))?
+        else {
+            return Ok(None);
+        };
+        let first_row = self.next_record;
+        self.next_record += batch.num_rows() as u64;
+        let (data, rejected) = self.conform(&batch, first_row)?;
+        self.rejections.reject_all(rejected)?;
+        Ok(Some(SplitBatch {
+            data,
+            dead_letters: self.rejections.take(),
+            cursor: SplitCursor {
+                next_record: self.next_record,
+            },
+        }))
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use crate::test_support::{bad_record, prepare, read_all, read_split, write};
+    use arrow::array::{ArrayRef, Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field, Schema};
+    use arrow::record_batch::RecordBatch;
+    use serde_json::json;
+    use std::sync::Arc;
+    use weir_api::BadRecordPolicy;
+
+    #[tokio::test]
+    async fn values_that_do_not_fit_the_declared_type_are_bad_rows() {
+        let dir = tempfile::tempdir().unwrap();
+        let batch = RecordBatch::try_from_iter([
+            (
+                "id",
+                Arc::new(Int64Array::from(vec![
+                    Some(1),
+                    Some(5_000_000_000),
+                    Some(3),
+                    None,
+                ])) as ArrayRef,
+            ),
+            (
+                "s",
+                Arc::new(StringArray::from(vec!["a", "b", "c", "d"])) as ArrayRef,
+            ),
+        ])
+        .unwrap();
+        let mut out = Vec::new();
+        let mut writer =
+            parquet::arrow::ArrowWriter::try_new(&mut out, batch.schema(), None).unwrap();
+        writer.write(&batch).unwrap();
+        writer.close().unwrap();
+        let path = write(dir.path(), "t.parquet", out);
+        let declared = Arc::new(Schema::new(vec![
+            Field::new("id", DataType::Int32, false),
+            Field::new("s", DataType::Utf8, true),
+        ]));
+        let options = json!({ "path": path });
+        let source = prepare(
+            options.clone(),
+            Some(declared.clone()),
+            BadRecordPolicy::Fail,
+        )
+        .await
+        .unwrap();
+        let (input, line, column, message) = bad_record(read_all(&source).await.unwrap_err());
+        assert_eq!(
+            (input, line, column.as_deref()),
+            (path.clone(), None, Some("id"))
+        );
+        assert_eq!(message, "row 2: `5000000000` is not a valid Int32");
+
+        let source = prepare(options, Some(declared), BadRecordPolicy::DeadLetter)
+            .await
+            .unwrap();
+        let split = source.enumerate_splits().await.unwrap().remove(0);
+        let read = read_split(&source, &split).await.unwrap();
+        assert_eq!(read.rows, ["1|a", "3|c"]);
+        assert_eq!(
+            read.dead_letters,
+            [
+                format!("{path}|∅|id|row 2: `5000000000` is not a valid Int32|∅"),
+                format!("{path}|∅|id|row 4: null in a non-nullable column|∅"),
+            ]
+        );
+        assert_eq!(read.cursors, [4]);
+    }
+}

@@ -1,0 +1,118 @@
+//! The end-of-run summary table and the live progress bar.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use std::fmt::Write;
+use std::sync::Arc;
+use weir::JobSummary;
+use weir::runtime::JobMetrics;
+
+/// Peak resident memory of this process in bytes (Linux `VmHWM`), if known.
+pub(crate) fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Rows read by all sources per second of wall time.
+fn source_rows(summary: &JobSummary) -> u64 {
+    summary
+        .metrics
+        .operators
+        .iter()
+        .filter(|o| o.rows_in == 0 && o.batches_in == 0)
+        .map(|o| o.rows_out)
+        .sum()
+}
+
+/// The summary as JSON (for scripts and tests).
+pub(crate) fn to_json(summary: &JobSummary, peak_rss: Option<u64>) -> String {
+    let secs = summary.wall_time.as_secs_f64();
+    let rows = source_rows(summary);
+    serde_json::json!({
+        "job": summary.job_id,
+        "wall_time_secs": secs,
+        "source_rows": rows,
+        "rows_per_sec": if secs > 0.0 { rows as f64 / secs } else { 0.0 },
+        "peak_rss_bytes": peak_rss,
+        "operators": summary.metrics.operators,
+    })
+    .to_string()
+}
+
+/// The summary as a table for people.
+pub(crate) fn render(summary: &JobSummary, peak_rss: Option<u64>) -> String {
+    let secs = summary.wall_time.as_secs_f64();
+    let rows = source_rows(summary);
+    let mut s = String::new();
+    let _ = writeln!(s, "job {} finished in {:.3} s", summary.job_id, secs);
+    let _ = writeln!(
+        s,
+        "{:<24} {:>14} {:>14} {:>12}",
+        "operator", "rows in", "rows out", "dead letters"
+    );
+    for o in &summary.metrics.operators {
+        let _ = writeln!(
+            s,
+            "{:<24} {:>14} {:>14} {:>12}",
+            o.operator_id, o.rows_in, o.rows_out, o.dead_letters
+        );
+    }
+    let rate = if secs > 0.0 { rows as f64 / secs } else { 0.0 };
+    let _ = writeln!(s, "source rows: {rows} ({rate:.0} rows/s)");
+    if let Some(rss) = peak_rss {
+        let _ = writeln!(s, "peak memory: {:.1} MiB", rss as f64 / (1024.0 * 1024.0));
+    }
+    s
+}
+
+/// A progress bar over the sources' splits (by bytes where known), refreshed from live metrics.
+pub(crate) struct Progress {
+    stop: tokio::sync::oneshot::Sender<()>,
+    handle: tokio::task::JoinHandle<()>,
+}
+
+impl Progress {
+    pub(crate) fn start(metrics: Arc<JobMetrics>) -> Self {
+        let (stop, mut stopped) = tokio::sync::oneshot::channel();
+        let handle = tokio::spawn(async move {
+            let bar = ProgressBar::new(0);
+            let style = ProgressStyle::with_template(
+                "{spinner} [{elapsed_precise}] [{bar:30}] {percent:>3}% {msg}",
+            )
+            .unwrap_or_else(|_| ProgressStyle::default_bar());
+            bar.set_style(style);
+            loop {
+                let snap = metrics.snapshot();
+                let (done, total) = if snap.source_bytes_total > 0 {
+                    (snap.source_bytes_done, snap.source_bytes_total)
+                } else {
+                    (snap.splits_done, snap.splits_total)
+                };
+                bar.set_length(total.max(1));
+                bar.set_position(done);
+                let rows: u64 = snap
+                    .operators
+                    .iter()
+                    .filter(|o| o.batches_in == 0)
+                    .map(|o| o.rows_out)
+                    .sum();
+                bar.set_message(format!(
+                    "{}/{} splits, {rows} rows read",
+                    snap.splits_done, snap.splits_total
+                ));
+                tokio::select! {
+                    _ = &mut stopped => break,
+                    _ = tokio::time::sleep(crate::PROGRESS_TICK) => {}
+                }
+            }
+            bar.finish_and_clear();
+        });
+        Progress { stop, handle }
+    }
+
+    pub(crate) async fn finish(self) {
+        let _ = self.stop.send(());
+        let _ = self.handle.await;
+    }
+}

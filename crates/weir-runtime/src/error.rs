@@ -1,0 +1,79 @@
+//! The runtime crate's error type.
+
+use weir_api::ErrorKind;
+
+/// Everything that can fail while preparing or running a job.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The spec did not compile into plans.
+    #[error(transparent)]
+    Plan(#[from] weir_plan::Error),
+    /// A node's type or connector is not registered.
+    #[error("{file}: {path}: unknown {kind} `{name}` (known: {})", known.join(", "))]
+    UnknownType {
+        /// The spec file.
+        file: String,
+        /// JSON path of the `type`/`connector` field.
+        path: String,
+        /// `operator`, `source connector` or `sink connector`.
+        kind: &'static str,
+        /// The name asked for.
+        name: String,
+        /// Registered names.
+        known: Vec<String>,
+    },
+    /// A node failed the deep build (options, schemas, edges, semantic mode).
+    #[error("{file}: {path}: {source}")]
+    Prepare {
+        /// The spec file.
+        file: String,
+        /// JSON path of the node (or its field) that failed.
+        path: String,
+        /// What failed.
+        #[source]
+        source: weir_api::Error,
+    },
+    /// A task failed while running.
+    #[error("task {task} failed: {source}")]
+    Task {
+        /// `operator[subtask/parallelism]` of the failing operator.
+        task: String,
+        /// What failed.
+        #[source]
+        source: weir_api::Error,
+    },
+    /// A task panicked; this is a bug in Weir or in a plugin.
+    #[error("task {task} panicked: {message}")]
+    Panic {
+        /// The task's vertex and subtask.
+        task: String,
+        /// The panic payload.
+        message: String,
+    },
+    /// A channel closed while its peer still needed it: a downstream or upstream task stopped.
+    #[error("task {task}: a channel closed because another task stopped")]
+    ChannelClosed {
+        /// The task that noticed.
+        task: String,
+    },
+}
+
+impl Error {
+    /// Who has to act on the error (see [`weir_api::ErrorKind`]).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Plan(_) | Error::UnknownType { .. } => ErrorKind::User,
+            Error::Prepare { source, .. } | Error::Task { source, .. } => source.kind(),
+            Error::Panic { .. } | Error::ChannelClosed { .. } => ErrorKind::Internal,
+        }
+    }
+
+    /// Whether the error only follows from another task's failure.
+    pub(crate) fn is_secondary(&self) -> bool {
+        matches!(self, Error::ChannelClosed { .. })
+    }
+}
+
+/// Result with the runtime crate's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

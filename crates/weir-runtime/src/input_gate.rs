@@ -1,0 +1,289 @@
+//! The input side of a task: its ordered input channels, merged fairly, with watermark merging
+//! (minimum over live channels) and barrier alignment (seed 000 §5.4).
+
+use arrow::record_batch::RecordBatch;
+use std::task::Poll;
+use tokio::sync::mpsc;
+use weir_api::{Barrier, Epoch, EventTimeMs, StreamMessage, Watermark};
+
+/// One input channel of a task.
+#[derive(Debug)]
+pub(crate) struct InputChannel {
+    rx: mpsc::Receiver<StreamMessage>,
+    /// Input index of the head operator this channel feeds.
+    input: usize,
+    watermark: EventTimeMs,
+    ended: bool,
+    /// Set while this channel delivered the barrier of the epoch being aligned.
+    blocked_at: Option<Epoch>,
+}
+
+impl InputChannel {
+    pub(crate) fn new(rx: mpsc::Receiver<StreamMessage>, input: usize) -> Self {
+        InputChannel {
+            rx,
+            input,
+            watermark: EventTimeMs::MIN,
+            ended: false,
+            blocked_at: None,
+        }
+    }
+}
+
+/// What the gate hands to the task, in order.
+#[derive(Debug)]
+pub(crate) enum GateEvent {
+    /// A batch for head input `input`.
+    Data { input: usize, batch: RecordBatch },
+    /// The minimum watermark over live channels advanced.
+    Watermark(Watermark),
+    /// Every live channel delivered this barrier.
+    Barrier(Barrier),
+    /// Every channel ended.
+    End,
+}
+
+/// Why the gate cannot continue.
+#[derive(Debug)]
+pub(crate) enum GateError {
+    /// A channel's sender went away without end-of-input: its task failed.
+    Closed,
+    /// An upstream broke the channel protocol (a bug).
+    Protocol(String),
+}
+
+/// Merges a task's input channels.
+#[derive(Debug)]
+pub(crate) struct InputGate {
+    channels: Vec<InputChannel>,
+    next_poll: usize,
+    watermark: EventTimeMs,
+    aligning: Option<Barrier>,
+    finished: bool,
+}
+
+impl InputGate {
+    pub(crate) fn new(channels: Vec<InputChannel>) -> Self {
+        InputGate {
+            channels,
+            next_poll: 0,
+            watermark: EventTimeMs::MIN,
+            aligning: None,
+            finished: false,
+        }
+    }
+
+    /// The next event; after [`GateEvent::End`] it keeps returning `End`.
+    pub(crate) async fn next(&mut self) -> Result<GateEvent, GateError> {
+        loop {
+            if self.finished || self.channels.iter().all(|c| c.ended) {
+                self.finished = true;
+                return Ok(GateEvent::End);
+            }
+            let (i, message) = std::future::poll_fn(|cx| {
+                let n = self.channels.len();
+                for k in 0..n {
+                    let i = (self.next_poll + k) % n;
+                    let ch = &mut self.channels[i];
+                    if ch.ended || ch.blocked_at.is_some() {
+                        continue;
+                    }
+                    if let Poll::Ready(m) = ch.rx.poll_recv(cx) {
+                        self.next_poll = (i + 1) % n;
+                        return Poll::Ready((i, m));
+                    }
+                }
+                Poll::Pending
+            })
+            .await;
+            let Some(message) = message else {
+                return Err(GateError::Closed);
+            };
+            match message {
+                StreamMessage::Data(batch) => {
+                    return Ok(GateEvent::Data {
+                        input: self.channels[i].input,
+                        batch,
+                    });
+                }
+                StreamMessage::Watermark(Watermark(w)) => {
+                    let ch = &mut self.channels[i];
+                    if w < ch.watermark {
+                        return Err(GateError::Protocol(format!(
+                            "watermark went back on input channel {i}: {} after {}",
+                            w.0, ch.watermark.0
+                        )));
+                    }
+                    ch.watermark = w;
+                    if let Some(w) = self.advance_watermark() {
+                        return Ok(GateEvent::Watermark(w));
+                    }
+                }
+                StreamMessage::Barrier(barrier) => {
+                    match self.aligning {
+                        Some(current) if current.epoch != barrier.epoch => {
+                            return Err(GateError::Protocol(format!(
+                                "barrier {} arrived on channel {i} while aligning barrier {}",
+                                barrier.epoch, current.epoch
+                            )));
+                        }
+                        _ => self.aligning = Some(barrier),
+                    }
+                    self.channels[i].blocked_at = Some(barrier.epoch);
+                    if let Some(b) = self.complete_alignment() {
+                        return Ok(GateEvent::Barrier(b));
+                    }
+                }
+                StreamMessage::EndOfInput => {
+                    self.channels[i].ended = true;
+                    if let Some(b) = self.complete_alignment() {
+                        return Ok(GateEvent::Barrier(b));
+                    }
+                    if let Some(w) = self.advance_watermark() {
+                        return Ok(GateEvent::Watermark(w));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The minimum over live channels, if it moved forward.
+    fn advance_watermark(&mut self) -> Option<Watermark> {
+        let min = self
+            .channels
+            .iter()
+            .filter(|c| !c.ended)
+            .map(|c| c.watermark)
+            .min()?;
+        (min > self.watermark).then(|| {
+            self.watermark = min;
+            Watermark(min)
+        })
+    }
+
+    /// Releases every channel when all live channels delivered the barrier being aligned.
+    fn complete_alignment(&mut self) -> Option<Barrier> {
+        let barrier = self.aligning?;
+        let aligned = self
+            .channels
+            .iter()
+            .all(|c| c.ended || c.blocked_at == Some(barrier.epoch));
+        if !aligned {
+            return None;
+        }
+        for c in &mut self.channels {
+            c.blocked_at = None;
+        }
+        self.aligning = None;
+        Some(barrier)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int64Array;
+    use std::sync::Arc;
+
+    fn batch(v: i64) -> RecordBatch {
+        RecordBatch::try_from_iter([("x", Arc::new(Int64Array::from(vec![v])) as _)])
+            .expect("batch")
+    }
+
+    fn gate(n: usize) -> (Vec<mpsc::Sender<StreamMessage>>, InputGate) {
+        let mut txs = Vec::new();
+        let mut chans = Vec::new();
+        for i in 0..n {
+            let (tx, rx) = mpsc::channel(8);
+            txs.push(tx);
+            chans.push(InputChannel::new(rx, i));
+        }
+        (txs, InputGate::new(chans))
+    }
+
+    fn value(e: &GateEvent) -> Option<i64> {
+        match e {
+            GateEvent::Data { batch, .. } => batch
+                .column(0)
+                .as_any()
+                .downcast_ref::<Int64Array>()
+                .map(|a| a.value(0)),
+            _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn watermark_is_the_minimum_of_live_channels() {
+        let (txs, mut g) = gate(2);
+        let wm = |t| StreamMessage::Watermark(Watermark(EventTimeMs(t)));
+        txs[0].send(wm(10)).await.expect("send");
+        txs[1].send(wm(5)).await.expect("send");
+        assert!(matches!(
+            g.next().await,
+            Ok(GateEvent::Watermark(Watermark(EventTimeMs(5))))
+        ));
+        txs[1].send(wm(20)).await.expect("send");
+        assert!(matches!(
+            g.next().await,
+            Ok(GateEvent::Watermark(Watermark(EventTimeMs(10))))
+        ));
+        txs[0].send(StreamMessage::EndOfInput).await.expect("send");
+        // Channel 0 ended: the minimum over the live channel is 20.
+        assert!(matches!(
+            g.next().await,
+            Ok(GateEvent::Watermark(Watermark(EventTimeMs(20))))
+        ));
+        txs[1].send(StreamMessage::EndOfInput).await.expect("send");
+        assert!(matches!(g.next().await, Ok(GateEvent::End)));
+    }
+
+    #[tokio::test]
+    async fn a_watermark_going_back_is_a_protocol_error() {
+        let (txs, mut g) = gate(1);
+        txs[0]
+            .send(StreamMessage::Watermark(Watermark(EventTimeMs(10))))
+            .await
+            .expect("send");
+        txs[0]
+            .send(StreamMessage::Watermark(Watermark(EventTimeMs(9))))
+            .await
+            .expect("send");
+        assert!(g.next().await.is_ok());
+        assert!(matches!(g.next().await, Err(GateError::Protocol(_))));
+    }
+
+    #[tokio::test]
+    async fn barrier_blocks_a_channel_until_all_inputs_have_it() {
+        let (txs, mut g) = gate(2);
+        let barrier = StreamMessage::Barrier(Barrier { epoch: Epoch(1) });
+        txs[0].send(barrier.clone()).await.expect("send");
+        txs[0]
+            .send(StreamMessage::Data(batch(100)))
+            .await
+            .expect("send");
+        txs[1]
+            .send(StreamMessage::Data(batch(1)))
+            .await
+            .expect("send");
+        txs[1]
+            .send(StreamMessage::Data(batch(2)))
+            .await
+            .expect("send");
+        txs[1].send(barrier).await.expect("send");
+        // Data after the barrier on channel 0 waits until channel 1 delivers its barrier.
+        assert_eq!(value(&g.next().await.expect("event")), Some(1));
+        assert_eq!(value(&g.next().await.expect("event")), Some(2));
+        assert!(matches!(
+            g.next().await,
+            Ok(GateEvent::Barrier(Barrier { epoch: Epoch(1) }))
+        ));
+        assert_eq!(value(&g.next().await.expect("event")), Some(100));
+    }
+
+    #[tokio::test]
+    async fn a_dropped_sender_is_reported_as_closed() {
+        let (txs, mut g) = gate(1);
+        drop(txs);
+        assert!(matches!(g.next().await, Err(GateError::Closed)));
+    }
+}

@@ -1,0 +1,126 @@
+//! Live counters of a running job, read by the CLI's progress bar and summary.
+
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use weir_api::OperatorId;
+
+/// Counters of one operator, summed over its subtasks.
+#[derive(Debug, Default)]
+pub struct OperatorMetrics {
+    rows_in: AtomicU64,
+    rows_out: AtomicU64,
+    batches_in: AtomicU64,
+    dead_letters: AtomicU64,
+}
+
+impl OperatorMetrics {
+    pub(crate) fn add_in(&self, rows: usize) {
+        self.rows_in.fetch_add(rows as u64, Ordering::Relaxed);
+        self.batches_in.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_out(&self, rows: usize) {
+        self.rows_out.fetch_add(rows as u64, Ordering::Relaxed);
+    }
+
+    pub(crate) fn add_dead_letters(&self, rows: usize) {
+        self.dead_letters.fetch_add(rows as u64, Ordering::Relaxed);
+    }
+}
+
+/// Counters of the whole job.
+#[derive(Debug, Default)]
+pub struct JobMetrics {
+    operators: BTreeMap<OperatorId, Arc<OperatorMetrics>>,
+    splits_total: AtomicU64,
+    splits_done: AtomicU64,
+    source_bytes_total: AtomicU64,
+    source_bytes_done: AtomicU64,
+}
+
+impl JobMetrics {
+    pub(crate) fn new(operators: impl IntoIterator<Item = OperatorId>) -> Self {
+        JobMetrics {
+            operators: operators
+                .into_iter()
+                .map(|id| (id, Arc::new(OperatorMetrics::default())))
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    pub(crate) fn operator(&self, id: &OperatorId) -> Arc<OperatorMetrics> {
+        self.operators.get(id).cloned().unwrap_or_default()
+    }
+
+    pub(crate) fn add_splits(&self, splits: usize, bytes: u64) {
+        self.splits_total
+            .fetch_add(splits as u64, Ordering::Relaxed);
+        self.source_bytes_total.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    pub(crate) fn split_done(&self, bytes: u64) {
+        self.splits_done.fetch_add(1, Ordering::Relaxed);
+        self.source_bytes_done.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// A consistent-enough copy of every counter.
+    pub fn snapshot(&self) -> MetricsSnapshot {
+        MetricsSnapshot {
+            splits_total: self.splits_total.load(Ordering::Relaxed),
+            splits_done: self.splits_done.load(Ordering::Relaxed),
+            source_bytes_total: self.source_bytes_total.load(Ordering::Relaxed),
+            source_bytes_done: self.source_bytes_done.load(Ordering::Relaxed),
+            operators: self
+                .operators
+                .iter()
+                .map(|(id, m)| OperatorSnapshot {
+                    operator_id: id.to_string(),
+                    rows_in: m.rows_in.load(Ordering::Relaxed),
+                    rows_out: m.rows_out.load(Ordering::Relaxed),
+                    batches_in: m.batches_in.load(Ordering::Relaxed),
+                    dead_letters: m.dead_letters.load(Ordering::Relaxed),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// Counters of one operator at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct OperatorSnapshot {
+    /// The operator.
+    pub operator_id: String,
+    /// Rows received (for sources: 0).
+    pub rows_in: u64,
+    /// Rows emitted on the main output (for sinks: 0).
+    pub rows_out: u64,
+    /// Batches received.
+    pub batches_in: u64,
+    /// Records sent to the dead-letter output (sources).
+    pub dead_letters: u64,
+}
+
+/// Every counter of a job at one moment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MetricsSnapshot {
+    /// Splits assigned to source readers.
+    pub splits_total: u64,
+    /// Splits read to their end.
+    pub splits_done: u64,
+    /// Bytes of all splits, where sources know them.
+    pub source_bytes_total: u64,
+    /// Bytes of the splits read to their end.
+    pub source_bytes_done: u64,
+    /// Per operator, in operator id order.
+    pub operators: Vec<OperatorSnapshot>,
+}
+
+impl MetricsSnapshot {
+    /// Counters of operator `id`.
+    pub fn operator(&self, id: &str) -> Option<&OperatorSnapshot> {
+        self.operators.iter().find(|o| o.operator_id == id)
+    }
+}

@@ -1,0 +1,352 @@
+//! The deep build: every node of a plan prepared against the registry, schemas resolved along
+//! the edges, hash keys and semantic mode checked. `weir validate` runs exactly this.
+
+use crate::error::{Error, Result};
+use crate::registry::Registry;
+use arrow::datatypes::SchemaRef;
+use std::collections::HashMap;
+use std::sync::Arc;
+use weir_api::{
+    ConnectorSpec, OperatorId, OperatorSpec, PreparedOperator, PreparedSink, PreparedSource,
+    SemanticMode, SinkCapability, SourceCapability, dead_letter_schema,
+};
+use weir_plan::{
+    CompiledPlans, ModelNode, NodeKind, PartitionPolicy, PartitionedPlan, schema_from_fields,
+};
+
+/// A prepared node of any kind.
+#[derive(Debug, Clone)]
+pub enum PreparedNode {
+    /// A source.
+    Source(Arc<dyn PreparedSource>),
+    /// An operator.
+    Operator(Arc<dyn PreparedOperator>),
+    /// A sink.
+    Sink(Arc<dyn PreparedSink>),
+}
+
+impl PreparedNode {
+    /// One line describing the node, for plan output.
+    pub fn describe(&self) -> String {
+        match self {
+            PreparedNode::Source(s) => s.describe(),
+            PreparedNode::Operator(o) => o.describe(),
+            PreparedNode::Sink(s) => s.describe(),
+        }
+    }
+}
+
+/// A job whose every node is prepared: ready to run, or to report as valid.
+#[derive(Debug, Clone)]
+pub struct PreparedJob {
+    /// The plans it was built from.
+    pub plans: CompiledPlans,
+    /// The spec file, for error messages.
+    pub file: String,
+    /// Prepared nodes by operator id.
+    pub nodes: HashMap<OperatorId, PreparedNode>,
+    /// Output schemas by (operator id, side output or `None` for main).
+    pub schemas: HashMap<(OperatorId, Option<String>), SchemaRef>,
+}
+
+impl PreparedJob {
+    /// Prepares every node of `plans` in topological order.
+    ///
+    /// # Errors
+    /// [`Error::UnknownType`] for unregistered types, [`Error::Prepare`] naming the node's JSON
+    /// path for bad options, schemas, keys or an impossible semantic mode.
+    pub async fn prepare(plans: CompiledPlans, registry: &Registry, file: &str) -> Result<Self> {
+        let mut job = PreparedJob {
+            plans,
+            file: file.to_owned(),
+            nodes: HashMap::new(),
+            schemas: HashMap::new(),
+        };
+        let nodes: Vec<ModelNode> = job
+            .plans
+            .partitioned
+            .vertices
+            .iter()
+            .flat_map(|v| v.chain.iter().cloned())
+            .collect();
+        for node in &nodes {
+            job.prepare_node(node, registry).await?;
+        }
+        job.check_hash_keys()?;
+        job.check_side_outputs_consumed(&nodes)?;
+        job.check_semantic_mode(&nodes)?;
+        Ok(job)
+    }
+
+    fn prepare_error(&self, path: String, source: weir_api::Error) -> Error {
+        Error::Prepare {
+            file: self.file.clone(),
+            path,
+            source,
+        }
+    }
+
+    async fn prepare_node(&mut self, node: &ModelNode, registry: &Registry) -> Result<()> {
+        let options_path = format!("{}.options", node.origin);
+        let id = node.operator_id.clone();
+        let input_schemas = node
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(k, input)| {
+                self.schemas
+                    .get(&(input.node.clone(), input.output.clone()))
+                    .cloned()
+                    .ok_or_else(|| {
+                        let output = input.output.as_deref().unwrap_or("main");
+                        self.prepare_error(
+                            format!("{}.inputs[{k}]", node.origin),
+                            weir_api::Error::config(
+                                format!("{}.inputs[{k}]", node.origin),
+                                format!("`{}` has no output named `{output}`", input.node),
+                            ),
+                        )
+                    })
+            })
+            .collect::<Result<Vec<SchemaRef>>>()?;
+        let declared = match &node.schema {
+            Some(fields) => Some(schema_from_fields(fields).map_err(|(i, m)| {
+                self.prepare_error(
+                    format!("{}.schema[{i}]", node.origin),
+                    weir_api::Error::config(format!("{}.schema[{i}]", node.origin), m),
+                )
+            })?),
+            None => None,
+        };
+        let unknown = |kind: &'static str, field: &str, known: Vec<String>| Error::UnknownType {
+            file: self.file.clone(),
+            path: format!("{}.{field}", node.origin),
+            kind,
+            name: node.type_name.clone(),
+            known,
+        };
+        let connector_spec = ConnectorSpec {
+            operator_id: &id,
+            options: &node.options,
+            options_path: &options_path,
+            schema: declared,
+            bad_records: node.bad_records,
+        };
+        let prepared = match node.kind {
+            NodeKind::Source => {
+                let factory = registry.source(&node.type_name).ok_or_else(|| {
+                    unknown("source connector", "connector", registry.source_names())
+                })?;
+                let source = factory
+                    .prepare(connector_spec)
+                    .await
+                    .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+                self.schemas.insert((id.clone(), None), source.schema());
+                if node.bad_records == weir_api::BadRecordPolicy::DeadLetter {
+                    self.schemas.insert(
+                        (id.clone(), Some("dead_letter".into())),
+                        dead_letter_schema(),
+                    );
+                }
+                PreparedNode::Source(source)
+            }
+            NodeKind::Operator => {
+                let factory = registry
+                    .operator(&node.type_name)
+                    .ok_or_else(|| unknown("operator", "type", registry.operator_names()))?;
+                let op = factory
+                    .prepare(&OperatorSpec {
+                        operator_id: &id,
+                        options: &node.options,
+                        options_path: &options_path,
+                        input_schemas: &input_schemas,
+                    })
+                    .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+                self.schemas.insert((id.clone(), None), op.output_schema());
+                for side in op.side_outputs() {
+                    self.schemas
+                        .insert((id.clone(), Some(side.name)), side.schema);
+                }
+                PreparedNode::Operator(op)
+            }
+            NodeKind::Sink => {
+                let factory = registry
+                    .sink(&node.type_name)
+                    .ok_or_else(|| unknown("sink connector", "connector", registry.sink_names()))?;
+                let input_schema = match input_schemas.as_slice() {
+                    [one] => one.clone(),
+                    [first, rest @ ..] => {
+                        if let Some(k) = rest.iter().position(|s| s.fields() != first.fields()) {
+                            return Err(self.prepare_error(
+                                format!("{}.inputs[{}]", node.origin, k + 1),
+                                weir_api::Error::schema(
+                                    format!("sink `{id}`"),
+                                    "all inputs of a sink must have the same schema",
+                                ),
+                            ));
+                        }
+                        first.clone()
+                    }
+                    [] => {
+                        return Err(self.prepare_error(
+                            node.origin.clone(),
+                            weir_api::Error::config(&node.origin, "a sink needs an input"),
+                        ));
+                    }
+                };
+                let sink = factory
+                    .prepare(connector_spec, input_schema)
+                    .await
+                    .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+                PreparedNode::Sink(sink)
+            }
+        };
+        self.nodes.insert(id, prepared);
+        Ok(())
+    }
+
+    fn origin_of(&self, id: &OperatorId) -> String {
+        self.plans
+            .model
+            .node(id)
+            .map(|n| n.origin.clone())
+            .unwrap_or_else(|| id.to_string())
+    }
+
+    fn check_hash_keys(&self) -> Result<()> {
+        for edge in &self.plans.partitioned.edges {
+            let PartitionPolicy::Hash { keys, .. } = &edge.policy else {
+                continue;
+            };
+            let schema = &self.schemas[&(edge.from_operator.clone(), edge.from_output.clone())];
+            let to = self
+                .plans
+                .partitioned
+                .vertex(&edge.to_vertex)
+                .and_then(|v| v.chain.first())
+                .map(|n| n.origin.clone())
+                .unwrap_or_default();
+            for key in keys {
+                let path = format!("{to}.partition");
+                let field = schema.field_with_name(key).map_err(|_| {
+                    let columns: Vec<&str> =
+                        schema.fields().iter().map(|f| f.name().as_str()).collect();
+                    self.prepare_error(
+                        path.clone(),
+                        weir_api::Error::config(
+                            &path,
+                            format!(
+                                "hash key `{key}` is not a column of `{}` (columns: {})",
+                                edge.from_operator,
+                                columns.join(", ")
+                            ),
+                        ),
+                    )
+                })?;
+                weir_plan::key_hash::check_key_type(field.name(), field.data_type()).map_err(
+                    |e| {
+                        self.prepare_error(
+                            path.clone(),
+                            weir_api::Error::config(&path, e.to_string()),
+                        )
+                    },
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    fn check_side_outputs_consumed(&self, nodes: &[ModelNode]) -> Result<()> {
+        for node in nodes {
+            if node.kind == NodeKind::Source
+                && node.bad_records == weir_api::BadRecordPolicy::DeadLetter
+            {
+                let consumed = self.plans.partitioned.edges.iter().any(|e| {
+                    e.from_operator == node.operator_id
+                        && e.from_output.as_deref() == Some("dead_letter")
+                });
+                if !consumed {
+                    let path = format!("{}.bad_records", node.origin);
+                    return Err(self.prepare_error(
+                        path.clone(),
+                        weir_api::Error::config(
+                            path,
+                            format!(
+                                "is dead_letter, but no node reads `{}.dead_letter`; add a sink \
+                                 with `input: {}.dead_letter` so rejected records are kept",
+                                node.operator_id, node.operator_id
+                            ),
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn check_semantic_mode(&self, nodes: &[ModelNode]) -> Result<()> {
+        let Some(mode) = self.plans.model.semantic_mode else {
+            return Ok(());
+        };
+        for node in nodes {
+            let reason = match &self.nodes[&node.operator_id] {
+                PreparedNode::Source(s) => source_falls_short(mode, &s.capabilities()),
+                PreparedNode::Sink(s) => sink_falls_short(mode, &s.capabilities()),
+                PreparedNode::Operator(_) => None,
+            };
+            if let Some(reason) = reason {
+                let path = self.origin_of(&node.operator_id);
+                return Err(self.prepare_error(
+                    path.clone(),
+                    weir_api::Error::config(
+                        "semantic_mode",
+                        format!(
+                            "the job asks for {mode:?}, but `{}` {reason}",
+                            node.operator_id
+                        ),
+                    ),
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The partitioned plan.
+    pub fn partitioned(&self) -> &PartitionedPlan {
+        &self.plans.partitioned
+    }
+}
+
+fn source_falls_short(mode: SemanticMode, caps: &[SourceCapability]) -> Option<String> {
+    use SourceCapability::*;
+    let ok = match mode {
+        SemanticMode::StrictExactlyOnce | SemanticMode::EffectivelyOnce => {
+            caps.contains(&Replayable) || caps.contains(&TransactionalRead)
+        }
+        SemanticMode::AtLeastOnce => {
+            caps.contains(&Replayable)
+                || caps.contains(&TransactionalRead)
+                || caps.contains(&AtLeastOnce)
+        }
+        SemanticMode::BestEffort => true,
+    };
+    (!ok).then(|| format!("is a source that only offers {caps:?}"))
+}
+
+fn sink_falls_short(mode: SemanticMode, caps: &[SinkCapability]) -> Option<String> {
+    use SinkCapability::*;
+    let ok = match mode {
+        SemanticMode::StrictExactlyOnce => {
+            caps.contains(&TwoPhaseCommit) || caps.contains(&StagedAtomicCommit)
+        }
+        SemanticMode::EffectivelyOnce => caps.iter().any(|c| {
+            matches!(
+                c,
+                TwoPhaseCommit | StagedAtomicCommit | OutboxEpochLog | Idempotent | UpsertByKey
+            )
+        }),
+        SemanticMode::AtLeastOnce => caps.iter().any(|c| *c != BestEffort),
+        SemanticMode::BestEffort => true,
+    };
+    (!ok).then(|| format!("is a sink that only offers {caps:?}"))
+}

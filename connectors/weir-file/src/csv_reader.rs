@@ -37,10 +37,8 @@ enum Fast {
 #[derive(Debug)]
 pub(crate) struct CsvSplitReader {
     input: String,
+    /// The file; its pending bytes start at a record boundary on line `line`.
     bytes: ObjectBytes,
-    /// Bytes read but not yet emitted; `buf[0]` is at a record boundary on line `line`.
-    buf: Vec<u8>,
-    eof: bool,
     line: u64,
     next_record: u64,
     /// Records to skip before the first batch (after the header), until done.
@@ -75,8 +73,6 @@ impl CsvSplitReader {
         Self {
             input: input.to_owned(),
             bytes,
-            buf: Vec::new(),
-            eof: false,
             line: 1,
             next_record: cursor.next_record,
             pending_skip: Some(cursor.next_record),
@@ -97,42 +93,34 @@ impl CsvSplitReader {
             .build_decoder()
     }
 
-    async fn fill(&mut self) -> Result<()> {
-        match self.bytes.next_block().await? {
-            Some(block) => self.buf.extend_from_slice(&block),
-            None => self.eof = true,
-        }
-        Ok(())
-    }
-
     /// Locates up to `max` records from the start of the buffer, reading more as needed.
     async fn scan(&mut self, max: usize) -> Result<CsvScan> {
         let mut records = Vec::new();
         let (mut from, mut line) = (0, self.line);
         loop {
             let scan = scan_records(
-                &self.buf,
+                self.bytes.pending(),
                 from,
                 line,
-                self.eof,
+                self.bytes.eof(),
                 max - records.len(),
                 self.settings.delimiter,
             );
             records.extend(scan.records);
             (from, line) = (scan.consumed, scan.line);
-            if records.len() >= max || self.eof {
+            if records.len() >= max || self.bytes.eof() {
                 return Ok(CsvScan {
                     records,
                     consumed: from,
                     line,
                 });
             }
-            self.fill().await?;
+            self.bytes.fill().await?;
         }
     }
 
     fn consume(&mut self, consumed: usize, line: u64) {
-        self.buf.drain(..consumed);
+        self.bytes.consume(consumed);
         self.line = line;
     }
 
@@ -175,8 +163,8 @@ impl CsvSplitReader {
         };
         let mut pos = 0;
         loop {
-            if pos < self.buf.len() {
-                match decoder.decode(&self.buf[pos..]) {
+            if pos < self.bytes.pending().len() {
+                match decoder.decode(&self.bytes.pending()[pos..]) {
                     Ok(0) if decoder.capacity() > 0 => return Ok(Fast::Failed),
                     Ok(n) => pos += n,
                     Err(_) => return Ok(Fast::Failed),
@@ -184,28 +172,28 @@ impl CsvSplitReader {
                 if decoder.capacity() == 0 {
                     break;
                 }
-                if pos < self.buf.len() {
+                if pos < self.bytes.pending().len() {
                     continue;
                 }
             }
-            if self.eof {
+            if self.bytes.eof() {
                 if decoder.decode(&[]).is_err() {
                     return Ok(Fast::Failed);
                 }
                 break;
             }
-            self.fill().await?;
+            self.bytes.fill().await?;
         }
         let batch = match decoder.flush() {
             Ok(Some(batch)) if null_in_non_nullable(&batch).is_none() => batch,
             Ok(None) => {
-                let line = self.line + count_lines(&self.buf[..pos]);
+                let line = self.line + count_lines(&self.bytes.pending()[..pos]);
                 self.consume(pos, line);
                 return Ok(Fast::End);
             }
             Ok(Some(_)) | Err(_) => return Ok(Fast::Failed),
         };
-        let line = self.line + count_lines(&self.buf[..pos]);
+        let line = self.line + count_lines(&self.bytes.pending()[..pos]);
         self.consume(pos, line);
         self.next_record += batch.num_rows() as u64;
         self.decoder = Some(decoder);
@@ -214,6 +202,7 @@ impl CsvSplitReader {
 
     /// Decodes the next chunk record by record where needed, rejecting the bad ones.
     async fn slow_chunk(&mut self) -> Result<Option<SplitBatch>> {
+        tracing::debug!(input = %self.input, line = self.line, "locating bad CSV records");
         self.decoder = None;
         let scan = self.scan(self.batch_size).await?;
         if scan.records.is_empty() {
@@ -362,7 +351,7 @@ impl CsvSplitReader {
     fn join(&self, records: &[CsvRecord], chosen: &[usize]) -> Vec<u8> {
         let mut text = Vec::new();
         for &i in chosen {
-            text.extend_from_slice(&self.buf[records[i].start..records[i].end]);
+            text.extend_from_slice(&self.bytes.pending()[records[i].start..records[i].end]);
             text.push(b'\n');
         }
         text
@@ -375,7 +364,7 @@ impl CsvSplitReader {
         reason: impl Into<String>,
     ) -> Rejection {
         let column = column.map(|c| self.schema.field(c).name().as_str());
-        let raw = raw_text(&self.buf[record.start..record.end]);
+        let raw = raw_text(&self.bytes.pending()[record.start..record.end]);
         Rejection::new(&self.input, Some(record.line), column, reason, Some(raw))
     }
 }
@@ -429,39 +418,6 @@ fn describe_parse_error(err: &ArrowError) -> (Option<usize>, String) {
     ) {
         (Some(value), Some(ty)) => (column, format!("`{value}` is not a valid {ty}")),
         _ => (column, message),
-    }
-}
-
-/// Whether arrow's CSV decoder can produce `data_type` from text.
-pub(crate) fn readable_csv_type(data_type: &DataType) -> bool {
-    use arrow::datatypes::TimeUnit;
-    match data_type {
-        DataType::Null
-        | DataType::Boolean
-        | DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::UInt8
-        | DataType::UInt16
-        | DataType::UInt32
-        | DataType::UInt64
-        | DataType::Float16
-        | DataType::Float32
-        | DataType::Float64
-        | DataType::Decimal32(..)
-        | DataType::Decimal64(..)
-        | DataType::Decimal128(..)
-        | DataType::Decimal256(..)
-        | DataType::Date32
-        | DataType::Date64
-        | DataType::Timestamp(..)
-        | DataType::Time32(TimeUnit::Second | TimeUnit::Millisecond)
-        | DataType::Time64(TimeUnit::Microsecond | TimeUnit::Nanosecond)
-        | DataType::Utf8
-        | DataType::Utf8View => true,
-        DataType::Dictionary(key, value) => key.is_integer() && value.as_ref() == &DataType::Utf8,
-        _ => false,
     }
 }
 
@@ -599,6 +555,77 @@ mod tests {
         let rest = read_split(&source, &resumed).await.unwrap();
         assert_eq!(rest.rows, ["6|60", "7|70", "9|90"]);
         assert_eq!(rest.dead_letters.len(), 2);
+    }
+
+    /// A file mixing clean rows, bad values, short rows, quoted line breaks and both line
+    /// endings, read in tiny blocks and small batches, against lines computed while writing it.
+    #[tokio::test]
+    async fn mixed_input_matches_a_reference_at_every_cursor() {
+        let mut contents = String::from("id,note,price\n");
+        let mut line = 2;
+        let mut good = Vec::new(); // (record index, rendered row)
+        let mut bad = Vec::new(); // (record index, line)
+        for i in 0..300u64 {
+            let end = if i % 2 == 0 { "\r\n" } else { "\n" };
+            if i % 37 == 5 {
+                contents.push_str(&format!("{i},n,abc{end}"));
+                bad.push((i, line));
+            } else if i % 53 == 7 {
+                contents.push_str(&format!("{i},n{end}"));
+                bad.push((i, line));
+            } else if i % 11 == 3 {
+                contents.push_str(&format!("{i},\"x\ny\",{i}{end}"));
+                good.push((i, format!("{i}|x\ny|{i}")));
+                line += 1;
+            } else {
+                contents.push_str(&format!("{i},n,{i}{end}"));
+                good.push((i, format!("{i}|n|{i}")));
+            }
+            line += 1;
+        }
+        let declared = schema(&[
+            ("id", DataType::Int64, false),
+            ("note", DataType::Utf8, true),
+            ("price", DataType::Int64, true),
+        ]);
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "mixed.csv", &contents);
+        let options = json!({ "path": path, "batch_size": 16 });
+        let source = prepare(
+            options.clone(),
+            Some(declared.clone()),
+            BadRecordPolicy::DeadLetter,
+        )
+        .await
+        .unwrap();
+        let split = source.enumerate_splits().await.unwrap().remove(0);
+        for start in (0..=300u64).step_by(17) {
+            let mut resumed = split.clone();
+            resumed.cursor.next_record = start;
+            let read = read_split(&source, &resumed).await.unwrap();
+            let rows: Vec<_> = good
+                .iter()
+                .filter(|(i, _)| *i >= start)
+                .map(|(_, r)| r.clone())
+                .collect();
+            assert_eq!(read.rows, rows, "from {start}");
+            let lines: Vec<String> = bad
+                .iter()
+                .filter(|(i, _)| *i >= start)
+                .map(|(_, l)| l.to_string())
+                .collect();
+            let got: Vec<String> = read
+                .dead_letters
+                .iter()
+                .map(|d| d.split('|').nth(1).unwrap().to_owned())
+                .collect();
+            assert_eq!(got, lines, "from {start}");
+        }
+        let source = prepare(options, Some(declared), BadRecordPolicy::Fail)
+            .await
+            .unwrap();
+        let (_, line, _, _) = bad_record(read_all(&source).await.unwrap_err());
+        assert_eq!(line, Some(bad[0].1));
     }
 
     #[tokio::test]

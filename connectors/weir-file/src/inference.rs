@@ -92,16 +92,10 @@ async fn read_head(
 ) -> Result<Vec<u8>> {
     let mut bytes =
         ObjectBytes::open(store.clone(), file.path.clone(), &file.id, block_bytes).await?;
-    let mut buf = Vec::new();
-    let mut eof = false;
     loop {
-        if let Some(keep) = enough(&buf, eof) {
-            buf.truncate(keep);
-            return Ok(buf);
+        if let Some(keep) = enough(bytes.pending(), bytes.eof()) {
+            return Ok(bytes.pending()[..keep].to_vec());
         }
-        match bytes.next_block().await? {
-            Some(block) => buf.extend_from_slice(&block),
-            None => eof = true,
-        }
+        bytes.fill().await?;
     }
 }

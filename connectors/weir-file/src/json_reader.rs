@@ -67,10 +67,8 @@ pub(crate) fn scan_lines(buf: &[u8], from: usize, line: u64, eof: bool, max: usi
 #[derive(Debug)]
 pub(crate) struct JsonSplitReader {
     input: String,
+    /// The file; its pending bytes start line `line`.
     bytes: ObjectBytes,
-    /// Bytes read but not yet emitted; `buf[0]` starts line `line`.
-    buf: Vec<u8>,
-    eof: bool,
     line: u64,
     next_record: u64,
     pending_skip: Option<u64>,
@@ -93,8 +91,6 @@ impl JsonSplitReader {
         Self {
             input: input.to_owned(),
             bytes,
-            buf: Vec::new(),
-            eof: false,
             line: 1,
             next_record: cursor.next_record,
             pending_skip: Some(cursor.next_record),
@@ -109,25 +105,28 @@ impl JsonSplitReader {
         let mut lines = Vec::new();
         let (mut from, mut line) = (0, self.line);
         loop {
-            let scan = scan_lines(&self.buf, from, line, self.eof, max - lines.len());
+            let scan = scan_lines(
+                self.bytes.pending(),
+                from,
+                line,
+                self.bytes.eof(),
+                max - lines.len(),
+            );
             lines.extend(scan.lines);
             (from, line) = (scan.consumed, scan.line);
-            if lines.len() >= max || self.eof {
+            if lines.len() >= max || self.bytes.eof() {
                 return Ok(JsonScan {
                     lines,
                     consumed: from,
                     line,
                 });
             }
-            match self.bytes.next_block().await? {
-                Some(block) => self.buf.extend_from_slice(&block),
-                None => self.eof = true,
-            }
+            self.bytes.fill().await?;
         }
     }
 
     fn consume(&mut self, scan: &JsonScan) {
-        self.buf.drain(..scan.consumed);
+        self.bytes.consume(scan.consumed);
         self.line = scan.line;
     }
 
@@ -137,7 +136,7 @@ impl JsonSplitReader {
             Some(decoder) => decoder,
             None => json_decoder(&self.schema, self.batch_size)?,
         };
-        let chunk = &self.buf[..chunk_end];
+        let chunk = &self.bytes.pending()[..chunk_end];
         match decoder.decode(chunk) {
             Ok(n) if n == chunk.len() && !decoder.has_partial_record() => {}
             _ => return Ok(None),
@@ -158,7 +157,7 @@ impl JsonSplitReader {
         let mut batches = Vec::with_capacity(lines.len());
         let mut rejected = Vec::new();
         for line in lines {
-            let text = &self.buf[line.start..line.end];
+            let text = &self.bytes.pending()[line.start..line.end];
             match decode_line(&self.schema, text)? {
                 Ok(batch) => batches.push(batch),
                 Err((column, reason)) => rejected.push(Rejection::new(
@@ -197,7 +196,10 @@ impl SplitReader for JsonSplitReader {
         }
         let (data, rejected) = match self.decode_fast(scan.consumed, scan.lines.len())? {
             Some(batch) => (batch, Vec::new()),
-            None => self.decode_slowly(&scan.lines)?,
+            None => {
+                tracing::debug!(input = %self.input, line = self.line, "locating bad JSON lines");
+                self.decode_slowly(&scan.lines)?
+            }
         };
         self.consume(&scan);
         self.next_record += scan.lines.len() as u64;

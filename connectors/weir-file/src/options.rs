@@ -18,6 +18,7 @@ pub const DEFAULT_BYTES_PER_FILE: u64 = 256 * 1024 * 1024;
 /// A file format the connector reads and writes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum FileFormat {
     /// Comma (or `delimiter`) separated values, RFC 4180 quoting.
     Csv,
@@ -142,6 +143,7 @@ pub(crate) struct CsvSettings {
 /// Parquet compression codec of the sink's files.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ParquetCompression {
     /// Snappy: fast, moderate ratio (the default).
     #[default]

@@ -148,6 +148,7 @@ impl PartFile {
     /// External errors when the upload fails; then nothing is visible and the staged data is
     /// removed when the upload is dropped.
     pub(crate) async fn publish(self) -> Result<()> {
+        let bytes = self.bytes();
         match self.encoder {
             Encoder::Parquet(writer) => {
                 writer.close().await.map_err(|e| write_error(&self.id, e))?;
@@ -158,6 +159,7 @@ impl PartFile {
                 })?;
             }
         }
+        tracing::debug!(file = %self.id, rows = self.rows, bytes, "published part file");
         Ok(())
     }
 

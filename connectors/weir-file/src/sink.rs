@@ -244,8 +244,8 @@ impl SinkWriter for FileSinkWriter {
     }
 }
 
-/// A 128-bit hex id, unique per writer: hashes of the time, process and subtask under randomly
-/// keyed hashers (std seeds each `RandomState` from the OS).
+/// A 128-bit hex id, unique per writer: hashes of the time, process and task under randomly
+/// keyed hashers (std keys `RandomState` from OS randomness, differently for every instance).
 fn unique_suffix(ctx: &TaskContext) -> String {
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

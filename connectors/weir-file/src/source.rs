@@ -1,12 +1,12 @@
 //! The `file` source: lists matching files as splits and reads each from a row cursor.
 
-use crate::csv_reader::{CsvSplitReader, readable_csv_type};
+use crate::csv_reader::CsvSplitReader;
 use crate::inference::infer_schema;
 use crate::location::{FileLocation, ListedFile};
 use crate::object_bytes::{DEFAULT_BLOCK_BYTES, ObjectBytes};
 use crate::options::{CsvSettings, FileFormat, FileSourceOptions};
 use crate::parquet_reader::ParquetSplitReader;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, SchemaRef};
 use object_store::registry::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use std::sync::Arc;
 use weir_api::{
@@ -176,6 +176,39 @@ fn check_declared_schema(schema: &SchemaRef, format: FileFormat, options_path: &
         FileFormat::Parquet => {}
     }
     Ok(())
+}
+
+/// Whether arrow's CSV decoder can produce `data_type` from text.
+fn readable_csv_type(data_type: &DataType) -> bool {
+    use arrow::datatypes::TimeUnit;
+    match data_type {
+        DataType::Null
+        | DataType::Boolean
+        | DataType::Int8
+        | DataType::Int16
+        | DataType::Int32
+        | DataType::Int64
+        | DataType::UInt8
+        | DataType::UInt16
+        | DataType::UInt32
+        | DataType::UInt64
+        | DataType::Float16
+        | DataType::Float32
+        | DataType::Float64
+        | DataType::Decimal32(..)
+        | DataType::Decimal64(..)
+        | DataType::Decimal128(..)
+        | DataType::Decimal256(..)
+        | DataType::Date32
+        | DataType::Date64
+        | DataType::Timestamp(..)
+        | DataType::Time32(TimeUnit::Second | TimeUnit::Millisecond)
+        | DataType::Time64(TimeUnit::Microsecond | TimeUnit::Nanosecond)
+        | DataType::Utf8
+        | DataType::Utf8View => true,
+        DataType::Dictionary(key, value) => key.is_integer() && value.as_ref() == &DataType::Utf8,
+        _ => false,
+    }
 }
 
 /// A prepared `file` source.

@@ -14,25 +14,15 @@ pub(crate) fn peak_rss_bytes() -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// Rows read by all sources per second of wall time.
-fn source_rows(summary: &JobSummary) -> u64 {
-    summary
-        .metrics
-        .operators
-        .iter()
-        .filter(|o| o.rows_in == 0 && o.batches_in == 0)
-        .map(|o| o.rows_out)
-        .sum()
-}
-
 /// The summary as JSON (for scripts and tests).
 pub(crate) fn to_json(summary: &JobSummary, peak_rss: Option<u64>) -> String {
     let secs = summary.wall_time.as_secs_f64();
-    let rows = source_rows(summary);
+    let rows = summary.metrics.source_rows();
     serde_json::json!({
         "job": summary.job_id,
         "wall_time_secs": secs,
         "source_rows": rows,
+        "sink_rows": summary.metrics.sink_rows(),
         "rows_per_sec": if secs > 0.0 { rows as f64 / secs } else { 0.0 },
         "peak_rss_bytes": peak_rss,
         "operators": summary.metrics.operators,
@@ -43,7 +33,7 @@ pub(crate) fn to_json(summary: &JobSummary, peak_rss: Option<u64>) -> String {
 /// The summary as a table for people.
 pub(crate) fn render(summary: &JobSummary, peak_rss: Option<u64>) -> String {
     let secs = summary.wall_time.as_secs_f64();
-    let rows = source_rows(summary);
+    let rows = summary.metrics.source_rows();
     let mut s = String::new();
     let _ = writeln!(s, "job {} finished in {:.3} s", summary.job_id, secs);
     let _ = writeln!(
@@ -91,12 +81,7 @@ impl Progress {
                 };
                 bar.set_length(total.max(1));
                 bar.set_position(done);
-                let rows: u64 = snap
-                    .operators
-                    .iter()
-                    .filter(|o| o.batches_in == 0)
-                    .map(|o| o.rows_out)
-                    .sum();
+                let rows = snap.source_rows();
                 bar.set_message(format!(
                     "{}/{} splits, {rows} rows read",
                     snap.splits_done, snap.splits_total

@@ -9,6 +9,7 @@ use weir_api::OperatorId;
 /// Counters of one operator, summed over its subtasks.
 #[derive(Debug, Default)]
 pub struct OperatorMetrics {
+    kind: &'static str,
     rows_in: AtomicU64,
     rows_out: AtomicU64,
     batches_in: AtomicU64,
@@ -41,11 +42,17 @@ pub struct JobMetrics {
 }
 
 impl JobMetrics {
-    pub(crate) fn new(operators: impl IntoIterator<Item = OperatorId>) -> Self {
+    pub(crate) fn new(operators: impl IntoIterator<Item = (OperatorId, &'static str)>) -> Self {
         JobMetrics {
             operators: operators
                 .into_iter()
-                .map(|id| (id, Arc::new(OperatorMetrics::default())))
+                .map(|(id, kind)| {
+                    let m = OperatorMetrics {
+                        kind,
+                        ..Default::default()
+                    };
+                    (id, Arc::new(m))
+                })
                 .collect(),
             ..Default::default()
         }
@@ -78,6 +85,7 @@ impl JobMetrics {
                 .iter()
                 .map(|(id, m)| OperatorSnapshot {
                     operator_id: id.to_string(),
+                    kind: m.kind,
                     rows_in: m.rows_in.load(Ordering::Relaxed),
                     rows_out: m.rows_out.load(Ordering::Relaxed),
                     batches_in: m.batches_in.load(Ordering::Relaxed),
@@ -93,6 +101,8 @@ impl JobMetrics {
 pub struct OperatorSnapshot {
     /// The operator.
     pub operator_id: String,
+    /// `source`, `operator` or `sink`.
+    pub kind: &'static str,
     /// Rows received (for sources: 0).
     pub rows_in: u64,
     /// Rows emitted on the main output (for sinks: 0).
@@ -119,6 +129,24 @@ pub struct MetricsSnapshot {
 }
 
 impl MetricsSnapshot {
+    /// Rows emitted by all sources.
+    pub fn source_rows(&self) -> u64 {
+        self.operators
+            .iter()
+            .filter(|o| o.kind == "source")
+            .map(|o| o.rows_out)
+            .sum()
+    }
+
+    /// Rows written by all sinks.
+    pub fn sink_rows(&self) -> u64 {
+        self.operators
+            .iter()
+            .filter(|o| o.kind == "sink")
+            .map(|o| o.rows_in)
+            .sum()
+    }
+
     /// Counters of operator `id`.
     pub fn operator(&self, id: &str) -> Option<&OperatorSnapshot> {
         self.operators.iter().find(|o| o.operator_id == id)

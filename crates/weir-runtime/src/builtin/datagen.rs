@@ -1,21 +1,5 @@
 //! The `datagen` source: a bounded, replayable generator of synthetic rows for benchmarks and
-//! tests, like Flink's `datagen` connector.
-//!
-//! The schema is the one declared in the job spec; options (all but `rows` optional):
-//!
-//! | option | meaning |
-//! | --- | --- |
-//! | `rows` | total number of rows over all splits |
-//! | `splits` | number of splits (default 1); split `i` (id `datagen-{i}`) covers a contiguous row range |
-//! | `batch_size` | rows per batch (default 8192) |
-//! | `seed` | seed of every random column (default 0) |
-//! | `fields` | per column: `kind` (`sequence` or `random`), `min`, `max`, `cardinality`, `null_fraction` |
-//!
-//! Defaults of a column without a `fields` entry: integers and dates count the row index;
-//! timestamps count one millisecond per row from the epoch (scaled to the column's unit); floats
-//! are random in `[0, 1000)`; strings are `<column>-<row % 1000>`; booleans are random.
-//! Timestamp `min`/`max` are in milliseconds since the epoch, date ones in days; without them a
-//! random timestamp or date falls in 2020..2030.
+//! tests, like Flink's `datagen` connector. [`DatagenSourceFactory`] documents its options.
 //!
 //! Every value is a function of (seed, column, global row index) only, so reading a split from
 //! any cursor, with any batch size, gives exactly the rows a full read gives at those positions.
@@ -67,8 +51,48 @@ fn default_batch_size() -> u32 {
 
 /// Prepares `datagen` sources: bounded, replayable synthetic rows in the declared schema.
 ///
-/// Used by benchmarks and tests that need a fast, deterministic input without files. See the
-/// module documentation for the options.
+/// Benchmarks and tests use it for a fast, deterministic input without files. Values are a pure
+/// function of (`seed`, column, global row index), so the source is [`SourceCapability::Replayable`]:
+/// a split read from any cursor repeats what a full read gave, whatever the batch size.
+///
+/// The node MUST declare a `schema`; supported column types are Int8..Int64, UInt8..UInt64,
+/// Float32, Float64, Utf8, Boolean, Timestamp (ms, us or ns, any time zone) and Date32. Options:
+///
+/// | option | meaning |
+/// | --- | --- |
+/// | `rows` | required: total number of rows over all splits |
+/// | `splits` | number of splits (default 1): split `i`, id `datagen-{i}`, covers a contiguous row range; the split cursor counts rows within the split |
+/// | `batch_size` | rows per batch (default 8192, at most 2^24) |
+/// | `seed` | seed of every random column (default 0) |
+/// | `fields` | per column name: `kind`, `min`, `max`, `cardinality`, `null_fraction` (below) |
+///
+/// A column's `fields` entry:
+/// - `kind`: `sequence` counts up by one per row from `min` (default 0), back to `min` past `max`
+///   or after `cardinality` values (without either it wraps at the end of the type); `random` is
+///   uniform in `[min, max]`.
+/// - Integers: default `sequence`; random defaults to the type's whole range, or to
+///   `min..min + cardinality` (`min` default 0) when `cardinality` is set. `max` and
+///   `cardinality` exclude each other.
+/// - Timestamps: as integers, with `min`/`max` in milliseconds since the epoch (the column's unit
+///   is one millisecond times its scale); the default sequence is the row index in milliseconds,
+///   random ones fall in 2020..2030 unless bounded. Date32: the same in days.
+/// - Floats: default `random` in `[min, max)` = `[0, 1000)` (a range 1000 wide when only one
+///   bound is set); `cardinality` picks among that many evenly spaced values; `sequence` is
+///   `min + row`, staying below `max`.
+/// - Strings: `<column>-<n>` with `n` in `0..cardinality` (default 1000); `sequence` (the
+///   default) takes `n = row % cardinality`, `random` a uniform `n`. No `min`/`max`.
+/// - Booleans: default `random`; `sequence` alternates false, true. No `min`/`max`/`cardinality`.
+/// - `null_fraction` (default 0): share of null rows in `[0, 1]`; the column must be nullable.
+///
+/// Invalid options are [`Error::Config`] errors naming their JSON path
+/// (`sources[0].options.fields.price.max`); an unsupported column type names the column and
+/// the schema's path.
+///
+/// ```json
+/// {"rows": 10000000, "splits": 4, "seed": 7,
+///  "fields": {"user": {"kind": "random", "min": 1, "max": 100000},
+///             "channel": {"kind": "random", "cardinality": 20, "null_fraction": 0.01}}}
+/// ```
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DatagenSourceFactory;
 

@@ -26,7 +26,8 @@ use weir_api::{Error, Result};
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub(crate) enum FieldKind {
-    /// Counts up by one per row from `min`, wrapping back to `min` past `max` (or `cardinality`).
+    /// Counts up by one per row from `min`, back to `min` past `max` or after `cardinality`
+    /// values; without either, it wraps around at the end of the type's range.
     Sequence,
     /// A uniformly distributed hash of the row in `[min, max]` (or one of `cardinality` values).
     Random,
@@ -340,7 +341,7 @@ impl ColumnGenerator {
         Ok(Self { key, nulls, values })
     }
 
-    /// The longest value in bytes of a string column (`None` for other types); the runtime checks
+    /// The longest value in bytes of a string column (`None` for other types); prepare checks
     /// that a batch of them fits Utf8's 32-bit offsets.
     pub(crate) fn max_string_len(&self) -> Option<usize> {
         match &self.values {
@@ -356,8 +357,8 @@ impl ColumnGenerator {
     /// The column's values for global rows `start..start + len`.
     ///
     /// # Errors
-    /// An Arrow error when the values of a string column overflow 32-bit offsets (prevented by
-    /// the batch size check at prepare time).
+    /// [`Error::Internal`] when `len` values of a string column could overflow 32-bit offsets,
+    /// which prepare's batch size check rules out.
     pub(crate) fn generate(&self, start: u64, len: usize) -> Result<ArrayRef> {
         let nulls = self.nulls.map(|(key, threshold)| {
             NullBuffer::new(BooleanBuffer::collect_bool(len, |i| {
@@ -643,13 +644,9 @@ fn string_values(name: &str, cardinality: u64) -> StringValues {
     if cardinality > STRING_TABLE_MAX {
         return StringValues::Format { prefix };
     }
-    let mut value = String::new();
-    StringValues::Table(StringArray::from_iter_values((0..cardinality).map(|n| {
-        value.clear();
-        value.push_str(&prefix);
-        push_decimal(&mut value, n);
-        value.clone()
-    })))
+    StringValues::Table(StringArray::from_iter_values(
+        (0..cardinality).map(|n| format!("{prefix}{n}")),
+    ))
 }
 
 /// Appends the decimal digits of `n` without allocating (beyond `out`'s growth).
@@ -828,4 +825,154 @@ fn fill_strings(
         }
     }
     Ok(builder.finish())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::AsArray;
+    use arrow::datatypes::{Int64Type, UInt64Type};
+
+    fn generator(data_type: DataType, options: serde_json::Value) -> Result<ColumnGenerator> {
+        let options: FieldOptions = serde_json::from_value(options).expect("valid options");
+        let field = Field::new("c", data_type, true);
+        let paths = ColumnPaths {
+            field: "fields.c",
+            schema: "schema",
+        };
+        ColumnGenerator::try_new(&field, 0, 9, Some(&options), &paths)
+    }
+
+    /// Generates rows `start..start + len` and, to check batch independence, the same rows as
+    /// two batches split at every third row.
+    fn rows(generator: &ColumnGenerator, start: u64, len: usize) -> ArrayRef {
+        let whole = generator.generate(start, len).expect("generate");
+        let cut = len / 3;
+        let head = generator.generate(start, cut).expect("generate");
+        let tail = generator
+            .generate(start + cut as u64, len - cut)
+            .expect("generate");
+        let joined = arrow::compute::concat(&[head.as_ref(), tail.as_ref()]).expect("concat");
+        assert_eq!(&joined, &whole, "batch boundaries must not change values");
+        whole
+    }
+
+    #[test]
+    fn push_decimal_writes_every_width() {
+        for n in [0, 7, 10, 99, 1234, u64::MAX] {
+            let mut out = String::from("x-");
+            push_decimal(&mut out, n);
+            assert_eq!(out, format!("x-{n}"));
+        }
+    }
+
+    #[test]
+    fn many_distinct_strings_are_formatted_per_row() {
+        let sequence = generator(
+            DataType::Utf8,
+            serde_json::json!({"kind": "sequence", "cardinality": 1_000_000}),
+        )
+        .expect("valid");
+        assert_eq!(sequence.max_string_len(), Some("c-999999".len()));
+        let array = rows(&sequence, 999_998, 4);
+        let values: Vec<&str> = array.as_string::<i32>().iter().flatten().collect();
+        assert_eq!(values, ["c-999998", "c-999999", "c-0", "c-1"]);
+
+        let random = generator(
+            DataType::Utf8,
+            serde_json::json!({"kind": "random", "cardinality": 100_000, "null_fraction": 0.5}),
+        )
+        .expect("valid");
+        let array = rows(&random, 0, 1000);
+        let strings = array.as_string::<i32>();
+        assert!((350..650).contains(&strings.null_count()));
+        for value in strings.iter().flatten() {
+            let n: u64 = value
+                .strip_prefix("c-")
+                .and_then(|n| n.parse().ok())
+                .expect("c-<n>");
+            assert!(n < 100_000);
+        }
+    }
+
+    #[test]
+    fn full_64_bit_ranges_do_not_overflow() {
+        let random =
+            generator(DataType::UInt64, serde_json::json!({"kind": "random"})).expect("ok");
+        let array = rows(&random, 0, 2000);
+        let values = array.as_primitive::<UInt64Type>();
+        assert!(values.values().iter().any(|v| *v > u64::MAX / 2));
+        assert!(values.values().iter().any(|v| *v < u64::MAX / 2));
+
+        let bounded = generator(
+            DataType::Int64,
+            serde_json::json!({"kind": "random", "min": i64::MIN, "max": i64::MAX}),
+        )
+        .expect("ok");
+        let array = rows(&bounded, 0, 2000);
+        let values = array.as_primitive::<Int64Type>();
+        assert!(values.values().iter().any(|v| *v < 0));
+
+        let near_end = generator(
+            DataType::Int64,
+            serde_json::json!({"kind": "sequence", "min": i64::MAX - 1}),
+        )
+        .expect("ok");
+        let array = rows(&near_end, 0, 3);
+        assert_eq!(
+            array.as_primitive::<Int64Type>().values().as_ref(),
+            &[i64::MAX - 1, i64::MAX, i64::MIN],
+            "an unbounded sequence wraps around the type"
+        );
+    }
+
+    #[test]
+    fn negative_ranges_of_narrow_types() {
+        let random = generator(
+            DataType::Int8,
+            serde_json::json!({"kind": "random", "min": -100, "max": -90}),
+        )
+        .expect("ok");
+        let array = rows(&random, 5, 500);
+        let values = array.as_primitive::<Int8Type>();
+        assert!(values.values().iter().all(|v| (-100..=-90).contains(v)));
+        let sequence = generator(
+            DataType::Int16,
+            serde_json::json!({"kind": "sequence", "min": -2, "max": 1}),
+        )
+        .expect("ok");
+        let array = rows(&sequence, 0, 6);
+        assert_eq!(
+            array.as_primitive::<Int16Type>().values().as_ref(),
+            &[-2, -1, 0, 1, -2, -1]
+        );
+    }
+
+    #[test]
+    fn float_levels_and_timestamp_bounds() {
+        let levels = generator(
+            DataType::Float64,
+            serde_json::json!({"min": 1.0, "max": 2.0, "cardinality": 4}),
+        )
+        .expect("ok");
+        let array = rows(&levels, 0, 400);
+        let distinct: std::collections::BTreeSet<u64> = array
+            .as_primitive::<Float64Type>()
+            .values()
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        let expected: std::collections::BTreeSet<u64> = [1.0f64, 1.25, 1.5, 1.75]
+            .iter()
+            .map(|v| v.to_bits())
+            .collect();
+        assert_eq!(distinct, expected);
+
+        let err = generator(
+            DataType::Timestamp(TimeUnit::Nanosecond, None),
+            serde_json::json!({"max": i64::MAX}),
+        )
+        .expect_err("ns timestamps hold about 292 years of milliseconds");
+        assert!(err.to_string().contains("fields.c.max"), "{err}");
+    }
 }

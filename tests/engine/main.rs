@@ -1,0 +1,8 @@
+//! Engine integration tests: whole jobs run in-process through `weir::Engine`.
+//!
+//! One test binary (each links DataFusion); one module per capability.
+
+mod bad_input;
+mod end_to_end;
+mod routing;
+mod support;

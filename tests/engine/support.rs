@@ -1,0 +1,48 @@
+//! Shared helpers: generated input files and reading sink output back.
+
+use arrow::array::RecordBatch;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use std::path::Path;
+
+/// Every batch of every Parquet part file in `dir` (skipping anything else).
+pub fn read_parquet_dir(dir: &Path) -> Vec<RecordBatch> {
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("output directory exists")
+        .map(|e| e.expect("dir entry").path())
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        assert_eq!(
+            f.extension().and_then(|e| e.to_str()),
+            Some("parquet"),
+            "only published part files may be visible: {f:?}"
+        );
+        let file = std::fs::File::open(&f).expect("open part file");
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+            .expect("parquet footer")
+            .build()
+            .expect("reader");
+        for b in reader {
+            out.push(b.expect("batch"));
+        }
+    }
+    out
+}
+
+/// A tiny deterministic generator (splitmix64) so tests need no extra crate.
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}

@@ -53,13 +53,18 @@ fn bid_batch() -> RecordBatch {
             rows.clone().map(|r| (mix(r ^ 0xB1D) % 100_000) as i64),
         )),
         Arc::new(Float64Array::from_iter_values(
-            rows.clone().map(|r| (mix(r ^ 0x9E1) % 100_000) as f64 / 100.0),
+            rows.clone()
+                .map(|r| (mix(r ^ 0x9E1) % 100_000) as f64 / 100.0),
         )),
         Arc::new(StringArray::from_iter_values(
-            rows.clone().map(|r| channels[(mix(r ^ 0xC4A) % 4) as usize]),
+            rows.clone()
+                .map(|r| channels[(mix(r ^ 0xC4A) % 4) as usize]),
         )),
         Arc::new(StringArray::from_iter_values(rows.clone().map(|r| {
-            format!("https://www.nexmark.com/item.htm?query={}", mix(r ^ 0x0A1) % 1000)
+            format!(
+                "https://www.nexmark.com/item.htm?query={}",
+                mix(r ^ 0x0A1) % 1000
+            )
         }))),
         Arc::new(Int64Array::from_iter_values(
             rows.map(|r| 1_700_000_000_000 + r as i64),

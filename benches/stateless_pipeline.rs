@@ -111,8 +111,11 @@ sources:
 }
 
 fn spec(rows: u64, parallelism: u32, stages: Stages) -> JobSpec {
-    JobSpec::from_yaml_str(&spec_yaml(rows, parallelism, stages), "stateless_pipeline.yaml")
-        .expect("the bench spec parses")
+    JobSpec::from_yaml_str(
+        &spec_yaml(rows, parallelism, stages),
+        "stateless_pipeline.yaml",
+    )
+    .expect("the bench spec parses")
 }
 
 /// Runs `spec` to its end; preparing (planning the SQL expressions) is part of the run.

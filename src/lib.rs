@@ -27,8 +27,18 @@ pub use weir_runtime::{Error, JobSummary, PreparedJob, Registry, Result, Running
 /// sources `file` and `datagen`, sinks `file` and `blackhole`.
 pub fn default_registry() -> Registry {
     let mut r = Registry::with_builtins();
-    r.register_source("file", Arc::new(weir_file::FileSourceFactory::new()));
-    r.register_sink("file", Arc::new(weir_file::FileSinkFactory::new()));
+    // One object store registry for the file source and sink, so that a URL (e.g. `memory://`)
+    // names the same store on both sides.
+    let stores: Arc<dyn object_store::registry::ObjectStoreRegistry> =
+        Arc::new(object_store::registry::DefaultObjectStoreRegistry::new());
+    r.register_source(
+        "file",
+        Arc::new(weir_file::FileSourceFactory::with_registry(stores.clone())),
+    );
+    r.register_sink(
+        "file",
+        Arc::new(weir_file::FileSinkFactory::with_registry(stores)),
+    );
     r
 }
 

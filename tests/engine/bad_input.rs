@@ -26,7 +26,11 @@ sources:
 sinks:
   - {{ name: out, connector: file, input: bids, options: {{ path: "{out}", format: parquet }} }}
 {dead}"#,
-        policy = if rejects.is_some() { "bad_records: dead_letter" } else { "" },
+        policy = if rejects.is_some() {
+            "bad_records: dead_letter"
+        } else {
+            ""
+        },
         input = input.display(),
         out = out.display(),
     )
@@ -57,10 +61,15 @@ async fn dead_letter_policy_keeps_good_rows_and_routes_the_bad_one() {
     let input = dir.path().join("bids.csv");
     std::fs::write(&input, CSV).expect("write");
     let (out, rejects) = (dir.path().join("out"), dir.path().join("rejects"));
-    let summary = run(&job(&input, &out, Some(&rejects))).await.expect("job runs");
+    let summary = run(&job(&input, &out, Some(&rejects)))
+        .await
+        .expect("job runs");
     let rows: usize = read_parquet_dir(&out).iter().map(|b| b.num_rows()).sum();
     assert_eq!(rows, 3, "the three good rows");
-    assert_eq!(summary.metrics.operator("bids").map(|o| o.dead_letters), Some(1));
+    assert_eq!(
+        summary.metrics.operator("bids").map(|o| o.dead_letters),
+        Some(1)
+    );
     let rejected: Vec<serde_json::Value> = std::fs::read_dir(&rejects)
         .expect("rejects dir")
         .flat_map(|e| {
@@ -73,7 +82,11 @@ async fn dead_letter_policy_keeps_good_rows_and_routes_the_bad_one() {
     assert_eq!(rejected.len(), 1);
     assert_eq!(rejected[0]["line"], 4);
     assert_eq!(rejected[0]["column"], "price");
-    assert!(rejected[0]["input"].as_str().is_some_and(|s| s.ends_with("bids.csv")));
+    assert!(
+        rejected[0]["input"]
+            .as_str()
+            .is_some_and(|s| s.ends_with("bids.csv"))
+    );
     assert_eq!(rejected[0]["raw"], "3,abc");
 }
 
@@ -101,20 +114,61 @@ sinks:
 #[tokio::test]
 async fn validation_names_the_offending_field() {
     let cases = [
-        ("type: filter", "type: filtr", "operators[0].type", "unknown operator `filtr`"),
-        ("type: filter", "type: my_plugin", "operators[0].type", "unknown operator `my_plugin`"),
-        ("connector: datagen", "connector: kafkaa", "sources[0].connector", "unknown source connector `kafkaa`"),
-        ("connector: blackhole", "connector: s3", "sinks[0].connector", "unknown sink connector `s3`"),
-        ("input: f }", "input: g }", "sinks[0].input", "no node is named `g`"),
-        ("price > 1", "pric > 1", "operators[0].options.predicate", "pric"),
-        ("rows: 10", "rows: ten", "sources[0].options.rows", "invalid"),
+        (
+            "type: filter",
+            "type: filtr",
+            "operators[0].type",
+            "unknown operator `filtr`",
+        ),
+        (
+            "type: filter",
+            "type: my_plugin",
+            "operators[0].type",
+            "unknown operator `my_plugin`",
+        ),
+        (
+            "connector: datagen",
+            "connector: kafkaa",
+            "sources[0].connector",
+            "unknown source connector `kafkaa`",
+        ),
+        (
+            "connector: blackhole",
+            "connector: s3",
+            "sinks[0].connector",
+            "unknown sink connector `s3`",
+        ),
+        (
+            "input: f }",
+            "input: g }",
+            "sinks[0].input",
+            "no node is named `g`",
+        ),
+        (
+            "price > 1",
+            "pric > 1",
+            "operators[0].options.predicate",
+            "pric",
+        ),
+        (
+            "rows: 10",
+            "rows: ten",
+            "sources[0].options.rows",
+            "invalid",
+        ),
     ];
     for (from, to, path, message) in cases {
         let yaml = BASE.replace(from, to);
         let err = validation_error(&yaml).await;
         assert!(err.contains(path), "`{to}`: expected path {path} in: {err}");
-        assert!(err.contains(message), "`{to}`: expected `{message}` in: {err}");
-        assert!(err.contains("v.yaml"), "the error names the spec file: {err}");
+        assert!(
+            err.contains(message),
+            "`{to}`: expected `{message}` in: {err}"
+        );
+        assert!(
+            err.contains("v.yaml"),
+            "the error names the spec file: {err}"
+        );
     }
 }
 
@@ -130,7 +184,10 @@ async fn cycles_and_unread_dead_letters_are_refused() {
     );
     let err = validation_error(&cycle).await;
     assert!(err.contains("cycle"), "{err}");
-    let unread = BASE.replace("connector: datagen,", "connector: datagen, bad_records: dead_letter,");
+    let unread = BASE.replace(
+        "connector: datagen,",
+        "connector: datagen, bad_records: dead_letter,",
+    );
     let err = validation_error(&unread).await;
     assert!(err.contains("sources[0].bad_records"), "{err}");
     assert!(err.contains("gen.dead_letter"), "{err}");

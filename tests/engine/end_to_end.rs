@@ -82,15 +82,28 @@ sinks:
 fn actual(dir: &Path) -> Vec<(i64, i64, u64, String)> {
     let mut rows = Vec::new();
     for batch in read_parquet_dir(dir) {
-        let col = |name: &str| batch.column(batch.schema().index_of(name).expect("column")).clone();
+        let col = |name: &str| {
+            batch
+                .column(batch.schema().index_of(name).expect("column"))
+                .clone()
+        };
         let auction = col("auction");
-        let auction = auction.as_any().downcast_ref::<Int64Array>().expect("int64");
+        let auction = auction
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("int64");
         let bidder = col("bidder");
         let bidder = bidder.as_any().downcast_ref::<Int64Array>().expect("int64");
         let euro = col("euro");
-        let euro = euro.as_any().downcast_ref::<Float64Array>().expect("float64 stays float64");
+        let euro = euro
+            .as_any()
+            .downcast_ref::<Float64Array>()
+            .expect("float64 stays float64");
         let channel = col("channel");
-        let channel = channel.as_any().downcast_ref::<StringArray>().expect("utf8");
+        let channel = channel
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("utf8");
         for i in 0..batch.num_rows() {
             assert!(!euro.is_null(i));
             rows.push((
@@ -114,7 +127,10 @@ async fn csv_to_parquet_matches_independent_computation_at_parallelism_1_and_4()
     for parallelism in [1, 4] {
         let out = tempfile::tempdir().expect("tempdir");
         let summary = Engine::new()
-            .run(&spec(input.path(), out.path(), parallelism), Some("e2e.yaml"))
+            .run(
+                &spec(input.path(), out.path(), parallelism),
+                Some("e2e.yaml"),
+            )
             .await
             .expect("job runs");
         assert_eq!(summary.metrics.source_rows(), bids.len() as u64);

@@ -73,7 +73,10 @@ impl Operator for Recorder {
             .as_any()
             .downcast_ref::<Int64Array>()
             .ok_or_else(|| Error::Internal("key column is not Int64".into()))?;
-        let mut seen = self.seen.lock().map_err(|_| Error::Internal("poisoned".into()))?;
+        let mut seen = self
+            .seen
+            .lock()
+            .map_err(|_| Error::Internal("poisoned".into()))?;
         seen.extend(keys.iter().flatten().map(|k| (self.subtask, k)));
         drop(seen);
         out.emit(batch);
@@ -124,7 +127,11 @@ fn run_and_check(rows: u64, parallelism: u32, shards: u32, seed: u64) {
         .expect("valid")
         .owner_table();
     let seen = seen.lock().expect("lock");
-    assert_eq!(seen.len() as u64, rows, "every row reached the recorder once");
+    assert_eq!(
+        seen.len() as u64,
+        rows,
+        "every row reached the recorder once"
+    );
     for &(subtask, key) in seen.iter() {
         let keys: arrow::array::ArrayRef = Arc::new(Int64Array::from(vec![key]));
         let shard = key_hash::shard_ids(&[keys], shards).expect("hash")[0];

@@ -244,9 +244,15 @@ impl SinkWriter for FileSinkWriter {
     }
 }
 
-/// A 128-bit hex id, unique per writer: hashes of the time, process and task under randomly
-/// keyed hashers (std keys `RandomState` from OS randomness, differently for every instance).
+/// A 128-bit hex id, unique per writer: OS randomness, or (where the OS has none to give) hashes
+/// of the time, process and task under randomly keyed std hashers.
 fn unique_suffix(ctx: &TaskContext) -> String {
+    let mut random = [0u8; 16];
+    if getrandom::fill(&mut random).is_ok() {
+        let a = u64::from_le_bytes(random[..8].try_into().unwrap_or_default());
+        let b = u64::from_le_bytes(random[8..].try_into().unwrap_or_default());
+        return format_id(a, b);
+    }
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
@@ -263,6 +269,10 @@ fn unique_suffix(ctx: &TaskContext) -> String {
         *half = hasher.finish();
     }
     let [a, b] = halves;
+    format_id(a, b)
+}
+
+fn format_id(a: u64, b: u64) -> String {
     format!(
         "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
         a >> 32,

@@ -18,6 +18,9 @@ pub struct TaskContext {
 impl TaskContext {
     /// A short label for logs and error messages: `operator[subtask/parallelism]`.
     pub fn label(&self) -> String {
-        format!("{}[{}/{}]", self.operator_id, self.subtask, self.parallelism)
+        format!(
+            "{}[{}/{}]",
+            self.operator_id, self.subtask, self.parallelism
+        )
     }
 }

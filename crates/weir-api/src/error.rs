@@ -127,7 +127,13 @@ impl Error {
 
     /// Whether retrying the same work may succeed (only some external failures).
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::External { retryable: true, .. })
+        matches!(
+            self,
+            Error::External {
+                retryable: true,
+                ..
+            }
+        )
     }
 
     /// Shorthand for [`Error::Config`].

@@ -71,17 +71,14 @@ impl RunningJob {
 pub async fn start(job: PreparedJob) -> Result<RunningJob> {
     let plan = job.partitioned().clone();
     let metrics = Arc::new(JobMetrics::new(
-        plan.vertices
-            .iter()
-            .flat_map(|v| v.chain.iter())
-            .map(|n| {
-                let kind = match n.kind {
-                    NodeKind::Source => "source",
-                    NodeKind::Operator => "operator",
-                    NodeKind::Sink => "sink",
-                };
-                (n.operator_id.clone(), kind)
-            }),
+        plan.vertices.iter().flat_map(|v| v.chain.iter()).map(|n| {
+            let kind = match n.kind {
+                NodeKind::Source => "source",
+                NodeKind::Operator => "operator",
+                NodeKind::Sink => "sink",
+            };
+            (n.operator_id.clone(), kind)
+        }),
     ));
     let capacity = plan.channel_capacity.max(1) as usize;
 

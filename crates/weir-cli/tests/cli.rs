@@ -1,0 +1,170 @@
+//! The `weir` binary, run as a user runs it: example job, plan fingerprints across processes,
+//! validation errors, and backpressure bounding memory.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use weir_plan::{CompiledPlans, JobSpec, Plan};
+
+fn weir(args: &[&str], cwd: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .current_dir(cwd)
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("weir runs")
+}
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .expect("repo root")
+}
+
+fn stdout_json(out: &Output) -> serde_json::Value {
+    assert!(
+        out.status.success(),
+        "weir failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON on stdout")
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read dir") {
+        let entry = entry.expect("entry");
+        let target = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).expect("copy");
+        }
+    }
+}
+
+#[test]
+fn the_bundled_example_runs_end_to_end() {
+    let work = tempfile::tempdir().expect("tempdir");
+    copy_dir(&repo_root().join("examples"), &work.path().join("examples"));
+    let csv = std::fs::read_to_string(work.path().join("examples/data/bids.csv")).expect("csv");
+    let expensive = csv
+        .lines()
+        .skip(1)
+        .filter(|l| l.split(',').nth(2).and_then(|p| p.parse::<i64>().ok()) > Some(1000))
+        .count() as u64;
+    let out = weir(&["run", "examples/bids.yaml", "--json"], work.path());
+    let summary = stdout_json(&out);
+    assert_eq!(summary["source_rows"], 2000);
+    assert_eq!(summary["sink_rows"], expensive);
+    let parts: Vec<_> = std::fs::read_dir(work.path().join("out/bids-euro"))
+        .expect("output directory")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert!(!parts.is_empty());
+    assert!(
+        parts
+            .iter()
+            .all(|p| p.starts_with("part-") && p.ends_with(".parquet")),
+        "{parts:?}"
+    );
+    // The table form is for people and names every operator.
+    let table = weir(&["run", "examples/bids.yaml"], work.path());
+    let text = String::from_utf8_lossy(&table.stdout);
+    for op in ["bids", "expensive", "euro", "out", "rows/s"] {
+        assert!(text.contains(op), "{text}");
+    }
+}
+
+#[test]
+fn plan_fingerprints_are_the_same_in_every_process() {
+    let root = repo_root();
+    let a = stdout_json(&weir(&["plan", "examples/bids.yaml"], &root));
+    let b = stdout_json(&weir(&["plan", "examples/bids.yaml"], &root));
+    assert_eq!(a, b);
+    let spec = JobSpec::from_file(&root.join("examples/bids.yaml")).expect("spec");
+    let here = CompiledPlans::compile(&spec, Some("elsewhere.yaml")).expect("compiles");
+    assert_eq!(
+        a["fingerprints"]["partitionedPlan"],
+        here.partitioned.fingerprint()
+    );
+    assert_eq!(a["fingerprints"]["streamModel"], here.model.fingerprint());
+    // The printed plan is the plan: it decodes and re-encodes to the same fingerprint.
+    let printed =
+        weir_plan::PartitionedPlan::from_json(&a["partitionedPlan"].to_string()).expect("decodes");
+    assert_eq!(printed.fingerprint(), here.partitioned.fingerprint());
+}
+
+#[test]
+fn validate_names_the_offending_field() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let spec = dir.path().join("bad.yaml");
+    std::fs::write(
+        &spec,
+        "job: bad\nsources:\n  - { name: s, connector: datagen, schema: [{ name: a, type: int64 }], options: { rows: 1 } }\n\
+         operators:\n  - { name: f, type: no_such_plugin, input: s }\n\
+         sinks:\n  - { name: o, connector: blackhole, input: f }\n",
+    )
+    .expect("write");
+    let out = weir(&["validate", "bad.yaml"], dir.path());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("bad.yaml: operators[0].type"), "{err}");
+    assert!(err.contains("unknown operator `no_such_plugin`"), "{err}");
+    let ok = weir(&["validate", "examples/bids.yaml"], &repo_root());
+    assert!(
+        ok.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ok.stderr)
+    );
+}
+
+/// 4 million generated rows of six columns are about 240 MB of Arrow data. With bounded channels
+/// and a sink throttled to 2 million rows/s, the generator is held back, so the process never
+/// holds more than a few channels' worth of batches.
+#[test]
+fn backpressure_keeps_memory_bounded_behind_a_slow_sink() {
+    const BOUND_BYTES: u64 = 180 * 1024 * 1024;
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("slow.yaml"),
+        r#"
+job: backpressure
+parallelism: 2
+sources:
+  - name: gen
+    connector: datagen
+    schema:
+      - { name: auction, type: int64, nullable: false }
+      - { name: bidder, type: int64 }
+      - { name: price, type: float64 }
+      - { name: channel, type: string }
+      - { name: url, type: string }
+      - { name: date_time, type: "timestamp(ms)" }
+    options: { rows: 4000000, splits: 2 }
+sinks:
+  - name: slow
+    connector: blackhole
+    input: gen
+    partition: rebalance
+    options: { rows_per_second: 1000000 }
+"#,
+    )
+    .expect("write");
+    let summary = stdout_json(&weir(&["run", "slow.yaml", "--json"], dir.path()));
+    assert_eq!(summary["sink_rows"], 4_000_000);
+    let wall = summary["wall_time_secs"].as_f64().expect("wall time");
+    assert!(
+        wall >= 1.5,
+        "the sink was throttled, so the producer had to wait ({wall} s)"
+    );
+    let peak = summary["peak_rss_bytes"]
+        .as_u64()
+        .expect("peak RSS on Linux");
+    assert!(
+        peak < BOUND_BYTES,
+        "peak RSS {} MiB exceeds the bound {} MiB",
+        peak / (1024 * 1024),
+        BOUND_BYTES / (1024 * 1024)
+    );
+}

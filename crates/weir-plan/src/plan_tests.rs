@@ -144,43 +144,38 @@ fn chaining_and_channels() {
 
 #[test]
 fn adding_an_unrelated_operator_keeps_every_operator_id() {
-    let before = compile(SPEC).expect("compiles");
-    let extended = SPEC.replace(
-        "sinks:\n",
-        "  - type: project\n    input: bids\n    options: { expressions: [\"price\"] }\n\
-         sinks:\n  - name: more\n    connector: blackhole\n    input: h5e0a8b0f3c2d9a17x\n",
+    // An unnamed sink gets a structural-hash id; it must survive the addition too.
+    let with_unnamed = SPEC.replace(
+        "  - name: rejects\n",
+        "  - connector: blackhole\n    input: euro\n  - name: rejects\n",
     );
-    // The unnamed operator gets a structural-hash id; find it and point the new sink at it.
-    let probe = StreamModel::from_spec(
-        &JobSpec::from_yaml_str(
-            &extended.replace("    input: h5e0a8b0f3c2d9a17x\n", "    input: bids\n"),
-            "job.yaml",
-        )
-        .expect("parses"),
-        None,
-    )
+    let before = compile(&with_unnamed).expect("compiles");
+    let after = compile(&with_unnamed.replace(
+        "sinks:\n",
+        "  - name: audit\n    type: filter\n    input: bids\n    options: { predicate: \"price < 0\" }\n\
+         sinks:\n  - name: audit_out\n    connector: blackhole\n    input: audit\n",
+    ))
     .expect("compiles");
-    let hashed = probe
+    assert_eq!(after.model.nodes.len(), before.model.nodes.len() + 2);
+    let hashed: Vec<_> = before
+        .model
         .nodes
         .iter()
-        .find(|n| n.id_origin == IdOrigin::StructuralHash)
-        .expect("unnamed node");
-    assert!(hashed.operator_id.as_str().starts_with('h'));
-    let after = compile(&extended.replace("h5e0a8b0f3c2d9a17x", "bids")).expect("compiles");
+        .filter(|n| n.id_origin == IdOrigin::StructuralHash)
+        .collect();
+    assert_eq!(hashed.len(), 1);
+    assert!(hashed[0].operator_id.as_str().starts_with('h'));
     for node in &before.model.nodes {
         let same = after
             .model
             .node(&node.operator_id)
-            .expect("operator still exists");
+            .unwrap_or_else(|| panic!("{} lost its id", node.operator_id));
         assert_eq!(same.type_name, node.type_name);
+        assert_eq!(same.id_origin, node.id_origin);
     }
-    // The structural id is stable across compilations.
-    let again = probe
-        .nodes
-        .iter()
-        .find(|n| n.id_origin == IdOrigin::StructuralHash)
-        .map(|n| n.operator_id.clone());
-    assert_eq!(again, Some(hashed.operator_id.clone()));
+    // The structural id is the same in every compilation.
+    let again = compile(&with_unnamed).expect("compiles");
+    assert_eq!(before.model.fingerprint(), again.model.fingerprint());
 }
 
 #[test]

@@ -203,3 +203,17 @@ async fn hash_keys_must_be_columns() {
     assert!(err.contains("operators[0].partition"), "{err}");
     assert!(err.contains("`nope`"), "{err}");
 }
+
+#[tokio::test]
+async fn a_semantic_mode_the_runtime_cannot_give_is_refused() {
+    let strict = format!("semantic_mode: STRICT_EXACTLY_ONCE\n{BASE}");
+    let err = validation_error(&strict).await;
+    assert!(err.contains("semantic_mode"), "{err}");
+    assert!(err.contains("STRICT_EXACTLY_ONCE"), "{err}");
+    let spec = JobSpec::from_yaml_str(&format!("semantic_mode: AT_LEAST_ONCE\n{BASE}"), "v.yaml")
+        .expect("parses");
+    Engine::new()
+        .prepare(&spec, Some("v.yaml"))
+        .await
+        .expect("datagen and blackhole give at-least-once");
+}

@@ -175,6 +175,9 @@ sinks:
     let spec = JobSpec::from_yaml_str(&read, "from-lake.yaml").expect("parses");
     let summary = engine.run(&spec, None).await.expect("reads");
     assert_eq!(summary.metrics.source_rows(), bids.len() as u64);
-    let rows: usize = read_parquet_dir(out.path()).iter().map(|b| b.num_rows()).sum();
+    let rows: usize = read_parquet_dir(out.path())
+        .iter()
+        .map(|b| b.num_rows())
+        .sum();
     assert_eq!(rows, bids.len());
 }

@@ -132,6 +132,7 @@ impl fmt::Display for TaskId {
 /// `channel_index` is the channel's position in the downstream subtask's ordered input list, the
 /// unit of barrier alignment and watermark merging.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct ChannelId {
     /// The edge the channel belongs to.
     pub edge: EdgeId,

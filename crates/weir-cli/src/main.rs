@@ -11,7 +11,11 @@ mod summary;
 
 /// Weir: an Apache Arrow columnar streaming dataflow engine.
 #[derive(Debug, Parser)]
-#[command(name = "weir", version, about)]
+#[command(
+    name = "weir",
+    version,
+    about = "Weir: an Apache Arrow columnar streaming dataflow engine"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -67,9 +71,24 @@ fn main() {
         }
     };
     if let Err(e) = runtime.block_on(dispatch(cli)) {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", error_chain(&e));
         std::process::exit(1);
     }
+}
+
+/// The error and its causes, leaving out causes whose text an outer message already includes.
+fn error_chain(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if !out.contains(&text) {
+            if !out.is_empty() {
+                out.push_str(": ");
+            }
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 fn load(job: &Path, parallelism: Option<u32>) -> Result<(JobSpec, String)> {

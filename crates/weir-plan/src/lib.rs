@@ -11,7 +11,11 @@
 //! let spec = JobSpec::from_yaml_str(r#"
 //! job: demo
 //! parallelism: 2
-//! sources: [{ name: bids, connector: datagen, options: { rows: 10 } }]
+//! sources:
+//!   - name: bids
+//!     connector: datagen
+//!     schema: [{ name: auction, type: int64 }]
+//!     options: { rows: 10 }
 //! sinks: [{ name: out, connector: blackhole, input: bids }]
 //! "#, "demo.yaml").unwrap();
 //! let plans = CompiledPlans::compile(&spec, Some("demo.yaml")).unwrap();
@@ -87,22 +91,42 @@ impl CompiledPlans {
         })
     }
 
-    /// All plans with their fingerprints, as one JSON document for `weir plan`.
+    /// All plans with their fingerprints, as one JSON document for `weir plan`; each plan keeps
+    /// its canonical field order.
     pub fn to_json_pretty(&self) -> String {
-        let doc = serde_json::json!({
-            "fingerprints": {
-                "streamModel": self.model.fingerprint(),
-                "streamGraph": self.stream_graph.fingerprint(),
-                "jobGraph": self.job_graph.fingerprint(),
-                "partitionedPlan": self.partitioned.fingerprint(),
-                "deploymentPlan": self.deployment.fingerprint(),
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Fingerprints {
+            stream_model: String,
+            stream_graph: String,
+            job_graph: String,
+            partitioned_plan: String,
+            deployment_plan: String,
+        }
+        #[derive(Serialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Document<'a> {
+            fingerprints: Fingerprints,
+            stream_model: &'a StreamModel,
+            stream_graph: &'a StreamGraph,
+            job_graph: &'a JobGraph,
+            partitioned_plan: &'a PartitionedPlan,
+            deployment_plan: &'a DeploymentPlan,
+        }
+        let doc = Document {
+            fingerprints: Fingerprints {
+                stream_model: self.model.fingerprint(),
+                stream_graph: self.stream_graph.fingerprint(),
+                job_graph: self.job_graph.fingerprint(),
+                partitioned_plan: self.partitioned.fingerprint(),
+                deployment_plan: self.deployment.fingerprint(),
             },
-            "streamModel": self.model,
-            "streamGraph": self.stream_graph,
-            "jobGraph": self.job_graph,
-            "partitionedPlan": self.partitioned,
-            "deploymentPlan": self.deployment,
-        });
+            stream_model: &self.model,
+            stream_graph: &self.stream_graph,
+            job_graph: &self.job_graph,
+            partitioned_plan: &self.partitioned,
+            deployment_plan: &self.deployment,
+        };
         serde_json::to_string_pretty(&doc).unwrap_or_default()
     }
 }

@@ -288,6 +288,20 @@ impl StreamModel {
                 .collect(),
         })?;
 
+        // Every source and operator must feed something: output nobody reads would be dropped.
+        for (i, d) in drafts.iter().enumerate() {
+            let read = edges.iter().flatten().any(|(u, _)| *u == i);
+            if d.kind != NodeKind::Sink && !read {
+                return Err(err(
+                    d.origin.clone(),
+                    format!(
+                        "nothing reads the output of `{}`; give it a consumer (a sink) or remove it",
+                        d.name.unwrap_or(&d.origin)
+                    ),
+                ));
+            }
+        }
+
         // Assign operator ids in topological order so structural hashes can use upstream ids.
         let mut ids: Vec<Option<(OperatorId, IdOrigin)>> = vec![None; drafts.len()];
         for &i in &order {
@@ -297,14 +311,19 @@ impl StreamModel {
             } else if let Some(name) = d.name {
                 (OperatorId::new(name), IdOrigin::ModelPath)
             } else {
-                let upstream: Vec<String> = edges[i]
+                let upstream: Vec<serde_json::Value> = edges[i]
                     .iter()
-                    .map(|(u, o)| {
+                    .zip(&d.inputs)
+                    .map(|((u, o), (_, spec))| {
                         let uid = ids[*u].as_ref().map(|x| x.0.as_str()).unwrap_or("");
-                        match o {
+                        let from = match o {
                             Some(o) => format!("{uid}.{o}"),
                             None => uid.to_owned(),
-                        }
+                        };
+                        serde_json::json!({
+                            "from": from,
+                            "partition": spec.partition().or(d.default_partition),
+                        })
                     })
                     .collect();
                 (structural_id(d, &upstream), IdOrigin::StructuralHash)
@@ -443,7 +462,9 @@ fn drafts(spec: &JobSpec) -> Vec<Draft<'_>> {
     out
 }
 
-fn structural_id(d: &Draft<'_>, upstream: &[String]) -> OperatorId {
+/// Hash of what the node is (kind, type, options, inputs and their partitioning), not of how
+/// wide it runs: parallelism is left out so that a rescale keeps the id.
+fn structural_id(d: &Draft<'_>, upstream: &[serde_json::Value]) -> OperatorId {
     let canonical = serde_json::json!({
         "kind": d.kind,
         "type": d.type_name,

@@ -98,7 +98,8 @@ pub enum PartitionPolicy {
     Rebalance,
     /// Every batch to every subtask.
     Broadcast,
-    /// Subtask i to subtask `i mod downstream parallelism`.
+    /// One of several inputs of a node: subtask i to subtask i where parallelisms are equal,
+    /// otherwise batches round-robin over every downstream subtask.
     Union,
     /// Everything to subtask 0.
     Singleton,
@@ -237,9 +238,12 @@ impl PartitionedPlan {
             let (up, down) = (parallelism_of(&e.from_vertex), parallelism_of(&e.to_vertex));
             let pairs: Vec<(u32, u32)> = match e.policy {
                 EdgePolicy::Forward => (0..up).map(|i| (i, i)).collect(),
-                EdgePolicy::Union => (0..up).map(|i| (i, i % down)).collect(),
+                EdgePolicy::Union if up == down => (0..up).map(|i| (i, i)).collect(),
                 EdgePolicy::Singleton => (0..up).map(|i| (i, 0)).collect(),
-                EdgePolicy::Hash { .. } | EdgePolicy::Rebalance | EdgePolicy::Broadcast => (0..up)
+                EdgePolicy::Union
+                | EdgePolicy::Hash { .. }
+                | EdgePolicy::Rebalance
+                | EdgePolicy::Broadcast => (0..up)
                     .flat_map(|i| (0..down).map(move |j| (i, j)))
                     .collect(),
             };

@@ -68,7 +68,7 @@ fn fingerprint_golden() {
     let plans = compile(SPEC).expect("compiles");
     assert_eq!(
         plans.partitioned.fingerprint(),
-        "04241e62cc0b48e970319855ffeb8a8d16e06c9596488c5d026b477b72a67791",
+        "47f0648a029b3fd772506245b0fef33e63d821f109d4fe1bff26c9a4741286bb",
         "{}",
         plans.partitioned.to_json_pretty()
     );
@@ -275,4 +275,47 @@ fn singleton_forces_parallelism_one() {
         .find(|v| v.vertex_id.as_str() == "out")
         .expect("own vertex");
     assert_eq!(out.parallelism, 1);
+}
+
+#[test]
+fn output_nobody_reads_is_refused() {
+    let (path, message) = spec_error(&SPEC.replace(
+        "sinks:\n",
+        "  - name: orphan\n    type: filter\n    input: bids\n    options: { predicate: \"price > 0\" }\nsinks:\n",
+    ));
+    assert_eq!(path, "operators[2]");
+    assert!(
+        message.contains("nothing reads the output of `orphan`"),
+        "{message}"
+    );
+}
+
+#[test]
+fn union_of_unequal_parallelism_reaches_every_subtask() {
+    let text = r#"
+job: u
+parallelism: 2
+sources:
+  - { name: a, connector: datagen, parallelism: 1 }
+  - { name: b, connector: datagen }
+operators:
+  - { name: both, type: union, inputs: [a, b] }
+sinks:
+  - { name: o, connector: blackhole, input: both }
+"#;
+    let plans = compile(text).expect("compiles");
+    let edges = &plans.partitioned.edges;
+    let from_a = edges
+        .iter()
+        .find(|e| e.from_vertex.as_str() == "a")
+        .expect("a");
+    let from_b = edges
+        .iter()
+        .find(|e| e.from_vertex.as_str() == "b")
+        .expect("b");
+    assert_eq!(from_a.policy, PartitionPolicy::Union);
+    // Parallelism 1 -> 2: round-robin over both subtasks; 2 -> 2: pointwise.
+    assert_eq!(from_a.channels.len(), 2);
+    assert_eq!(from_b.channels.len(), 2);
+    assert!(from_b.channels.iter().all(|c| c.upstream == c.downstream));
 }

@@ -239,7 +239,11 @@ impl JobSpec {
                 _ => Error::Spec {
                     file: file.to_owned(),
                     path: display_path(&path),
-                    message,
+                    // serde_yaml starts the message with a path of its own; ours is in `path`.
+                    message: message
+                        .split_once(": ")
+                        .filter(|(head, _)| path.starts_with(head))
+                        .map_or(message.clone(), |(_, rest)| rest.to_owned()),
                 },
             }
         })

@@ -22,8 +22,8 @@ pub enum EdgePolicy {
     Rebalance,
     /// Every batch to every downstream subtask.
     Broadcast,
-    /// One of several inputs merged into a node: upstream subtask i to downstream subtask
-    /// `i mod downstream parallelism`.
+    /// One of several inputs merged into a node: pointwise where parallelisms are equal,
+    /// otherwise round-robin over every downstream subtask.
     Union,
     /// Everything to downstream subtask 0 (downstream parallelism is 1).
     Singleton,

@@ -24,7 +24,7 @@ pub enum Error {
         known: Vec<String>,
     },
     /// A node failed the deep build (options, schemas, edges, semantic mode).
-    #[error("{file}: {path}: {source}")]
+    #[error("{file}: {}", located(path, source))]
     Prepare {
         /// The spec file.
         file: String,
@@ -72,6 +72,15 @@ impl Error {
     /// Whether the error only follows from another task's failure.
     pub(crate) fn is_secondary(&self) -> bool {
         matches!(self, Error::ChannelClosed { .. })
+    }
+}
+
+/// The message of a prepare error: errors that carry their own JSON path (config, expression)
+/// are shown as they are, others after the node's path.
+fn located(path: &str, source: &weir_api::Error) -> String {
+    match source {
+        weir_api::Error::Config { .. } | weir_api::Error::Expression { .. } => source.to_string(),
+        _ => format!("{path}: {source}"),
     }
 }
 

@@ -95,17 +95,10 @@ pub async fn start(job: PreparedJob) -> Result<RunningJob> {
 
     let mut tasks = Vec::new();
     for vertex in &plan.vertices {
-        let splits = match job.nodes.get(&vertex.chain[0].operator_id) {
-            Some(PreparedNode::Source(source)) => {
-                let all = source.enumerate_splits().await.map_err(|e| Error::Task {
-                    task: format!("{} (enumerator)", vertex.vertex_id),
-                    source: e,
-                })?;
-                metrics.add_splits(all.len(), all.iter().filter_map(|s| s.size_bytes).sum());
-                Some(assign_splits(all, vertex.parallelism))
-            }
-            _ => None,
-        };
+        let splits = job.splits.get(&vertex.chain[0].operator_id).map(|all| {
+            metrics.add_splits(all.len(), all.iter().filter_map(|s| s.size_bytes).sum());
+            assign_splits(all.clone(), vertex.parallelism)
+        });
         for subtask in 0..vertex.parallelism {
             let task = build_task(
                 &job,
@@ -129,18 +122,20 @@ pub async fn start(job: PreparedJob) -> Result<RunningJob> {
     let handle = tokio::spawn(async move {
         let started = Instant::now();
         let mut set = JoinSet::new();
+        let mut labels = HashMap::new();
         for task in tasks {
             let label = task.label.clone();
-            set.spawn(async move { task.run().await.map_err(|e| (label, e)) });
+            let handle = set.spawn(task.run());
+            labels.insert(handle.id(), label);
         }
         let mut first: Option<Error> = None;
         while let Some(joined) = set.join_next().await {
             let failure = match joined {
                 Ok(Ok(())) => None,
-                Ok(Err((_, e))) => Some(e),
+                Ok(Err(e)) => Some(e),
                 Err(join) if join.is_cancelled() => None,
                 Err(join) => Some(Error::Panic {
-                    task: "subtask".into(),
+                    task: labels.get(&join.id()).cloned().unwrap_or_default(),
                     message: panic_message(join),
                 }),
             };
@@ -234,14 +229,12 @@ async fn build_task(
             });
         }
         let distribution = match &edge.policy {
-            PartitionPolicy::Forward | PartitionPolicy::Union | PartitionPolicy::Singleton => {
-                Distribution::Single
-            }
+            PartitionPolicy::Forward | PartitionPolicy::Singleton => Distribution::Single,
+            PartitionPolicy::Union if chan_senders.len() == 1 => Distribution::Single,
             PartitionPolicy::Broadcast => Distribution::Broadcast,
-            PartitionPolicy::Rebalance => Distribution::RoundRobin(RoundRobin::starting_at(
-                chan_senders.len(),
-                subtask as usize % chan_senders.len(),
-            )),
+            PartitionPolicy::Rebalance | PartitionPolicy::Union => Distribution::RoundRobin(
+                RoundRobin::starting_at(chan_senders.len(), subtask as usize % chan_senders.len()),
+            ),
             PartitionPolicy::Hash { keys, shards } => {
                 let schema = &job.schemas[&(edge.from_operator.clone(), edge.from_output.clone())];
                 let key_indices = keys

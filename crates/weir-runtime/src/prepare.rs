@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use weir_api::{
     ConnectorSpec, OperatorId, OperatorSpec, PreparedOperator, PreparedSink, PreparedSource,
-    SemanticMode, SinkCapability, SourceCapability, dead_letter_schema,
+    SemanticMode, SinkCapability, SourceCapability, SourceSplit, dead_letter_schema,
 };
 use weir_plan::{
     CompiledPlans, ModelNode, NodeKind, PartitionPolicy, PartitionedPlan, schema_from_fields,
@@ -47,6 +47,8 @@ pub struct PreparedJob {
     pub nodes: HashMap<OperatorId, PreparedNode>,
     /// Output schemas by (operator id, side output or `None` for main).
     pub schemas: HashMap<(OperatorId, Option<String>), SchemaRef>,
+    /// Every source's splits, listed once by its enumerator at prepare time.
+    pub splits: HashMap<OperatorId, Vec<SourceSplit>>,
 }
 
 impl PreparedJob {
@@ -61,6 +63,7 @@ impl PreparedJob {
             file: file.to_owned(),
             nodes: HashMap::new(),
             schemas: HashMap::new(),
+            splits: HashMap::new(),
         };
         let nodes: Vec<ModelNode> = job
             .plans
@@ -141,6 +144,11 @@ impl PreparedJob {
                     .prepare(connector_spec)
                     .await
                     .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+                let splits = source
+                    .enumerate_splits()
+                    .await
+                    .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+                self.splits.insert(id.clone(), splits);
                 self.schemas.insert((id.clone(), None), source.schema());
                 if node.bad_records == weir_api::BadRecordPolicy::DeadLetter {
                     self.schemas.insert(
@@ -288,6 +296,21 @@ impl PreparedJob {
         let Some(mode) = self.plans.model.semantic_mode else {
             return Ok(());
         };
+        if mode < SemanticMode::AtLeastOnce {
+            // Stronger than at-least-once: a failed run is rerun from the start, and output
+            // published before the failure stays, so nothing stronger can be promised.
+            return Err(self.prepare_error(
+                "semantic_mode".into(),
+                weir_api::Error::config(
+                    "semantic_mode",
+                    format!(
+                        "{} needs epoch checkpoints with transactional sink commits, which this \
+                         runtime does not take yet; use AT_LEAST_ONCE or BEST_EFFORT",
+                        mode_name(mode)
+                    ),
+                ),
+            ));
+        }
         for node in nodes {
             let reason = match &self.nodes[&node.operator_id] {
                 PreparedNode::Source(s) => source_falls_short(mode, &s.capabilities()),
@@ -299,9 +322,10 @@ impl PreparedJob {
                 return Err(self.prepare_error(
                     path.clone(),
                     weir_api::Error::config(
-                        "semantic_mode",
+                        path,
                         format!(
-                            "the job asks for {mode:?}, but `{}` {reason}",
+                            "the job's semantic_mode is {}, but `{}` {reason}",
+                            mode_name(mode),
                             node.operator_id
                         ),
                     ),
@@ -314,6 +338,28 @@ impl PreparedJob {
     /// The partitioned plan.
     pub fn partitioned(&self) -> &PartitionedPlan {
         &self.plans.partitioned
+    }
+}
+
+/// A mode as spelled in job specs (`AT_LEAST_ONCE`).
+fn mode_name(mode: SemanticMode) -> String {
+    serde_json::to_value(mode)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_else(|| format!("{mode:?}"))
+}
+
+/// Capabilities as spelled in plans (`REPLAYABLE, AT_LEAST_ONCE`).
+fn names<T: serde::Serialize>(caps: &[T]) -> String {
+    let names: Vec<String> = caps
+        .iter()
+        .filter_map(|c| serde_json::to_value(c).ok())
+        .filter_map(|v| v.as_str().map(str::to_owned))
+        .collect();
+    if names.is_empty() {
+        "no guarantee".into()
+    } else {
+        names.join(", ")
     }
 }
 
@@ -330,7 +376,7 @@ fn source_falls_short(mode: SemanticMode, caps: &[SourceCapability]) -> Option<S
         }
         SemanticMode::BestEffort => true,
     };
-    (!ok).then(|| format!("is a source that only offers {caps:?}"))
+    (!ok).then(|| format!("is a source that only offers {}", names(caps)))
 }
 
 fn sink_falls_short(mode: SemanticMode, caps: &[SinkCapability]) -> Option<String> {
@@ -348,5 +394,5 @@ fn sink_falls_short(mode: SemanticMode, caps: &[SinkCapability]) -> Option<Strin
         SemanticMode::AtLeastOnce => caps.iter().any(|c| *c != BestEffort),
         SemanticMode::BestEffort => true,
     };
-    (!ok).then(|| format!("is a sink that only offers {caps:?}"))
+    (!ok).then(|| format!("is a sink that only offers {}", names(caps)))
 }

@@ -87,6 +87,10 @@ impl ChainTask {
             } => {
                 self.read_source(&source, &ctx, splits, &metrics, &dead_letter_writers)
                     .await?;
+                for &w in &dead_letter_writers {
+                    self.send_control(w, StreamMessage::Watermark(Watermark::END))
+                        .await?;
+                }
                 self.drive(0, Item::Watermark(Watermark::END)).await?;
             }
             Head::Gate(mut gate) => loop {

@@ -105,13 +105,13 @@ async fn dispatch(cli: Cli) -> Result<()> {
         Command::Plan { job, parallelism } => {
             let (spec, file) = load(&job, parallelism)?;
             let plans = weir::CompiledPlans::compile(&spec, Some(&file))?;
-            println!("{}", plans.to_json_pretty());
+            print_stdout(&plans.to_json_pretty())?;
         }
         Command::Validate { job, parallelism } => {
             let (spec, file) = load(&job, parallelism)?;
             let prepared = engine.prepare(&spec, Some(&file)).await?;
             let plan = prepared.partitioned();
-            println!(
+            let mut text = format!(
                 "{file}: valid: {} operators in {} vertices, {} tasks",
                 plan.vertices.iter().map(|v| v.chain.len()).sum::<usize>(),
                 plan.vertices.len(),
@@ -124,9 +124,13 @@ async fn dispatch(cli: Cli) -> Result<()> {
                         .get(&node.operator_id)
                         .map(|n| n.describe())
                         .unwrap_or_default();
-                    println!("  {} (x{}): {describe}", node.operator_id, v.parallelism);
+                    text.push_str(&format!(
+                        "\n  {} (x{}): {describe}",
+                        node.operator_id, v.parallelism
+                    ));
                 }
             }
+            print_stdout(&text)?;
         }
         Command::Run {
             job,
@@ -146,13 +150,23 @@ async fn dispatch(cli: Cli) -> Result<()> {
             let summary: JobSummary = result?;
             let peak_rss = summary::peak_rss_bytes();
             if json {
-                println!("{}", summary::to_json(&summary, peak_rss));
+                print_stdout(&summary::to_json(&summary, peak_rss))?;
             } else {
-                print!("{}", summary::render(&summary, peak_rss));
+                print_stdout(summary::render(&summary, peak_rss).trim_end())?;
             }
         }
     }
     Ok(())
+}
+
+/// Writes a line to stdout; a reader that went away (`weir plan | head`) is not an error.
+fn print_stdout(text: &str) -> Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match writeln!(out, "{text}").and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(e.into()),
+        _ => Ok(()),
+    }
 }
 
 /// How often the progress bar refreshes.

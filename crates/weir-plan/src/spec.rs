@@ -133,7 +133,7 @@ pub struct SinkSpec {
 }
 
 /// A reference to an upstream node: `name`, `name.side_output`, or `{from, partition}`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(untagged)]
 pub enum InputSpec {
     /// `name` or `name.side_output`.
@@ -146,6 +146,47 @@ pub enum InputSpec {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         partition: Option<PartitionSpec>,
     },
+}
+
+/// The object form of an input, read field by field so errors name the bad field.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct DetailedInput {
+    from: String,
+    #[serde(default)]
+    partition: Option<PartitionSpec>,
+}
+
+impl<'de> Deserialize<'de> for InputSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> std::result::Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = InputSpec;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a node name, `node.output`, or `{ from: node, partition: ... }`")
+            }
+
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> std::result::Result<InputSpec, E> {
+                Ok(InputSpec::Name(v.to_owned()))
+            }
+
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                map: A,
+            ) -> std::result::Result<InputSpec, A::Error> {
+                let d =
+                    DetailedInput::deserialize(serde::de::value::MapAccessDeserializer::new(map))?;
+                Ok(InputSpec::Detailed {
+                    from: d.from,
+                    partition: d.partition,
+                })
+            }
+        }
+        deserializer.deserialize_any(Visitor)
+    }
 }
 
 impl InputSpec {
@@ -166,9 +207,10 @@ impl InputSpec {
     }
 }
 
-/// How rows travel along an edge, as written in a spec.
+/// How rows travel along an edge, as written in a spec: `forward`, `rebalance`, `broadcast`,
+/// `singleton`, or `{ hash: [key, ...] }`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
+#[serde(rename_all = "snake_case", try_from = "PartitionRepr")]
 pub enum PartitionSpec {
     /// Subtask i sends to subtask i (equal parallelism).
     Forward,
@@ -180,6 +222,35 @@ pub enum PartitionSpec {
     Singleton,
     /// Rows by key: key -> state shard -> owner subtask.
     Hash(Vec<String>),
+}
+
+/// The accepted spellings of a [`PartitionSpec`]; YAML parsers differ in how they read
+/// externally tagged enums, so the map form is read explicitly.
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum PartitionRepr {
+    Name(String),
+    Hash { hash: Vec<String> },
+}
+
+impl TryFrom<PartitionRepr> for PartitionSpec {
+    type Error = String;
+
+    fn try_from(repr: PartitionRepr) -> std::result::Result<Self, String> {
+        match repr {
+            PartitionRepr::Hash { hash } => Ok(PartitionSpec::Hash(hash)),
+            PartitionRepr::Name(name) => match name.as_str() {
+                "forward" => Ok(PartitionSpec::Forward),
+                "rebalance" => Ok(PartitionSpec::Rebalance),
+                "broadcast" => Ok(PartitionSpec::Broadcast),
+                "singleton" => Ok(PartitionSpec::Singleton),
+                other => Err(format!(
+                    "unknown partitioning `{other}` (use forward, rebalance, broadcast, \
+                     singleton or {{ hash: [columns] }})"
+                )),
+            },
+        }
+    }
 }
 
 /// Where a spec came from, for error messages.
@@ -437,6 +508,45 @@ sinks:
         assert_eq!(
             spec.operators[1].input.as_ref().and_then(|i| i.partition()),
             Some(&PartitionSpec::Hash(vec!["auction".into()]))
+        );
+    }
+
+    #[test]
+    fn partition_is_read_on_nodes_and_inputs() {
+        let yaml = YAML.replace(
+            "    input: { from: expensive, partition: { hash: [auction] } }",
+            "    input: expensive\n    partition: { hash: [auction] }",
+        );
+        let spec = JobSpec::from_yaml_str(&yaml, "demo.yaml").expect("valid");
+        assert_eq!(
+            spec.operators[1].partition,
+            Some(PartitionSpec::Hash(vec!["auction".into()]))
+        );
+        let block = YAML.replace(
+            "    input: { from: expensive, partition: { hash: [auction] } }",
+            "    input: expensive\n    partition:\n      hash:\n        - auction",
+        );
+        let spec = JobSpec::from_yaml_str(&block, "demo.yaml").expect("valid");
+        assert!(matches!(
+            spec.operators[1].partition,
+            Some(PartitionSpec::Hash(_))
+        ));
+        for bad in [
+            YAML.replace("partition: { hash: [auction] }", "partition: shuffle"),
+            yaml.replace("partition: { hash: [auction] }", "partition: shuffle"),
+        ] {
+            let err = JobSpec::from_yaml_str(&bad, "demo.yaml").unwrap_err();
+            assert!(
+                err.to_string().contains("unknown partitioning `shuffle`"),
+                "{err}"
+            );
+            assert!(err.to_string().contains("operators[1]"), "{err}");
+        }
+        // Serialized specs read back the same.
+        let json = serde_json::to_string(&spec).expect("serializes");
+        assert_eq!(
+            JobSpec::from_json_str(&json, "x.json").expect("reads"),
+            spec
         );
     }
 

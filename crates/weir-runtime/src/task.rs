@@ -267,21 +267,8 @@ impl ChainTask {
     }
 
     async fn on_barrier(&mut self, barrier: Barrier) -> Result<()> {
-        for pos in 0..self.links.len() {
-            let mut out = Output::new();
-            let link = &mut self.links[pos];
-            link.op
-                .on_barrier(barrier, &mut out)
-                .map_err(|source| Error::Task {
-                    task: link.label.clone(),
-                    source,
-                })?;
-            let mut queue = VecDeque::new();
-            self.route(pos, &mut out, &mut queue).await?;
-            for (p, item) in queue {
-                self.drive(p, item).await?;
-            }
-        }
+        self.call_every_link(|op, out| op.on_barrier(barrier, out))
+            .await?;
         for i in 0..self.writers.len() {
             self.send_control(i, StreamMessage::Barrier(barrier))
                 .await?;
@@ -289,23 +276,32 @@ impl ChainTask {
         Ok(())
     }
 
-    /// End of input: flush every link in chain order, publish the sink, close every channel.
-    async fn finish(&mut self) -> Result<()> {
+    /// Calls `hook` on every link in chain order; what a link emits flows down the chain before
+    /// the next link's hook runs, so each hook sees everything its upstream flushed.
+    async fn call_every_link(
+        &mut self,
+        hook: impl Fn(&mut dyn Operator, &mut Output) -> weir_api::Result<()>,
+    ) -> Result<()> {
         for pos in 0..self.links.len() {
             let mut out = Output::new();
             let link = &mut self.links[pos];
-            link.op
-                .on_end_of_input(&mut out)
-                .map_err(|source| Error::Task {
-                    task: link.label.clone(),
-                    source,
-                })?;
+            hook(link.op.as_mut(), &mut out).map_err(|source| Error::Task {
+                task: link.label.clone(),
+                source,
+            })?;
             let mut queue = VecDeque::new();
             self.route(pos, &mut out, &mut queue).await?;
             for (p, item) in queue {
                 self.drive(p, item).await?;
             }
         }
+        Ok(())
+    }
+
+    /// End of input: flush every link in chain order, publish the sink, close every channel.
+    async fn finish(&mut self) -> Result<()> {
+        self.call_every_link(|op, out| op.on_end_of_input(out))
+            .await?;
         if let Some(sink) = self.sink.as_mut() {
             sink.writer.finish().await.map_err(|source| Error::Task {
                 task: sink.label.clone(),

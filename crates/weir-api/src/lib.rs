@@ -31,6 +31,7 @@ mod operator;
 mod options;
 mod sink;
 mod source;
+pub mod state;
 
 pub use capability::{Boundedness, SemanticMode, SinkCapability, SourceCapability};
 pub use context::TaskContext;
@@ -49,6 +50,8 @@ pub use source::{
     BadRecordPolicy, ConnectorSpec, DeadLetterBuilder, PreparedSource, SourceFactory, SourceSplit,
     SplitBatch, SplitCursor, SplitReader, dead_letter_schema,
 };
+
+pub use state::{KeyedStateStore, StateDescriptor, StateKind, StateSpec};
 
 /// Re-export of the arrow crate this API is built against, so plugins use the same version.
 pub use arrow;

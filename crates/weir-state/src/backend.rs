@@ -1,0 +1,595 @@
+//! The redb backend: one database file per task, its tables, the journal commit and purging.
+
+use crate::clock::StateClock;
+use crate::error::{StateError, StateResult};
+use crate::journal::{Journal, Staged};
+use crate::layout::{self, EntryKey};
+use crate::store::RedbKeyedStore;
+use crate::view::StateReadView;
+use redb::{
+    Database, ReadOnlyTable, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
+};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, MutexGuard};
+use weir_api::{JobId, OperatorId, StateSpec, TaskId};
+
+/// The state format version this build reads and writes; stored in every file.
+pub const STATE_FORMAT_VERSION: u32 = 1;
+
+/// Entry key (see [`crate::layout`]) -> expiry header and payload.
+pub(crate) const ENTRIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("weir_entries");
+/// `(job, operator, state)` -> the registered [`StateSpec`] as JSON.
+pub(crate) const REGISTRY: TableDefinition<&[u8], &[u8]> = TableDefinition::new("weir_registry");
+/// `(job, operator, state)` -> `(entries, bytes)`.
+pub(crate) const SIZES: TableDefinition<&[u8], (u64, u64)> = TableDefinition::new("weir_sizes");
+/// `"format_version"` -> [`STATE_FORMAT_VERSION`].
+const META: TableDefinition<&str, u32> = TableDefinition::new("weir_meta");
+const FORMAT_KEY: &str = "format_version";
+
+/// A migration: the stored payload of an old schema version -> the payload of the new version.
+pub type Migration = Arc<MigrationFn>;
+
+/// The function type behind a [`Migration`].
+pub type MigrationFn = dyn Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync;
+
+/// Entries and bytes of one `(operator, state)`, counted over committed data.
+///
+/// `bytes` counts every entry's key and stored value (the 8-byte expiry header included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StateSize {
+    /// Number of entries (values; map, list and set items).
+    pub entries: u64,
+    /// Key plus stored value bytes of those entries.
+    pub bytes: u64,
+}
+
+pub(crate) type ReadTable = ReadOnlyTable<&'static [u8], &'static [u8]>;
+
+/// Everything behind the backend's lock.
+pub(crate) struct Inner {
+    pub(crate) db: Database,
+    pub(crate) path: PathBuf,
+    pub(crate) clock: Arc<dyn StateClock>,
+    pub(crate) journal: Journal,
+    migrations: HashMap<(String, String, u32), Migration>,
+    /// A read transaction over committed data, reused until the next write to redb.
+    read: Option<ReadTable>,
+}
+
+/// The keyed-state backend of one task: one redb file, one journal shared by the task's
+/// operators, and the registrations of their states.
+///
+/// Cloning is cheap and shares the same file and journal. The runtime calls [`commit`] when the
+/// output of a batch is acknowledged and [`rollback`] when it fails.
+///
+/// [`commit`]: RedbStateBackend::commit
+/// [`rollback`]: RedbStateBackend::rollback
+#[derive(Clone)]
+pub struct RedbStateBackend {
+    inner: Arc<Mutex<Inner>>,
+}
+
+impl std::fmt::Debug for RedbStateBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let inner = self.lock();
+        f.debug_struct("RedbStateBackend")
+            .field("path", &inner.path)
+            .field("staged", &inner.journal.len())
+            .finish()
+    }
+}
+
+/// The file of one task under a state directory: `{dir}/{job}/{pipeline}/{vertex}/{subtask}.redb`,
+/// each id percent-encoded outside `[A-Za-z0-9._-]` so that ids never escape the directory.
+pub fn task_state_file(state_dir: &Path, task: &TaskId) -> PathBuf {
+    state_dir
+        .join(path_safe(task.job.as_str()))
+        .join(path_safe(task.pipeline.as_str()))
+        .join(path_safe(task.vertex.as_str()))
+        .join(format!("{}.redb", task.subtask.0))
+}
+
+fn path_safe(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || b == b'_' || b == b'-' || (b == b'.' && !out.is_empty()) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if out.is_empty() { "%".to_owned() } else { out }
+}
+
+impl RedbStateBackend {
+    /// Opens (or creates) the state file of `task` under `state_dir`, see [`task_state_file`].
+    ///
+    /// # Errors
+    ///
+    /// As [`open`](Self::open), plus [`StateError::Io`] when the directory cannot be created.
+    pub fn open_for_task(
+        state_dir: &Path,
+        task: &TaskId,
+        clock: Arc<dyn StateClock>,
+    ) -> StateResult<Self> {
+        let path = task_state_file(state_dir, task);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| StateError::Io {
+                path: parent.to_path_buf(),
+                source,
+            })?;
+        }
+        Self::open(&path, clock)
+    }
+
+    /// Opens (or creates) a state file and checks its format version.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::FormatVersion`] for a file of another format version;
+    /// [`StateError::Storage`] when redb cannot open or initialize it.
+    pub fn open(path: &Path, clock: Arc<dyn StateClock>) -> StateResult<Self> {
+        let db = Database::create(path)
+            .map_err(|e| StateError::storage(format!("opening {}", path.display()), e))?;
+        let ctx = || format!("initializing {}", path.display());
+        let txn = db
+            .begin_write()
+            .map_err(|e| StateError::storage(ctx(), e))?;
+        {
+            let mut meta = txn
+                .open_table(META)
+                .map_err(|e| StateError::storage(ctx(), e))?;
+            let found = meta
+                .get(FORMAT_KEY)
+                .map_err(|e| StateError::storage(ctx(), e))?
+                .map(|g| g.value());
+            match found {
+                Some(v) if v != STATE_FORMAT_VERSION => {
+                    return Err(StateError::FormatVersion {
+                        path: path.to_path_buf(),
+                        found: v,
+                        expected: STATE_FORMAT_VERSION,
+                    });
+                }
+                Some(_) => {}
+                None => {
+                    meta.insert(FORMAT_KEY, STATE_FORMAT_VERSION)
+                        .map_err(|e| StateError::storage(ctx(), e))?;
+                }
+            }
+            txn.open_table(ENTRIES)
+                .map_err(|e| StateError::storage(ctx(), e))?;
+            txn.open_table(REGISTRY)
+                .map_err(|e| StateError::storage(ctx(), e))?;
+            txn.open_table(SIZES)
+                .map_err(|e| StateError::storage(ctx(), e))?;
+        }
+        txn.commit().map_err(|e| StateError::storage(ctx(), e))?;
+        Ok(Self {
+            inner: Arc::new(Mutex::new(Inner {
+                db,
+                path: path.to_path_buf(),
+                clock,
+                journal: Journal::default(),
+                migrations: HashMap::new(),
+                read: None,
+            })),
+        })
+    }
+
+    /// The keyed store of one operator of one job; stores share this backend's journal.
+    pub fn keyed_store(&self, job: &JobId, operator: &OperatorId) -> RedbKeyedStore {
+        RedbKeyedStore::new(self.clone(), job.as_str(), operator.as_str())
+    }
+
+    /// Locks the shared state. A poisoned lock is taken over: the journal may then hold part of
+    /// a batch, which the runtime rolls back when it handles the panic as a task failure.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Number of entry keys staged in the journal.
+    pub fn staged_len(&self) -> usize {
+        self.lock().journal.len()
+    }
+
+    /// Writes every staged mutation to redb in one write transaction, with the size accounting.
+    ///
+    /// Called by the runtime when the output of the batch that caused the mutations has been
+    /// acknowledged downstream. Either all mutations become durable or none.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Storage`] when redb fails; the journal is then kept, and the caller must
+    /// [`rollback`](Self::rollback) (the task fails and replays from its last acknowledged cut).
+    pub fn commit(&self) -> StateResult<()> {
+        let mut inner = self.lock();
+        if inner.journal.len() == 0 {
+            return Ok(());
+        }
+        let staged = inner.journal.take();
+        inner.read = None;
+        let result = (|| {
+            let txn = inner.begin_write("committing the journal")?;
+            {
+                let mut entries = open(&txn, ENTRIES)?;
+                let mut deltas: HashMap<Vec<u8>, (i128, i128)> = HashMap::new();
+                for (key, outcome) in &staged {
+                    let id = entry_state_id(key)?;
+                    let old = match outcome {
+                        Staged::Put(stored) => entries.insert(key.as_slice(), stored.as_slice()),
+                        Staged::Delete => entries.remove(key.as_slice()),
+                    }
+                    .map_err(|e| StateError::storage("committing the journal", e))?
+                    .map(|g| g.value().len());
+                    let delta = deltas.entry(id).or_default();
+                    if let Some(old_len) = old {
+                        delta.0 -= 1;
+                        delta.1 -= (key.len() + old_len) as i128;
+                    }
+                    if let Staged::Put(stored) = outcome {
+                        delta.0 += 1;
+                        delta.1 += (key.len() + stored.len()) as i128;
+                    }
+                }
+                apply_size_deltas(&txn, deltas)?;
+            }
+            txn.commit()
+                .map_err(|e| StateError::storage("committing the journal", e))
+        })();
+        if result.is_err() {
+            inner.journal.restore(staged);
+        }
+        result
+    }
+
+    /// Drops every staged mutation: redb keeps exactly what the last commit left.
+    pub fn rollback(&self) {
+        self.lock().journal.clear();
+    }
+
+    /// Removes every committed entry whose TTL deadline is at or before `now_ms`, in one write
+    /// transaction, and returns how many were removed. Staged mutations are not touched.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Storage`] when redb fails.
+    pub fn purge_expired(&self, now_ms: u64) -> StateResult<u64> {
+        let mut inner = self.lock();
+        inner.read = None;
+        let ctx = "purging expired state";
+        let txn = inner.begin_write(ctx)?;
+        let mut removed = 0u64;
+        {
+            let mut entries = open(&txn, ENTRIES)?;
+            let mut expired = Vec::new();
+            for item in entries.iter().map_err(|e| StateError::storage(ctx, e))? {
+                let (k, v) = item.map_err(|e| StateError::storage(ctx, e))?;
+                let (expiry, _) = layout::decode_stored(v.value())?;
+                if layout::is_expired(expiry, now_ms) {
+                    expired.push((k.value().to_vec(), v.value().len()));
+                }
+            }
+            let mut deltas: HashMap<Vec<u8>, (i128, i128)> = HashMap::new();
+            for (key, len) in expired {
+                entries
+                    .remove(key.as_slice())
+                    .map_err(|e| StateError::storage(ctx, e))?;
+                let delta = deltas.entry(entry_state_id(&key)?).or_default();
+                delta.0 -= 1;
+                delta.1 -= (key.len() + len) as i128;
+                removed += 1;
+            }
+            apply_size_deltas(&txn, deltas)?;
+        }
+        txn.commit().map_err(|e| StateError::storage(ctx, e))?;
+        Ok(removed)
+    }
+
+    /// Entries and bytes of one state of one operator, over committed data.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Storage`] when redb fails.
+    pub fn state_size(
+        &self,
+        job: &JobId,
+        operator: &OperatorId,
+        state: &str,
+    ) -> StateResult<StateSize> {
+        let view = self.read_view()?;
+        view.state_size(job, operator, state)
+    }
+
+    /// A point-in-time view of committed state for snapshots and inspection.
+    ///
+    /// The view is a redb read transaction: an MVCC snapshot that does not block commits, which
+    /// keep going while a snapshot writer iterates the view. It never sees staged mutations.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Storage`] when redb fails.
+    pub fn read_view(&self) -> StateResult<StateReadView> {
+        let inner = self.lock();
+        let txn = inner
+            .db
+            .begin_read()
+            .map_err(|e| StateError::storage("starting a read view", e))?;
+        StateReadView::new(txn)
+    }
+
+    /// Registers a migration of `state` of `operator` from stored schema version `from_version`
+    /// to whatever version the descriptor registered later asks for. The function receives the
+    /// old payload and returns the new one; map keys and set elements are not migrated.
+    pub fn register_migration(
+        &self,
+        operator: &OperatorId,
+        state: &str,
+        from_version: u32,
+        migration: impl Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync + 'static,
+    ) {
+        self.lock().migrations.insert(
+            (operator.as_str().to_owned(), state.to_owned(), from_version),
+            Arc::new(migration),
+        );
+    }
+
+    /// Like [`register_migration`](Self::register_migration), with a function that returns the
+    /// new typed value; it is encoded with the state codec.
+    pub fn register_typed_migration<T: serde::Serialize>(
+        &self,
+        operator: &OperatorId,
+        state: &str,
+        from_version: u32,
+        migration: impl Fn(&[u8]) -> Result<T, String> + Send + Sync + 'static,
+    ) {
+        let name = state.to_owned();
+        self.register_migration(operator, state, from_version, move |old| {
+            let value = migration(old)?;
+            crate::codec::encode(&name, &value).map_err(|e| e.to_string())
+        });
+    }
+
+    /// Registers `spec` for `(job, operator)`: stores it on first use, checks kind and schema
+    /// version against the stored registration, and runs a registered migration when needed.
+    pub(crate) fn register(&self, job: &str, operator: &str, spec: &StateSpec) -> StateResult<()> {
+        let mut inner = self.lock();
+        let id = layout::state_id_key(job, operator, &spec.name);
+        let stored: Option<StateSpec> = match inner.committed_registry()?.get(id.as_slice()) {
+            Ok(Some(g)) => Some(serde_json::from_slice(g.value()).map_err(|e| {
+                StateError::corrupt(format!("registration of state `{}`: {e}", spec.name))
+            })?),
+            Ok(None) => None,
+            Err(e) => return Err(StateError::storage("reading a state registration", e)),
+        };
+        if let Some(stored) = &stored {
+            if stored.kind != spec.kind {
+                return Err(StateError::KindMismatch {
+                    operator: operator.to_owned(),
+                    state: spec.name.clone(),
+                    stored: stored.kind,
+                    requested: spec.kind,
+                });
+            }
+            if stored == spec {
+                return Ok(());
+            }
+        }
+        inner.read = None;
+        let ctx = "registering a state";
+        let txn = inner.begin_write(ctx)?;
+        if let Some(stored) = &stored
+            && stored.schema_version != spec.schema_version
+        {
+            let key = (
+                operator.to_owned(),
+                spec.name.clone(),
+                stored.schema_version,
+            );
+            let Some(migration) = inner.migrations.get(&key).cloned() else {
+                return Err(StateError::SchemaVersion {
+                    operator: operator.to_owned(),
+                    state: spec.name.clone(),
+                    stored: stored.schema_version,
+                    requested: spec.schema_version,
+                });
+            };
+            migrate(
+                &txn,
+                job,
+                operator,
+                &spec.name,
+                stored.schema_version,
+                &*migration,
+            )?;
+            tracing::info!(
+                operator, state = %spec.name, from = stored.schema_version,
+                to = spec.schema_version, "migrated keyed state"
+            );
+        }
+        let json = serde_json::to_vec(spec)
+            .map_err(|e| StateError::corrupt(format!("encoding a registration: {e}")))?;
+        open(&txn, REGISTRY)?
+            .insert(id.as_slice(), json.as_slice())
+            .map_err(|e| StateError::storage(ctx, e))?;
+        txn.commit().map_err(|e| StateError::storage(ctx, e))
+    }
+}
+
+impl Inner {
+    fn begin_write(&self, context: &str) -> StateResult<WriteTransaction> {
+        self.db
+            .begin_write()
+            .map_err(|e| StateError::storage(context, e))
+    }
+
+    /// The entries table of the cached read transaction over committed data.
+    fn committed_entries(&mut self) -> StateResult<&ReadTable> {
+        if self.read.is_none() {
+            let txn = self
+                .db
+                .begin_read()
+                .map_err(|e| StateError::storage("reading state", e))?;
+            let table = txn
+                .open_table(ENTRIES)
+                .map_err(|e| StateError::storage("reading state", e))?;
+            self.read = Some(table);
+        }
+        self.read
+            .as_ref()
+            .ok_or_else(|| StateError::corrupt("read table vanished"))
+    }
+
+    /// The committed registry table, through a fresh read transaction.
+    fn committed_registry(&self) -> StateResult<ReadOnlyTable<&'static [u8], &'static [u8]>> {
+        let txn = self
+            .db
+            .begin_read()
+            .map_err(|e| StateError::storage("reading state registrations", e))?;
+        txn.open_table(REGISTRY)
+            .map_err(|e| StateError::storage("reading state registrations", e))
+    }
+
+    /// The stored value of an entry: the journal's outcome if the batch touched it, else redb's.
+    pub(crate) fn lookup(&mut self, key: &[u8]) -> StateResult<Option<Vec<u8>>> {
+        match self.journal.get(key) {
+            Some(Staged::Put(stored)) => return Ok(Some(stored.clone())),
+            Some(Staged::Delete) => return Ok(None),
+            None => {}
+        }
+        let table = self.committed_entries()?;
+        let found = table
+            .get(key)
+            .map_err(|e| StateError::storage("reading state", e))?;
+        Ok(found.map(|g| g.value().to_vec()))
+    }
+
+    /// Every `(entry key, stored value)` starting with `prefix`, journal merged over redb.
+    pub(crate) fn lookup_prefix(&mut self, prefix: &[u8]) -> StateResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut merged: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>> =
+            std::collections::BTreeMap::new();
+        let table = self.committed_entries()?;
+        let range = table
+            .range::<&[u8]>(prefix..)
+            .map_err(|e| StateError::storage("scanning state", e))?;
+        for item in range {
+            let (k, v) = item.map_err(|e| StateError::storage("scanning state", e))?;
+            if !k.value().starts_with(prefix) {
+                break;
+            }
+            merged.insert(k.value().to_vec(), Some(v.value().to_vec()));
+        }
+        for (k, outcome) in self.journal.with_prefix(prefix) {
+            let value = match outcome {
+                Staged::Put(stored) => Some(stored.clone()),
+                Staged::Delete => None,
+            };
+            merged.insert(k.clone(), value);
+        }
+        Ok(merged
+            .into_iter()
+            .filter_map(|(k, v)| v.map(|v| (k, v)))
+            .collect())
+    }
+}
+
+fn open<'txn>(
+    txn: &'txn WriteTransaction,
+    def: TableDefinition<&'static [u8], &'static [u8]>,
+) -> StateResult<redb::Table<'txn, &'static [u8], &'static [u8]>> {
+    txn.open_table(def)
+        .map_err(|e| StateError::storage("opening a state table", e))
+}
+
+/// The `(job, operator, state)` key of an entry key.
+fn entry_state_id(key: &[u8]) -> StateResult<Vec<u8>> {
+    let parts = EntryKey::decode(key)?;
+    Ok(layout::state_id_key(parts.job, parts.operator, parts.state))
+}
+
+fn apply_size_deltas(
+    txn: &WriteTransaction,
+    deltas: HashMap<Vec<u8>, (i128, i128)>,
+) -> StateResult<()> {
+    let ctx = "updating state sizes";
+    let mut sizes = txn
+        .open_table(SIZES)
+        .map_err(|e| StateError::storage(ctx, e))?;
+    for (id, (d_entries, d_bytes)) in deltas {
+        if d_entries == 0 && d_bytes == 0 {
+            continue;
+        }
+        let (entries, bytes) = sizes
+            .get(id.as_slice())
+            .map_err(|e| StateError::storage(ctx, e))?
+            .map(|g| g.value())
+            .unwrap_or((0, 0));
+        let new_entries = u64::try_from(i128::from(entries) + d_entries)
+            .map_err(|_| StateError::corrupt("size accounting would go below zero entries"))?;
+        let new_bytes = u64::try_from(i128::from(bytes) + d_bytes)
+            .map_err(|_| StateError::corrupt("size accounting would go below zero bytes"))?;
+        if new_entries == 0 {
+            sizes
+                .remove(id.as_slice())
+                .map_err(|e| StateError::storage(ctx, e))?;
+        } else {
+            sizes
+                .insert(id.as_slice(), (new_entries, new_bytes))
+                .map_err(|e| StateError::storage(ctx, e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Rewrites every entry of `(job, operator, state)` with `migration`, keeping expiry deadlines.
+fn migrate(
+    txn: &WriteTransaction,
+    job: &str,
+    operator: &str,
+    state: &str,
+    from: u32,
+    migration: &MigrationFn,
+) -> StateResult<()> {
+    let ctx = "migrating state";
+    let prefix = layout::operator_prefix(job, operator);
+    let mut entries = open(txn, ENTRIES)?;
+    let mut rewritten = Vec::new();
+    for item in entries
+        .range::<&[u8]>(prefix.as_slice()..)
+        .map_err(|e| StateError::storage(ctx, e))?
+    {
+        let (k, v) = item.map_err(|e| StateError::storage(ctx, e))?;
+        if !k.value().starts_with(&prefix) {
+            break;
+        }
+        if EntryKey::decode(k.value())?.state != state {
+            continue;
+        }
+        let (expiry, payload) = layout::decode_stored(v.value())?;
+        let new = migration(payload).map_err(|message| StateError::Migration {
+            operator: operator.to_owned(),
+            state: state.to_owned(),
+            from,
+            message,
+        })?;
+        rewritten.push((
+            k.value().to_vec(),
+            v.value().len(),
+            layout::encode_stored(expiry, &new),
+        ));
+    }
+    let mut d_bytes = 0i128;
+    for (key, old_len, stored) in rewritten {
+        d_bytes += stored.len() as i128 - old_len as i128;
+        entries
+            .insert(key.as_slice(), stored.as_slice())
+            .map_err(|e| StateError::storage(ctx, e))?;
+    }
+    drop(entries);
+    let mut deltas = HashMap::new();
+    deltas.insert(layout::state_id_key(job, operator, state), (0, d_bytes));
+    apply_size_deltas(txn, deltas)
+}

@@ -1,0 +1,159 @@
+//! The one error enum of the state crate, and its mapping into [`weir_api::Error`].
+
+use std::path::PathBuf;
+
+/// Everything that can go wrong in keyed state.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum StateError {
+    /// redb failed (I/O, corruption, a full disk); `context` says what Weir was doing.
+    #[error("state storage error while {context}: {source}")]
+    Storage {
+        /// What Weir was doing, e.g. `committing the journal`.
+        context: String,
+        /// redb's error.
+        #[source]
+        source: Box<redb::Error>,
+    },
+    /// Creating the state directory failed.
+    #[error("cannot create state directory {path}: {source}")]
+    Io {
+        /// The directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The file was written with another state format version; Weir refuses to guess.
+    #[error(
+        "state file {path} has format version {found}, this Weir reads version {expected}; \
+         restore the state from a snapshot or use the matching Weir release"
+    )]
+    FormatVersion {
+        /// The database file.
+        path: PathBuf,
+        /// The version stored in the file.
+        found: u32,
+        /// The version this build reads and writes.
+        expected: u32,
+    },
+    /// A descriptor's schema version differs from the stored one and no migration is registered.
+    #[error(
+        "state `{state}` of operator `{operator}` is stored with schema version {stored}, \
+         the descriptor asks for version {requested}; register a migration from version \
+         {stored} or keep the old version"
+    )]
+    SchemaVersion {
+        /// The operator id.
+        operator: String,
+        /// The state name.
+        state: String,
+        /// The stored version.
+        stored: u32,
+        /// The descriptor's version.
+        requested: u32,
+    },
+    /// A descriptor's kind (value/map/list/set) differs from the stored registration.
+    #[error(
+        "state `{state}` of operator `{operator}` is stored as a {stored} state, \
+         the descriptor declares a {requested} state"
+    )]
+    KindMismatch {
+        /// The operator id.
+        operator: String,
+        /// The state name.
+        state: String,
+        /// The stored kind.
+        stored: weir_api::StateKind,
+        /// The descriptor's kind.
+        requested: weir_api::StateKind,
+    },
+    /// A registered migration function failed on a stored value.
+    #[error(
+        "migration of state `{state}` of operator `{operator}` from schema version {from} failed: {message}"
+    )]
+    Migration {
+        /// The operator id.
+        operator: String,
+        /// The state name.
+        state: String,
+        /// The version migrated from.
+        from: u32,
+        /// The migration's message.
+        message: String,
+    },
+    /// A value could not be encoded or decoded with the state codec.
+    #[error("codec error in state `{state}`: {message}")]
+    Codec {
+        /// The state name.
+        state: String,
+        /// postcard's message.
+        message: String,
+    },
+    /// A state was accessed before it was registered.
+    #[error("state `{state}` of operator `{operator}` is used before it is registered")]
+    UnknownState {
+        /// The operator id.
+        operator: String,
+        /// The state name.
+        state: String,
+    },
+    /// A state was accessed before `set_current_key`.
+    #[error("operator `{operator}` accessed keyed state without a current key")]
+    NoCurrentKey {
+        /// The operator id.
+        operator: String,
+    },
+    /// A stored key or value does not have the documented layout.
+    #[error("corrupt state entry: {message}")]
+    Corrupt {
+        /// What does not fit the layout.
+        message: String,
+    },
+}
+
+impl StateError {
+    /// Wraps any redb error with what Weir was doing.
+    pub(crate) fn storage(context: impl Into<String>, source: impl Into<redb::Error>) -> Self {
+        StateError::Storage {
+            context: context.into(),
+            source: Box::new(source.into()),
+        }
+    }
+
+    /// Shorthand for [`StateError::Corrupt`].
+    pub(crate) fn corrupt(message: impl Into<String>) -> Self {
+        StateError::Corrupt {
+            message: message.into(),
+        }
+    }
+}
+
+/// Result with [`StateError`].
+pub type StateResult<T> = std::result::Result<T, StateError>;
+
+impl From<StateError> for weir_api::Error {
+    fn from(err: StateError) -> Self {
+        match &err {
+            StateError::Storage { context, .. } => {
+                weir_api::Error::external("state storage (redb)", context.clone(), &err, false)
+            }
+            StateError::Io { path, .. } => weir_api::Error::external(
+                "file system",
+                format!("creating state directory {}", path.display()),
+                &err,
+                false,
+            ),
+            StateError::FormatVersion { .. }
+            | StateError::SchemaVersion { .. }
+            | StateError::KindMismatch { .. }
+            | StateError::Migration { .. } => {
+                weir_api::Error::schema("keyed state", err.to_string())
+            }
+            StateError::Codec { .. }
+            | StateError::UnknownState { .. }
+            | StateError::NoCurrentKey { .. }
+            | StateError::Corrupt { .. } => weir_api::Error::Internal(err.to_string()),
+        }
+    }
+}

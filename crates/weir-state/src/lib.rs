@@ -1,0 +1,66 @@
+//! Weir's keyed state: the one key layout, the one value codec and the default backend on
+//! embedded [redb], with the journal, TTL, size accounting and schema versions.
+//!
+//! This crate owns:
+//! - the key layout ([`layout`]) and the value codec ([`codec`], postcard);
+//! - [`RedbStateBackend`]: one redb file per task, a stored format version, the execution-local
+//!   journal ([`RedbStateBackend::commit`] / [`RedbStateBackend::rollback`]), TTL purging,
+//!   size accounting and schema migrations;
+//! - [`RedbKeyedStore`]: one operator's [`weir_api::KeyedStateStore`];
+//! - the typed handles ([`KeyedStateExt`]: [`ValueState`], [`MapState`], [`ListState`],
+//!   [`SetState`]);
+//! - [`StateReadView`]: point-in-time enumeration of committed state per (operator, shard, state),
+//!   the key index snapshots use.
+//!
+//! Among Weir crates it depends on `weir-api` only (`weir-plan`, whose stable key hash gives
+//! operators the shard of a key, is a test dependency for now; the planner's shard ownership will
+//! make it a real one for rescale). It must not depend on the runtime, on a transport, on
+//! connectors or on DataFusion. The API traits live in `weir-api`;
+//! nothing there depends on redb.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use weir_api::state::{Map, Value};
+//! use weir_api::{JobId, KeyedStateStore, OperatorId, StateDescriptor, StateShardId};
+//! use weir_state::{KeyedStateExt, ManualClock, RedbStateBackend};
+//!
+//! # fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let dir = tempfile::tempdir()?;
+//! let backend = RedbStateBackend::open(&dir.path().join("task.redb"), Arc::new(ManualClock::new(0)))?;
+//! let mut store = backend.keyed_store(&JobId::new("job"), &OperatorId::new("count"));
+//! let count = StateDescriptor::<Value<u64>>::new("count");
+//! let last = StateDescriptor::<Map<String, i64>>::new("last");
+//!
+//! store.set_current_key(b"alice", StateShardId(7));
+//! let n = store.value_state(&count)?.value()?.unwrap_or(0);
+//! store.value_state(&count)?.update(&(n + 1))?;
+//! store.map_state(&last)?.put(&"price".to_owned(), &42)?;
+//! backend.commit()?; // the batch's output was acknowledged downstream
+//!
+//! assert_eq!(store.value_state(&count)?.value()?, Some(1));
+//! # Ok(())
+//! # }
+//! ```
+
+mod backend;
+mod clock;
+pub mod codec;
+mod error;
+mod handle;
+mod journal;
+pub mod layout;
+mod store;
+mod view;
+
+pub use backend::{
+    Migration, MigrationFn, RedbStateBackend, STATE_FORMAT_VERSION, StateSize, task_state_file,
+};
+pub use clock::{ManualClock, StateClock, SystemClock};
+pub use error::{StateError, StateResult};
+pub use handle::{KeyedStateExt, ListState, MapState, SetState, ValueState};
+pub use layout::EntryKey;
+pub use store::RedbKeyedStore;
+pub use view::{EntryScan, RawEntry, StateReadView};
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,199 @@
+//! The keyed store of one operator instance on the redb backend.
+
+use crate::backend::RedbStateBackend;
+use crate::error::{StateError, StateResult};
+use crate::journal::Staged;
+use crate::layout;
+use std::collections::HashMap;
+use weir_api::{KeyedStateStore, StateShardId, StateSpec};
+
+/// One operator's keyed state in a task's [`RedbStateBackend`]; implements [`KeyedStateStore`].
+///
+/// Reads see the task's staged mutations; writes are staged in the task's journal and reach redb
+/// on [`RedbStateBackend::commit`]. TTL is sliding: every read or write of a live entry of a
+/// state with a TTL stages a new deadline `now + ttl`; an entry found expired is reported absent
+/// and its removal is staged.
+#[derive(Debug)]
+pub struct RedbKeyedStore {
+    backend: RedbStateBackend,
+    job: String,
+    operator: String,
+    shard: StateShardId,
+    namespace: Vec<u8>,
+    key: Option<Vec<u8>>,
+    states: HashMap<String, StateSpec>,
+}
+
+impl RedbKeyedStore {
+    pub(crate) fn new(backend: RedbStateBackend, job: &str, operator: &str) -> Self {
+        Self {
+            backend,
+            job: job.to_owned(),
+            operator: operator.to_owned(),
+            shard: StateShardId(0),
+            namespace: Vec::new(),
+            key: None,
+            states: HashMap::new(),
+        }
+    }
+
+    /// The backend (task file and journal) this store writes to.
+    pub fn backend(&self) -> &RedbStateBackend {
+        &self.backend
+    }
+
+    /// The TTL of a registered state, or an error for an unregistered one.
+    fn ttl_of(&self, state: &str) -> StateResult<Option<u64>> {
+        self.states
+            .get(state)
+            .map(|spec| spec.ttl_ms)
+            .ok_or_else(|| StateError::UnknownState {
+                operator: self.operator.clone(),
+                state: state.to_owned(),
+            })
+    }
+
+    /// The layout prefix of the current key in `state` (append a sub-key for an entry key).
+    fn current_prefix(&self, state: &str) -> StateResult<Vec<u8>> {
+        let key = self
+            .key
+            .as_deref()
+            .ok_or_else(|| StateError::NoCurrentKey {
+                operator: self.operator.clone(),
+            })?;
+        let state_prefix = layout::state_prefix(&self.job, &self.operator, self.shard, state);
+        Ok(layout::key_prefix(&state_prefix, &self.namespace, key))
+    }
+
+    fn get_impl(&mut self, state: &str, sub_key: &[u8]) -> StateResult<Option<Vec<u8>>> {
+        let ttl = self.ttl_of(state)?;
+        let mut entry_key = self.current_prefix(state)?;
+        entry_key.extend_from_slice(sub_key);
+        let mut inner = self.backend.lock();
+        let now = inner.clock.now_ms();
+        let Some(stored) = inner.lookup(&entry_key)? else {
+            return Ok(None);
+        };
+        let (expiry, payload) = layout::decode_stored(&stored)?;
+        if layout::is_expired(expiry, now) {
+            inner.journal.stage(entry_key, Staged::Delete);
+            return Ok(None);
+        }
+        let payload = payload.to_vec();
+        if let Some(ttl) = ttl {
+            let refreshed = layout::encode_stored(now.saturating_add(ttl), &payload);
+            inner.journal.stage(entry_key, Staged::Put(refreshed));
+        }
+        Ok(Some(payload))
+    }
+
+    fn put_impl(&mut self, state: &str, sub_key: &[u8], payload: &[u8]) -> StateResult<()> {
+        let ttl = self.ttl_of(state)?;
+        let mut entry_key = self.current_prefix(state)?;
+        entry_key.extend_from_slice(sub_key);
+        let mut inner = self.backend.lock();
+        let expiry = ttl.map_or(0, |ttl| inner.clock.now_ms().saturating_add(ttl));
+        inner.journal.stage(
+            entry_key,
+            Staged::Put(layout::encode_stored(expiry, payload)),
+        );
+        Ok(())
+    }
+
+    fn remove_impl(&mut self, state: &str, sub_key: &[u8]) -> StateResult<bool> {
+        self.ttl_of(state)?;
+        let mut entry_key = self.current_prefix(state)?;
+        entry_key.extend_from_slice(sub_key);
+        let mut inner = self.backend.lock();
+        let now = inner.clock.now_ms();
+        let existed = match inner.lookup(&entry_key)? {
+            Some(stored) => !layout::is_expired(layout::decode_stored(&stored)?.0, now),
+            None => false,
+        };
+        inner.journal.stage(entry_key, Staged::Delete);
+        Ok(existed)
+    }
+
+    fn entries_impl(&mut self, state: &str) -> StateResult<Vec<(Vec<u8>, Vec<u8>)>> {
+        let ttl = self.ttl_of(state)?;
+        let prefix = self.current_prefix(state)?;
+        let mut inner = self.backend.lock();
+        let now = inner.clock.now_ms();
+        let mut out = Vec::new();
+        for (entry_key, stored) in inner.lookup_prefix(&prefix)? {
+            let (expiry, payload) = layout::decode_stored(&stored)?;
+            let sub_key = entry_key[prefix.len()..].to_vec();
+            if layout::is_expired(expiry, now) {
+                inner.journal.stage(entry_key, Staged::Delete);
+                continue;
+            }
+            if let Some(ttl) = ttl {
+                let refreshed = layout::encode_stored(now.saturating_add(ttl), payload);
+                inner.journal.stage(entry_key, Staged::Put(refreshed));
+            }
+            out.push((sub_key, payload.to_vec()));
+        }
+        Ok(out)
+    }
+
+    fn clear_impl(&mut self, state: &str) -> StateResult<()> {
+        self.ttl_of(state)?;
+        let prefix = self.current_prefix(state)?;
+        let mut inner = self.backend.lock();
+        for (entry_key, _) in inner.lookup_prefix(&prefix)? {
+            inner.journal.stage(entry_key, Staged::Delete);
+        }
+        Ok(())
+    }
+
+    fn register_impl(&mut self, spec: &StateSpec) -> StateResult<()> {
+        if self.states.get(&spec.name) == Some(spec) {
+            return Ok(());
+        }
+        self.backend.register(&self.job, &self.operator, spec)?;
+        self.states.insert(spec.name.clone(), spec.clone());
+        Ok(())
+    }
+}
+
+impl KeyedStateStore for RedbKeyedStore {
+    fn set_current_key(&mut self, key: &[u8], shard: StateShardId) {
+        match &mut self.key {
+            Some(current) => {
+                current.clear();
+                current.extend_from_slice(key);
+            }
+            None => self.key = Some(key.to_vec()),
+        }
+        self.shard = shard;
+    }
+
+    fn set_current_namespace(&mut self, namespace: &[u8]) {
+        self.namespace.clear();
+        self.namespace.extend_from_slice(namespace);
+    }
+
+    fn register(&mut self, spec: &StateSpec) -> weir_api::Result<()> {
+        Ok(self.register_impl(spec)?)
+    }
+
+    fn get(&mut self, state: &str, sub_key: &[u8]) -> weir_api::Result<Option<Vec<u8>>> {
+        Ok(self.get_impl(state, sub_key)?)
+    }
+
+    fn put(&mut self, state: &str, sub_key: &[u8], payload: &[u8]) -> weir_api::Result<()> {
+        Ok(self.put_impl(state, sub_key, payload)?)
+    }
+
+    fn remove(&mut self, state: &str, sub_key: &[u8]) -> weir_api::Result<bool> {
+        Ok(self.remove_impl(state, sub_key)?)
+    }
+
+    fn entries(&mut self, state: &str) -> weir_api::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        Ok(self.entries_impl(state)?)
+    }
+
+    fn clear(&mut self, state: &str) -> weir_api::Result<()> {
+        Ok(self.clear_impl(state)?)
+    }
+}

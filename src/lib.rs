@@ -19,9 +19,10 @@ pub use weir_api as api;
 pub use weir_file as file;
 pub use weir_plan as plan;
 pub use weir_runtime as runtime;
+pub use weir_state as state;
 
 pub use weir_plan::{CompiledPlans, JobSpec};
-pub use weir_runtime::{Error, JobSummary, PreparedJob, Registry, Result, RunningJob};
+pub use weir_runtime::{Error, JobSummary, PreparedJob, Registry, Result, RunOptions, RunningJob};
 
 /// The registry with every built-in operator and connector: `filter`, `project`, `union`,
 /// sources `file` and `datagen`, sinks `file` and `blackhole`.
@@ -97,6 +98,14 @@ impl Engine {
     /// When the source enumerators or operator instances fail to start.
     pub async fn start(&self, job: PreparedJob) -> Result<RunningJob> {
         weir_runtime::start(job).await
+    }
+
+    /// Starts a prepared job with explicit [`RunOptions`] (e.g. where keyed state lives).
+    ///
+    /// # Errors
+    /// As [`Engine::start`].
+    pub async fn start_with(&self, job: PreparedJob, options: RunOptions) -> Result<RunningJob> {
+        weir_runtime::start_with(job, options).await
     }
 
     /// Runs a spec to its end.

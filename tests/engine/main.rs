@@ -4,5 +4,6 @@
 
 mod bad_input;
 mod end_to_end;
+mod keyed_state;
 mod routing;
 mod support;

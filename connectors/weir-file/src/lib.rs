@@ -40,6 +40,8 @@
 //!     operator_id: "bids".into(),
 //!     subtask: Default::default(),
 //!     parallelism: 1,
+//!     state: None,
+//!     state_shard_count: None,
 //! };
 //! let mut reader = source.open_split(&splits[0], &ctx).await?;
 //! let batch = reader.next_batch().await?.expect("one batch");

@@ -22,6 +22,8 @@ pub(crate) fn ctx(subtask: u32) -> TaskContext {
         operator_id: "files".into(),
         subtask: weir_api::SubtaskIndex(subtask),
         parallelism: 2,
+        state: None,
+        state_shard_count: None,
     }
 }
 

@@ -1,9 +1,23 @@
 //! What a running operator, source reader or sink writer knows about where it runs.
 
+use crate::error::{Error, Result};
 use crate::ids::{JobId, OperatorId, SubtaskIndex};
+use crate::state::KeyedStateStore;
+use std::sync::Arc;
+
+/// The task's keyed-state backend, as operators see it: it hands each operator a store scoped to
+/// (job, operator). The runtime implements it (redb by default) and commits or rolls back the
+/// store's journal around every input batch.
+pub trait StateBackendHandle: Send + Sync + std::fmt::Debug {
+    /// A store for `operator`'s state in `job`.
+    ///
+    /// # Errors
+    /// When the backend cannot be opened (its file, its format version).
+    fn keyed_store(&self, job: &JobId, operator: &OperatorId) -> Result<Box<dyn KeyedStateStore>>;
+}
 
 /// Identity of one parallel instance of an operator, handed to it when it is created.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct TaskContext {
     /// The job.
     pub job_id: JobId,
@@ -13,14 +27,47 @@ pub struct TaskContext {
     pub subtask: SubtaskIndex,
     /// How many instances the operator has.
     pub parallelism: u32,
+    /// The task's keyed-state backend (`None` where the runtime gives no state, e.g. in tests).
+    pub state: Option<Arc<dyn StateBackendHandle>>,
+    /// Number of state shards when the operator's vertex is keyed (fed by a HASH edge): compute
+    /// a key's shard with `weir_plan::key_hash::shard_ids(keys, count)`.
+    pub state_shard_count: Option<u32>,
 }
 
 impl TaskContext {
+    /// A context without a state backend.
+    pub fn new(
+        job_id: JobId,
+        operator_id: OperatorId,
+        subtask: SubtaskIndex,
+        parallelism: u32,
+    ) -> Self {
+        TaskContext {
+            job_id,
+            operator_id,
+            subtask,
+            parallelism,
+            state: None,
+            state_shard_count: None,
+        }
+    }
+
     /// A short label for logs and error messages: `operator[subtask/parallelism]`.
     pub fn label(&self) -> String {
         format!(
             "{}[{}/{}]",
             self.operator_id, self.subtask, self.parallelism
         )
+    }
+
+    /// This operator's keyed-state store: state scoped to (job, operator, shard, key).
+    ///
+    /// # Errors
+    /// [`Error::Internal`] when the task runs without a state backend; backend open errors.
+    pub fn keyed_state(&self) -> Result<Box<dyn KeyedStateStore>> {
+        let backend = self.state.as_ref().ok_or_else(|| {
+            Error::Internal(format!("{} runs without a state backend", self.label()))
+        })?;
+        backend.keyed_store(&self.job_id, &self.operator_id)
     }
 }

@@ -34,7 +34,7 @@ mod source;
 pub mod state;
 
 pub use capability::{Boundedness, SemanticMode, SinkCapability, SourceCapability};
-pub use context::TaskContext;
+pub use context::{StateBackendHandle, TaskContext};
 pub use error::{Error, ErrorKind, RecordLocation, Result};
 pub use ids::{
     ChannelId, EdgeId, Epoch, EventTimeMs, JobId, OperatorId, PipelineId, StateShardId,

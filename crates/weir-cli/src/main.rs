@@ -33,6 +33,10 @@ enum Command {
         /// Print the summary as JSON on stdout instead of a table.
         #[arg(long)]
         json: bool,
+        /// Directory for the tasks' keyed-state files (default: a temporary directory removed
+        /// when the job ends).
+        #[arg(long)]
+        state_dir: Option<PathBuf>,
     },
     /// Check a job the way `run` would start it (types, options, schemas, edges), starting nothing.
     Validate {
@@ -136,10 +140,14 @@ async fn dispatch(cli: Cli) -> Result<()> {
             job,
             parallelism,
             json,
+            state_dir,
         } => {
             let (spec, file) = load(&job, parallelism)?;
             let prepared = engine.prepare(&spec, Some(&file)).await?;
-            let running = engine.start(prepared).await.context("starting the job")?;
+            let running = engine
+                .start_with(prepared, weir::RunOptions { state_dir })
+                .await
+                .context("starting the job")?;
             let progress = std::io::stderr()
                 .is_terminal()
                 .then(|| summary::Progress::start(running.metrics().clone()));

@@ -8,7 +8,9 @@ use crate::metrics::{JobMetrics, MetricsSnapshot};
 use crate::partition::{HashPartitioner, RoundRobin};
 use crate::prepare::{PreparedJob, PreparedNode};
 use crate::task::{ChainTask, Head, Link, SinkLink};
+use crate::task_state::TaskState;
 use std::collections::HashMap;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
@@ -61,15 +63,46 @@ impl RunningJob {
     }
 }
 
+/// How a job runs on this machine.
+#[derive(Debug, Clone, Default)]
+pub struct RunOptions {
+    /// Directory of the tasks' keyed-state files (one redb file per task). When `None`, a fresh
+    /// directory under the system's temporary directory is used and removed when the job ends:
+    /// until checkpoints exist, state does not outlive a run.
+    pub state_dir: Option<PathBuf>,
+}
+
+/// Starts a prepared job with default [`RunOptions`].
+///
+/// # Errors
+/// As [`start_with`].
+pub async fn start(job: PreparedJob) -> Result<RunningJob> {
+    start_with(job, RunOptions::default()).await
+}
+
 /// Starts a prepared job on the current tokio runtime.
 ///
 /// Every subtask of every vertex becomes one tokio task; each channel of the plan becomes one
 /// bounded queue of `channel_capacity` messages.
 ///
 /// # Errors
-/// When the source enumerators fail or an operator instance cannot be created.
-pub async fn start(job: PreparedJob) -> Result<RunningJob> {
+/// When an operator instance or a sink writer cannot be created.
+pub async fn start_with(job: PreparedJob, options: RunOptions) -> Result<RunningJob> {
     let plan = job.partitioned().clone();
+    let (state_dir, temporary_state) = match options.state_dir {
+        Some(dir) => (dir, false),
+        None => {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            let dir = std::env::temp_dir().join(format!(
+                "weir-state-{}-{}-{nanos}",
+                plan.job_id,
+                std::process::id()
+            ));
+            (dir, true)
+        }
+    };
     let metrics = Arc::new(JobMetrics::new(
         plan.vertices.iter().flat_map(|v| v.chain.iter()).map(|n| {
             let kind = match n.kind {
@@ -104,6 +137,7 @@ pub async fn start(job: PreparedJob) -> Result<RunningJob> {
                 &job,
                 vertex,
                 subtask,
+                &state_dir,
                 splits.as_ref().map(|s| s[subtask as usize].clone()),
                 &plan.edges,
                 &mut senders,
@@ -153,6 +187,12 @@ pub async fn start(job: PreparedJob) -> Result<RunningJob> {
                 }
             }
         }
+        if temporary_state
+            && let Err(e) = std::fs::remove_dir_all(&state_dir)
+            && e.kind() != std::io::ErrorKind::NotFound
+        {
+            tracing::warn!(dir = %state_dir.display(), error = %e, "removing the state directory failed");
+        }
         match first {
             Some(e) => Err(e),
             None => Ok(JobSummary {
@@ -190,6 +230,7 @@ async fn build_task(
     job: &PreparedJob,
     vertex: &PlanVertex,
     subtask: u32,
+    state_dir: &std::path::Path,
     splits: Option<Vec<SourceSplit>>,
     edges: &[PlanEdge],
     senders: &mut HashMap<ChannelId, mpsc::Sender<StreamMessage>>,
@@ -197,11 +238,17 @@ async fn build_task(
     metrics: &Arc<JobMetrics>,
 ) -> Result<ChainTask> {
     let plan = job.partitioned();
+    let task_state = TaskState::new(
+        state_dir.to_path_buf(),
+        vertex.tasks[subtask as usize].clone(),
+    );
     let ctx_of = |id: &weir_api::OperatorId| TaskContext {
         job_id: plan.job_id.clone(),
         operator_id: id.clone(),
         subtask: SubtaskIndex(subtask),
         parallelism: vertex.parallelism,
+        state: Some(task_state.clone() as Arc<dyn weir_api::StateBackendHandle>),
+        state_shard_count: vertex.shards.as_ref().map(|s| s.state_shard_count),
     };
 
     // Writers for every edge leaving this vertex, from this subtask's channels.
@@ -352,5 +399,6 @@ async fn build_task(
         tail_writers,
         writers,
         job_metrics: metrics.clone(),
+        state: task_state,
     })
 }

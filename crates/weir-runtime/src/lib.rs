@@ -15,10 +15,11 @@ pub mod partition;
 mod prepare;
 mod registry;
 mod task;
+mod task_state;
 mod union;
 
 pub use error::{Error, Result};
-pub use executor::{JobSummary, RunningJob, start};
+pub use executor::{JobSummary, RunOptions, RunningJob, start, start_with};
 pub use metrics::{JobMetrics, MetricsSnapshot, OperatorSnapshot};
 pub use prepare::{PreparedJob, PreparedNode};
 pub use registry::Registry;

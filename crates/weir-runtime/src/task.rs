@@ -5,6 +5,7 @@ use crate::edge_writer::{EdgeWriter, SendError};
 use crate::error::{Error, Result};
 use crate::input_gate::{GateError, GateEvent, InputGate};
 use crate::metrics::{JobMetrics, OperatorMetrics};
+use crate::task_state::TaskState;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use std::collections::VecDeque;
@@ -56,6 +57,8 @@ pub(crate) struct ChainTask {
     pub(crate) tail_writers: Vec<usize>,
     pub(crate) writers: Vec<EdgeWriter>,
     pub(crate) job_metrics: Arc<JobMetrics>,
+    /// The chain's keyed state; its journal is committed after each input is fully handled.
+    pub(crate) state: Arc<TaskState>,
 }
 
 enum Item {
@@ -67,6 +70,10 @@ impl ChainTask {
     /// Runs the subtask to its end; on failure, the sink's staged output is aborted.
     pub(crate) async fn run(mut self) -> Result<()> {
         let result = self.run_inner().await;
+        if result.is_err() {
+            // Mutations of the input whose output did not get through never reach the backend.
+            self.state.rollback();
+        }
         if result.is_err()
             && let Some(sink) = self.sink.as_mut()
             && let Err(e) = sink.writer.abort().await
@@ -97,9 +104,16 @@ impl ChainTask {
                 match gate.next().await {
                     Ok(GateEvent::Data { input, batch }) => {
                         self.drive(0, Item::Batch(input, batch)).await?;
+                        self.commit_state()?;
                     }
-                    Ok(GateEvent::Watermark(w)) => self.drive(0, Item::Watermark(w)).await?,
-                    Ok(GateEvent::Barrier(b)) => self.on_barrier(b).await?,
+                    Ok(GateEvent::Watermark(w)) => {
+                        self.drive(0, Item::Watermark(w)).await?;
+                        self.commit_state()?;
+                    }
+                    Ok(GateEvent::Barrier(b)) => {
+                        self.on_barrier(b).await?;
+                        self.commit_state()?;
+                    }
                     Ok(GateEvent::End) => break,
                     Err(GateError::Closed) => {
                         return Err(Error::ChannelClosed {
@@ -113,6 +127,15 @@ impl ChainTask {
             },
         }
         self.finish().await
+    }
+
+    /// Commits the state journal: the input just handled had its output handed on (to the sink
+    /// or into the outgoing channels), so its mutations are acknowledged.
+    fn commit_state(&self) -> Result<()> {
+        self.state.commit().map_err(|source| Error::Task {
+            task: self.label.clone(),
+            source,
+        })
     }
 
     fn internal(&self, message: String) -> Error {
@@ -149,6 +172,7 @@ impl ChainTask {
                 if read.data.num_rows() > 0 {
                     metrics.add_out(read.data.num_rows());
                     self.drive(0, Item::Batch(0, read.data)).await?;
+                    self.commit_state()?;
                 }
             }
             self.job_metrics.split_done(split.size_bytes.unwrap_or(0));
@@ -302,6 +326,7 @@ impl ChainTask {
     async fn finish(&mut self) -> Result<()> {
         self.call_every_link(|op, out| op.on_end_of_input(out))
             .await?;
+        self.commit_state()?;
         if let Some(sink) = self.sink.as_mut() {
             sink.writer.finish().await.map_err(|source| Error::Task {
                 task: sink.label.clone(),

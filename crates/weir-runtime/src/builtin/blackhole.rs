@@ -210,6 +210,8 @@ mod tests {
             operator_id: OperatorId::new("sink"),
             subtask: SubtaskIndex(0),
             parallelism: 1,
+            state: None,
+            state_shard_count: None,
         }
     }
 

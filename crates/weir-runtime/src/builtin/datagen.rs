@@ -338,6 +338,8 @@ mod tests {
             operator_id: OperatorId::new("gen"),
             subtask: SubtaskIndex(0),
             parallelism: 1,
+            state: None,
+            state_shard_count: None,
         }
     }
 

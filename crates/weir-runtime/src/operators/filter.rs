@@ -213,6 +213,8 @@ mod tests {
             operator_id: OperatorId::new("f"),
             subtask: SubtaskIndex(0),
             parallelism: 1,
+            state: None,
+            state_shard_count: None,
         };
         let mut op = prepared.create(&ctx).expect("creates");
         let mut out = Output::new();

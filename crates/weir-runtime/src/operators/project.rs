@@ -202,6 +202,8 @@ mod tests {
             operator_id: OperatorId::new("p"),
             subtask: SubtaskIndex(0),
             parallelism: 1,
+            state: None,
+            state_shard_count: None,
         };
         let mut op = prepared.create(&ctx).expect("creates");
         let mut out = Output::new();
@@ -293,6 +295,8 @@ mod tests {
             operator_id: OperatorId::new("p"),
             subtask: SubtaskIndex(0),
             parallelism: 1,
+            state: None,
+            state_shard_count: None,
         };
         let mut op = prepared.create(&ctx).expect("creates");
         let err = op

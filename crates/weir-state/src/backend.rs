@@ -593,3 +593,107 @@ fn migrate(
     deltas.insert(layout::state_id_key(job, operator, state), (0, d_bytes));
     apply_size_deltas(txn, deltas)
 }
+
+/// Helpers of snapshot restore ([`crate::restore`]).
+impl RedbStateBackend {
+    /// The backend clock's time; a snapshot leaves out entries dead at this instant.
+    pub(crate) fn now_ms(&self) -> u64 {
+        self.lock().clock.now_ms()
+    }
+
+    /// Whether a migration of `state` of `operator` from schema version `from` is registered.
+    pub(crate) fn has_migration(&self, operator: &str, state: &str, from: u32) -> bool {
+        self.lock()
+            .migrations
+            .contains_key(&(operator.to_owned(), state.to_owned(), from))
+    }
+
+    /// Replaces the committed entries of one state of one shard with `entries` (entry keys and
+    /// stored values, all under that state's prefix) and registers `spec`, with the size
+    /// accounting, in one write transaction. Returns the registration the backend held before
+    /// when it differed from `spec`, so the caller can register it again (and migrate).
+    pub(crate) fn load_state_shard(
+        &self,
+        job: &str,
+        operator: &str,
+        shard: weir_api::StateShardId,
+        spec: &StateSpec,
+        entries: &[(Vec<u8>, Vec<u8>)],
+    ) -> StateResult<Option<StateSpec>> {
+        let mut inner = self.lock();
+        inner.read = None;
+        let ctx = "restoring a state segment";
+        let id = layout::state_id_key(job, operator, &spec.name);
+        let prefix = layout::state_prefix(job, operator, shard, &spec.name);
+        let txn = inner.begin_write(ctx)?;
+        let previous = {
+            let mut registry = open(&txn, REGISTRY)?;
+            let previous: Option<StateSpec> = registry
+                .get(id.as_slice())
+                .map_err(|e| StateError::storage(ctx, e))?
+                .map(|g| serde_json::from_slice(g.value()))
+                .transpose()
+                .map_err(|e| StateError::corrupt(format!("state registration: {e}")))?;
+            if let Some(previous) = &previous
+                && previous.kind != spec.kind
+            {
+                return Err(StateError::KindMismatch {
+                    operator: operator.to_owned(),
+                    state: spec.name.clone(),
+                    stored: spec.kind,
+                    requested: previous.kind,
+                });
+            }
+            let json = serde_json::to_vec(spec)
+                .map_err(|e| StateError::corrupt(format!("encoding a registration: {e}")))?;
+            registry
+                .insert(id.as_slice(), json.as_slice())
+                .map_err(|e| StateError::storage(ctx, e))?;
+            previous.filter(|p| p != spec)
+        };
+        {
+            let mut table = open(&txn, ENTRIES)?;
+            let (mut d_entries, mut d_bytes) = (0i128, 0i128);
+            let mut old = Vec::new();
+            for item in table
+                .range::<&[u8]>(prefix.as_slice()..)
+                .map_err(|e| StateError::storage(ctx, e))?
+            {
+                let (k, v) = item.map_err(|e| StateError::storage(ctx, e))?;
+                if !k.value().starts_with(&prefix) {
+                    break;
+                }
+                old.push(k.value().to_vec());
+                d_entries -= 1;
+                d_bytes -= (k.value().len() + v.value().len()) as i128;
+            }
+            for key in old {
+                table
+                    .remove(key.as_slice())
+                    .map_err(|e| StateError::storage(ctx, e))?;
+            }
+            for (key, stored) in entries {
+                if !key.starts_with(&prefix) {
+                    return Err(StateError::corrupt(
+                        "a restored entry lies outside its segment's state range",
+                    ));
+                }
+                if let Some(replaced) = table
+                    .insert(key.as_slice(), stored.as_slice())
+                    .map_err(|e| StateError::storage(ctx, e))?
+                {
+                    d_entries -= 1;
+                    d_bytes -= (key.len() + replaced.value().len()) as i128;
+                }
+                d_entries += 1;
+                d_bytes += (key.len() + stored.len()) as i128;
+            }
+            drop(table);
+            let mut deltas = HashMap::new();
+            deltas.insert(id, (d_entries, d_bytes));
+            apply_size_deltas(&txn, deltas)?;
+        }
+        txn.commit().map_err(|e| StateError::storage(ctx, e))?;
+        Ok(previous)
+    }
+}

@@ -110,6 +110,57 @@ pub enum StateError {
         /// What does not fit the layout.
         message: String,
     },
+    /// A snapshot segment cannot be written or read, or does not match its descriptor.
+    #[error("state segment {path}: {message}")]
+    Segment {
+        /// The segment's state path.
+        path: String,
+        /// What is wrong (Parquet's message, a missing metadata key, a mismatch).
+        message: String,
+    },
+    /// A segment's bytes do not have the SHA-256 its descriptor records.
+    #[error("state segment {path} has SHA-256 {actual}, its descriptor records {expected}")]
+    Checksum {
+        /// The segment's state path.
+        path: String,
+        /// The checksum in the descriptor.
+        expected: String,
+        /// The checksum of the bytes read.
+        actual: String,
+    },
+    /// The object store failed to write or read a segment.
+    #[error("object store error while {context} {path}: {source}")]
+    ObjectStore {
+        /// What Weir was doing, e.g. `writing segment`.
+        context: String,
+        /// The object path.
+        path: String,
+        /// object_store's error.
+        #[source]
+        source: Box<object_store::Error>,
+    },
+    /// Snapshots were taken with another `stateShardCount` than the plan restoring them.
+    #[error(
+        "state of operator `{operator}` was snapshotted with stateShardCount {stored}, the plan \
+         restores it with stateShardCount {requested}; keep the shard count or ask for a \
+         shard-count migration (re-keying by a key hash)"
+    )]
+    ShardCountChanged {
+        /// The operator id.
+        operator: String,
+        /// The count the segments were written with.
+        stored: u32,
+        /// The count of the restoring plan.
+        requested: u32,
+    },
+    /// A background task of a snapshot or restore panicked or was cancelled.
+    #[error("background task failed while {context}: {message}")]
+    Background {
+        /// What the task was doing.
+        context: String,
+        /// The join error.
+        message: String,
+    },
 }
 
 impl StateError {
@@ -138,6 +189,9 @@ impl From<StateError> for weir_api::Error {
             StateError::Storage { context, .. } => {
                 weir_api::Error::external("state storage (redb)", context.clone(), &err, false)
             }
+            StateError::ObjectStore { context, .. } => {
+                weir_api::Error::external("object store", context.clone(), &err, true)
+            }
             StateError::Io { path, .. } => weir_api::Error::external(
                 "file system",
                 format!("creating state directory {}", path.display()),
@@ -147,13 +201,17 @@ impl From<StateError> for weir_api::Error {
             StateError::FormatVersion { .. }
             | StateError::SchemaVersion { .. }
             | StateError::KindMismatch { .. }
-            | StateError::Migration { .. } => {
+            | StateError::Migration { .. }
+            | StateError::ShardCountChanged { .. } => {
                 weir_api::Error::schema("keyed state", err.to_string())
             }
             StateError::Codec { .. }
             | StateError::UnknownState { .. }
             | StateError::NoCurrentKey { .. }
-            | StateError::Corrupt { .. } => weir_api::Error::Internal(err.to_string()),
+            | StateError::Corrupt { .. }
+            | StateError::Segment { .. }
+            | StateError::Checksum { .. }
+            | StateError::Background { .. } => weir_api::Error::Internal(err.to_string()),
         }
     }
 }

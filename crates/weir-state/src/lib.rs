@@ -10,13 +10,14 @@
 //! - the typed handles ([`KeyedStateExt`]: [`ValueState`], [`MapState`], [`ListState`],
 //!   [`SetState`]);
 //! - [`StateReadView`]: point-in-time enumeration of committed state per (operator, shard, state),
-//!   the key index snapshots use.
+//!   the key index snapshots use;
+//! - snapshots ([`SegmentStore`]): one Parquet segment per (operator, subtask, shard, state) in
+//!   an object store, with a SHA-256 each ([`SegmentDescriptor`]); restore into a fresh backend;
+//!   rescale by moving whole shards ([`assign_segments`]).
 //!
-//! Among Weir crates it depends on `weir-api` only (`weir-plan`, whose stable key hash gives
-//! operators the shard of a key, is a test dependency for now; the planner's shard ownership will
-//! make it a real one for rescale). It must not depend on the runtime, on a transport, on
-//! connectors or on DataFusion. The API traits live in `weir-api`;
-//! nothing there depends on redb.
+//! Among Weir crates it depends on `weir-api` and `weir-plan` (shard ownership for snapshots and
+//! rescale). It must not depend on the runtime, on a transport, on connectors or on DataFusion.
+//! The API traits live in `weir-api`; nothing there depends on redb.
 //!
 //! ```
 //! use std::sync::Arc;
@@ -49,6 +50,10 @@ mod error;
 mod handle;
 mod journal;
 pub mod layout;
+mod rescale;
+mod restore;
+pub mod segment;
+mod snapshot;
 mod store;
 mod view;
 
@@ -59,8 +64,14 @@ pub use clock::{ManualClock, StateClock, SystemClock};
 pub use error::{StateError, StateResult};
 pub use handle::{KeyedStateExt, ListState, MapState, SetState, ValueState};
 pub use layout::EntryKey;
+pub use rescale::{KeyHashFn, assign_segments};
+pub use restore::{RestoreOptions, RestoreReport};
+pub use segment::SegmentDescriptor;
+pub use snapshot::{PendingSnapshot, SegmentStore, SnapshotScope};
 pub use store::RedbKeyedStore;
 pub use view::{EntryScan, RawEntry, StateReadView};
 
+#[cfg(test)]
+mod snapshot_tests;
 #[cfg(test)]
 mod tests;

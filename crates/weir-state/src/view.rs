@@ -77,6 +77,19 @@ impl StateReadView {
         )
     }
 
+    /// Every committed entry of one operator, in key order: shard by shard, state by state.
+    /// Snapshots use it so that an entry in a shard the subtask does not own is seen, not lost.
+    pub(crate) fn scan_operator(
+        &self,
+        job: &JobId,
+        operator: &OperatorId,
+    ) -> StateResult<EntryScan> {
+        EntryScan::new(
+            &self.entries,
+            layout::operator_prefix(job.as_str(), operator.as_str()),
+        )
+    }
+
     /// Every committed entry of one state in one shard of one operator: one snapshot segment.
     ///
     /// # Errors

@@ -1,0 +1,502 @@
+//! Batched keyed-state updates through the state API (journal included) against raw redb.
+//!
+//! Stresses the write path of `weir-state` as an operator drives it: per record
+//! `set_current_key` with the key's shard, a typed handle, then either a `Value<u64>` get+put
+//! (read the current count, write count + 1) or a `Map<String, f64>` put; after `N` records one
+//! `RedbStateBackend::commit`, i.e. one redb write transaction per batch. The baseline writes the
+//! same entry keys (built with `weir_state::EntryKey::encode` and `weir_state::codec`, so the bytes
+//! are identical) and the same stored values (8-byte expiry header + postcard payload) straight
+//! into a redb table, one write transaction per batch of `N` and one `get`/`insert` per key, in
+//! the order the records arrive. Both commit with redb's default durability (fsync per commit);
+//! a third variant commits the raw batch with `Durability::None` to show what the fsync costs.
+//!
+//! Input: 100,000 user keys (`user-00000000`...) over 128 state shards (the stable key hash), all
+//! present before measuring (steady state: every write overwrites an entry). Batch `b` updates
+//! the `N` distinct keys `(b * N + j) mod 100,000`, for `N` = 1,000 and 10,000. Throughput is in
+//! records (elements). After each benchmark the file is checked: exactly 100,000 entries, and for
+//! value states the sum of all counts equals the number of records run, read back through a
+//! snapshot view scan (API) or a table iteration (raw); for map states the last batch's entries
+//! hold that batch's value. A bench that skipped work cannot pass.
+//!
+//! Before the criterion groups, an interleaved pass (API batch, raw batch, raw batch without
+//! fsync, repeated) prints the median time per batch, the API/raw ratio against the 70% target,
+//! and the split of each batch between staging (the record loop) and commit. Set
+//! `WEIR_BENCH_RATIO=0` to skip it.
+//!
+//! Run: `CARGO_TARGET_DIR=/var/tmp/weir-target cargo bench -p weir-state --bench state_api`.
+
+use std::hint::black_box;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use criterion::{
+    BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
+};
+use redb::{
+    Database, Durability, ReadableDatabase, ReadableTable, ReadableTableMetadata, TableDefinition,
+};
+use tempfile::TempDir;
+use weir_api::state::{Map, Value};
+use weir_api::{JobId, KeyedStateStore, OperatorId, StateDescriptor, StateShardId};
+use weir_state::{EntryKey, KeyedStateExt, ManualClock, RedbKeyedStore, RedbStateBackend, codec};
+
+/// Distinct user keys in the state; every one holds an entry before measuring.
+const KEY_SPACE: usize = 100_000;
+/// Records (distinct keys) per batch, i.e. per commit / write transaction.
+const BATCH_SIZES: [usize; 2] = [1_000, 10_000];
+const JOB: &str = "bench";
+const OPERATOR: &str = "counter";
+const VALUE_STATE: &str = "count";
+const MAP_STATE: &str = "last";
+/// Map keys of the map state; user key `u` writes field `u % 4`.
+const FIELDS: [&str; 4] = ["bid", "ask", "last", "volume"];
+/// The table the raw baseline writes: the same definition the backend uses for entries.
+const RAW_ENTRIES: TableDefinition<&[u8], &[u8]> = TableDefinition::new("weir_entries");
+/// Records per size in the interleaved ratio pass (per variant).
+const RATIO_RECORDS: usize = 200_000;
+
+/// What each record does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// `Value<u64>`: read the count, write count + 1.
+    ValueGetPut,
+    /// `Map<String, f64>`: put one map entry.
+    MapPut,
+}
+
+impl Kind {
+    fn label(self) -> &'static str {
+        match self {
+            Kind::ValueGetPut => "value_get_put",
+            Kind::MapPut => "map_put",
+        }
+    }
+}
+
+/// How a batch reaches redb.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    /// Through `KeyedStateExt` handles, the journal and `RedbStateBackend::commit`.
+    Api,
+    /// Raw redb `get`/`insert` of the same bytes, default durability (fsync per commit).
+    Raw,
+    /// Raw redb with `Durability::None`: the same work without the fsync.
+    RawNoFsync,
+}
+
+impl Variant {
+    fn label(self) -> &'static str {
+        match self {
+            Variant::Api => "api",
+            Variant::Raw => "raw_redb",
+            Variant::RawNoFsync => "raw_redb_no_fsync",
+        }
+    }
+}
+
+/// The user keys and their shards, as an operator receives them from the key hash.
+struct Workload {
+    keys: Vec<Vec<u8>>,
+    shards: Vec<u32>,
+    fields: Vec<String>,
+}
+
+impl Workload {
+    fn new() -> Self {
+        let names: Vec<String> = (0..KEY_SPACE).map(|u| format!("user-{u:08}")).collect();
+        let column: arrow::array::ArrayRef =
+            Arc::new(arrow::array::StringArray::from_iter_values(&names));
+        let shards = weir_plan::key_hash::shard_ids(&[column], weir_plan::DEFAULT_STATE_SHARDS)
+            .expect("the key hash accepts strings");
+        Self {
+            keys: names.into_iter().map(String::into_bytes).collect(),
+            shards,
+            fields: FIELDS.iter().map(|f| (*f).to_owned()).collect(),
+        }
+    }
+
+    /// The user key of record `j` of batch `b` with `n` records per batch.
+    fn key_index(b: u64, n: usize, j: usize) -> usize {
+        ((b as usize).wrapping_mul(n) + j) % KEY_SPACE
+    }
+
+    /// The entry key the backend writes for user key `u` (identical bytes, from the public layout).
+    fn entry_key(&self, kind: Kind, u: usize) -> Vec<u8> {
+        let field;
+        let (state, sub_key): (&str, &[u8]) = match kind {
+            Kind::ValueGetPut => (VALUE_STATE, &[]),
+            Kind::MapPut => {
+                field = codec::encode(MAP_STATE, &self.fields[u % FIELDS.len()])
+                    .expect("a string encodes");
+                (MAP_STATE, &field)
+            }
+        };
+        EntryKey {
+            job: JOB,
+            operator: OPERATOR,
+            shard: StateShardId(self.shards[u]),
+            state,
+            namespace: b"",
+            key: &self.keys[u],
+            sub_key,
+        }
+        .encode()
+    }
+}
+
+fn count_descriptor() -> StateDescriptor<Value<u64>> {
+    StateDescriptor::new(VALUE_STATE)
+}
+
+fn map_descriptor() -> StateDescriptor<Map<String, f64>> {
+    StateDescriptor::new(MAP_STATE)
+}
+
+/// The stored form of a payload: no expiry (8 zero bytes), then the payload.
+fn stored(buf: &mut Vec<u8>, payload: &[u8]) {
+    buf.clear();
+    buf.extend_from_slice(&0_u64.to_be_bytes());
+    buf.extend_from_slice(payload);
+}
+
+enum Target {
+    Api {
+        backend: RedbStateBackend,
+        store: Box<RedbKeyedStore>,
+    },
+    Raw {
+        db: Database,
+        durability: Durability,
+        /// Entry keys by user key, built once: the baseline pays for redb only.
+        entry_keys: Vec<Vec<u8>>,
+        buf: Vec<u8>,
+    },
+}
+
+/// One state file under test and the batches run against it.
+struct Bed {
+    target: Target,
+    kind: Kind,
+    n: usize,
+    /// Batches committed since the file was loaded.
+    batches: u64,
+    _dir: TempDir,
+}
+
+impl Bed {
+    /// A fresh file holding one entry per user key (count 0, or map value -1.0).
+    fn new(workload: &Workload, kind: Kind, variant: Variant, n: usize) -> Self {
+        let dir = tempfile::tempdir().expect("a temp dir");
+        let path = dir.path().join("state.redb");
+        let target = match variant {
+            Variant::Api => {
+                let backend = RedbStateBackend::open(&path, Arc::new(ManualClock::new(0)))
+                    .expect("the state file opens");
+                let mut store =
+                    Box::new(backend.keyed_store(&JobId::new(JOB), &OperatorId::new(OPERATOR)));
+                for u in 0..KEY_SPACE {
+                    store.set_current_key(&workload.keys[u], StateShardId(workload.shards[u]));
+                    match kind {
+                        Kind::ValueGetPut => store
+                            .value_state(&count_descriptor())
+                            .and_then(|mut s| s.update(&0))
+                            .expect("preload"),
+                        Kind::MapPut => store
+                            .map_state(&map_descriptor())
+                            .and_then(|mut s| s.put(&workload.fields[u % FIELDS.len()], &-1.0))
+                            .expect("preload"),
+                    }
+                }
+                backend.commit().expect("preload commit");
+                Target::Api { backend, store }
+            }
+            Variant::Raw | Variant::RawNoFsync => {
+                let db = Database::create(&path).expect("the raw redb file opens");
+                let entry_keys: Vec<Vec<u8>> = (0..KEY_SPACE)
+                    .map(|u| workload.entry_key(kind, u))
+                    .collect();
+                let initial = match kind {
+                    Kind::ValueGetPut => codec::encode(VALUE_STATE, &0_u64),
+                    Kind::MapPut => codec::encode(MAP_STATE, &-1.0_f64),
+                }
+                .expect("encodes");
+                let mut buf = Vec::new();
+                stored(&mut buf, &initial);
+                let txn = db.begin_write().expect("write txn");
+                {
+                    let mut table = txn.open_table(RAW_ENTRIES).expect("table");
+                    for key in &entry_keys {
+                        table
+                            .insert(key.as_slice(), buf.as_slice())
+                            .expect("insert");
+                    }
+                }
+                txn.commit().expect("preload commit");
+                let durability = if variant == Variant::Raw {
+                    Durability::Immediate
+                } else {
+                    Durability::None
+                };
+                Target::Raw {
+                    db,
+                    durability,
+                    entry_keys,
+                    buf,
+                }
+            }
+        };
+        Self {
+            target,
+            kind,
+            n,
+            batches: 0,
+            _dir: dir,
+        }
+    }
+
+    /// Runs the next batch of `n` records and commits it; returns (staging, commit) time.
+    fn batch(&mut self, workload: &Workload) -> (Duration, Duration) {
+        let b = self.batches;
+        let n = self.n;
+        let started = Instant::now();
+        let staged;
+        match &mut self.target {
+            Target::Api { backend, store } => {
+                let count = count_descriptor();
+                let last = map_descriptor();
+                for j in 0..n {
+                    let u = Workload::key_index(b, n, j);
+                    store.set_current_key(&workload.keys[u], StateShardId(workload.shards[u]));
+                    match self.kind {
+                        Kind::ValueGetPut => {
+                            let mut state = store.value_state(&count).expect("value state");
+                            let current = state.value().expect("get").unwrap_or(0);
+                            state.update(&(current + 1)).expect("put");
+                        }
+                        Kind::MapPut => store
+                            .map_state(&last)
+                            .and_then(|mut s| {
+                                s.put(&workload.fields[u % FIELDS.len()], &(b as f64))
+                            })
+                            .expect("map put"),
+                    }
+                }
+                staged = started.elapsed();
+                backend.commit().expect("commit");
+            }
+            Target::Raw {
+                db,
+                durability,
+                entry_keys,
+                buf,
+            } => {
+                let mut txn = db.begin_write().expect("write txn");
+                txn.set_durability(*durability).expect("durability");
+                {
+                    let mut table = txn.open_table(RAW_ENTRIES).expect("table");
+                    for j in 0..n {
+                        let key = entry_keys[Workload::key_index(b, n, j)].as_slice();
+                        let payload = match self.kind {
+                            Kind::ValueGetPut => {
+                                let current = table
+                                    .get(key)
+                                    .expect("get")
+                                    .map(|g| decode_count(g.value()))
+                                    .unwrap_or(0);
+                                codec::encode(VALUE_STATE, &(current + 1))
+                            }
+                            Kind::MapPut => codec::encode(MAP_STATE, &(b as f64)),
+                        }
+                        .expect("encodes");
+                        stored(buf, &payload);
+                        table.insert(key, buf.as_slice()).expect("insert");
+                    }
+                }
+                staged = started.elapsed();
+                txn.commit().expect("commit");
+            }
+        }
+        self.batches += 1;
+        (staged, started.elapsed() - staged)
+    }
+
+    /// Checks the file against the batches run; panics on any mismatch.
+    fn verify(&mut self, workload: &Workload) {
+        let records = self.batches * self.n as u64;
+        let job = JobId::new(JOB);
+        let op = OperatorId::new(OPERATOR);
+        let last_batch = self.batches.checked_sub(1);
+        match &mut self.target {
+            Target::Api { backend, store } => {
+                let view = backend.read_view().expect("read view");
+                let state = match self.kind {
+                    Kind::ValueGetPut => VALUE_STATE,
+                    Kind::MapPut => MAP_STATE,
+                };
+                let (mut entries, mut sum) = (0_u64, 0_u64);
+                for shard in 0..weir_plan::DEFAULT_STATE_SHARDS {
+                    for entry in view
+                        .scan_state(&job, &op, StateShardId(shard), state)
+                        .expect("scan")
+                    {
+                        let entry = entry.expect("entry");
+                        entries += 1;
+                        if self.kind == Kind::ValueGetPut {
+                            sum += codec::decode::<u64>(state, &entry.payload).expect("count");
+                        }
+                    }
+                }
+                assert_eq!(
+                    entries, KEY_SPACE as u64,
+                    "API entries after {records} records"
+                );
+                let size = view.state_size(&job, &op, state).expect("size");
+                assert_eq!(size.entries, KEY_SPACE as u64, "API size accounting");
+                drop(view);
+                match self.kind {
+                    Kind::ValueGetPut => assert_eq!(sum, records, "API sum of counts"),
+                    Kind::MapPut => {
+                        let Some(b) = last_batch else { return };
+                        for j in [0, self.n / 2, self.n - 1] {
+                            let u = Workload::key_index(b, self.n, j);
+                            store.set_current_key(
+                                &workload.keys[u],
+                                StateShardId(workload.shards[u]),
+                            );
+                            let got = store
+                                .map_state(&map_descriptor())
+                                .and_then(|mut s| s.get(&workload.fields[u % FIELDS.len()]))
+                                .expect("map get");
+                            assert_eq!(got, Some(b as f64), "API map value of user {u}");
+                        }
+                    }
+                }
+            }
+            Target::Raw { db, entry_keys, .. } => {
+                let txn = db.begin_read().expect("read txn");
+                let table = txn.open_table(RAW_ENTRIES).expect("table");
+                assert_eq!(table.len().expect("len"), KEY_SPACE as u64, "raw entries");
+                match self.kind {
+                    Kind::ValueGetPut => {
+                        let mut sum = 0_u64;
+                        for item in table.iter().expect("iter") {
+                            let (_, v) = item.expect("entry");
+                            sum += decode_count(v.value());
+                        }
+                        assert_eq!(sum, records, "raw sum of counts");
+                    }
+                    Kind::MapPut => {
+                        let Some(b) = last_batch else { return };
+                        for j in [0, self.n / 2, self.n - 1] {
+                            let u = Workload::key_index(b, self.n, j);
+                            let got = table
+                                .get(entry_keys[u].as_slice())
+                                .expect("get")
+                                .map(|g| codec::decode::<f64>(MAP_STATE, &g.value()[8..]))
+                                .transpose()
+                                .expect("decodes");
+                            assert_eq!(got, Some(b as f64), "raw map value of user {u}");
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn decode_count(stored: &[u8]) -> u64 {
+    codec::decode(VALUE_STATE, &stored[8..]).expect("a stored count")
+}
+
+fn median(mut v: Vec<Duration>) -> Duration {
+    v.sort();
+    v[v.len() / 2]
+}
+
+/// Interleaved pass: median batch times, API/raw ratio and the staging/commit split.
+fn ratio_report(workload: &Workload) {
+    eprintln!(
+        "\nstate_api ratio pass: {KEY_SPACE} keys, {} shards, median per batch over {RATIO_RECORDS} records per variant",
+        weir_plan::DEFAULT_STATE_SHARDS
+    );
+    eprintln!(
+        "{:<14} {:>6} {:<18} {:>10} {:>10} {:>10} {:>12}",
+        "kind", "batch", "variant", "stage ms", "commit ms", "total ms", "records/s"
+    );
+    for kind in [Kind::ValueGetPut, Kind::MapPut] {
+        for n in BATCH_SIZES {
+            let variants = [Variant::Api, Variant::Raw, Variant::RawNoFsync];
+            let mut beds: Vec<Bed> = variants
+                .iter()
+                .map(|v| Bed::new(workload, kind, *v, n))
+                .collect();
+            let rounds = (RATIO_RECORDS / n).max(5);
+            let mut times: Vec<Vec<(Duration, Duration)>> = vec![Vec::new(); beds.len()];
+            for round in 0..rounds + 2 {
+                for (bed, t) in beds.iter_mut().zip(times.iter_mut()) {
+                    let split = bed.batch(workload);
+                    if round >= 2 {
+                        t.push(split);
+                    }
+                }
+            }
+            let mut totals = Vec::new();
+            for ((bed, t), variant) in beds.iter_mut().zip(&times).zip(variants) {
+                bed.verify(workload);
+                let stage = median(t.iter().map(|s| s.0).collect());
+                let commit = median(t.iter().map(|s| s.1).collect());
+                let total = median(t.iter().map(|s| s.0 + s.1).collect());
+                totals.push(total);
+                eprintln!(
+                    "{:<14} {:>6} {:<18} {:>10.2} {:>10.2} {:>10.2} {:>12.0}",
+                    kind.label(),
+                    n,
+                    variant.label(),
+                    stage.as_secs_f64() * 1e3,
+                    commit.as_secs_f64() * 1e3,
+                    total.as_secs_f64() * 1e3,
+                    n as f64 / total.as_secs_f64()
+                );
+            }
+            let ratio = totals[1].as_secs_f64() / totals[0].as_secs_f64();
+            eprintln!(
+                "{:<14} {:>6} API/raw throughput = {:.0}% (target >= 70%: {})",
+                kind.label(),
+                n,
+                ratio * 100.0,
+                if ratio >= 0.7 { "met" } else { "NOT met" }
+            );
+        }
+    }
+    eprintln!();
+}
+
+fn state_api(c: &mut Criterion) {
+    let workload = Workload::new();
+    let listing = std::env::args().any(|a| a == "--list" || a == "--test");
+    if !listing && std::env::var("WEIR_BENCH_RATIO").as_deref() != Ok("0") {
+        ratio_report(&workload);
+    }
+    for kind in [Kind::ValueGetPut, Kind::MapPut] {
+        let mut group = c.benchmark_group(format!("state_api/{}", kind.label()));
+        group
+            .sample_size(10)
+            .sampling_mode(SamplingMode::Flat)
+            .warm_up_time(Duration::from_secs(2))
+            .measurement_time(Duration::from_secs(8));
+        for n in BATCH_SIZES {
+            group.throughput(Throughput::Elements(n as u64));
+            for variant in [Variant::Api, Variant::Raw, Variant::RawNoFsync] {
+                let mut bed = Bed::new(&workload, kind, variant, n);
+                group.bench_function(BenchmarkId::new(variant.label(), n), |b| {
+                    b.iter(|| black_box(bed.batch(&workload)));
+                });
+                bed.verify(&workload);
+            }
+        }
+        group.finish();
+    }
+}
+
+criterion_group!(benches, state_api);
+criterion_main!(benches);

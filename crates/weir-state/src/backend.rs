@@ -216,16 +216,33 @@ impl RedbStateBackend {
             let txn = inner.begin_write("committing the journal")?;
             {
                 let mut entries = open(&txn, ENTRIES)?;
-                let mut deltas: HashMap<Vec<u8>, (i128, i128)> = HashMap::new();
+                // The journal yields keys in order, so the entries of one (shard, state) come in
+                // one run: decode a key only where a run starts, and sum the run's deltas.
+                let mut runs: Vec<(Vec<u8>, (i128, i128))> = Vec::new();
+                let mut run_prefix: Vec<u8> = Vec::new();
                 for (key, outcome) in &staged {
-                    let id = entry_state_id(key)?;
+                    if run_prefix.is_empty() || !key.starts_with(&run_prefix) {
+                        let parts = EntryKey::decode(key)?;
+                        run_prefix = layout::state_prefix(
+                            parts.job,
+                            parts.operator,
+                            parts.shard,
+                            parts.state,
+                        );
+                        runs.push((
+                            layout::state_id_key(parts.job, parts.operator, parts.state),
+                            (0, 0),
+                        ));
+                    }
                     let old = match outcome {
                         Staged::Put(stored) => entries.insert(key.as_slice(), stored.as_slice()),
                         Staged::Delete => entries.remove(key.as_slice()),
                     }
                     .map_err(|e| StateError::storage("committing the journal", e))?
                     .map(|g| g.value().len());
-                    let delta = deltas.entry(id).or_default();
+                    let Some((_, delta)) = runs.last_mut() else {
+                        return Err(StateError::corrupt("a journal run without a state"));
+                    };
                     if let Some(old_len) = old {
                         delta.0 -= 1;
                         delta.1 -= (key.len() + old_len) as i128;
@@ -234,6 +251,12 @@ impl RedbStateBackend {
                         delta.0 += 1;
                         delta.1 += (key.len() + stored.len()) as i128;
                     }
+                }
+                let mut deltas: HashMap<Vec<u8>, (i128, i128)> = HashMap::new();
+                for (id, (d_entries, d_bytes)) in runs {
+                    let total = deltas.entry(id).or_default();
+                    total.0 += d_entries;
+                    total.1 += d_bytes;
                 }
                 apply_size_deltas(&txn, deltas)?;
             }

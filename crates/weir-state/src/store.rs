@@ -22,6 +22,9 @@ pub struct RedbKeyedStore {
     namespace: Vec<u8>,
     key: Option<Vec<u8>>,
     states: HashMap<String, StateSpec>,
+    /// The entry-key prefix of the last state accessed for the current key and namespace: a
+    /// get followed by a put of the same state builds it once.
+    prefix_cache: Option<(String, Vec<u8>)>,
 }
 
 impl RedbKeyedStore {
@@ -34,6 +37,7 @@ impl RedbKeyedStore {
             namespace: Vec::new(),
             key: None,
             states: HashMap::new(),
+            prefix_cache: None,
         }
     }
 
@@ -54,7 +58,12 @@ impl RedbKeyedStore {
     }
 
     /// The layout prefix of the current key in `state` (append a sub-key for an entry key).
-    fn current_prefix(&self, state: &str) -> StateResult<Vec<u8>> {
+    fn current_prefix(&mut self, state: &str) -> StateResult<Vec<u8>> {
+        if let Some((cached_state, prefix)) = &self.prefix_cache
+            && cached_state == state
+        {
+            return Ok(prefix.clone());
+        }
         let key = self
             .key
             .as_deref()
@@ -62,7 +71,9 @@ impl RedbKeyedStore {
                 operator: self.operator.clone(),
             })?;
         let state_prefix = layout::state_prefix(&self.job, &self.operator, self.shard, state);
-        Ok(layout::key_prefix(&state_prefix, &self.namespace, key))
+        let prefix = layout::key_prefix(&state_prefix, &self.namespace, key);
+        self.prefix_cache = Some((state.to_owned(), prefix.clone()));
+        Ok(prefix)
     }
 
     fn get_impl(&mut self, state: &str, sub_key: &[u8]) -> StateResult<Option<Vec<u8>>> {
@@ -158,6 +169,7 @@ impl RedbKeyedStore {
 
 impl KeyedStateStore for RedbKeyedStore {
     fn set_current_key(&mut self, key: &[u8], shard: StateShardId) {
+        self.prefix_cache = None;
         match &mut self.key {
             Some(current) => {
                 current.clear();
@@ -169,6 +181,7 @@ impl KeyedStateStore for RedbKeyedStore {
     }
 
     fn set_current_namespace(&mut self, namespace: &[u8]) {
+        self.prefix_cache = None;
         self.namespace.clear();
         self.namespace.extend_from_slice(namespace);
     }

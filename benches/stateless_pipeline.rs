@@ -10,8 +10,12 @@
 //! count, taken from a reference run and checked against the expected ~90% and across
 //! parallelisms), so a broken pipeline cannot look fast.
 //!
+//! A `cpu_capacity` group first spins a fixed integer-hash loop on 1 and on 2 threads: on a
+//! shared VM two vCPUs do not always give twice the compute, and the ratio of its two figures
+//! bounds the speedup parallelism 2 can show on the run's machine.
+//!
 //! Run: `CARGO_TARGET_DIR=/var/tmp/weir-target cargo bench --bench stateless_pipeline`.
-//! `WEIR_BENCH_ROWS` overrides the rows per run (default 10,000,000).
+//! `WEIR_BENCH_ROWS` overrides the rows per run (default 50,000,000).
 
 use std::time::Duration;
 
@@ -21,8 +25,8 @@ use criterion::{
 use tokio::runtime::Runtime;
 use weir::{Engine, JobSpec, JobSummary};
 
-/// Default source rows per run: about a second of work at the target rate on two cores.
-const DEFAULT_ROWS: u64 = 10_000_000;
+/// Default source rows per run: 0.5 to 2 s of work per run on the 2-core reference machine.
+const DEFAULT_ROWS: u64 = 50_000_000;
 /// Rows per source batch (datagen's default).
 const BATCH_SIZE: u32 = 8192;
 
@@ -138,6 +142,44 @@ fn rows_per_run() -> u64 {
         .unwrap_or(DEFAULT_ROWS)
 }
 
+/// Hash steps per thread and iteration of the capacity probe (about 20-40 ms of one core).
+const SPIN_STEPS: u64 = 20_000_000;
+
+/// A dependent chain of splitmix64 steps: pure integer work that neither allocates nor touches
+/// memory, so it measures the cores alone.
+fn spin(seed: u64) -> u64 {
+    (0..SPIN_STEPS).fold(seed, |x, i| {
+        let mut z = (x ^ i).wrapping_add(0x9E37_79B9_7F4A_7C15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    })
+}
+
+fn cpu_capacity(c: &mut Criterion) {
+    let mut group = c.benchmark_group("cpu_capacity");
+    group.sample_size(10);
+    for threads in [1_u64, 2] {
+        group.throughput(Throughput::Elements(SPIN_STEPS * threads));
+        group.bench_function(BenchmarkId::new("spin_threads", threads), |b| {
+            b.iter(|| {
+                std::thread::scope(|scope| {
+                    let spinners: Vec<_> = (0..threads)
+                        .map(|t| scope.spawn(move || spin(std::hint::black_box(t))))
+                        .collect();
+                    let results: Vec<u64> = spinners
+                        .into_iter()
+                        .map(|s| s.join().expect("a spinner does not panic"))
+                        .collect();
+                    assert_eq!(results.len() as u64, threads);
+                    results
+                })
+            });
+        });
+    }
+    group.finish();
+}
+
 fn stateless_pipeline(c: &mut Criterion) {
     let rows = rows_per_run();
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -159,6 +201,7 @@ fn stateless_pipeline(c: &mut Criterion) {
     );
     let at_two = run(&runtime, &engine, &spec(rows, 2, Stages::FilterProject));
     check(&at_two, rows, filtered);
+    eprintln!("reference run: `price > 100` kept {filtered} of {rows} source rows");
 
     let mut group = c.benchmark_group("stateless_pipeline");
     group
@@ -166,7 +209,7 @@ fn stateless_pipeline(c: &mut Criterion) {
         .sample_size(10)
         .sampling_mode(SamplingMode::Flat)
         .warm_up_time(Duration::from_secs(2))
-        .measurement_time(Duration::from_secs(10));
+        .measurement_time(Duration::from_secs(20));
     for stages in [Stages::SourceOnly, Stages::Filter, Stages::FilterProject] {
         let expected_sink = if stages == Stages::SourceOnly {
             rows
@@ -198,5 +241,5 @@ fn stateless_pipeline(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, stateless_pipeline);
+criterion_group!(benches, cpu_capacity, stateless_pipeline);
 criterion_main!(benches);

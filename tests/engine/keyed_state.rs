@@ -4,11 +4,14 @@
 use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, UInt64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use weir::api::state::Value;
 use weir::api::{
-    Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
-    Result, StateDescriptor, StateShardId, TaskContext,
+    ConnectorSpec, Error, JobId, KeyedStateStore, Operator, OperatorFactory, OperatorId,
+    OperatorSpec, Output, PipelineId, PreparedOperator, PreparedSink, Result, SinkCapability,
+    SinkFactory, SinkWriter, StateDescriptor, StateShardId, SubtaskIndex, TaskContext, TaskId,
+    VertexId,
 };
 use weir::plan::key_hash;
 use weir::state::KeyedStateExt;
@@ -113,6 +116,17 @@ fn run(parallelism: u32, state_dir: Option<std::path::PathBuf>) -> (HashMap<i64,
         "running_count",
         Arc::new(RunningCountFactory(finals.clone())),
     );
+    let summary = run_on(&engine, parallelism, "blackhole", state_dir).expect("job runs");
+    let finals = finals.lock().expect("lock").clone();
+    (finals, summary.metrics.sink_rows())
+}
+
+fn run_on(
+    engine: &Engine,
+    parallelism: u32,
+    sink: &str,
+    state_dir: Option<std::path::PathBuf>,
+) -> weir::Result<weir::JobSummary> {
     let spec = JobSpec::from_yaml_str(
         &format!(
             r#"
@@ -130,7 +144,7 @@ operators:
     type: running_count
     input: {{ from: gen, partition: {{ hash: [k] }} }}
 sinks:
-  - {{ name: sink, connector: blackhole, input: counter }}
+  - {{ name: sink, connector: {sink}, input: counter }}
 "#
         ),
         "counts.yaml",
@@ -140,18 +154,14 @@ sinks:
         .worker_threads(2)
         .build()
         .expect("runtime");
-    let summary = rt
-        .block_on(async {
-            let job = engine.prepare(&spec, None).await?;
-            engine
-                .start_with(job, weir::RunOptions { state_dir })
-                .await?
-                .wait()
-                .await
-        })
-        .expect("job runs");
-    let finals = finals.lock().expect("lock").clone();
-    (finals, summary.metrics.sink_rows())
+    rt.block_on(async {
+        let job = engine.prepare(&spec, None).await?;
+        engine
+            .start_with(job, weir::RunOptions { state_dir })
+            .await?
+            .wait()
+            .await
+    })
 }
 
 #[test]
@@ -186,4 +196,128 @@ fn state_files_are_one_per_keyed_task_in_the_state_dir() {
     }
     // Only the two counter subtasks hold state; the stateless source chain opens nothing.
     assert_eq!(files.len(), 2, "{files:?}");
+}
+
+/// Sink that accepts `ok_batches` batches, counting their rows, then fails.
+struct FailingSinkFactory {
+    ok_batches: usize,
+    accepted: Arc<AtomicU64>,
+}
+
+#[derive(Debug)]
+struct FailingSink {
+    ok_batches: usize,
+    accepted: Arc<AtomicU64>,
+}
+
+struct FailingWriter {
+    left: usize,
+    accepted: Arc<AtomicU64>,
+}
+
+#[async_trait::async_trait]
+impl SinkFactory for FailingSinkFactory {
+    async fn prepare(
+        &self,
+        _spec: ConnectorSpec<'_>,
+        _input: SchemaRef,
+    ) -> Result<Arc<dyn PreparedSink>> {
+        Ok(Arc::new(FailingSink {
+            ok_batches: self.ok_batches,
+            accepted: self.accepted.clone(),
+        }))
+    }
+}
+
+#[async_trait::async_trait]
+impl PreparedSink for FailingSink {
+    fn capabilities(&self) -> Vec<SinkCapability> {
+        vec![SinkCapability::AtLeastOnce]
+    }
+
+    fn describe(&self) -> String {
+        "failing sink".into()
+    }
+
+    async fn create_writer(&self, _ctx: &TaskContext) -> Result<Box<dyn SinkWriter>> {
+        Ok(Box::new(FailingWriter {
+            left: self.ok_batches,
+            accepted: self.accepted.clone(),
+        }))
+    }
+}
+
+#[async_trait::async_trait]
+impl SinkWriter for FailingWriter {
+    async fn write_batch(&mut self, batch: RecordBatch) -> Result<()> {
+        if self.left == 0 {
+            return Err(Error::external(
+                "test sink",
+                "writing",
+                "injected failure",
+                false,
+            ));
+        }
+        self.left -= 1;
+        self.accepted
+            .fetch_add(batch.num_rows() as u64, Ordering::SeqCst);
+        Ok(())
+    }
+
+    async fn finish(&mut self) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// The journal in the runtime: when the sink fails on a batch, the mutations that batch caused
+/// never reach redb, so the stored counts add up to exactly the rows the sink acknowledged.
+#[test]
+fn a_failing_sink_rolls_back_the_state_of_its_batch() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let accepted = Arc::new(AtomicU64::new(0));
+    let mut engine = Engine::new();
+    engine.register_operator(
+        "running_count",
+        Arc::new(RunningCountFactory(Arc::default())),
+    );
+    engine.registry_mut().register_sink(
+        "failing",
+        Arc::new(FailingSinkFactory {
+            ok_batches: 7,
+            accepted: accepted.clone(),
+        }),
+    );
+    let err =
+        run_on(&engine, 1, "failing", Some(dir.path().to_path_buf())).expect_err("the sink fails");
+    assert!(err.to_string().contains("injected failure"), "{err}");
+    let acknowledged = accepted.load(Ordering::SeqCst);
+    assert!(acknowledged > 0 && acknowledged < 5000, "{acknowledged}");
+
+    let task = TaskId {
+        job: JobId::new("counts"),
+        pipeline: PipelineId::new("counts"),
+        vertex: VertexId::new("counter"),
+        subtask: SubtaskIndex(0),
+    };
+    let file = weir::state::task_state_file(dir.path(), &task);
+    let backend = weir::state::RedbStateBackend::open(&file, Arc::new(weir::state::SystemClock))
+        .expect("open the task's state file");
+    let mut store = backend.keyed_store(&JobId::new("counts"), &OperatorId::new("counter"));
+    let count = StateDescriptor::<Value<u64>>::new("count");
+    let mut stored = 0;
+    for k in 0i64..200 {
+        let keys: ArrayRef = Arc::new(Int64Array::from(vec![k]));
+        let shard = key_hash::shard_ids(&[keys], 32).expect("hash")[0];
+        store.set_current_key(&k.to_le_bytes(), StateShardId(shard));
+        stored += store
+            .value_state(&count)
+            .expect("state")
+            .value()
+            .expect("read")
+            .unwrap_or(0);
+    }
+    assert_eq!(
+        stored, acknowledged,
+        "committed state = acknowledged output"
+    );
 }

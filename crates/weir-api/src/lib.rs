@@ -32,6 +32,7 @@ mod options;
 mod sink;
 mod source;
 pub mod state;
+mod watermark;
 
 pub use capability::{Boundedness, SemanticMode, SinkCapability, SourceCapability};
 pub use context::{StateBackendHandle, TaskContext};
@@ -52,6 +53,7 @@ pub use source::{
 };
 
 pub use state::{KeyedStateStore, StateDescriptor, StateKind, StateSpec};
+pub use watermark::watermark_for;
 
 /// Re-export of the arrow crate this API is built against, so plugins use the same version.
 pub use arrow;

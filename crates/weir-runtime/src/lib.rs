@@ -7,6 +7,7 @@
 pub mod builtin;
 mod edge_writer;
 mod error;
+pub mod event_time;
 mod executor;
 mod input_gate;
 mod metrics;

@@ -47,12 +47,16 @@ fn copy_dir(from: &Path, to: &Path) {
 fn the_bundled_example_runs_end_to_end() {
     let work = tempfile::tempdir().expect("tempdir");
     copy_dir(&repo_root().join("examples"), &work.path().join("examples"));
-    let csv = std::fs::read_to_string(work.path().join("examples/data/bids.csv")).expect("csv");
-    let expensive = csv
-        .lines()
-        .skip(1)
-        .filter(|l| l.split(',').nth(2).and_then(|p| p.parse::<i64>().ok()) > Some(1000))
-        .count() as u64;
+    let mut expensive = 0;
+    for file in ["bids-0.csv", "bids-1.csv"] {
+        let csv = std::fs::read_to_string(work.path().join("examples/data").join(file))
+            .expect("csv");
+        expensive += csv
+            .lines()
+            .skip(1)
+            .filter(|l| l.split(',').nth(2).and_then(|p| p.parse::<i64>().ok()) > Some(1000))
+            .count() as u64;
+    }
     let out = weir(&["run", "examples/bids.yaml", "--json"], work.path());
     let summary = stdout_json(&out);
     assert_eq!(summary["source_rows"], 2000);
@@ -61,7 +65,8 @@ fn the_bundled_example_runs_end_to_end() {
         .expect("output directory")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
         .collect();
-    assert!(!parts.is_empty());
+    // Two input files, parallelism 2: each subtask reads one and writes its own part file.
+    assert_eq!(parts.len(), 2, "{parts:?}");
     assert!(
         parts
             .iter()

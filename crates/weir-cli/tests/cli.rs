@@ -49,8 +49,8 @@ fn the_bundled_example_runs_end_to_end() {
     copy_dir(&repo_root().join("examples"), &work.path().join("examples"));
     let mut expensive = 0;
     for file in ["bids-0.csv", "bids-1.csv"] {
-        let csv = std::fs::read_to_string(work.path().join("examples/data").join(file))
-            .expect("csv");
+        let csv =
+            std::fs::read_to_string(work.path().join("examples/data").join(file)).expect("csv");
         expensive += csv
             .lines()
             .skip(1)

@@ -200,8 +200,14 @@ async fn hash_keys_must_be_columns() {
         "input: { from: gen, partition: { hash: [nope] } }, options",
     );
     let err = validation_error(&yaml).await;
-    assert!(err.contains("operators[0].partition"), "{err}");
+    assert!(err.contains("operators[0].input.partition"), "{err}");
     assert!(err.contains("`nope`"), "{err}");
+    let node_level = BASE.replace(
+        "input: gen, options",
+        "input: gen, partition: { hash: [nope] }, options",
+    );
+    let err = validation_error(&node_level).await;
+    assert!(err.contains("operators[0].partition"), "{err}");
 }
 
 #[tokio::test]

@@ -50,6 +50,9 @@ pub struct ModelInput {
     pub output: Option<String>,
     /// Partitioning asked for, or `None` to let the planner choose.
     pub partition: Option<PartitionSpec>,
+    /// JSON path of the `partition` field that asked for it (on the input or on the node), for
+    /// error messages.
+    pub partition_at: Option<String>,
 }
 
 /// One node of the model.
@@ -359,10 +362,16 @@ impl StreamModel {
                 inputs: edges[i]
                     .iter()
                     .zip(&d.inputs)
-                    .map(|((u, output), (_, spec))| ModelInput {
+                    .map(|((u, output), (path, spec))| ModelInput {
                         node: ids[*u].0.clone(),
                         output: output.clone(),
                         partition: spec.partition().or(d.default_partition).cloned(),
+                        partition_at: if spec.partition().is_some() {
+                            Some(format!("{path}.partition"))
+                        } else {
+                            d.default_partition
+                                .map(|_| format!("{}.partition", d.origin))
+                        },
                     })
                     .collect(),
                 options: canonicalize(d.options.clone()),

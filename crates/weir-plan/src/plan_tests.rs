@@ -68,13 +68,13 @@ fn fingerprint_golden() {
     let plans = compile(SPEC).expect("compiles");
     assert_eq!(
         plans.partitioned.fingerprint(),
-        "47f0648a029b3fd772506245b0fef33e63d821f109d4fe1bff26c9a4741286bb",
+        "6234f19338a90853154eb9ed78f4b16d4f92d942410e0e650a2b3b2437853f50",
         "{}",
         plans.partitioned.to_json_pretty()
     );
     assert_eq!(
         plans.model.fingerprint(),
-        "79c40265831b3a5ee9add3e57a8f84b1f38afa58183b978c930739c5b7ba75c3"
+        "2b235567eeba7338572cd92a7af58c5f0992aec2a6631efa83541d7cda8fbcd4"
     );
 }
 
@@ -318,4 +318,18 @@ sinks:
     assert_eq!(from_a.channels.len(), 2);
     assert_eq!(from_b.channels.len(), 2);
     assert!(from_b.channels.iter().all(|c| c.upstream == c.downstream));
+}
+
+#[test]
+fn a_partition_written_on_an_input_is_reported_there() {
+    let text = SPEC.replace(
+        "    input: euro\n    parallelism: 4\n",
+        "    input: { from: euro, partition: forward }\n    parallelism: 3\n",
+    );
+    let (path, message) = spec_error(&text);
+    assert_eq!(path, "sinks[0].input.partition");
+    assert!(
+        message.contains("forward needs equal parallelism"),
+        "{message}"
+    );
 }

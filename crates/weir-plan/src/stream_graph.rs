@@ -135,7 +135,10 @@ impl StreamGraph {
                     Some(PartitionSpec::Forward) => {
                         if up != down {
                             return Err(err(
-                                format!("{}.partition", n.origin),
+                                input
+                                    .partition_at
+                                    .clone()
+                                    .unwrap_or_else(|| format!("{}.partition", n.origin)),
                                 format!(
                                     "forward needs equal parallelism, but `{}` has {up} and `{}` has {down}",
                                     input.node, n.operator_id

@@ -227,15 +227,18 @@ impl PreparedJob {
                 continue;
             };
             let schema = &self.schemas[&(edge.from_operator.clone(), edge.from_output.clone())];
-            let to = self
+            let head = self
                 .plans
                 .partitioned
                 .vertex(&edge.to_vertex)
-                .and_then(|v| v.chain.first())
-                .map(|n| n.origin.clone())
+                .and_then(|v| v.chain.first());
+            let path = head
+                .and_then(|n| n.inputs.get(edge.to_input as usize))
+                .and_then(|i| i.partition_at.clone())
+                .or_else(|| head.map(|n| format!("{}.partition", n.origin)))
                 .unwrap_or_default();
             for key in keys {
-                let path = format!("{to}.partition");
+                let path = path.clone();
                 let field = schema.field_with_name(key).map_err(|_| {
                     let columns: Vec<&str> =
                         schema.fields().iter().map(|f| f.name().as_str()).collect();

@@ -35,14 +35,7 @@
 //!     })
 //!     .await?;
 //! let splits = source.enumerate_splits().await?;
-//! let ctx = TaskContext {
-//!     job_id: "job".into(),
-//!     operator_id: "bids".into(),
-//!     subtask: Default::default(),
-//!     parallelism: 1,
-//!     state: None,
-//!     state_shard_count: None,
-//! };
+//! let ctx = TaskContext::new("job".into(), "bids".into(), Default::default(), 1);
 //! let mut reader = source.open_split(&splits[0], &ctx).await?;
 //! let batch = reader.next_batch().await?.expect("one batch");
 //! assert_eq!(batch.data.num_rows(), 2);

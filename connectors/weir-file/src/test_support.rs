@@ -17,14 +17,12 @@ pub(crate) const OPTIONS_PATH: &str = "sources[0].options";
 
 /// A task context for subtask `subtask`.
 pub(crate) fn ctx(subtask: u32) -> TaskContext {
-    TaskContext {
-        job_id: "job".into(),
-        operator_id: "files".into(),
-        subtask: weir_api::SubtaskIndex(subtask),
-        parallelism: 2,
-        state: None,
-        state_shard_count: None,
-    }
+    TaskContext::new(
+        "job".into(),
+        "files".into(),
+        weir_api::SubtaskIndex(subtask),
+        2,
+    )
 }
 
 /// A connector spec over `options`.

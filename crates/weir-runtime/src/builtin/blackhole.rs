@@ -205,14 +205,12 @@ mod tests {
     }
 
     fn ctx() -> TaskContext {
-        TaskContext {
-            job_id: JobId::new("job"),
-            operator_id: OperatorId::new("sink"),
-            subtask: SubtaskIndex(0),
-            parallelism: 1,
-            state: None,
-            state_shard_count: None,
-        }
+        TaskContext::new(
+            JobId::new("job"),
+            OperatorId::new("sink"),
+            SubtaskIndex(0),
+            1,
+        )
     }
 
     async fn prepare(

@@ -6,14 +6,12 @@ use arrow::datatypes::{DataType, Field, Int64Type, Schema, TimeUnit};
 use weir_api::{BadRecordPolicy, JobId, OperatorId, SubtaskIndex};
 
 fn ctx() -> TaskContext {
-    TaskContext {
-        job_id: JobId::new("job"),
-        operator_id: OperatorId::new("gen"),
-        subtask: SubtaskIndex(0),
-        parallelism: 1,
-        state: None,
-        state_shard_count: None,
-    }
+    TaskContext::new(
+        JobId::new("job"),
+        OperatorId::new("gen"),
+        SubtaskIndex(0),
+        1,
+    )
 }
 
 async fn prepare(schema: SchemaRef, options: serde_json::Value) -> Result<Arc<dyn PreparedSource>> {

@@ -208,14 +208,7 @@ mod tests {
     fn kept(predicate: &str) -> Vec<i64> {
         let prepared = prepare(predicate.into()).expect("prepares");
         assert_eq!(prepared.output_schema(), input().schema());
-        let ctx = TaskContext {
-            job_id: JobId::new("j"),
-            operator_id: OperatorId::new("f"),
-            subtask: SubtaskIndex(0),
-            parallelism: 1,
-            state: None,
-            state_shard_count: None,
-        };
+        let ctx = TaskContext::new(JobId::new("j"), OperatorId::new("f"), SubtaskIndex(0), 1);
         let mut op = prepared.create(&ctx).expect("creates");
         let mut out = Output::new();
         op.process_batch(0, input(), &mut out).expect("filters");

@@ -195,16 +195,13 @@ mod tests {
         })
     }
 
+    fn test_ctx() -> TaskContext {
+        TaskContext::new(JobId::new("j"), OperatorId::new("p"), SubtaskIndex(0), 1)
+    }
+
     fn run(expressions: &[&str]) -> RecordBatch {
         let prepared = prepare(expressions).expect("prepares");
-        let ctx = TaskContext {
-            job_id: JobId::new("j"),
-            operator_id: OperatorId::new("p"),
-            subtask: SubtaskIndex(0),
-            parallelism: 1,
-            state: None,
-            state_shard_count: None,
-        };
+        let ctx = test_ctx();
         let mut op = prepared.create(&ctx).expect("creates");
         let mut out = Output::new();
         op.process_batch(0, input(), &mut out).expect("projects");
@@ -290,14 +287,7 @@ mod tests {
     #[test]
     fn evaluation_errors_name_the_item() {
         let prepared = prepare(&["auction", "auction / (auction - 1) AS ratio"]).expect("prepares");
-        let ctx = TaskContext {
-            job_id: JobId::new("j"),
-            operator_id: OperatorId::new("p"),
-            subtask: SubtaskIndex(0),
-            parallelism: 1,
-            state: None,
-            state_shard_count: None,
-        };
+        let ctx = test_ctx();
         let mut op = prepared.create(&ctx).expect("creates");
         let err = op
             .process_batch(0, input(), &mut Output::new())

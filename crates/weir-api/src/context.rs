@@ -4,6 +4,7 @@ use crate::error::{Error, Result};
 use crate::ids::{JobId, OperatorId, SubtaskIndex};
 use crate::state::KeyedStateStore;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 /// The task's keyed-state backend, as operators see it: it hands each operator a store scoped to
 /// (job, operator). The runtime implements it (redb by default) and commits or rolls back the
@@ -32,6 +33,9 @@ pub struct TaskContext {
     /// Number of state shards when the operator's vertex is keyed (fed by a HASH edge): compute
     /// a key's shard with `weir_plan::key_hash::shard_ids(keys, count)`.
     pub state_shard_count: Option<u32>,
+    /// Rows the operator dropped by policy (late rows, null event times): the runtime reports
+    /// this count in the job summary. Add to it with `fetch_add(n, Ordering::Relaxed)`.
+    pub dropped_rows: Arc<AtomicU64>,
 }
 
 impl TaskContext {
@@ -49,6 +53,7 @@ impl TaskContext {
             parallelism,
             state: None,
             state_shard_count: None,
+            dropped_rows: Arc::default(),
         }
     }
 

@@ -24,6 +24,7 @@
 
 mod capability;
 mod context;
+mod duration;
 mod error;
 mod ids;
 mod message;
@@ -36,6 +37,7 @@ mod watermark;
 
 pub use capability::{Boundedness, SemanticMode, SinkCapability, SourceCapability};
 pub use context::{StateBackendHandle, TaskContext};
+pub use duration::DurationMs;
 pub use error::{Error, ErrorKind, RecordLocation, Result};
 pub use ids::{
     ChannelId, EdgeId, Epoch, EventTimeMs, JobId, OperatorId, PipelineId, StateShardId,

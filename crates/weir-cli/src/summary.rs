@@ -38,14 +38,14 @@ pub(crate) fn render(summary: &JobSummary, peak_rss: Option<u64>) -> String {
     let _ = writeln!(s, "job {} finished in {:.3} s", summary.job_id, secs);
     let _ = writeln!(
         s,
-        "{:<24} {:>14} {:>14} {:>12}",
-        "operator", "rows in", "rows out", "dead letters"
+        "{:<24} {:>14} {:>14} {:>12} {:>10}",
+        "operator", "rows in", "rows out", "dead letters", "dropped"
     );
     for o in &summary.metrics.operators {
         let _ = writeln!(
             s,
-            "{:<24} {:>14} {:>14} {:>12}",
-            o.operator_id, o.rows_in, o.rows_out, o.dead_letters
+            "{:<24} {:>14} {:>14} {:>12} {:>10}",
+            o.operator_id, o.rows_in, o.rows_out, o.dead_letters, o.dropped
         );
     }
     let rate = if secs > 0.0 { rows as f64 / secs } else { 0.0 };

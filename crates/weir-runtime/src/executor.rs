@@ -249,6 +249,7 @@ async fn build_task(
         parallelism: vertex.parallelism,
         state: Some(task_state.clone() as Arc<dyn weir_api::StateBackendHandle>),
         state_shard_count: vertex.shards.as_ref().map(|s| s.state_shard_count),
+        dropped_rows: metrics.operator(id).dropped_rows(),
     };
 
     // Writers for every edge leaving this vertex, from this subtask's channels.

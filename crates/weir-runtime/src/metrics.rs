@@ -14,6 +14,8 @@ pub struct OperatorMetrics {
     rows_out: AtomicU64,
     batches_in: AtomicU64,
     dead_letters: AtomicU64,
+    /// Shared with the operator's `TaskContext::dropped_rows`.
+    dropped: Arc<AtomicU64>,
 }
 
 impl OperatorMetrics {
@@ -24,6 +26,11 @@ impl OperatorMetrics {
 
     pub(crate) fn add_out(&self, rows: usize) {
         self.rows_out.fetch_add(rows as u64, Ordering::Relaxed);
+    }
+
+    /// The counter an operator adds the rows it dropped by policy to.
+    pub(crate) fn dropped_rows(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.dropped)
     }
 
     pub(crate) fn add_dead_letters(&self, rows: usize) {
@@ -90,6 +97,7 @@ impl JobMetrics {
                     rows_out: m.rows_out.load(Ordering::Relaxed),
                     batches_in: m.batches_in.load(Ordering::Relaxed),
                     dead_letters: m.dead_letters.load(Ordering::Relaxed),
+                    dropped: m.dropped.load(Ordering::Relaxed),
                 })
                 .collect(),
         }
@@ -111,6 +119,8 @@ pub struct OperatorSnapshot {
     pub batches_in: u64,
     /// Records sent to the dead-letter output (sources).
     pub dead_letters: u64,
+    /// Rows the operator dropped by policy (late rows, null event times).
+    pub dropped: u64,
 }
 
 /// Every counter of a job at one moment.

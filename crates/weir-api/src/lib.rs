@@ -54,7 +54,10 @@ pub use source::{
     SplitBatch, SplitCursor, SplitReader, dead_letter_schema,
 };
 
-pub use state::{KeyedStateStore, StateDescriptor, StateKind, StateSpec};
+pub use state::{
+    KeyedStateStore, NamespaceRange, ScannedEntry, StateAddress, StateDescriptor, StateKind,
+    StateSpec,
+};
 pub use watermark::watermark_for;
 
 /// Re-export of the arrow crate this API is built against, so plugins use the same version.

@@ -7,7 +7,9 @@
 //!   marker ([`Value`], [`Map`], [`List`], [`Set`]) so a handle of the wrong kind cannot be asked
 //!   for.
 //! - [`KeyedStateStore`]: the object-safe, byte-level store an operator receives. It is scoped to
-//!   the operator's current key (and key namespace) and moves raw bytes.
+//!   the operator's current key (and key namespace) and moves raw bytes; explicitly addressed
+//!   access ([`StateAddress`]) and a cross-key [`scan`](KeyedStateStore::scan) over a range of
+//!   namespaces ([`NamespaceRange`]) serve timers and windows.
 //!
 //! The typed handles (`ValueState<T>`, `MapState<K, V>`, ...) that encode values with the one
 //! codec live in the `weir-state` crate (`weir_state::KeyedStateExt`), because the codec is an
@@ -172,9 +174,10 @@ impl<S> fmt::Debug for StateDescriptor<S> {
 /// Contract:
 /// - A state MUST be registered with [`register`](Self::register) before it is read or written;
 ///   otherwise the calls fail with an internal error.
-/// - [`set_current_key`](Self::set_current_key) MUST be called before any access; the shard MUST
-///   be the key's `weir_plan::key_hash` shard, or a snapshot and a rescale put the key in the
-///   wrong subtask.
+/// - [`set_current_key`](Self::set_current_key) MUST be called before any access to the current
+///   key; the shard MUST be the key's `weir_plan::key_hash` shard (also in a [`StateAddress`]),
+///   or a snapshot and a rescale put the key in the wrong subtask. The `*_at` methods and
+///   [`scan`](Self::scan) address entries explicitly and leave the current key alone.
 /// - Writes are staged in the task's journal and become durable only when the runtime commits
 ///   the batch; reads see staged writes (read-your-writes).
 /// - An entry whose TTL has passed is never returned.
@@ -212,6 +215,125 @@ pub trait KeyedStateStore: Send {
 
     /// Stages the removal of every entry of the current key in this state.
     fn clear(&mut self, state: &str) -> Result<()>;
+
+    /// The payload of one entry at an explicit address, like [`get`](Self::get) but without
+    /// touching the current key and namespace (services such as timers write on behalf of
+    /// keys other than the record's).
+    fn get_at(
+        &mut self,
+        state: &str,
+        at: StateAddress<'_>,
+        sub_key: &[u8],
+    ) -> Result<Option<Vec<u8>>>;
+
+    /// Stages a put of one entry at an explicit address; the current key and namespace are
+    /// unchanged.
+    fn put_at(
+        &mut self,
+        state: &str,
+        at: StateAddress<'_>,
+        sub_key: &[u8],
+        payload: &[u8],
+    ) -> Result<()>;
+
+    /// Stages the removal of one entry at an explicit address; returns whether a live entry
+    /// existed. The current key and namespace are unchanged.
+    fn remove_at(&mut self, state: &str, at: StateAddress<'_>, sub_key: &[u8]) -> Result<bool>;
+
+    /// Every live entry of one registered state in one shard whose namespace lies in
+    /// `namespaces`, across all keys, in layout order: by namespace, then key, then sub-key,
+    /// where namespace and key compare by `(length, bytes)` (see [`NamespaceRange`]) and the
+    /// sub-key by bytes.
+    ///
+    /// Staged writes and removals of the batch are included (read-your-writes). Expired entries
+    /// are skipped and their removal is staged; live entries of a state with a TTL get a new
+    /// deadline, as every read does. At most `limit` entries are returned when it is set (the
+    /// scan stops there, so `Some(1)` is a cheap "first entry"). The current key and namespace
+    /// are unchanged, and no current key is needed.
+    ///
+    /// Implementations MUST read only the key range of the requested namespaces (a range scan,
+    /// not a pass over the whole state), because operators call this on every watermark.
+    fn scan(
+        &mut self,
+        state: &str,
+        shard: StateShardId,
+        namespaces: NamespaceRange<'_>,
+        limit: Option<usize>,
+    ) -> Result<Vec<ScannedEntry>>;
+}
+
+/// The address of one key's entries independent of the store's current key: shard, key
+/// namespace and key. Used by [`KeyedStateStore::get_at`], [`put_at`](KeyedStateStore::put_at)
+/// and [`remove_at`](KeyedStateStore::remove_at).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StateAddress<'a> {
+    /// The key's state shard (its `weir_plan::key_hash` shard).
+    pub shard: StateShardId,
+    /// The key namespace (empty by default).
+    pub namespace: &'a [u8],
+    /// The key's bytes.
+    pub key: &'a [u8],
+}
+
+/// A half-open range `[from, until)` of key namespaces for [`KeyedStateStore::scan`];
+/// `until: None` is unbounded.
+///
+/// Namespaces compare by `(length, bytes)`, not by bytes alone, because the key layout stores
+/// each namespace behind a `u32` big-endian length prefix: every 2-byte namespace sorts before
+/// every 3-byte one. Namespaces of one fixed width therefore compare as plain bytes, so
+/// fixed-width order-preserving encodings (e.g. an 8-byte big-endian timestamp with its sign
+/// bit flipped) scan in numeric order. The empty namespace is the smallest of all.
+///
+/// ```
+/// use weir_api::state::NamespaceRange;
+///
+/// let range = NamespaceRange::new(&[0, 5], Some(&[1, 0]));
+/// assert!(range.contains(&[0, 9]));
+/// assert!(!range.contains(&[1, 0]));
+/// // A 1-byte namespace is below every 2-byte one, whatever its bytes.
+/// assert!(!range.contains(&[0xFF]));
+/// assert!(NamespaceRange::ALL.contains(&[]));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamespaceRange<'a> {
+    /// Inclusive lower bound.
+    pub from: &'a [u8],
+    /// Exclusive upper bound; `None` for no upper bound.
+    pub until: Option<&'a [u8]>,
+}
+
+impl<'a> NamespaceRange<'a> {
+    /// Every namespace.
+    pub const ALL: NamespaceRange<'static> = NamespaceRange {
+        from: &[],
+        until: None,
+    };
+
+    /// `[from, until)`; `until: None` is unbounded.
+    pub fn new(from: &'a [u8], until: Option<&'a [u8]>) -> Self {
+        Self { from, until }
+    }
+
+    /// Whether `namespace` lies in the range, in `(length, bytes)` order.
+    pub fn contains(&self, namespace: &[u8]) -> bool {
+        let key = (namespace.len(), namespace);
+        key >= (self.from.len(), self.from)
+            && self.until.is_none_or(|until| key < (until.len(), until))
+    }
+}
+
+/// One entry found by [`KeyedStateStore::scan`].
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ScannedEntry {
+    /// The entry's key namespace.
+    pub namespace: Vec<u8>,
+    /// The entry's key.
+    pub key: Vec<u8>,
+    /// The sub-key: empty for value states; the encoded map key, list position (u64 BE) or
+    /// encoded set element otherwise.
+    pub sub_key: Vec<u8>,
+    /// The payload as [`KeyedStateStore::get`] returns it.
+    pub payload: Vec<u8>,
 }
 
 #[cfg(test)]

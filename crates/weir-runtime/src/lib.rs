@@ -18,6 +18,7 @@ mod registry;
 mod task;
 mod task_state;
 mod union;
+pub mod window;
 
 pub use error::{Error, Result};
 pub use executor::{JobSummary, RunOptions, RunningJob, start, start_with};

@@ -3,6 +3,7 @@
 use crate::builtin::{BlackholeSinkFactory, DatagenSourceFactory};
 use crate::operators::{FilterFactory, ProjectFactory};
 use crate::union::UnionFactory;
+use crate::window::WindowFactory;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use weir_api::{OperatorFactory, SinkFactory, SourceFactory};
@@ -40,6 +41,7 @@ impl Registry {
         r.register_operator("filter", Arc::new(FilterFactory::new()));
         r.register_operator("project", Arc::new(ProjectFactory::new()));
         r.register_operator("union", Arc::new(UnionFactory));
+        r.register_operator("window", Arc::new(WindowFactory));
         r.register_source("datagen", Arc::new(DatagenSourceFactory));
         r.register_sink("blackhole", Arc::new(BlackholeSinkFactory::new()));
         r

@@ -490,6 +490,19 @@ impl Inner {
         Ok(found.map(|g| g.value().to_vec()))
     }
 
+    /// A redb range over committed entries with keys in `[start, end)` (`end: None` unbounded);
+    /// the caller ensures `start < end`. The range does not borrow `self`.
+    pub(crate) fn committed_range(
+        &mut self,
+        start: &[u8],
+        end: Option<&[u8]>,
+    ) -> StateResult<redb::Range<'static, &'static [u8], &'static [u8]>> {
+        let upper = end.map_or(std::ops::Bound::Unbounded, std::ops::Bound::Excluded);
+        self.committed_entries()?
+            .range::<&[u8]>((std::ops::Bound::Included(start), upper))
+            .map_err(|e| StateError::storage("scanning state", e))
+    }
+
     /// Every `(entry key, stored value)` starting with `prefix`, journal merged over redb.
     pub(crate) fn lookup_prefix(&mut self, prefix: &[u8]) -> StateResult<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut merged: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>> =

@@ -153,6 +153,23 @@ pub enum StateError {
         /// The count of the restoring plan.
         requested: u32,
     },
+    /// The row codec ([`crate::row_codec`]) does not cover an Arrow data type.
+    #[error(
+        "the state row codec cannot store Arrow type {data_type}; it stores nulls, booleans, \
+         integers, floats, decimals, dates, times, timestamps, durations, intervals, strings, \
+         binaries, lists, structs and dictionaries of those"
+    )]
+    UnsupportedRowType {
+        /// The Arrow data type, as Arrow displays it.
+        data_type: String,
+    },
+    /// The row codec was given columns it cannot encode together, or a value too large for
+    /// its length fields.
+    #[error("state row codec: {message}")]
+    RowCodec {
+        /// What does not fit.
+        message: String,
+    },
     /// A background task of a snapshot or restore panicked or was cancelled.
     #[error("background task failed while {context}: {message}")]
     Background {
@@ -202,7 +219,8 @@ impl From<StateError> for weir_api::Error {
             | StateError::SchemaVersion { .. }
             | StateError::KindMismatch { .. }
             | StateError::Migration { .. }
-            | StateError::ShardCountChanged { .. } => {
+            | StateError::ShardCountChanged { .. }
+            | StateError::UnsupportedRowType { .. } => {
                 weir_api::Error::schema("keyed state", err.to_string())
             }
             StateError::Codec { .. }
@@ -211,6 +229,7 @@ impl From<StateError> for weir_api::Error {
             | StateError::Corrupt { .. }
             | StateError::Segment { .. }
             | StateError::Checksum { .. }
+            | StateError::RowCodec { .. }
             | StateError::Background { .. } => weir_api::Error::Internal(err.to_string()),
         }
     }

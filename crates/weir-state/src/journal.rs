@@ -44,6 +44,17 @@ impl Journal {
             .take_while(move |(k, _)| k.starts_with(prefix))
     }
 
+    /// Staged outcomes of every key in `[start, end)` (`end: None` unbounded), in key order.
+    /// The caller ensures `start < end`.
+    pub(crate) fn range<'a>(
+        &'a self,
+        start: &'a [u8],
+        end: Option<&'a [u8]>,
+    ) -> impl Iterator<Item = (&'a Vec<u8>, &'a Staged)> + 'a {
+        let end = end.map_or(Bound::Unbounded, Bound::Excluded);
+        self.staged.range::<[u8], _>((Bound::Included(start), end))
+    }
+
     /// Number of staged keys.
     pub(crate) fn len(&self) -> usize {
         self.staged.len()

@@ -70,6 +70,34 @@ pub(crate) fn key_prefix(state_prefix: &[u8], namespace: &[u8], key: &[u8]) -> V
     out
 }
 
+/// The first entry key of a namespace in a state: `state_prefix | u32 BE len | namespace`.
+///
+/// Every entry of a namespace `n` with `(len(n), n) >= (len(ns), ns)` sorts at or after it and
+/// every other entry of the state before it, so it is the bound of a namespace range scan.
+pub(crate) fn namespace_bound(state_prefix: &[u8], namespace: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(state_prefix.len() + 4 + namespace.len());
+    out.extend_from_slice(state_prefix);
+    push(&mut out, namespace);
+    out
+}
+
+/// The smallest byte string above every string that starts with `prefix`, or `None` when there
+/// is none (the prefix is all `0xFF`).
+pub(crate) fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let last = prefix.iter().rposition(|b| *b != 0xFF)?;
+    let mut out = prefix[..=last].to_vec();
+    out[last] += 1;
+    Some(out)
+}
+
+/// Splits the rest of an entry key after its state prefix into `(namespace, key, sub_key)`.
+pub(crate) fn split_after_state(rest: &[u8]) -> StateResult<(&[u8], &[u8], &[u8])> {
+    let mut rest = rest;
+    let namespace = take_component(&mut rest, "namespace")?;
+    let key = take_component(&mut rest, "key")?;
+    Ok((namespace, key, rest))
+}
+
 /// Key of the registration and size tables: `(job, operator, state)`.
 pub(crate) fn state_id_key(job: &str, operator: &str, state: &str) -> Vec<u8> {
     let mut out = operator_prefix(job, operator);
@@ -226,6 +254,21 @@ mod tests {
         assert!(!b.starts_with(&operator_prefix("j", "op")));
         assert!(!c.starts_with(&a));
         assert!(state_prefix("j", "op", StateShardId(1), "s").starts_with(&a));
+    }
+
+    #[test]
+    fn namespace_bounds_order_by_length_then_bytes() {
+        let prefix = state_prefix("j", "op", StateShardId(3), "s");
+        let entry = |ns: &[u8]| key_prefix(&prefix, ns, b"k");
+        assert!(entry(b"\xFF") < namespace_bound(&prefix, b"\x00\x00"));
+        assert!(entry(b"\x00\x00") >= namespace_bound(&prefix, b"\x00\x00"));
+        assert!(entry(b"\x00\x01") >= namespace_bound(&prefix, b"\x00\x00"));
+        assert!(entry(b"\x00\x01") < namespace_bound(&prefix, b"\x00\x02"));
+        let end = prefix_successor(&prefix).expect("successor");
+        assert!(entry(&[0xFF; 40]) < end);
+        assert!(state_prefix("j", "op", StateShardId(3), "t") >= end);
+        assert_eq!(prefix_successor(&[1, 0xFF, 0xFF]), Some(vec![2]));
+        assert_eq!(prefix_successor(&[0xFF]), None);
     }
 
     #[test]

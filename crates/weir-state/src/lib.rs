@@ -11,6 +11,10 @@
 //!   [`SetState`]);
 //! - [`StateReadView`]: point-in-time enumeration of committed state per (operator, shard, state),
 //!   the key index snapshots use;
+//! - [`timers`]: event-time and processing-time timers stored as keyed state
+//!   ([`timers::TimerService`]), so snapshots, restore and rescale carry them;
+//! - [`row_codec`]: Weir's own stable byte format for Arrow values (group keys, accumulator
+//!   states) kept in keyed state;
 //! - snapshots ([`SegmentStore`]): one Parquet segment per (operator, subtask, shard, state) in
 //!   an object store, with a SHA-256 each ([`SegmentDescriptor`]); restore into a fresh backend;
 //!   rescale by moving whole shards ([`assign_segments`]).
@@ -52,9 +56,12 @@ mod journal;
 pub mod layout;
 mod rescale;
 mod restore;
+pub mod row_codec;
+mod scan;
 pub mod segment;
 mod snapshot;
 mod store;
+pub mod timers;
 mod view;
 
 pub use backend::{
@@ -66,11 +73,18 @@ pub use handle::{KeyedStateExt, ListState, MapState, SetState, ValueState};
 pub use layout::EntryKey;
 pub use rescale::{KeyHashFn, assign_segments};
 pub use restore::{RestoreOptions, RestoreReport};
+pub use row_codec::{ROW_CODEC_VERSION, decode_rows, encode_rows};
 pub use segment::SegmentDescriptor;
 pub use snapshot::{PendingSnapshot, SegmentStore, SnapshotScope};
 pub use store::RedbKeyedStore;
+pub use timers::{
+    EVENT_TIME_TIMERS, PROCESSING_TIME_TIMERS, Timer, TimerDomain, TimerService, decode_timestamp,
+    encode_timestamp,
+};
 pub use view::{EntryScan, RawEntry, StateReadView};
 
+#[cfg(test)]
+mod scan_tests;
 #[cfg(test)]
 mod snapshot_tests;
 #[cfg(test)]

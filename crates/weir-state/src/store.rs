@@ -4,8 +4,11 @@ use crate::backend::RedbStateBackend;
 use crate::error::{StateError, StateResult};
 use crate::journal::Staged;
 use crate::layout;
+use crate::scan;
 use std::collections::HashMap;
-use weir_api::{KeyedStateStore, StateShardId, StateSpec};
+use weir_api::{
+    KeyedStateStore, NamespaceRange, ScannedEntry, StateAddress, StateShardId, StateSpec,
+};
 
 /// One operator's keyed state in a task's [`RedbStateBackend`]; implements [`KeyedStateStore`].
 ///
@@ -76,10 +79,33 @@ impl RedbKeyedStore {
         Ok(prefix)
     }
 
+    /// The entry key of `sub_key` at an explicit address in `state`.
+    fn entry_key_at(&self, state: &str, at: StateAddress<'_>, sub_key: &[u8]) -> Vec<u8> {
+        let state_prefix = layout::state_prefix(&self.job, &self.operator, at.shard, state);
+        let mut entry_key = layout::key_prefix(&state_prefix, at.namespace, at.key);
+        entry_key.extend_from_slice(sub_key);
+        entry_key
+    }
+
     fn get_impl(&mut self, state: &str, sub_key: &[u8]) -> StateResult<Option<Vec<u8>>> {
         let ttl = self.ttl_of(state)?;
         let mut entry_key = self.current_prefix(state)?;
         entry_key.extend_from_slice(sub_key);
+        self.get_entry(ttl, entry_key)
+    }
+
+    fn get_at_impl(
+        &mut self,
+        state: &str,
+        at: StateAddress<'_>,
+        sub_key: &[u8],
+    ) -> StateResult<Option<Vec<u8>>> {
+        let ttl = self.ttl_of(state)?;
+        let entry_key = self.entry_key_at(state, at, sub_key);
+        self.get_entry(ttl, entry_key)
+    }
+
+    fn get_entry(&mut self, ttl: Option<u64>, entry_key: Vec<u8>) -> StateResult<Option<Vec<u8>>> {
         let mut inner = self.backend.lock();
         let now = inner.clock.now_ms();
         let Some(stored) = inner.lookup(&entry_key)? else {
@@ -102,19 +128,51 @@ impl RedbKeyedStore {
         let ttl = self.ttl_of(state)?;
         let mut entry_key = self.current_prefix(state)?;
         entry_key.extend_from_slice(sub_key);
+        self.put_entry(ttl, entry_key, payload);
+        Ok(())
+    }
+
+    fn put_at_impl(
+        &mut self,
+        state: &str,
+        at: StateAddress<'_>,
+        sub_key: &[u8],
+        payload: &[u8],
+    ) -> StateResult<()> {
+        let ttl = self.ttl_of(state)?;
+        let entry_key = self.entry_key_at(state, at, sub_key);
+        self.put_entry(ttl, entry_key, payload);
+        Ok(())
+    }
+
+    fn put_entry(&mut self, ttl: Option<u64>, entry_key: Vec<u8>, payload: &[u8]) {
         let mut inner = self.backend.lock();
         let expiry = ttl.map_or(0, |ttl| inner.clock.now_ms().saturating_add(ttl));
         inner.journal.stage(
             entry_key,
             Staged::Put(layout::encode_stored(expiry, payload)),
         );
-        Ok(())
     }
 
     fn remove_impl(&mut self, state: &str, sub_key: &[u8]) -> StateResult<bool> {
         self.ttl_of(state)?;
         let mut entry_key = self.current_prefix(state)?;
         entry_key.extend_from_slice(sub_key);
+        self.remove_entry(entry_key)
+    }
+
+    fn remove_at_impl(
+        &mut self,
+        state: &str,
+        at: StateAddress<'_>,
+        sub_key: &[u8],
+    ) -> StateResult<bool> {
+        self.ttl_of(state)?;
+        let entry_key = self.entry_key_at(state, at, sub_key);
+        self.remove_entry(entry_key)
+    }
+
+    fn remove_entry(&mut self, entry_key: Vec<u8>) -> StateResult<bool> {
         let mut inner = self.backend.lock();
         let now = inner.clock.now_ms();
         let existed = match inner.lookup(&entry_key)? {
@@ -143,6 +201,47 @@ impl RedbKeyedStore {
                 inner.journal.stage(entry_key, Staged::Put(refreshed));
             }
             out.push((sub_key, payload.to_vec()));
+        }
+        Ok(out)
+    }
+
+    fn scan_impl(
+        &mut self,
+        state: &str,
+        shard: StateShardId,
+        namespaces: NamespaceRange<'_>,
+        limit: Option<usize>,
+    ) -> StateResult<Vec<ScannedEntry>> {
+        let ttl = self.ttl_of(state)?;
+        let prefix = layout::state_prefix(&self.job, &self.operator, shard, state);
+        let start = layout::namespace_bound(&prefix, namespaces.from);
+        let end = match namespaces.until {
+            Some(until) => Some(layout::namespace_bound(&prefix, until)),
+            None => layout::prefix_successor(&prefix),
+        };
+        let mut inner = self.backend.lock();
+        let now = inner.clock.now_ms();
+        let found = scan::lookup_range(&mut inner, &start, end.as_deref(), now, limit)?;
+        for key in found.expired {
+            inner.journal.stage(key, Staged::Delete);
+        }
+        let mut out = Vec::with_capacity(found.live.len());
+        for (entry_key, stored) in found.live {
+            let (_, payload) = layout::decode_stored(&stored)?;
+            let rest = entry_key.get(prefix.len()..).ok_or_else(|| {
+                StateError::corrupt("a scanned entry key is shorter than its state prefix")
+            })?;
+            let (namespace, key, sub_key) = layout::split_after_state(rest)?;
+            out.push(ScannedEntry {
+                namespace: namespace.to_vec(),
+                key: key.to_vec(),
+                sub_key: sub_key.to_vec(),
+                payload: payload.to_vec(),
+            });
+            if let Some(ttl) = ttl {
+                let refreshed = layout::encode_stored(now.saturating_add(ttl), payload);
+                inner.journal.stage(entry_key, Staged::Put(refreshed));
+            }
         }
         Ok(out)
     }
@@ -208,5 +307,43 @@ impl KeyedStateStore for RedbKeyedStore {
 
     fn clear(&mut self, state: &str) -> weir_api::Result<()> {
         Ok(self.clear_impl(state)?)
+    }
+
+    fn get_at(
+        &mut self,
+        state: &str,
+        at: StateAddress<'_>,
+        sub_key: &[u8],
+    ) -> weir_api::Result<Option<Vec<u8>>> {
+        Ok(self.get_at_impl(state, at, sub_key)?)
+    }
+
+    fn put_at(
+        &mut self,
+        state: &str,
+        at: StateAddress<'_>,
+        sub_key: &[u8],
+        payload: &[u8],
+    ) -> weir_api::Result<()> {
+        Ok(self.put_at_impl(state, at, sub_key, payload)?)
+    }
+
+    fn remove_at(
+        &mut self,
+        state: &str,
+        at: StateAddress<'_>,
+        sub_key: &[u8],
+    ) -> weir_api::Result<bool> {
+        Ok(self.remove_at_impl(state, at, sub_key)?)
+    }
+
+    fn scan(
+        &mut self,
+        state: &str,
+        shard: StateShardId,
+        namespaces: NamespaceRange<'_>,
+        limit: Option<usize>,
+    ) -> weir_api::Result<Vec<ScannedEntry>> {
+        Ok(self.scan_impl(state, shard, namespaces, limit)?)
     }
 }

@@ -10,6 +10,7 @@
 //! DataFusion's message (which carries the position of a parse error).
 
 mod expr;
+pub(crate) use expr::single_input;
 mod filter;
 mod project;
 

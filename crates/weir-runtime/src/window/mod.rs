@@ -1,0 +1,133 @@
+//! The `window` operator: event-time windows (tumble, hop, cumulate, session) with vectorized
+//! aggregates and late-data policies. See docs/windows.md for the user's view.
+
+mod aggregate;
+mod assign;
+mod config;
+mod output;
+mod persist;
+mod session;
+mod time_window;
+
+#[cfg(test)]
+mod reference_tests;
+#[cfg(test)]
+mod tests;
+
+pub use aggregate::{AggregateSet, GroupSpace};
+pub use assign::{Assigned, WindowKind, assign_windows};
+pub use config::{
+    AggregateOption, LATE_OUTPUT, LATE_REASON, LateOptions, LatePolicyKind, REASON_LATE,
+    REASON_NULL_TIME, UPDATE_MARKER, WindowConfig, WindowOptions, WindowSpec,
+};
+pub use output::LateRows;
+pub use persist::{WindowId, WindowStore};
+pub use session::SessionWindowOperator;
+pub use time_window::TimeWindowOperator;
+
+use arrow::datatypes::SchemaRef;
+use std::sync::Arc;
+use weir_api::{
+    Error, Operator, OperatorFactory, OperatorSpec, PreparedOperator, Result, SideOutput,
+    TaskContext, decode_options,
+};
+
+/// Creates `window` operators from job-spec options.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct WindowFactory;
+
+impl OperatorFactory for WindowFactory {
+    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+        let options: WindowOptions = decode_options(spec.options, spec.options_path)?;
+        let input = crate::operators::single_input("window", spec.operator_id, spec.input_schemas)?;
+        let cfg = WindowConfig::resolve(&options, &input, spec.options_path)?;
+        Ok(Arc::new(PreparedWindow::new(cfg)))
+    }
+}
+
+/// A window operator resolved against its input, ready to create instances.
+#[derive(Debug)]
+pub struct PreparedWindow {
+    cfg: Arc<WindowConfig>,
+}
+
+impl PreparedWindow {
+    /// Wraps a resolved configuration (the SQL front end builds one directly).
+    pub fn new(cfg: WindowConfig) -> Self {
+        Self { cfg: Arc::new(cfg) }
+    }
+}
+
+impl PreparedOperator for PreparedWindow {
+    fn output_schema(&self) -> SchemaRef {
+        Arc::clone(&self.cfg.output_schema)
+    }
+
+    fn side_outputs(&self) -> Vec<SideOutput> {
+        if self.cfg.policy == LatePolicyKind::Route {
+            vec![SideOutput {
+                name: LATE_OUTPUT.to_owned(),
+                schema: Arc::clone(&self.cfg.late_schema),
+            }]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "window {:?} keys {:?} late {:?}",
+            self.cfg.kind,
+            self.cfg
+                .key_schema
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .collect::<Vec<_>>(),
+            self.cfg.policy
+        )
+    }
+
+    fn create(&self, ctx: &TaskContext) -> Result<Box<dyn Operator>> {
+        let keyed = ctx.state_shard_count.is_some();
+        if ctx.parallelism > 1 && !keyed {
+            let keys: Vec<&str> = self
+                .cfg
+                .key_schema
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .collect();
+            return Err(Error::config(
+                format!("operator `{}`", ctx.operator_id),
+                if keys.is_empty() {
+                    format!(
+                        "a window without key_by runs at parallelism 1, not {}",
+                        ctx.parallelism
+                    )
+                } else {
+                    format!(
+                        "a keyed window at parallelism {} needs its input hash-partitioned on \
+                         its keys: `input: {{from: ..., partition: {{hash: [{}]}}}}`",
+                        ctx.parallelism,
+                        keys.join(", ")
+                    )
+                },
+            ));
+        }
+        let store = match &ctx.state {
+            Some(_) => Some(WindowStore::open(ctx)?),
+            None => None,
+        };
+        let late = LateRows::new(&self.cfg, Arc::clone(&ctx.dropped_rows));
+        Ok(match self.cfg.kind {
+            WindowKind::Session { gap } => Box::new(SessionWindowOperator::new(
+                Arc::clone(&self.cfg),
+                gap,
+                late,
+                store,
+            )?),
+            _ => Box::new(TimeWindowOperator::new(Arc::clone(&self.cfg), late, store)?),
+        })
+    }
+}

@@ -1,0 +1,398 @@
+//! Window contents in keyed state: what a checkpoint sees of a window operator.
+//!
+//! Window operators aggregate in memory (vectorized accumulators) and write their complete
+//! contents to keyed state on every checkpoint barrier, before the snapshot is taken; a new
+//! instance restores them from there. Per state shard the operator keeps:
+//!
+//! - `window.groups` (value state): namespace = the window (`end`, `start` as order-preserving
+//!   8-byte big-endian each, then one flag byte), key = the group's key columns in the state
+//!   row codec, payload = the group's partial aggregate states in the row codec.
+//! - event-time timers (`weir_state::TimerService`): one per (shard, window) at `end - 1` for
+//!   an open window, at `end - 1 + allowed lateness` for a fired window kept for late updates.
+//!   Restoring walks the timers in firing order to find the windows.
+//! - `window.watermark` (value state): the operator's watermark, so a restored instance knows
+//!   which windows already fired and never fires them twice.
+//!
+//! Each barrier rewrites the operator's state completely (the previous entries are removed in
+//! the same journal commit), so the state is exactly the in-memory windows at the barrier.
+
+use super::config::WindowConfig;
+use arrow::array::ArrayRef;
+use arrow::compute::concat;
+use arrow::datatypes::DataType;
+use std::collections::BTreeMap;
+use weir_api::state::{NamespaceRange, StateAddress};
+use weir_api::{
+    Error, EventTimeMs, KeyedStateStore, Result, StateKind, StateShardId, StateSpec, TaskContext,
+};
+use weir_plan::ShardAssignment;
+use weir_plan::key_hash;
+use weir_state::row_codec::{decode_rows, encode_rows};
+use weir_state::timers::{TimerService, encode_timestamp};
+
+const GROUPS: &str = "window.groups";
+const WATERMARK: &str = "window.watermark";
+/// Format of the encoded windows; bump on any change of the layout above.
+const SCHEMA_VERSION: u32 = 1;
+
+/// A window's bounds; orders by end, then start (the firing order).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct WindowId {
+    /// Exclusive end, ms.
+    pub end: i64,
+    /// Inclusive start, ms.
+    pub start: i64,
+}
+
+impl WindowId {
+    /// The state namespace of this window with `flags`: 17 bytes that sort like `(end, start)`.
+    fn namespace(self, flags: u8) -> [u8; 17] {
+        let mut out = [0u8; 17];
+        out[..8].copy_from_slice(&encode_timestamp(self.end));
+        out[8..16].copy_from_slice(&encode_timestamp(self.start));
+        out[16] = flags;
+        out
+    }
+
+    fn from_namespace(ns: &[u8]) -> Result<(Self, u8)> {
+        let corrupt = || Error::Internal(format!("corrupt window namespace of {} bytes", ns.len()));
+        if ns.len() != 17 {
+            return Err(corrupt());
+        }
+        let ts = |b: &[u8]| -> Result<i64> {
+            let raw: [u8; 8] = b.try_into().map_err(|_| corrupt())?;
+            Ok((u64::from_be_bytes(raw) ^ (1 << 63)) as i64)
+        };
+        Ok((
+            WindowId {
+                end: ts(&ns[..8])?,
+                start: ts(&ns[8..16])?,
+            },
+            ns[16],
+        ))
+    }
+}
+
+/// Groups taken out of a [`GroupSpace`](super::GroupSpace): key columns and, per aggregate, its
+/// partial-state columns; one row per group.
+pub type GroupColumns = (Vec<ArrayRef>, Vec<Vec<ArrayRef>>);
+
+/// Windows read back from keyed state, grouped by (window, flags).
+#[derive(Debug, Default)]
+pub struct RestoredWindows {
+    /// The operator's watermark at the barrier (`i64::MIN` without state).
+    pub watermark: i64,
+    /// Per window and flags: key columns and partial states, one row per group.
+    pub windows: BTreeMap<(WindowId, u8), GroupColumns>,
+}
+
+/// The keyed state of one window operator instance.
+pub struct WindowStore {
+    store: Box<dyn KeyedStateStore>,
+    shard_count: Option<u32>,
+    owned: Vec<StateShardId>,
+    timers: TimerService,
+}
+
+impl std::fmt::Debug for WindowStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WindowStore")
+            .field("owned_shards", &self.owned.len())
+            .finish()
+    }
+}
+
+fn spec(name: &str) -> StateSpec {
+    StateSpec {
+        name: name.to_owned(),
+        kind: StateKind::Value,
+        schema_version: SCHEMA_VERSION,
+        ttl_ms: None,
+    }
+}
+
+fn codec_err(e: weir_state::StateError) -> Error {
+    e.into()
+}
+
+impl WindowStore {
+    /// The window state of the operator instance `ctx` describes.
+    ///
+    /// # Errors
+    ///
+    /// When the state backend cannot be opened or the states not registered.
+    pub fn open(ctx: &TaskContext) -> Result<Self> {
+        let mut store = ctx.keyed_state()?;
+        store.register(&spec(GROUPS))?;
+        store.register(&spec(WATERMARK))?;
+        let owned = match ctx.state_shard_count {
+            Some(count) => {
+                let assignment = ShardAssignment::contiguous(count, ctx.parallelism)
+                    .map_err(|m| Error::Internal(format!("{}: {m}", ctx.label())))?;
+                assignment
+                    .owners
+                    .iter()
+                    .filter(|r| r.subtask == ctx.subtask.0)
+                    .flat_map(|r| r.first_shard..=r.last_shard)
+                    .map(StateShardId)
+                    .collect()
+            }
+            None => vec![StateShardId(0)],
+        };
+        Ok(Self {
+            store,
+            shard_count: ctx.state_shard_count,
+            owned,
+            timers: TimerService::event_time(),
+        })
+    }
+
+    /// The state shard of each group key.
+    fn shards(&self, keys: &[ArrayRef], rows: usize) -> Result<Vec<u32>> {
+        match self.shard_count {
+            Some(count) if !keys.is_empty() => key_hash::shard_ids(keys, count)
+                .map_err(|e| Error::Internal(format!("hashing window keys: {e}"))),
+            _ => Ok(vec![self.owned.first().map_or(0, |s| s.0); rows]),
+        }
+    }
+
+    /// Replaces the operator's state with `windows` (each: id, key columns, partial states)
+    /// and the watermark. Fired windows (`end - 1 <= watermark`) get their cleanup timer.
+    ///
+    /// # Errors
+    ///
+    /// State and codec errors.
+    pub fn persist_windows(
+        &mut self,
+        cfg: &WindowConfig,
+        watermark: i64,
+        windows: &[(WindowId, GroupColumns)],
+    ) -> Result<()> {
+        self.clear()?;
+        for (id, (keys, states)) in windows {
+            let rows = states
+                .first()
+                .and_then(|s| s.first())
+                .map_or(0, |a| a.len());
+            let ids = vec![(*id, 0u8); rows];
+            self.write_rows(cfg, watermark, &ids, keys, states)?;
+        }
+        self.write_watermark(watermark)
+    }
+
+    /// Replaces the operator's state with one group per row: `ids[i]` is row i's window and
+    /// flags (sessions), `keys` and `states` have one row per group.
+    ///
+    /// # Errors
+    ///
+    /// State and codec errors.
+    pub fn persist_rows(
+        &mut self,
+        cfg: &WindowConfig,
+        watermark: i64,
+        ids: &[(WindowId, u8)],
+        keys: &[ArrayRef],
+        states: &[Vec<ArrayRef>],
+    ) -> Result<()> {
+        self.clear()?;
+        self.write_rows(cfg, watermark, ids, keys, states)?;
+        self.write_watermark(watermark)
+    }
+
+    /// Removes every group, timer and watermark of the owned shards.
+    fn clear(&mut self) -> Result<()> {
+        for &shard in &self.owned {
+            for entry in self.store.scan(GROUPS, shard, NamespaceRange::ALL, None)? {
+                let at = StateAddress {
+                    shard,
+                    namespace: &entry.namespace,
+                    key: &entry.key,
+                };
+                self.store.remove_at(GROUPS, at, &entry.sub_key)?;
+            }
+            let at = StateAddress {
+                shard,
+                namespace: &[],
+                key: &[],
+            };
+            self.store.remove_at(WATERMARK, at, &[])?;
+        }
+        self.timers
+            .pop_due(self.store.as_mut(), &self.owned, i64::MAX)?;
+        Ok(())
+    }
+
+    fn write_watermark(&mut self, watermark: i64) -> Result<()> {
+        let bytes = watermark.to_be_bytes();
+        for &shard in &self.owned {
+            let at = StateAddress {
+                shard,
+                namespace: &[],
+                key: &[],
+            };
+            self.store.put_at(WATERMARK, at, &[], &bytes)?;
+        }
+        Ok(())
+    }
+
+    fn write_rows(
+        &mut self,
+        cfg: &WindowConfig,
+        watermark: i64,
+        ids: &[(WindowId, u8)],
+        keys: &[ArrayRef],
+        states: &[Vec<ArrayRef>],
+    ) -> Result<()> {
+        let rows = ids.len();
+        if rows == 0 {
+            return Ok(());
+        }
+        let flat: Vec<ArrayRef> = states.iter().flatten().cloned().collect();
+        let payloads = encode_rows(&flat).map_err(codec_err)?;
+        let key_bytes = if keys.is_empty() {
+            vec![Vec::new(); rows]
+        } else {
+            encode_rows(keys).map_err(codec_err)?
+        };
+        let shards = self.shards(keys, rows)?;
+        let mut last_timer: Option<(WindowId, u8, u32)> = None;
+        for i in 0..rows {
+            let (id, flags) = ids[i];
+            let ns = id.namespace(flags);
+            let at = StateAddress {
+                shard: StateShardId(shards[i]),
+                namespace: &ns,
+                key: &key_bytes[i],
+            };
+            self.store.put_at(GROUPS, at, &[], &payloads[i])?;
+            if last_timer != Some((id, flags, shards[i])) {
+                let fire = if id.end - 1 <= watermark {
+                    (id.end - 1).saturating_add(cfg.allowed_lateness)
+                } else {
+                    id.end - 1
+                };
+                self.timers.register(
+                    self.store.as_mut(),
+                    fire,
+                    StateShardId(shards[i]),
+                    &[],
+                    &ns,
+                )?;
+                last_timer = Some((id, flags, shards[i]));
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads the operator's windows back, in firing order of their timers.
+    ///
+    /// # Errors
+    ///
+    /// State errors, and corrupt entries that do not decode to the configured types.
+    pub fn restore_windows(&mut self, cfg: &WindowConfig) -> Result<RestoredWindows> {
+        let mut restored = RestoredWindows {
+            watermark: EventTimeMs::MIN.0,
+            windows: BTreeMap::new(),
+        };
+        let mut watermark: Option<i64> = None;
+        for &shard in &self.owned {
+            let at = StateAddress {
+                shard,
+                namespace: &[],
+                key: &[],
+            };
+            if let Some(bytes) = self.store.get_at(WATERMARK, at, &[])? {
+                let raw: [u8; 8] = bytes.as_slice().try_into().map_err(|_| {
+                    Error::Internal(format!("corrupt window watermark in shard {}", shard.0))
+                })?;
+                let w = i64::from_be_bytes(raw);
+                watermark = Some(watermark.map_or(w, |m: i64| m.min(w)));
+            }
+        }
+        if let Some(w) = watermark {
+            restored.watermark = w;
+        }
+        let key_types: Vec<DataType> = cfg
+            .key_schema
+            .fields()
+            .iter()
+            .map(|f| f.data_type().clone())
+            .collect();
+        let state_types = cfg.aggregates.state_types();
+        let widths = cfg.aggregates.state_widths();
+        // The timers name every (shard, window); read each window's groups of that shard.
+        // Per window: (key columns, flat state columns) read from each shard.
+        type Chunk = (Vec<ArrayRef>, Vec<ArrayRef>);
+        let mut parts: BTreeMap<(WindowId, u8), Vec<Chunk>> = BTreeMap::new();
+        for timer in self
+            .timers
+            .pop_due(self.store.as_mut(), &self.owned, i64::MAX)?
+        {
+            let (id, flags) = WindowId::from_namespace(&timer.namespace)?;
+            let ns = timer.namespace.clone();
+            let until = successor(&ns);
+            let range = NamespaceRange::new(&ns, until.as_deref());
+            let entries: Vec<_> = self
+                .store
+                .scan(GROUPS, timer.shard, range, None)?
+                .into_iter()
+                .filter(|e| e.namespace == ns)
+                .collect();
+            if entries.is_empty() {
+                continue;
+            }
+            let payloads: Vec<&[u8]> = entries.iter().map(|e| e.payload.as_slice()).collect();
+            let flat = decode_rows(&state_types, &payloads).map_err(codec_err)?;
+            let keys = if key_types.is_empty() {
+                Vec::new()
+            } else {
+                let key_bytes: Vec<&[u8]> = entries.iter().map(|e| e.key.as_slice()).collect();
+                decode_rows(&key_types, &key_bytes).map_err(codec_err)?
+            };
+            parts.entry((id, flags)).or_default().push((keys, flat));
+        }
+        for (id, chunks) in parts {
+            let keys = concat_columns(chunks.iter().map(|c| c.0.as_slice()), key_types.len())?;
+            let flat = concat_columns(chunks.iter().map(|c| c.1.as_slice()), state_types.len())?;
+            let mut states = Vec::with_capacity(widths.len());
+            let mut rest = flat.into_iter();
+            for w in &widths {
+                states.push(rest.by_ref().take(*w).collect());
+            }
+            restored.windows.insert(id, (keys, states));
+        }
+        Ok(restored)
+    }
+}
+
+/// The smallest namespace of the same width after `ns` (`None` when `ns` is all `0xFF`): the
+/// exclusive end of a scan of exactly `ns`.
+fn successor(ns: &[u8]) -> Option<Vec<u8>> {
+    let mut next = ns.to_vec();
+    for byte in next.iter_mut().rev() {
+        if *byte == u8::MAX {
+            *byte = 0;
+        } else {
+            *byte += 1;
+            return Some(next);
+        }
+    }
+    None
+}
+
+/// Column-wise concatenation of chunks with `width` columns each.
+fn concat_columns<'a>(
+    chunks: impl Iterator<Item = &'a [ArrayRef]> + Clone,
+    width: usize,
+) -> Result<Vec<ArrayRef>> {
+    (0..width)
+        .map(|c| {
+            let parts: Vec<&dyn arrow::array::Array> =
+                chunks.clone().map(|chunk| chunk[c].as_ref()).collect();
+            concat(&parts).map_err(|source| Error::Arrow {
+                context: "restoring window groups".into(),
+                source,
+            })
+        })
+        .collect()
+}

@@ -1,0 +1,273 @@
+//! The running window operator for tumbling, sliding (hop) and cumulating windows.
+//!
+//! Each open window is one [`GroupSpace`]: a batch's rows are assigned to windows, each
+//! window's rows are taken with one `take` per column and aggregated into the window's group
+//! accumulators. A window `[start, end)` fires when the watermark reaches `end - 1`, in
+//! `(end, start)` order. Under the update policy a fired window is kept until
+//! `end - 1 + allowed_lateness` and late rows re-emit the corrected results of the keys they
+//! touched.
+
+use super::aggregate::GroupSpace;
+use super::assign::assign_windows;
+use super::config::{LatePolicyKind, WindowConfig};
+use super::output::{LateRows, result_batch, take_all};
+use super::persist::{WindowId, WindowStore};
+use crate::event_time::event_times_ms;
+use arrow::array::{ArrayRef, BooleanArray, RecordBatch, UInt32Array};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use weir_api::{Barrier, EventTimeMs, Operator, Output, Result, Watermark};
+
+/// A window operator instance (one subtask) for tumble, hop and cumulate windows.
+#[derive(Debug)]
+pub struct TimeWindowOperator {
+    cfg: Arc<WindowConfig>,
+    /// The operator's watermark: every window with `end - 1 <= watermark` has fired.
+    watermark: i64,
+    /// Windows not fired yet, by `(end, start)`.
+    open: BTreeMap<WindowId, GroupSpace>,
+    /// Fired windows kept for late updates (policy update), by `(end, start)`.
+    fired: BTreeMap<WindowId, GroupSpace>,
+    late: LateRows,
+    store: Option<WindowStore>,
+}
+
+impl TimeWindowOperator {
+    /// A new instance; `store` persists and restores its windows (keyed state).
+    ///
+    /// # Errors
+    ///
+    /// Errors of restoring the windows from `store`.
+    pub fn new(
+        cfg: Arc<WindowConfig>,
+        late: LateRows,
+        mut store: Option<WindowStore>,
+    ) -> Result<Self> {
+        let mut op = Self {
+            watermark: EventTimeMs::MIN.0,
+            open: BTreeMap::new(),
+            fired: BTreeMap::new(),
+            late,
+            cfg,
+            store: None,
+        };
+        if let Some(store) = store.as_mut() {
+            let restored = store.restore_windows(&op.cfg)?;
+            op.watermark = restored.watermark;
+            for ((id, _flags), (keys, states)) in restored.windows {
+                let mut space = op.new_space()?;
+                space.merge(&keys, &states)?;
+                if id.end - 1 <= op.watermark {
+                    op.fired.insert(id, space);
+                } else {
+                    op.open.insert(id, space);
+                }
+            }
+        }
+        op.store = store;
+        Ok(op)
+    }
+
+    fn new_space(&self) -> Result<GroupSpace> {
+        GroupSpace::new(
+            Arc::clone(&self.cfg.aggregates),
+            Arc::clone(&self.cfg.key_schema),
+        )
+    }
+
+    fn lateness_deadline(&self, id: WindowId) -> i64 {
+        (id.end - 1).saturating_add(self.cfg.allowed_lateness)
+    }
+
+    /// Emits the results of every open window with `end - 1 <= watermark`, then drops fired
+    /// windows past their lateness deadline.
+    fn fire(&mut self, out: &mut Output) -> Result<()> {
+        while let Some(entry) = self.open.first_entry() {
+            let id = *entry.key();
+            if id.end - 1 > self.watermark {
+                break;
+            }
+            let mut space = entry.remove();
+            let keep = self.cfg.policy == LatePolicyKind::Update
+                && self.lateness_deadline(id) > self.watermark;
+            let (keys, states) = space.drain()?;
+            let values = self.cfg.aggregates.evaluate_states(&states)?;
+            out.emit(result_batch(&self.cfg, &keys, id, values, None)?);
+            if keep {
+                space.merge(&keys, &states)?;
+                self.fired.insert(id, space);
+            }
+        }
+        let watermark = self.watermark;
+        let allowed = self.cfg.allowed_lateness;
+        self.fired
+            .retain(|id, _| (id.end - 1).saturating_add(allowed) > watermark);
+        Ok(())
+    }
+
+    /// Adds late rows to fired window `id` (creating it when it had no row before) and emits
+    /// the corrected results of the keys they touched: marked as updates where a result was
+    /// emitted before, unmarked for keys seen for the first time.
+    fn update_fired(
+        &mut self,
+        id: WindowId,
+        keys: &[ArrayRef],
+        args: &[Vec<ArrayRef>],
+        out: &mut Output,
+    ) -> Result<()> {
+        if !self.fired.contains_key(&id) {
+            let space = self.new_space()?;
+            self.fired.insert(id, space);
+        }
+        let Some(space) = self.fired.get_mut(&id) else {
+            return Ok(());
+        };
+        let before = space.len();
+        let groups = space.update(keys, args)?.to_vec();
+        let mut touched = vec![false; space.len()];
+        for g in groups {
+            touched[g] = true;
+        }
+        let (all_keys, states) = space.drain()?;
+        let rows: UInt32Array = touched
+            .iter()
+            .enumerate()
+            .filter(|(_, t)| **t)
+            .map(|(i, _)| i as u32)
+            .collect();
+        let marker: BooleanArray = rows
+            .values()
+            .iter()
+            .map(|&g| Some((g as usize) < before))
+            .collect();
+        let touched_keys = take_all(&all_keys, &rows)?;
+        let touched_states: Vec<Vec<ArrayRef>> = states
+            .iter()
+            .map(|s| take_all(s, &rows))
+            .collect::<Result<_>>()?;
+        let values = self.cfg.aggregates.evaluate_states(&touched_states)?;
+        out.emit(result_batch(
+            &self.cfg,
+            &touched_keys,
+            id,
+            values,
+            Some(marker),
+        )?);
+        space.merge(&all_keys, &states)
+    }
+}
+
+impl Operator for TimeWindowOperator {
+    fn process_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
+        let times = event_times_ms(batch.column(self.cfg.time_index), &self.cfg.time_field)?;
+        let assigned = assign_windows(self.cfg.kind, &times, &self.cfg.time_field)?;
+        let rows = batch.num_rows();
+        // Per row: has it a window that takes it (open, or fired within allowed lateness)?
+        let mut taken = vec![false; rows];
+        let mut to_open: Vec<(WindowId, Vec<u32>)> = Vec::new();
+        let mut to_fired: Vec<(WindowId, Vec<u32>)> = Vec::new();
+        let mut slot_of: HashMap<(WindowId, bool), usize> = HashMap::new();
+        let mut last: Option<(WindowId, bool, usize)> = None;
+        let update = self.cfg.policy == LatePolicyKind::Update;
+        for i in 0..assigned.len() {
+            let id = WindowId {
+                end: assigned.end[i],
+                start: assigned.start[i],
+            };
+            let is_open = id.end - 1 > self.watermark;
+            if !(is_open || update && self.lateness_deadline(id) > self.watermark) {
+                continue;
+            }
+            let row = assigned.row[i];
+            taken[row as usize] = true;
+            let slot = match last {
+                Some((l, o, s)) if l == id && o == is_open => s,
+                _ => {
+                    let list = if is_open { &mut to_open } else { &mut to_fired };
+                    let s = *slot_of.entry((id, is_open)).or_insert_with(|| {
+                        list.push((id, Vec::new()));
+                        list.len() - 1
+                    });
+                    last = Some((id, is_open, s));
+                    s
+                }
+            };
+            let list = if is_open { &mut to_open } else { &mut to_fired };
+            list[slot].1.push(row);
+        }
+
+        let args = self.cfg.aggregates.arguments(&batch)?;
+        let keys: Vec<ArrayRef> = self
+            .cfg
+            .key_indices
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect();
+        for (id, rows_of) in to_open {
+            let (k, a) = take_rows(&keys, &args, rows_of, rows)?;
+            if !self.open.contains_key(&id) {
+                let space = self.new_space()?;
+                self.open.insert(id, space);
+            }
+            if let Some(space) = self.open.get_mut(&id) {
+                space.update(&k, &a)?;
+            }
+        }
+        for (id, rows_of) in to_fired {
+            let (k, a) = take_rows(&keys, &args, rows_of, rows)?;
+            self.update_fired(id, &k, &a, out)?;
+        }
+        self.late.handle(&batch, &times, &taken, out)
+    }
+
+    fn process_watermark(&mut self, watermark: Watermark, out: &mut Output) -> Result<()> {
+        if watermark.0.0 > self.watermark {
+            self.watermark = watermark.0.0;
+            self.fire(out)?;
+        }
+        out.emit_watermark(watermark);
+        Ok(())
+    }
+
+    fn on_barrier(&mut self, _barrier: Barrier, _out: &mut Output) -> Result<()> {
+        let Some(store) = self.store.as_mut() else {
+            return Ok(());
+        };
+        let mut windows = Vec::with_capacity(self.open.len() + self.fired.len());
+        for (id, space) in self.open.iter_mut().chain(self.fired.iter_mut()) {
+            windows.push((*id, space.drain()?));
+        }
+        let result = store.persist_windows(&self.cfg, self.watermark, &windows);
+        for (id, (keys, states)) in windows {
+            let space = match self.open.get_mut(&id) {
+                Some(s) => s,
+                None => match self.fired.get_mut(&id) {
+                    Some(s) => s,
+                    None => continue,
+                },
+            };
+            space.merge(&keys, &states)?;
+        }
+        result
+    }
+}
+
+/// The key and argument columns of the rows `rows_of` (ascending); no copy when they are all
+/// `total` rows.
+fn take_rows(
+    keys: &[ArrayRef],
+    args: &[Vec<ArrayRef>],
+    rows_of: Vec<u32>,
+    total: usize,
+) -> Result<(Vec<ArrayRef>, Vec<Vec<ArrayRef>>)> {
+    if rows_of.len() == total {
+        return Ok((keys.to_vec(), args.to_vec()));
+    }
+    let idx = UInt32Array::from(rows_of);
+    let k = take_all(keys, &idx)?;
+    let a = args
+        .iter()
+        .map(|cols| take_all(cols, &idx))
+        .collect::<Result<_>>()?;
+    Ok((k, a))
+}

@@ -7,3 +7,4 @@ mod end_to_end;
 mod keyed_state;
 mod routing;
 mod support;
+mod watermarks;

@@ -28,6 +28,14 @@ pub enum StreamMessage {
     Watermark(Watermark),
     /// A checkpoint barrier.
     Barrier(Barrier),
+    /// The sender has no data for now: leave it out of the watermark minimum until its next
+    /// data or watermark.
+    ///
+    /// Sent by a source whose splits all stopped delivering for their idle timeout, and by a task
+    /// whose inputs are all idle, so that a silent input does not hold back event time for ever.
+    /// Idleness is detected in processing time, so where it falls (and so which rows end up
+    /// late) is not deterministic.
+    Idle,
     /// The sender has no more messages; it is the last message of a channel.
     EndOfInput,
 }

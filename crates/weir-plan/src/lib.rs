@@ -40,7 +40,7 @@ pub use fingerprint::{Plan, canonicalize};
 pub use job_graph::{JobEdge, JobGraph, JobVertex};
 pub use model::{
     DEFAULT_CHANNEL_CAPACITY, DEFAULT_STATE_SHARDS, IdOrigin, MAX_PARALLELISM, ModelInput,
-    ModelNode, NodeKind, StreamModel,
+    ModelNode, ModelWatermark, NodeKind, StreamModel,
 };
 pub use partitioned::{
     HASH_POLICY, PartitionPolicy, PartitionedPlan, PlanEdge, PlanVertex, ShardAssignment,
@@ -48,7 +48,8 @@ pub use partitioned::{
 };
 pub use schema_spec::{FieldSpec, parse_type_name, schema_from_fields};
 pub use spec::{
-    InputSpec, JobSpec, JobSpecBuilder, OperatorSpec, PartitionSpec, SinkSpec, SourceSpec,
+    DEFAULT_WATERMARK_INTERVAL, InputSpec, JobSpec, JobSpecBuilder, OperatorSpec, PartitionSpec,
+    SinkSpec, SourceSpec, WatermarkSpec,
 };
 pub use stream_graph::{EdgePolicy, StreamEdge, StreamGraph, StreamNode};
 

@@ -3,11 +3,11 @@
 use crate::error::{Error, Result};
 use crate::fingerprint::{Plan, canonicalize, hex};
 use crate::schema_spec::{FieldSpec, schema_from_fields};
-use crate::spec::{BUILDER_ORIGIN, InputSpec, JobSpec, PartitionSpec};
+use crate::spec::{BUILDER_ORIGIN, InputSpec, JobSpec, PartitionSpec, WatermarkSpec};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
-use weir_api::{BadRecordPolicy, JobId, OperatorId, PipelineId, SemanticMode};
+use weir_api::{BadRecordPolicy, DurationMs, JobId, OperatorId, PipelineId, SemanticMode};
 
 /// Default number of state shards of a keyed vertex.
 pub const DEFAULT_STATE_SHARDS: u32 = 128;
@@ -79,6 +79,36 @@ pub struct ModelNode {
     pub inputs: Vec<ModelInput>,
     /// Options, keys sorted.
     pub options: serde_json::Value,
+    /// Event-time watermarks of a source, defaults applied; absent (not `null`) when the source
+    /// has none, so plans of jobs without watermarks keep their fingerprints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark: Option<ModelWatermark>,
+}
+
+/// A source's watermark generation with every default applied (from [`WatermarkSpec`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ModelWatermark {
+    /// The event-time column.
+    pub column: String,
+    /// Bounded out-of-orderness, in ms.
+    pub max_out_of_orderness: DurationMs,
+    /// Processing time after which a silent split no longer holds the watermark back, in ms;
+    /// `None`: never.
+    pub idle_timeout: Option<DurationMs>,
+    /// Emission granularity in event time, in ms.
+    pub interval: DurationMs,
+}
+
+impl From<&WatermarkSpec> for ModelWatermark {
+    fn from(spec: &WatermarkSpec) -> Self {
+        ModelWatermark {
+            column: spec.column.clone(),
+            max_out_of_orderness: spec.max_out_of_orderness,
+            idle_timeout: spec.idle_timeout,
+            interval: spec.interval,
+        }
+    }
 }
 
 /// The canonical model of a job.
@@ -112,6 +142,7 @@ struct Draft<'a> {
     parallelism: Option<u32>,
     schema: Option<&'a Vec<FieldSpec>>,
     bad_records: BadRecordPolicy,
+    watermark: Option<&'a WatermarkSpec>,
     inputs: Vec<(String, &'a InputSpec)>,
     default_partition: Option<&'a PartitionSpec>,
     options: &'a serde_json::Value,
@@ -211,6 +242,11 @@ impl StreamModel {
             if let Some(fields) = d.schema {
                 schema_from_fields(fields)
                     .map_err(|(idx, m)| err(format!("{}.schema[{idx}].type", d.origin), m))?;
+            }
+            if let Some(w) = d.watermark {
+                check_watermark(w).map_err(|(field, m)| {
+                    err(format!("{}.watermark.{field}", d.origin), m.into())
+                })?;
             }
             if d.type_name.trim().is_empty() {
                 let field = if d.kind == NodeKind::Operator {
@@ -375,6 +411,7 @@ impl StreamModel {
                     })
                     .collect(),
                 options: canonicalize(d.options.clone()),
+                watermark: d.watermark.map(ModelWatermark::from),
             })
             .collect();
 
@@ -393,6 +430,21 @@ impl StreamModel {
     pub fn node(&self, id: &OperatorId) -> Option<&ModelNode> {
         self.nodes.iter().find(|n| &n.operator_id == id)
     }
+}
+
+/// What the model can check of a watermark spec without the source's schema: the field that is
+/// wrong and why. The column's existence and type are checked at the deep build.
+fn check_watermark(w: &WatermarkSpec) -> std::result::Result<(), (&'static str, &'static str)> {
+    if w.column.trim().is_empty() {
+        return Err(("column", "must name the source's event-time column"));
+    }
+    if w.idle_timeout == Some(DurationMs(0)) {
+        return Err((
+            "idle_timeout",
+            "must be more than 0 ms; leave it out to never mark a split idle",
+        ));
+    }
+    Ok(())
 }
 
 fn check_parallelism(p: u32) -> std::result::Result<(), String> {
@@ -431,6 +483,7 @@ fn drafts(spec: &JobSpec) -> Vec<Draft<'_>> {
             parallelism: s.parallelism,
             schema: s.schema.as_ref(),
             bad_records: s.bad_records,
+            watermark: s.watermark.as_ref(),
             inputs: Vec::new(),
             default_partition: None,
             options: &s.options,
@@ -448,6 +501,7 @@ fn drafts(spec: &JobSpec) -> Vec<Draft<'_>> {
             parallelism: o.parallelism,
             schema: None,
             bad_records: BadRecordPolicy::Fail,
+            watermark: None,
             default_partition: o.partition.as_ref(),
             options: &o.options,
         });
@@ -464,6 +518,7 @@ fn drafts(spec: &JobSpec) -> Vec<Draft<'_>> {
             parallelism: s.parallelism,
             schema: None,
             bad_records: BadRecordPolicy::Fail,
+            watermark: None,
             default_partition: s.partition.as_ref(),
             options: &s.options,
         });

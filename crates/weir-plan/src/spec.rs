@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::schema_spec::FieldSpec;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-use weir_api::{BadRecordPolicy, SemanticMode};
+use weir_api::{BadRecordPolicy, DurationMs, SemanticMode};
 
 /// A whole job as written in a spec file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -64,9 +64,73 @@ pub struct SourceSpec {
     /// What to do with unreadable records (`fail` or `dead_letter`).
     #[serde(default, skip_serializing_if = "is_default_policy")]
     pub bad_records: BadRecordPolicy,
+    /// Event-time watermarks generated per split from one of the source's columns; without it
+    /// the source emits only the final watermark when its input ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark: Option<WatermarkSpec>,
     /// Connector options.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub options: serde_json::Value,
+}
+
+/// Emission granularity of source watermarks when `interval` is not set: 200 ms of event time.
+pub const DEFAULT_WATERMARK_INTERVAL: DurationMs = DurationMs(200);
+
+/// How a source derives watermarks from an event-time column (docs/event-time.md).
+///
+/// Each split's watermark is `max event time seen - max_out_of_orderness - 1`
+/// ([`weir_api::watermark_for`]); the source's is the minimum over its active splits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WatermarkSpec {
+    /// The event-time column: `Int64` milliseconds or a `Timestamp` of any unit and zone.
+    pub column: String,
+    /// How far out of order events may arrive (default 0: only the maximum seen is on time).
+    #[serde(default)]
+    pub max_out_of_orderness: DurationMs,
+    /// A split that delivers nothing for this long (processing time) stops holding the
+    /// watermark back until its next data. Absent: a silent split holds it back for ever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_timeout: Option<DurationMs>,
+    /// Emission granularity in event time: a split's watermark is emitted when it advanced by
+    /// at least this much since the last one emitted (default 200 ms; 0 or 1: on every advance).
+    #[serde(default = "default_watermark_interval")]
+    pub interval: DurationMs,
+}
+
+fn default_watermark_interval() -> DurationMs {
+    DEFAULT_WATERMARK_INTERVAL
+}
+
+impl WatermarkSpec {
+    /// Watermarks from `column` with no out-of-orderness, no idle timeout and the default
+    /// interval.
+    pub fn new(column: &str) -> Self {
+        WatermarkSpec {
+            column: column.to_owned(),
+            max_out_of_orderness: DurationMs(0),
+            idle_timeout: None,
+            interval: DEFAULT_WATERMARK_INTERVAL,
+        }
+    }
+
+    /// Sets how far out of order events may arrive.
+    pub fn max_out_of_orderness(mut self, duration: DurationMs) -> Self {
+        self.max_out_of_orderness = duration;
+        self
+    }
+
+    /// Sets the idle timeout of a split.
+    pub fn idle_timeout(mut self, duration: DurationMs) -> Self {
+        self.idle_timeout = Some(duration);
+        self
+    }
+
+    /// Sets the emission granularity in event time.
+    pub fn interval(mut self, duration: DurationMs) -> Self {
+        self.interval = duration;
+        self
+    }
 }
 
 fn is_default_policy(p: &BadRecordPolicy) -> bool {
@@ -431,8 +495,15 @@ impl SourceSpec {
             parallelism: None,
             schema: None,
             bad_records: BadRecordPolicy::Fail,
+            watermark: None,
             options,
         }
+    }
+
+    /// The source with event-time watermarks as `watermark` says.
+    pub fn with_watermark(mut self, watermark: WatermarkSpec) -> Self {
+        self.watermark = Some(watermark);
+        self
     }
 }
 
@@ -547,6 +618,119 @@ sinks:
         assert_eq!(
             JobSpec::from_json_str(&json, "x.json").expect("reads"),
             spec
+        );
+    }
+
+    #[test]
+    fn watermark_spec_parses_with_defaults_and_durations() {
+        let yaml = YAML.replace(
+            "    connector: file\n    options: { path: data/bids.csv",
+            "    connector: file\n    watermark: { column: ts, max_out_of_orderness: 5s, \
+             idle_timeout: 250ms }\n    options: { path: data/bids.csv",
+        );
+        let spec = JobSpec::from_yaml_str(&yaml, "demo.yaml").expect("valid");
+        let w = spec.sources[0].watermark.clone().expect("watermark");
+        assert_eq!(
+            w,
+            WatermarkSpec::new("ts")
+                .max_out_of_orderness(DurationMs(5_000))
+                .idle_timeout(DurationMs(250))
+        );
+        assert_eq!(w.interval, DEFAULT_WATERMARK_INTERVAL);
+        let json = serde_json::to_string(&spec).expect("serializes");
+        assert_eq!(
+            JobSpec::from_json_str(&json, "x.json").expect("reads"),
+            spec
+        );
+
+        let model = crate::StreamModel::from_spec(&spec, Some("demo.yaml")).expect("model");
+        let node = serde_json::to_value(&model.nodes[0]).expect("node");
+        assert_eq!(
+            node["watermark"],
+            serde_json::json!({
+                "column": "ts", "maxOutOfOrderness": 5000, "idleTimeout": 250, "interval": 200
+            })
+        );
+        // A node without watermarks has no `watermark` key at all (fingerprints stay).
+        assert!(
+            serde_json::to_value(&model.nodes[1])
+                .expect("node")
+                .get("watermark")
+                .is_none()
+        );
+    }
+
+    #[test]
+    fn watermark_spec_errors_name_their_field() {
+        let with = |w: &str| {
+            YAML.replace(
+                "    connector: file\n    options: { path: data/bids.csv",
+                &format!(
+                    "    connector: file\n    watermark: {w}\n    options: {{ path: data/bids.csv"
+                ),
+            )
+        };
+        for (w, path, wanted) in [
+            (
+                "{ column: ts, interval: 2x }",
+                "sources[0].watermark.interval",
+                "invalid duration",
+            ),
+            (
+                "{ column: ts, lateness: 1s }",
+                "sources[0].watermark",
+                "lateness",
+            ),
+            (
+                "{ max_out_of_orderness: 1s }",
+                "sources[0].watermark",
+                "column",
+            ),
+        ] {
+            let err = JobSpec::from_yaml_str(&with(w), "demo.yaml").expect_err(w);
+            let text = err.to_string();
+            assert!(text.contains(path) && text.contains(wanted), "{w}: {text}");
+        }
+        for (w, path) in [
+            ("{ column: '' }", "sources[0].watermark.column"),
+            (
+                "{ column: ts, idle_timeout: 0 }",
+                "sources[0].watermark.idle_timeout",
+            ),
+        ] {
+            let spec = JobSpec::from_yaml_str(&with(w), "demo.yaml").expect("parses");
+            let err = crate::StreamModel::from_spec(&spec, Some("demo.yaml")).expect_err(w);
+            assert!(err.to_string().contains(path), "{w}: {err}");
+        }
+    }
+
+    #[test]
+    fn watermarks_are_part_of_the_fingerprint() {
+        use crate::Plan;
+        let plain = JobSpec::builder("wm")
+            .source(SourceSpec::new(
+                "gen",
+                "datagen",
+                serde_json::json!({ "rows": 1 }),
+            ))
+            .sink(SinkSpec::new(
+                "out",
+                "blackhole",
+                "gen",
+                serde_json::Value::Null,
+            ))
+            .build();
+        let mut with = plain.clone();
+        with.sources[0] = with.sources[0]
+            .clone()
+            .with_watermark(WatermarkSpec::new("ts").interval(DurationMs(1)));
+        let model = |s: &JobSpec| crate::StreamModel::from_spec(s, None).expect("model");
+        let (a, b) = (model(&plain), model(&with));
+        assert_ne!(a.fingerprint(), b.fingerprint());
+        assert_eq!(a.nodes[0].operator_id, b.nodes[0].operator_id);
+        assert_eq!(
+            b.nodes[0].watermark.as_ref().map(|w| w.interval),
+            Some(DurationMs(1))
         );
     }
 

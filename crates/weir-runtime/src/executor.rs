@@ -341,6 +341,7 @@ async fn build_task(
                         .get(&(id.to_string(), Some("dead_letter".into())))
                         .cloned()
                         .unwrap_or_default(),
+                    watermark: node.watermark.clone(),
                 });
             }
             (NodeKind::Operator, Some(PreparedNode::Operator(prepared))) => {

@@ -1,5 +1,10 @@
 //! The input side of a task: its ordered input channels, merged fairly, with watermark merging
-//! (minimum over live channels) and barrier alignment (seed 000 §5.4).
+//! (minimum over live, non-idle channels) and barrier alignment (seed 000 §5.4).
+//!
+//! A channel whose sender declared itself idle ([`StreamMessage::Idle`]) is left out of the
+//! watermark minimum until it delivers data or a watermark again. Idleness is decided by the
+//! senders in processing time, so which watermarks the gate emits while a channel is idle is not
+//! deterministic; the gate's watermark still never goes backwards.
 
 use arrow::record_batch::RecordBatch;
 use std::task::Poll;
@@ -14,6 +19,8 @@ pub(crate) struct InputChannel {
     input: usize,
     watermark: EventTimeMs,
     ended: bool,
+    /// The sender declared itself idle and has sent neither data nor a watermark since.
+    idle: bool,
     /// Set while this channel delivered the barrier of the epoch being aligned.
     blocked_at: Option<Epoch>,
 }
@@ -25,6 +32,7 @@ impl InputChannel {
             input,
             watermark: EventTimeMs::MIN,
             ended: false,
+            idle: false,
             blocked_at: None,
         }
     }
@@ -39,6 +47,9 @@ pub(crate) enum GateEvent {
     Watermark(Watermark),
     /// Every live channel delivered this barrier.
     Barrier(Barrier),
+    /// Every live channel is idle now (reported once per time it happens): the task has no
+    /// data for now and should tell its downstream the same.
+    Idle,
     /// Every channel ended.
     End,
 }
@@ -60,6 +71,8 @@ pub(crate) struct InputGate {
     watermark: EventTimeMs,
     aligning: Option<Barrier>,
     finished: bool,
+    /// Whether [`GateEvent::Idle`] was reported and no channel became active since.
+    idle_reported: bool,
 }
 
 impl InputGate {
@@ -70,6 +83,7 @@ impl InputGate {
             watermark: EventTimeMs::MIN,
             aligning: None,
             finished: false,
+            idle_reported: false,
         }
     }
 
@@ -79,6 +93,10 @@ impl InputGate {
             if self.finished || self.channels.iter().all(|c| c.ended) {
                 self.finished = true;
                 return Ok(GateEvent::End);
+            }
+            if !self.idle_reported && self.all_live_idle() {
+                self.idle_reported = true;
+                return Ok(GateEvent::Idle);
             }
             let (i, message) = std::future::poll_fn(|cx| {
                 let n = self.channels.len();
@@ -101,6 +119,7 @@ impl InputGate {
             };
             match message {
                 StreamMessage::Data(batch) => {
+                    self.wake(i);
                     return Ok(GateEvent::Data {
                         input: self.channels[i].input,
                         batch,
@@ -115,6 +134,13 @@ impl InputGate {
                         )));
                     }
                     ch.watermark = w;
+                    self.wake(i);
+                    if let Some(w) = self.advance_watermark() {
+                        return Ok(GateEvent::Watermark(w));
+                    }
+                }
+                StreamMessage::Idle => {
+                    self.channels[i].idle = true;
                     if let Some(w) = self.advance_watermark() {
                         return Ok(GateEvent::Watermark(w));
                     }
@@ -147,12 +173,27 @@ impl InputGate {
         }
     }
 
-    /// The minimum over live channels, if it moved forward.
+    /// Channel `i` delivered data or a watermark: it is active again.
+    fn wake(&mut self, i: usize) {
+        if self.channels[i].idle {
+            self.channels[i].idle = false;
+            self.idle_reported = false;
+        }
+    }
+
+    /// Whether there is a live channel and every live channel is idle.
+    fn all_live_idle(&self) -> bool {
+        let mut live = self.channels.iter().filter(|c| !c.ended).peekable();
+        live.peek().is_some() && live.all(|c| c.idle)
+    }
+
+    /// The minimum over live, non-idle channels, if it moved forward. With every live channel
+    /// idle there is no minimum and the watermark stays where it is.
     fn advance_watermark(&mut self) -> Option<Watermark> {
         let min = self
             .channels
             .iter()
-            .filter(|c| !c.ended)
+            .filter(|c| !c.ended && !c.idle)
             .map(|c| c.watermark)
             .min()?;
         (min > self.watermark).then(|| {
@@ -278,6 +319,90 @@ mod tests {
             Ok(GateEvent::Barrier(Barrier { epoch: Epoch(1) }))
         ));
         assert_eq!(value(&g.next().await.expect("event")), Some(100));
+    }
+
+    fn wm(t: i64) -> StreamMessage {
+        StreamMessage::Watermark(Watermark(EventTimeMs(t)))
+    }
+
+    fn watermark_of(e: Result<GateEvent, GateError>) -> Option<i64> {
+        match e {
+            Ok(GateEvent::Watermark(Watermark(EventTimeMs(t)))) => Some(t),
+            _ => None,
+        }
+    }
+
+    /// The gate's next event if one is ready without waiting; every message already queued is
+    /// handled first.
+    fn ready(g: &mut InputGate) -> Option<Result<GateEvent, GateError>> {
+        futures::FutureExt::now_or_never(g.next())
+    }
+
+    #[tokio::test]
+    async fn an_idle_channel_is_left_out_until_it_delivers_again() {
+        let (txs, mut g) = gate(2);
+        txs[0].send(wm(10)).await.expect("send");
+        assert!(ready(&mut g).is_none(), "channel 1 holds back");
+        txs[1].send(wm(5)).await.expect("send");
+        assert_eq!(watermark_of(g.next().await), Some(5));
+        txs[1].send(StreamMessage::Idle).await.expect("send");
+        assert_eq!(watermark_of(g.next().await), Some(10), "idle 1 is left out");
+        txs[0].send(wm(20)).await.expect("send");
+        assert_eq!(watermark_of(g.next().await), Some(20));
+        // Data wakes channel 1 with its old watermark 5: the gate holds at 20, never goes back.
+        txs[1]
+            .send(StreamMessage::Data(batch(7)))
+            .await
+            .expect("send");
+        assert_eq!(value(&g.next().await.expect("event")), Some(7));
+        txs[0].send(wm(30)).await.expect("send");
+        assert!(ready(&mut g).is_none(), "min(30, 5) is below 20");
+        txs[1].send(wm(25)).await.expect("send");
+        assert_eq!(watermark_of(g.next().await), Some(25));
+        // A watermark wakes an idle channel too.
+        txs[1].send(StreamMessage::Idle).await.expect("send");
+        assert_eq!(watermark_of(g.next().await), Some(30));
+        txs[1].send(wm(26)).await.expect("send");
+        assert!(ready(&mut g).is_none(), "26 holds the minimum below 30");
+        txs[0].send(wm(40)).await.expect("send");
+        assert!(ready(&mut g).is_none());
+        txs[1].send(wm(35)).await.expect("send");
+        assert_eq!(watermark_of(g.next().await), Some(35));
+    }
+
+    #[tokio::test]
+    async fn when_every_live_channel_is_idle_the_watermark_stays_and_idle_is_reported_once() {
+        let (txs, mut g) = gate(2);
+        txs[0].send(wm(10)).await.expect("send");
+        txs[1].send(wm(12)).await.expect("send");
+        assert_eq!(watermark_of(g.next().await), Some(10));
+        txs[0].send(StreamMessage::Idle).await.expect("send");
+        assert_eq!(watermark_of(g.next().await), Some(12));
+        txs[1].send(StreamMessage::Idle).await.expect("send");
+        assert!(matches!(g.next().await, Ok(GateEvent::Idle)));
+        // A repeated idle declaration reports nothing new; the watermark stays at 12.
+        txs[1].send(StreamMessage::Idle).await.expect("send");
+        assert!(ready(&mut g).is_none());
+        txs[0].send(wm(50)).await.expect("send");
+        assert_eq!(watermark_of(g.next().await), Some(50), "only 0 is active");
+        txs[0].send(StreamMessage::Idle).await.expect("send");
+        assert!(matches!(g.next().await, Ok(GateEvent::Idle)));
+        txs[1].send(StreamMessage::EndOfInput).await.expect("send");
+        txs[0].send(StreamMessage::EndOfInput).await.expect("send");
+        assert!(matches!(g.next().await, Ok(GateEvent::End)));
+    }
+
+    #[tokio::test]
+    async fn the_last_active_channel_ending_leaves_only_idle_ones() {
+        let (txs, mut g) = gate(2);
+        txs[0].send(StreamMessage::Idle).await.expect("send");
+        assert!(ready(&mut g).is_none(), "channel 1 is still active");
+        txs[1].send(wm(8)).await.expect("send");
+        assert_eq!(watermark_of(g.next().await), Some(8));
+        txs[1].send(StreamMessage::EndOfInput).await.expect("send");
+        assert!(matches!(g.next().await, Ok(GateEvent::Idle)));
+        txs[0].send(StreamMessage::EndOfInput).await.expect("send");
+        assert!(matches!(g.next().await, Ok(GateEvent::End)));
     }
 
     #[tokio::test]

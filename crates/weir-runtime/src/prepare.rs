@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::registry::Registry;
-use arrow::datatypes::SchemaRef;
+use arrow::datatypes::{DataType, SchemaRef};
 use std::collections::HashMap;
 use std::sync::Arc;
 use weir_api::{
@@ -149,6 +149,7 @@ impl PreparedJob {
                     .await
                     .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
                 self.splits.insert(id.clone(), splits);
+                self.check_watermark_column(node, &source.schema())?;
                 self.schemas.insert((id.clone(), None), source.schema());
                 if node.bad_records == weir_api::BadRecordPolicy::DeadLetter {
                     self.schemas.insert(
@@ -211,6 +212,43 @@ impl PreparedJob {
         };
         self.nodes.insert(id, prepared);
         Ok(())
+    }
+
+    /// A source's watermark column must be one of its columns and an event time: `Int64`
+    /// milliseconds or a `Timestamp` of any unit and zone.
+    fn check_watermark_column(&self, node: &ModelNode, schema: &SchemaRef) -> Result<()> {
+        let Some(watermark) = &node.watermark else {
+            return Ok(());
+        };
+        let path = format!("{}.watermark.column", node.origin);
+        let column = &watermark.column;
+        let columns = || {
+            schema
+                .fields()
+                .iter()
+                .map(|f| format!("{} {}", f.name(), f.data_type()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let message = match schema.field_with_name(column) {
+            Err(_) => format!(
+                "`{column}` is not a column of `{}` (columns: {})",
+                node.operator_id,
+                columns()
+            ),
+            Ok(field)
+                if !matches!(field.data_type(), DataType::Int64 | DataType::Timestamp(..)) =>
+            {
+                format!(
+                    "`{column}` has type {}, but an event-time column must be Int64 \
+                     (milliseconds) or Timestamp (columns: {})",
+                    field.data_type(),
+                    columns()
+                )
+            }
+            Ok(_) => return Ok(()),
+        };
+        Err(self.prepare_error(path.clone(), weir_api::Error::config(path, message)))
     }
 
     fn origin_of(&self, id: &OperatorId) -> String {

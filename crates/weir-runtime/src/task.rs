@@ -3,6 +3,7 @@
 
 use crate::edge_writer::{EdgeWriter, SendError};
 use crate::error::{Error, Result};
+use crate::event_time::{SourceStep, SourceWatermarks};
 use crate::input_gate::{GateError, GateEvent, InputGate};
 use crate::metrics::{JobMetrics, OperatorMetrics};
 use crate::task_state::TaskState;
@@ -10,10 +11,12 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Duration;
 use weir_api::{
-    Barrier, Emitted, Operator, Output, PreparedSource, SinkWriter, SourceSplit, StreamMessage,
-    TaskContext, Watermark,
+    Barrier, Emitted, Operator, Output, PreparedSource, SinkWriter, SourceSplit, SplitBatch,
+    SplitReader, StreamMessage, TaskContext, Watermark,
 };
+use weir_plan::ModelWatermark;
 
 /// What drives the chain.
 pub(crate) enum Head {
@@ -25,6 +28,8 @@ pub(crate) enum Head {
         metrics: Arc<OperatorMetrics>,
         /// Writers of the source's `dead_letter` output.
         dead_letter_writers: Vec<usize>,
+        /// Per-split event-time watermarks, when the source node declares them.
+        watermark: Option<ModelWatermark>,
     },
     /// Input channels from upstream tasks.
     Gate(InputGate),
@@ -91,9 +96,20 @@ impl ChainTask {
                 splits,
                 metrics,
                 dead_letter_writers,
+                watermark,
             } => {
-                self.read_source(&source, &ctx, splits, &metrics, &dead_letter_writers)
-                    .await?;
+                let reading = SourceReading {
+                    source: &source,
+                    ctx: &ctx,
+                    metrics: &metrics,
+                    dead_letter_writers: &dead_letter_writers,
+                };
+                self.read_source(
+                    reading,
+                    splits,
+                    watermark.as_ref().map(SourceWatermarks::new),
+                )
+                .await?;
                 for &w in &dead_letter_writers {
                     self.send_control(w, StreamMessage::Watermark(Watermark::END))
                         .await?;
@@ -114,6 +130,7 @@ impl ChainTask {
                         self.on_barrier(b).await?;
                         self.commit_state()?;
                     }
+                    Ok(GateEvent::Idle) => self.send_idle().await?,
                     Ok(GateEvent::End) => break,
                     Err(GateError::Closed) => {
                         return Err(Error::ChannelClosed {
@@ -145,39 +162,112 @@ impl ChainTask {
         }
     }
 
+    /// Reads every assigned split in turn and drives its rows down the chain. With watermarks,
+    /// each batch is sliced at its split's watermark cut points and the source watermark (the
+    /// minimum over open splits) is driven after the rows that moved it.
     async fn read_source(
         &mut self,
-        source: &Arc<dyn PreparedSource>,
-        ctx: &TaskContext,
+        reading: SourceReading<'_>,
         splits: Vec<SourceSplit>,
-        metrics: &Arc<OperatorMetrics>,
-        dead_letter_writers: &[usize],
+        mut watermarks: Option<SourceWatermarks>,
     ) -> Result<()> {
-        let label = ctx.label();
-        let fail = |source: weir_api::Error| Error::Task {
-            task: label.clone(),
-            source,
-        };
+        let clock = tokio::time::Instant::now();
+        let now_ms = || u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
         for split in splits {
-            let mut reader = source.open_split(&split, ctx).await.map_err(fail)?;
-            while let Some(read) = reader.next_batch().await.map_err(fail)? {
+            let mut reader = reading
+                .source
+                .open_split(&split, reading.ctx)
+                .await
+                .map_err(|e| reading.fail(e))?;
+            if let Some(w) = watermarks.as_mut() {
+                w.open_split(&split.id, now_ms());
+            }
+            while let Some(read) = self
+                .next_read(&mut reader, watermarks.as_mut(), &now_ms)
+                .await
+                .map_err(|e| e.into_error(&reading))?
+            {
                 if let Some(dead) = read.dead_letters
                     && dead.num_rows() > 0
                 {
-                    metrics.add_dead_letters(dead.num_rows());
-                    for &w in dead_letter_writers {
+                    reading.metrics.add_dead_letters(dead.num_rows());
+                    for &w in reading.dead_letter_writers {
                         self.send(w, dead.clone()).await?;
                     }
                 }
-                if read.data.num_rows() > 0 {
-                    metrics.add_out(read.data.num_rows());
-                    self.drive(0, Item::Batch(0, read.data)).await?;
-                    self.commit_state()?;
+                let rows = read.data.num_rows();
+                match watermarks.as_mut() {
+                    Some(w) => {
+                        let steps = w
+                            .on_batch(&split.id, read.data, now_ms())
+                            .map_err(|e| reading.fail(e))?;
+                        reading.metrics.add_out(rows);
+                        if steps.is_empty() {
+                            continue;
+                        }
+                        for step in steps {
+                            let item = match step {
+                                SourceStep::Rows(batch) => Item::Batch(0, batch),
+                                SourceStep::Watermark(m) => Item::Watermark(m),
+                            };
+                            self.drive(0, item).await?;
+                        }
+                        self.commit_state()?;
+                    }
+                    None if rows > 0 => {
+                        reading.metrics.add_out(rows);
+                        self.drive(0, Item::Batch(0, read.data)).await?;
+                        self.commit_state()?;
+                    }
+                    None => {}
                 }
+            }
+            if let Some(m) = watermarks.as_mut().and_then(|w| w.finish_split(&split.id)) {
+                self.drive(0, Item::Watermark(m)).await?;
+                self.commit_state()?;
             }
             self.job_metrics.split_done(split.size_bytes.unwrap_or(0));
         }
         Ok(())
+    }
+
+    /// The reader's next batch. With an idle timeout, the read is raced against the time the
+    /// split may stay silent: when it elapses, silent splits become idle (which may advance the
+    /// source watermark) and, when every open split is idle, the downstream is told so. The
+    /// pending read is kept across timeouts, never dropped, so readers need not be cancel safe.
+    ///
+    /// Idleness is measured in processing time, so where it is declared is not deterministic.
+    async fn next_read(
+        &mut self,
+        reader: &mut Box<dyn SplitReader>,
+        watermarks: Option<&mut SourceWatermarks>,
+        now_ms: &impl Fn() -> u64,
+    ) -> std::result::Result<Option<SplitBatch>, ReadError> {
+        let Some((watermarks, timeout_ms)) =
+            watermarks.and_then(|w| w.idle_timeout_ms().map(|t| (w, t)))
+        else {
+            return reader.next_batch().await.map_err(ReadError::Source);
+        };
+        // One millisecond past the timeout: a split is idle when silent for *longer* than it.
+        let patience = Duration::from_millis(timeout_ms.saturating_add(1));
+        let mut pending = reader.next_batch();
+        loop {
+            match tokio::time::timeout(patience, &mut pending).await {
+                Ok(read) => return read.map_err(ReadError::Source),
+                Err(_elapsed) => {
+                    let (advanced, idle) = watermarks.on_silence(now_ms());
+                    if let Some(m) = advanced {
+                        self.drive(0, Item::Watermark(m))
+                            .await
+                            .map_err(ReadError::Task)?;
+                        self.commit_state().map_err(ReadError::Task)?;
+                    }
+                    if idle {
+                        self.send_idle().await.map_err(ReadError::Task)?;
+                    }
+                }
+            }
+        }
     }
 
     /// Pushes an item through the chain from link `start`, in emission order.
@@ -290,6 +380,21 @@ impl ChainTask {
         Ok(())
     }
 
+    /// Tells every channel that carries the chain's watermarks (the tail writers and the links'
+    /// side outputs) that this task has no data for now.
+    async fn send_idle(&mut self) -> Result<()> {
+        let mut writers = self.tail_writers.clone();
+        writers.extend(
+            self.links
+                .iter()
+                .flat_map(|l| l.side_writers.iter().flatten()),
+        );
+        for w in writers {
+            self.send_control(w, StreamMessage::Idle).await?;
+        }
+        Ok(())
+    }
+
     async fn on_barrier(&mut self, barrier: Barrier) -> Result<()> {
         self.call_every_link(|op, out| op.on_barrier(barrier, out))
             .await?;
@@ -359,5 +464,38 @@ impl ChainTask {
                 source,
             },
         })
+    }
+}
+
+/// What a source task reads with, borrowed from its [`Head::Source`].
+struct SourceReading<'a> {
+    source: &'a Arc<dyn PreparedSource>,
+    ctx: &'a TaskContext,
+    metrics: &'a Arc<OperatorMetrics>,
+    dead_letter_writers: &'a [usize],
+}
+
+impl SourceReading<'_> {
+    /// A source error, attributed to the source operator.
+    fn fail(&self, source: weir_api::Error) -> Error {
+        Error::Task {
+            task: self.ctx.label(),
+            source,
+        }
+    }
+}
+
+/// Why the next read failed: the source itself, or the chain while handling idleness.
+enum ReadError {
+    Source(weir_api::Error),
+    Task(Error),
+}
+
+impl ReadError {
+    fn into_error(self, reading: &SourceReading<'_>) -> Error {
+        match self {
+            ReadError::Source(e) => reading.fail(e),
+            ReadError::Task(e) => e,
+        }
     }
 }

@@ -1,0 +1,242 @@
+//! The watermarks of one source subtask: a [`WatermarkGenerator`] per open split, merged by a
+//! [`PartitionWatermarks`] keyed by split id, with idle detection.
+//!
+//! Everything here is driven by the calls made and the processing times passed in; the task
+//! that owns it reads the clock. Idle detection is therefore exactly as non-deterministic as
+//! that clock: when a silent split is declared idle depends on scheduling, not on the data.
+
+use std::collections::HashMap;
+
+use arrow::record_batch::RecordBatch;
+use weir_api::{Error, Watermark};
+use weir_plan::ModelWatermark;
+
+use super::{PartitionWatermarks, WatermarkGenerator, event_times_ms};
+
+/// What a source subtask drives downstream for one batch read, in order.
+#[derive(Debug, Clone)]
+pub(crate) enum SourceStep {
+    /// Consecutive rows of the batch: a zero-copy slice, never empty.
+    Rows(RecordBatch),
+    /// The source watermark advanced to this.
+    Watermark(Watermark),
+}
+
+/// Per-split watermark generation and merging for one source subtask.
+#[derive(Debug)]
+pub(crate) struct SourceWatermarks {
+    spec: ModelWatermark,
+    splits: HashMap<String, WatermarkGenerator>,
+    partitions: PartitionWatermarks<String>,
+    /// Whether the subtask reported itself idle and no split delivered data since.
+    idle_reported: bool,
+}
+
+impl SourceWatermarks {
+    /// Watermarks as the source node's spec says; no split is open yet.
+    pub(crate) fn new(spec: &ModelWatermark) -> Self {
+        SourceWatermarks {
+            spec: spec.clone(),
+            splits: HashMap::new(),
+            partitions: PartitionWatermarks::new(spec.idle_timeout.map(|d| d.0)),
+            idle_reported: false,
+        }
+    }
+
+    /// How long a split may stay silent before it is idle, in ms; `None`: never idle.
+    pub(crate) fn idle_timeout_ms(&self) -> Option<u64> {
+        self.spec.idle_timeout.map(|d| d.0)
+    }
+
+    /// A split was opened at processing time `now_ms`: it holds the source watermark back until
+    /// it has an event time or goes idle.
+    pub(crate) fn open_split(&mut self, split: &str, now_ms: u64) {
+        self.splits.entry(split.to_owned()).or_insert_with(|| {
+            WatermarkGenerator::new(self.spec.max_out_of_orderness.0, self.spec.interval.0)
+        });
+        self.partitions.add_partition(split.to_owned(), now_ms);
+    }
+
+    /// Splits `batch`, read from `split` at processing time `now_ms`, at the split's watermark
+    /// cut points. Returns what to drive, in order: slices of the batch, each followed by the
+    /// source watermark (the minimum over active splits) where it advanced. Rows with a null
+    /// event time pass through. A batch without rows still marks the split active.
+    ///
+    /// # Errors
+    ///
+    /// A schema error when the batch has no such column or it is not an event time, and a bad
+    /// record when a timestamp in seconds overflows milliseconds.
+    pub(crate) fn on_batch(
+        &mut self,
+        split: &str,
+        batch: RecordBatch,
+        now_ms: u64,
+    ) -> Result<Vec<SourceStep>, Error> {
+        self.idle_reported = false;
+        let column = batch.column_by_name(&self.spec.column).ok_or_else(|| {
+            Error::schema(
+                format!("event-time field `{}`", self.spec.column),
+                "the source's batch has no such column",
+            )
+        })?;
+        let times = event_times_ms(column, &self.spec.column)?;
+        let generator = self.splits.entry(split.to_owned()).or_insert_with(|| {
+            WatermarkGenerator::new(self.spec.max_out_of_orderness.0, self.spec.interval.0)
+        });
+        let cuts = generator.cuts(&times);
+        let mut steps = Vec::with_capacity(2 * cuts.len() + 2);
+        // Activity first: a split rejoining after idleness holds the minimum again, and the
+        // others' progress it no longer blocks (when all were idle) goes out before its rows.
+        if let Some(w) = self.partitions.on_data(split.to_owned(), None, now_ms) {
+            steps.push(SourceStep::Watermark(w));
+        }
+        let mut start = 0;
+        for cut in cuts {
+            steps.push(SourceStep::Rows(batch.slice(start, cut.row_end - start)));
+            start = cut.row_end;
+            if let Some(w) = self
+                .partitions
+                .on_data(split.to_owned(), Some(cut.watermark), now_ms)
+            {
+                steps.push(SourceStep::Watermark(w));
+            }
+        }
+        if start < batch.num_rows() {
+            steps.push(SourceStep::Rows(
+                batch.slice(start, batch.num_rows() - start),
+            ));
+        }
+        Ok(steps)
+    }
+
+    /// `split` ended: it no longer holds the source back. Returns the source watermark if that
+    /// made it advance.
+    pub(crate) fn finish_split(&mut self, split: &str) -> Option<Watermark> {
+        self.splits.remove(split);
+        self.partitions.remove_partition(&split.to_owned())
+    }
+
+    /// No data arrived until processing time `now_ms`: splits silent for longer than the idle
+    /// timeout become idle. Returns the source watermark if it advanced, and whether every open
+    /// split is now idle and that was not reported yet (then tell downstream the subtask is
+    /// idle).
+    pub(crate) fn on_silence(&mut self, now_ms: u64) -> (Option<Watermark>, bool) {
+        let advanced = self.partitions.on_processing_time(now_ms);
+        let any_open = !self.splits.is_empty();
+        let report = any_open && self.partitions.all_idle() && !self.idle_reported;
+        if report {
+            self.idle_reported = true;
+        }
+        (advanced, report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use arrow::array::{ArrayRef, Int64Array, StringArray};
+    use weir_api::{DurationMs, EventTimeMs};
+
+    use super::*;
+
+    fn spec(ooo: u64, interval: u64, idle: Option<u64>) -> ModelWatermark {
+        ModelWatermark {
+            column: "ts".into(),
+            max_out_of_orderness: DurationMs(ooo),
+            idle_timeout: idle.map(DurationMs),
+            interval: DurationMs(interval),
+        }
+    }
+
+    fn batch(times: Vec<Option<i64>>) -> RecordBatch {
+        let ts: ArrayRef = Arc::new(Int64Array::from(times));
+        RecordBatch::try_from_iter([("ts", ts)]).expect("batch")
+    }
+
+    /// Each step as `Ok(rows)` or `Err(watermark)`.
+    fn shape(steps: &[SourceStep]) -> Vec<Result<usize, i64>> {
+        steps
+            .iter()
+            .map(|s| match s {
+                SourceStep::Rows(b) => Ok(b.num_rows()),
+                SourceStep::Watermark(w) => Err(w.0.0),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_batch_is_sliced_at_the_cut_points() {
+        let mut s = SourceWatermarks::new(&spec(1000, 200, None));
+        s.open_split("a", 0);
+        let pieces = s
+            .on_batch("a", batch(vec![Some(2100), Some(100), None]), 0)
+            .expect("pieces");
+        assert_eq!(shape(&pieces), vec![Ok(1), Err(1099), Ok(2)]);
+        let pieces = s
+            .on_batch("a", batch(vec![Some(2200), Some(2300)]), 1)
+            .expect("pieces");
+        assert_eq!(shape(&pieces), vec![Ok(2), Err(1299)]);
+        assert!(s.on_batch("a", batch(vec![]), 2).expect("empty").is_empty());
+    }
+
+    #[test]
+    fn the_source_watermark_is_the_minimum_over_open_splits() {
+        let mut s = SourceWatermarks::new(&spec(0, 1, None));
+        s.open_split("a", 0);
+        s.open_split("b", 0);
+        let pieces = s.on_batch("a", batch(vec![Some(100)]), 0).expect("a");
+        assert_eq!(shape(&pieces), vec![Ok(1)], "b holds back");
+        let pieces = s.on_batch("b", batch(vec![Some(50)]), 0).expect("b");
+        assert_eq!(shape(&pieces), vec![Ok(1), Err(49)]);
+        assert_eq!(s.finish_split("b"), Some(Watermark(EventTimeMs(99))));
+        // A new split starting lower never takes the source watermark back.
+        s.open_split("c", 0);
+        let pieces = s.on_batch("c", batch(vec![Some(10)]), 0).expect("c");
+        assert_eq!(shape(&pieces), vec![Ok(1)]);
+    }
+
+    #[test]
+    fn a_silent_split_goes_idle_once_and_data_wakes_it() {
+        let mut s = SourceWatermarks::new(&spec(0, 1, Some(100)));
+        assert_eq!(s.on_silence(1_000), (None, false), "no split open");
+        s.open_split("a", 0);
+        s.open_split("b", 0);
+        s.on_batch("a", batch(vec![Some(300)]), 0).expect("a");
+        s.on_batch("b", batch(vec![Some(500)]), 50).expect("b");
+        assert_eq!(s.on_silence(100), (None, false));
+        assert_eq!(
+            s.on_silence(101),
+            (Some(Watermark(EventTimeMs(499))), false),
+            "a is idle, b still active"
+        );
+        assert_eq!(s.on_silence(151), (None, true), "both idle: report once");
+        assert_eq!(s.on_silence(500), (None, false));
+        s.on_batch("b", batch(vec![Some(900)]), 600).expect("b");
+        assert_eq!(s.on_silence(800), (None, true), "idle again after data");
+    }
+
+    #[test]
+    fn a_split_waking_up_releases_what_others_reached_before_its_rows() {
+        let mut s = SourceWatermarks::new(&spec(0, 1, Some(10)));
+        s.open_split("a", 0);
+        s.open_split("b", 0);
+        s.on_batch("a", batch(vec![Some(500)]), 0).expect("a");
+        s.on_batch("b", batch(vec![Some(300)]), 0).expect("b");
+        assert_eq!(s.on_silence(100), (None, true));
+        let steps = s.on_batch("a", batch(vec![Some(400)]), 200).expect("a");
+        assert_eq!(shape(&steps), vec![Err(499), Ok(1)]);
+    }
+
+    #[test]
+    fn a_missing_or_wrong_column_is_an_error() {
+        let mut s = SourceWatermarks::new(&spec(0, 1, None));
+        let other: ArrayRef = Arc::new(Int64Array::from(vec![1]));
+        let no_ts = RecordBatch::try_from_iter([("x", other)]).expect("batch");
+        assert!(s.on_batch("a", no_ts, 0).is_err());
+        let text: ArrayRef = Arc::new(StringArray::from(vec!["1"]));
+        let text_ts = RecordBatch::try_from_iter([("ts", text)]).expect("batch");
+        let err = s.on_batch("a", text_ts, 0).expect_err("utf8");
+        assert!(err.to_string().contains("`ts`"), "{err}");
+    }
+}

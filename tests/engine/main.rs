@@ -8,3 +8,4 @@ mod keyed_state;
 mod routing;
 mod support;
 mod watermarks;
+mod windows;

@@ -153,6 +153,15 @@ pub trait PreparedOperator: Send + Sync + std::fmt::Debug {
     /// One line for `EXPLAIN` and plan output, e.g. `filter: price > 1000`.
     fn describe(&self) -> String;
 
+    /// The input columns the operator keys its state by, if it keeps keyed state per key of
+    /// its rows (e.g. a window's `key_by`). Validation then requires, at parallelism > 1, that
+    /// the operator's input is hash-partitioned on exactly these columns in this order (so a
+    /// key's state shard is the shard the exchange routed it by), and refuses an empty list
+    /// (one global key) at parallelism > 1. `None` (the default): no such requirement.
+    fn key_columns(&self) -> Option<Vec<String>> {
+        None
+    }
+
     /// Creates the instance for one subtask.
     ///
     /// # Errors

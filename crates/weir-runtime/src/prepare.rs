@@ -76,6 +76,7 @@ impl PreparedJob {
             job.prepare_node(node, registry).await?;
         }
         job.check_hash_keys()?;
+        job.check_keyed_operators()?;
         job.check_side_outputs_consumed(&nodes)?;
         job.check_semantic_mode(&nodes)?;
         Ok(job)
@@ -305,8 +306,87 @@ impl PreparedJob {
         Ok(())
     }
 
+    /// Operators that key their state by columns get their rows by a hash exchange on exactly
+    /// those columns when they run in parallel, so each key lives in one subtask and in the
+    /// state shard the exchange routed it by.
+    fn check_keyed_operators(&self) -> Result<()> {
+        for vertex in &self.plans.partitioned.vertices {
+            for (pos, node) in vertex.chain.iter().enumerate() {
+                let Some(PreparedNode::Operator(op)) = self.nodes.get(&node.operator_id) else {
+                    continue;
+                };
+                let Some(keys) = op.key_columns() else {
+                    continue;
+                };
+                if vertex.parallelism <= 1 {
+                    continue;
+                }
+                let path = format!("{}.input", node.origin);
+                let fail = |message: String| {
+                    self.prepare_error(path.clone(), weir_api::Error::config(&path, message))
+                };
+                if keys.is_empty() {
+                    return Err(fail(format!(
+                        "`{}` has no key, so it runs at parallelism 1, not {}; set \
+                         `parallelism: 1` on it or give it keys",
+                        node.operator_id, vertex.parallelism
+                    )));
+                }
+                let hashed_on = self
+                    .plans
+                    .partitioned
+                    .edges
+                    .iter()
+                    .filter(|e| e.to_vertex == vertex.vertex_id && pos == 0)
+                    .map(|e| match &e.policy {
+                        PartitionPolicy::Hash { keys, .. } => Some(keys.clone()),
+                        _ => None,
+                    })
+                    .collect::<Vec<_>>();
+                let ok = !hashed_on.is_empty()
+                    && hashed_on
+                        .iter()
+                        .all(|h| h.as_deref() == Some(keys.as_slice()));
+                if !ok {
+                    return Err(fail(format!(
+                        "`{}` keeps state per key [{}] at parallelism {}, so its input must be \
+                         hash-partitioned on exactly those columns: \
+                         `input: {{from: ..., partition: {{hash: [{}]}}}}`",
+                        node.operator_id,
+                        keys.join(", "),
+                        vertex.parallelism,
+                        keys.join(", ")
+                    )));
+                }
+            }
+        }
+        Ok(())
+    }
+
     fn check_side_outputs_consumed(&self, nodes: &[ModelNode]) -> Result<()> {
         for node in nodes {
+            if let Some(PreparedNode::Operator(op)) = self.nodes.get(&node.operator_id) {
+                for side in op.side_outputs() {
+                    let consumed = self.plans.partitioned.edges.iter().any(|e| {
+                        e.from_operator == node.operator_id
+                            && e.from_output.as_deref() == Some(side.name.as_str())
+                    });
+                    if !consumed {
+                        let path = node.origin.clone();
+                        return Err(self.prepare_error(
+                            path.clone(),
+                            weir_api::Error::config(
+                                path,
+                                format!(
+                                    "writes the side output `{}.{}`, but no node reads it; add \
+                                     a sink with `input: {}.{}`",
+                                    node.operator_id, side.name, node.operator_id, side.name
+                                ),
+                            ),
+                        ));
+                    }
+                }
+            }
             if node.kind == NodeKind::Source
                 && node.bad_records == weir_api::BadRecordPolicy::DeadLetter
             {

@@ -88,6 +88,17 @@ impl PreparedOperator for PreparedWindow {
         )
     }
 
+    fn key_columns(&self) -> Option<Vec<String>> {
+        Some(
+            self.cfg
+                .key_schema
+                .fields()
+                .iter()
+                .map(|f| f.name().clone())
+                .collect(),
+        )
+    }
+
     fn create(&self, ctx: &TaskContext) -> Result<Box<dyn Operator>> {
         let keyed = ctx.state_shard_count.is_some();
         if ctx.parallelism > 1 && !keyed {

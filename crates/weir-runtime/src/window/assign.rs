@@ -7,6 +7,10 @@
 use arrow::array::{Array, Int64Array};
 use weir_api::{Error, RecordLocation, Result};
 
+/// The most windows one row may belong to (sliding and cumulating windows), so a typo like a
+/// 1 ms slide on a day-long window is refused instead of exhausting memory.
+pub const MAX_WINDOWS_PER_ROW: i64 = 10_000;
+
 /// How a window operator cuts event time into windows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum WindowKind {
@@ -55,7 +59,16 @@ impl WindowKind {
             WindowKind::Tumble { size } => positive("size", size),
             WindowKind::Hop { size, slide } => {
                 positive("size", size)?;
-                positive("slide", slide)
+                positive("slide", slide)?;
+                let per_row = size.div_euclid(slide) + 1;
+                if per_row > MAX_WINDOWS_PER_ROW {
+                    return Err(format!(
+                        "size {size} ms / slide {slide} ms puts each row in up to {per_row} \
+                         windows; at most {MAX_WINDOWS_PER_ROW} are supported (use a larger \
+                         slide)"
+                    ));
+                }
+                Ok(())
             }
             WindowKind::Cumulate { step, max_size } => {
                 positive("step", step)?;
@@ -63,6 +76,13 @@ impl WindowKind {
                 if max_size % step != 0 {
                     return Err(format!(
                         "max_size ({max_size} ms) must be a multiple of step ({step} ms)"
+                    ));
+                }
+                if max_size / step > MAX_WINDOWS_PER_ROW {
+                    return Err(format!(
+                        "max_size {max_size} ms / step {step} ms gives {} windows per row; at \
+                         most {MAX_WINDOWS_PER_ROW} are supported (use a larger step)",
+                        max_size / step
                     ));
                 }
                 Ok(())
@@ -305,5 +325,12 @@ mod tests {
             .contains("multiple")
         );
         assert!(WindowKind::Hop { size: 5, slide: 2 }.validate().is_ok());
+        let err = WindowKind::Hop {
+            size: 86_400_000,
+            slide: 1,
+        }
+        .validate()
+        .unwrap_err();
+        assert!(err.contains("larger slide"), "{err}");
     }
 }

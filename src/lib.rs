@@ -19,6 +19,9 @@ pub use weir_api as api;
 pub use weir_file as file;
 pub use weir_plan as plan;
 pub use weir_runtime as runtime;
+/// The DataFusion crate Weir plans SQL expressions with: build [`Engine::register_udf`]'s
+/// functions with it (`weir::datafusion::logical_expr::create_udf`, `ScalarUDFImpl`).
+pub use weir_runtime::operators::datafusion;
 pub use weir_state as state;
 
 pub use weir_plan::{CompiledPlans, JobSpec};
@@ -72,6 +75,38 @@ impl Engine {
     /// Registers a plugin operator under `name`, usable as `type: name` in job specs.
     pub fn register_operator(&mut self, name: &str, factory: Arc<dyn api::OperatorFactory>) {
         self.registry.register_operator(name, factory);
+    }
+
+    /// Registers a scalar function that SQL expressions can call: `filter` predicates,
+    /// `project` expressions and sources' computed columns. It replaces a function of the same
+    /// name, built-in ones included. Clones of the engine made before keep their functions.
+    ///
+    /// SQL lower-cases unquoted identifiers, so give the function a lower-case name.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use weir::datafusion::arrow::array::{AsArray, Int64Array};
+    /// use weir::datafusion::arrow::datatypes::{DataType, Int64Type};
+    /// use weir::datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+    ///
+    /// let mut engine = weir::Engine::new();
+    /// engine.register_udf(create_udf(
+    ///     "twice",
+    ///     vec![DataType::Int64],
+    ///     DataType::Int64,
+    ///     Volatility::Immutable,
+    ///     Arc::new(|args: &[ColumnarValue]| {
+    ///         let arrays = ColumnarValue::values_to_arrays(args)?;
+    ///         let doubled: Int64Array = arrays[0]
+    ///             .as_primitive::<Int64Type>()
+    ///             .unary(|v| v.wrapping_mul(2));
+    ///         Ok(ColumnarValue::Array(Arc::new(doubled)))
+    ///     }),
+    /// ));
+    /// // Now `twice(price) > 100` works in a filter, a project or a computed column.
+    /// ```
+    pub fn register_udf(&mut self, udf: datafusion::logical_expr::ScalarUDF) {
+        self.registry.register_udf(udf);
     }
 
     /// Compiles and prepares a spec without starting anything; `file` names it in errors.

@@ -3,9 +3,11 @@
 //! One test binary (each links DataFusion); one module per capability.
 
 mod bad_input;
+mod computed;
 mod end_to_end;
 mod keyed_state;
 mod routing;
+mod sql_goldens;
 mod support;
 mod watermarks;
 mod windows;

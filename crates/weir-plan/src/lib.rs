@@ -48,8 +48,8 @@ pub use partitioned::{
 };
 pub use schema_spec::{FieldSpec, parse_type_name, schema_from_fields};
 pub use spec::{
-    DEFAULT_WATERMARK_INTERVAL, InputSpec, JobSpec, JobSpecBuilder, OperatorSpec, PartitionSpec,
-    SinkSpec, SourceSpec, WatermarkSpec,
+    ComputedColumn, DEFAULT_WATERMARK_INTERVAL, InputSpec, JobSpec, JobSpecBuilder, OperatorSpec,
+    PartitionSpec, SinkSpec, SourceSpec, WatermarkSpec,
 };
 pub use stream_graph::{EdgePolicy, StreamEdge, StreamGraph, StreamNode};
 

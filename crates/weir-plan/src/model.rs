@@ -3,7 +3,9 @@
 use crate::error::{Error, Result};
 use crate::fingerprint::{Plan, canonicalize, hex};
 use crate::schema_spec::{FieldSpec, schema_from_fields};
-use crate::spec::{BUILDER_ORIGIN, InputSpec, JobSpec, PartitionSpec, WatermarkSpec};
+use crate::spec::{
+    BUILDER_ORIGIN, ComputedColumn, InputSpec, JobSpec, PartitionSpec, WatermarkSpec,
+};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
@@ -83,6 +85,10 @@ pub struct ModelNode {
     /// has none, so plans of jobs without watermarks keep their fingerprints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watermark: Option<ModelWatermark>,
+    /// Columns a source computes and appends to each batch it reads, in order; absent (not
+    /// `[]`) when there are none, so plans of jobs without them keep their fingerprints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub computed: Vec<ComputedColumn>,
 }
 
 /// A source's watermark generation with every default applied (from [`WatermarkSpec`]).
@@ -143,6 +149,7 @@ struct Draft<'a> {
     schema: Option<&'a Vec<FieldSpec>>,
     bad_records: BadRecordPolicy,
     watermark: Option<&'a WatermarkSpec>,
+    computed: &'a [ComputedColumn],
     inputs: Vec<(String, &'a InputSpec)>,
     default_partition: Option<&'a PartitionSpec>,
     options: &'a serde_json::Value,
@@ -248,6 +255,8 @@ impl StreamModel {
                     err(format!("{}.watermark.{field}", d.origin), m.into())
                 })?;
             }
+            check_computed(d.computed)
+                .map_err(|(field, m)| err(format!("{}.computed{field}", d.origin), m))?;
             if d.type_name.trim().is_empty() {
                 let field = if d.kind == NodeKind::Operator {
                     "type"
@@ -412,6 +421,7 @@ impl StreamModel {
                     .collect(),
                 options: canonicalize(d.options.clone()),
                 watermark: d.watermark.map(ModelWatermark::from),
+                computed: d.computed.to_vec(),
             })
             .collect();
 
@@ -443,6 +453,31 @@ fn check_watermark(w: &WatermarkSpec) -> std::result::Result<(), (&'static str, 
             "idle_timeout",
             "must be more than 0 ms; leave it out to never mark a split idle",
         ));
+    }
+    Ok(())
+}
+
+/// What the model can check of computed columns without the source's schema: names present and
+/// unique, expressions not blank. The field that is wrong (`[1].name`) and why. Clashes with the
+/// connector's columns and the expressions themselves are checked at the deep build.
+fn check_computed(columns: &[ComputedColumn]) -> std::result::Result<(), (String, String)> {
+    let mut seen: HashMap<&str, usize> = HashMap::new();
+    for (j, c) in columns.iter().enumerate() {
+        if c.name.trim().is_empty() {
+            return Err((format!("[{j}].name"), "must not be empty".into()));
+        }
+        if let Some(first) = seen.insert(c.name.as_str(), j) {
+            return Err((
+                format!("[{j}].name"),
+                format!("`{}` is also the name of computed[{first}]", c.name),
+            ));
+        }
+        if c.expression.trim().is_empty() {
+            return Err((
+                format!("[{j}].expression"),
+                "must not be empty: give a SQL expression over the source's columns".into(),
+            ));
+        }
     }
     Ok(())
 }
@@ -484,6 +519,7 @@ fn drafts(spec: &JobSpec) -> Vec<Draft<'_>> {
             schema: s.schema.as_ref(),
             bad_records: s.bad_records,
             watermark: s.watermark.as_ref(),
+            computed: &s.computed,
             inputs: Vec::new(),
             default_partition: None,
             options: &s.options,
@@ -502,6 +538,7 @@ fn drafts(spec: &JobSpec) -> Vec<Draft<'_>> {
             schema: None,
             bad_records: BadRecordPolicy::Fail,
             watermark: None,
+            computed: &[],
             default_partition: o.partition.as_ref(),
             options: &o.options,
         });
@@ -519,6 +556,7 @@ fn drafts(spec: &JobSpec) -> Vec<Draft<'_>> {
             schema: None,
             bad_records: BadRecordPolicy::Fail,
             watermark: None,
+            computed: &[],
             default_partition: s.partition.as_ref(),
             options: &s.options,
         });
@@ -585,5 +623,125 @@ fn topological_order(
         }
         path.push(next);
         current = next;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::spec::{ComputedColumn, JobSpec};
+    use crate::{CompiledPlans, Plan, StreamModel};
+
+    const YAML: &str = r#"
+job: demo
+sources:
+  - name: bids
+    connector: file
+    schema: [{ name: date_time, type: int64 }]
+    computed:
+      - { name: ts, expression: "to_timestamp_millis(date_time)" }
+      - { name: day, expression: "date_trunc('day', ts)" }
+    watermark: { column: ts, max_out_of_orderness: 5s }
+    options: { path: data/bids.csv, format: csv }
+sinks: [{ name: out, connector: blackhole, input: bids }]
+"#;
+
+    #[test]
+    fn computed_columns_parse_and_reach_the_model() {
+        let spec = JobSpec::from_yaml_str(YAML, "c.yaml").expect("valid");
+        assert_eq!(
+            spec.sources[0].computed,
+            vec![
+                ComputedColumn::new("ts", "to_timestamp_millis(date_time)"),
+                ComputedColumn::new("day", "date_trunc('day', ts)"),
+            ]
+        );
+        let json = serde_json::to_string(&spec).expect("serializes");
+        assert_eq!(
+            JobSpec::from_json_str(&json, "c.json").expect("reads"),
+            spec
+        );
+
+        let plans = CompiledPlans::compile(&spec, Some("c.yaml")).expect("plans");
+        let node = serde_json::to_value(&plans.model.nodes[0]).expect("node");
+        assert_eq!(
+            node["computed"],
+            serde_json::json!([
+                { "name": "ts", "expression": "to_timestamp_millis(date_time)" },
+                { "name": "day", "expression": "date_trunc('day', ts)" },
+            ])
+        );
+        // The partitioned plan carries the full node to the runtime.
+        assert_eq!(plans.partitioned.vertices[0].chain[0].computed.len(), 2);
+    }
+
+    #[test]
+    fn no_computed_columns_means_no_key_and_the_same_fingerprint() {
+        let spec = JobSpec::from_yaml_str(YAML, "c.yaml").expect("valid");
+        let mut plain = spec.clone();
+        plain.sources[0].computed.clear();
+        plain.sources[0].watermark = None;
+        let model = StreamModel::from_spec(&plain, Some("c.yaml")).expect("model");
+        let node = serde_json::to_value(&model.nodes[0]).expect("node");
+        assert!(node.get("computed").is_none(), "{node}");
+        assert!(
+            !serde_json::to_string(&plain)
+                .expect("json")
+                .contains("computed")
+        );
+
+        // Same fingerprint as a spec that never heard of `computed`.
+        let yaml = YAML
+            .lines()
+            .filter(|l| {
+                !l.contains("computed") && !l.contains("expression") && !l.contains("watermark")
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let old = JobSpec::from_yaml_str(&yaml, "c.yaml").expect("valid");
+        let old = StreamModel::from_spec(&old, Some("c.yaml")).expect("model");
+        assert_eq!(old.fingerprint(), model.fingerprint());
+        let with = StreamModel::from_spec(&spec, Some("c.yaml")).expect("model");
+        assert_ne!(with.fingerprint(), model.fingerprint());
+        // The builder makes the same spec.
+        let built = plain.sources[0]
+            .clone()
+            .with_computed("ts", "to_timestamp_millis(date_time)")
+            .with_computed("day", "date_trunc('day', ts)");
+        assert_eq!(built.computed, spec.sources[0].computed);
+    }
+
+    #[test]
+    fn computed_errors_name_their_field() {
+        let with = |computed: &str| {
+            YAML.replace(
+                "      - { name: day, expression: \"date_trunc('day', ts)\" }",
+                computed,
+            )
+        };
+        for (computed, path, wanted) in [
+            (
+                "      - { name: ts, expression: date_time }",
+                "sources[0].computed[1].name",
+                "`ts` is also the name of computed[0]",
+            ),
+            (
+                "      - { name: '', expression: date_time }",
+                "sources[0].computed[1].name",
+                "must not be empty",
+            ),
+            (
+                "      - { name: d, expression: '  ' }",
+                "sources[0].computed[1].expression",
+                "must not be empty",
+            ),
+        ] {
+            let spec = JobSpec::from_yaml_str(&with(computed), "c.yaml").expect("parses");
+            let err = StreamModel::from_spec(&spec, Some("c.yaml")).expect_err(computed);
+            let text = err.to_string();
+            assert!(text.contains(path) && text.contains(wanted), "{text}");
+        }
+        let err = JobSpec::from_yaml_str(&with("      - { name: d, expr: x }"), "c.yaml")
+            .expect_err("unknown field");
+        assert!(err.to_string().contains("sources[0].computed[1]"), "{err}");
     }
 }

@@ -68,9 +68,35 @@ pub struct SourceSpec {
     /// the source emits only the final watermark when its input ends.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watermark: Option<WatermarkSpec>,
+    /// Columns computed from SQL expressions and appended to every batch the connector reads,
+    /// in order, before watermarks are generated (so `watermark.column` may name one).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub computed: Vec<ComputedColumn>,
     /// Connector options.
     #[serde(default, skip_serializing_if = "serde_json::Value::is_null")]
     pub options: serde_json::Value,
+}
+
+/// A source column computed from the connector's columns: `ts AS to_timestamp_millis(date_time)`
+/// in SQL DDL terms.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ComputedColumn {
+    /// The new column's name; it must not be the name of another column of the source.
+    pub name: String,
+    /// A row-by-row SQL expression (DataFusion syntax, without `AS`) over the source's declared
+    /// or inferred columns and the computed columns before this one.
+    pub expression: String,
+}
+
+impl ComputedColumn {
+    /// The column `name` computed as `expression`.
+    pub fn new(name: &str, expression: &str) -> Self {
+        ComputedColumn {
+            name: name.to_owned(),
+            expression: expression.to_owned(),
+        }
+    }
 }
 
 /// Emission granularity of source watermarks when `interval` is not set: 200 ms of event time.
@@ -496,6 +522,7 @@ impl SourceSpec {
             schema: None,
             bad_records: BadRecordPolicy::Fail,
             watermark: None,
+            computed: Vec::new(),
             options,
         }
     }
@@ -503,6 +530,12 @@ impl SourceSpec {
     /// The source with event-time watermarks as `watermark` says.
     pub fn with_watermark(mut self, watermark: WatermarkSpec) -> Self {
         self.watermark = Some(watermark);
+        self
+    }
+
+    /// The source with one more computed column, `name` = `expression`, after those it has.
+    pub fn with_computed(mut self, name: &str, expression: &str) -> Self {
+        self.computed.push(ComputedColumn::new(name, expression));
         self
     }
 }

@@ -9,13 +9,13 @@ use crate::partition::{HashPartitioner, RoundRobin};
 use crate::prepare::{PreparedJob, PreparedNode};
 use crate::task::{ChainTask, Head, Link, SinkLink};
 use crate::task_state::TaskState;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-use weir_api::{ChannelId, SourceSplit, StreamMessage, SubtaskIndex, TaskContext};
+use weir_api::{ChannelId, SourceSplit, StreamMessage, SubtaskIndex, TaskContext, VertexId};
 use weir_plan::{NodeKind, PartitionPolicy, PlanEdge, PlanVertex};
 
 /// What a finished job reports.
@@ -126,13 +126,39 @@ pub async fn start_with(job: PreparedJob, options: RunOptions) -> Result<Running
         }
     }
 
+    // Source subtasks without splits have nothing to read: they are not started, and their
+    // channels start out ended. Waiting for them would make how far the watermark got when a
+    // row arrives depend on how fast idle tasks start, not on the input.
+    let assigned: HashMap<VertexId, Vec<Vec<SourceSplit>>> = plan
+        .vertices
+        .iter()
+        .filter_map(|vertex| {
+            let all = job.splits.get(&vertex.chain[0].operator_id)?;
+            metrics.add_splits(all.len(), all.iter().filter_map(|s| s.size_bytes).sum());
+            Some((
+                vertex.vertex_id.clone(),
+                assign_splits(all.clone(), vertex.parallelism),
+            ))
+        })
+        .collect();
+    let finished: HashSet<(VertexId, u32)> = assigned
+        .iter()
+        .flat_map(|(vertex, per_subtask)| {
+            per_subtask
+                .iter()
+                .enumerate()
+                .filter(|(_, splits)| splits.is_empty())
+                .map(|(subtask, _)| (vertex.clone(), subtask as u32))
+        })
+        .collect();
+
     let mut tasks = Vec::new();
     for vertex in &plan.vertices {
-        let splits = job.splits.get(&vertex.chain[0].operator_id).map(|all| {
-            metrics.add_splits(all.len(), all.iter().filter_map(|s| s.size_bytes).sum());
-            assign_splits(all.clone(), vertex.parallelism)
-        });
+        let splits = assigned.get(&vertex.vertex_id);
         for subtask in 0..vertex.parallelism {
+            if finished.contains(&(vertex.vertex_id.clone(), subtask)) {
+                continue;
+            }
             let task = build_task(
                 &job,
                 vertex,
@@ -143,6 +169,7 @@ pub async fn start_with(job: PreparedJob, options: RunOptions) -> Result<Running
                 &mut senders,
                 &mut receivers,
                 &metrics,
+                &finished,
             )
             .await?;
             tasks.push(task);
@@ -236,6 +263,7 @@ async fn build_task(
     senders: &mut HashMap<ChannelId, mpsc::Sender<StreamMessage>>,
     receivers: &mut HashMap<ChannelId, mpsc::Receiver<StreamMessage>>,
     metrics: &Arc<JobMetrics>,
+    finished: &HashSet<(VertexId, u32)>,
 ) -> Result<ChainTask> {
     let plan = job.partitioned();
     let task_state = TaskState::new(
@@ -317,9 +345,13 @@ async fn build_task(
         .input_channels(&vertex.vertex_id, subtask)
         .into_iter()
         .filter_map(|(edge, ch)| {
-            receivers
-                .remove(ch)
-                .map(|rx| InputChannel::new(rx, edge.to_input as usize))
+            receivers.remove(ch).map(|rx| {
+                if finished.contains(&(edge.from_vertex.clone(), ch.upstream.0)) {
+                    InputChannel::finished(rx, edge.to_input as usize)
+                } else {
+                    InputChannel::new(rx, edge.to_input as usize)
+                }
+            })
         })
         .collect();
 

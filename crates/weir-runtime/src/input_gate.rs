@@ -26,6 +26,15 @@ pub(crate) struct InputChannel {
 }
 
 impl InputChannel {
+    /// A channel whose sender never runs (a source subtask without splits): it has ended
+    /// before the first poll and never holds the watermark back.
+    pub(crate) fn finished(rx: mpsc::Receiver<StreamMessage>, input: usize) -> Self {
+        let mut channel = Self::new(rx, input);
+        channel.watermark = EventTimeMs::MAX;
+        channel.ended = true;
+        channel
+    }
+
     pub(crate) fn new(rx: mpsc::Receiver<StreamMessage>, input: usize) -> Self {
         InputChannel {
             rx,

@@ -145,6 +145,16 @@ impl PreparedJob {
                     .prepare(connector_spec)
                     .await
                     .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+                // Computed columns extend the source's schema before anything downstream (the
+                // watermark column check included) sees it.
+                let source = crate::operators::with_computed_columns(
+                    source,
+                    &node.computed,
+                    &node.origin,
+                    &id,
+                    &registry.expr_compiler(),
+                )
+                .map_err(|(path, e)| self.prepare_error(path, e))?;
                 let splits = source
                     .enumerate_splits()
                     .await

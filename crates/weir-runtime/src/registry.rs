@@ -1,22 +1,53 @@
 //! Named factories: how job specs find operators and connectors, built-in or plugin.
 
 use crate::builtin::{BlackholeSinkFactory, DatagenSourceFactory};
-use crate::operators::{FilterFactory, ProjectFactory};
+use crate::operators::{ExprCompiler, FilterFactory, ProjectFactory, SharedSession};
 use crate::union::UnionFactory;
 use crate::window::WindowFactory;
+use datafusion::execution::SessionState;
+use datafusion::logical_expr::ScalarUDF;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use weir_api::{OperatorFactory, SinkFactory, SourceFactory};
 
-/// Operator and connector factories by name.
+/// Creates a built-in operator factory that plans with the registry's session.
+type BoundFactory = fn(SharedSession) -> Arc<dyn OperatorFactory>;
+
+/// Operator and connector factories by name, and the scalar functions SQL expressions may call.
 ///
 /// A Rust plugin registers its [`OperatorFactory`] under a name; a job spec then uses that name
 /// as an operator `type`. Registering a name twice replaces the earlier factory.
-#[derive(Clone, Default)]
+///
+/// The registry owns one DataFusion session: DataFusion's default functions plus those given to
+/// [`Registry::register_udf`]. The built-in `filter` and `project` and sources' computed columns
+/// plan with it, whenever the function was registered. A clone of the registry starts with a
+/// copy of it: functions registered on one afterwards are not seen by the other.
+#[derive(Default)]
 pub struct Registry {
     operators: BTreeMap<String, Arc<dyn OperatorFactory>>,
     sources: BTreeMap<String, Arc<dyn SourceFactory>>,
     sinks: BTreeMap<String, Arc<dyn SinkFactory>>,
+    session: SharedSession,
+    /// Operators registered by [`Registry::with_builtins`] that plan with `session` and have not
+    /// been replaced since: a clone rebuilds them on its own copy of the session.
+    bound: BTreeMap<String, BoundFactory>,
+}
+
+impl Clone for Registry {
+    fn clone(&self) -> Self {
+        let session = self.session.deep_clone();
+        let mut operators = self.operators.clone();
+        for (name, make) in &self.bound {
+            operators.insert(name.clone(), make(session.clone()));
+        }
+        Registry {
+            operators,
+            sources: self.sources.clone(),
+            sinks: self.sinks.clone(),
+            session,
+            bound: self.bound.clone(),
+        }
+    }
 }
 
 impl std::fmt::Debug for Registry {
@@ -25,7 +56,7 @@ impl std::fmt::Debug for Registry {
             .field("operators", &self.operators.keys().collect::<Vec<_>>())
             .field("sources", &self.sources.keys().collect::<Vec<_>>())
             .field("sinks", &self.sinks.keys().collect::<Vec<_>>())
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -38,8 +69,8 @@ impl Registry {
     /// The built-ins: operators `filter`, `project`, `union`; source `datagen`; sink `blackhole`.
     pub fn with_builtins() -> Self {
         let mut r = Self::empty();
-        r.register_operator("filter", Arc::new(FilterFactory::new()));
-        r.register_operator("project", Arc::new(ProjectFactory::new()));
+        r.register_bound("filter", |s| Arc::new(FilterFactory::shared(s)));
+        r.register_bound("project", |s| Arc::new(ProjectFactory::shared(s)));
         r.register_operator("union", Arc::new(UnionFactory));
         r.register_operator("window", Arc::new(WindowFactory));
         r.register_source("datagen", Arc::new(DatagenSourceFactory));
@@ -47,9 +78,38 @@ impl Registry {
         r
     }
 
+    fn register_bound(&mut self, name: &str, make: BoundFactory) {
+        self.operators
+            .insert(name.to_owned(), make(self.session.clone()));
+        self.bound.insert(name.to_owned(), make);
+    }
+
     /// Registers an operator type.
     pub fn register_operator(&mut self, name: &str, factory: Arc<dyn OperatorFactory>) {
+        self.bound.remove(name);
         self.operators.insert(name.to_owned(), factory);
+    }
+
+    /// Registers a scalar function that SQL expressions can call: `filter` predicates,
+    /// `project` expressions and sources' computed columns, whether those factories were
+    /// registered before or after it. It replaces a function of the same name (or alias),
+    /// built-in ones included.
+    ///
+    /// SQL lower-cases unquoted identifiers, so give the function a lower-case name (or quote
+    /// it in expressions: `"myFn"(x)`).
+    pub fn register_udf(&mut self, udf: ScalarUDF) {
+        self.session.register_udf(Arc::new(udf));
+    }
+
+    /// A copy of the registry's DataFusion session: default features plus every registered
+    /// scalar function. A SQL planner uses it to see the same functions as the operators.
+    pub fn session_state(&self) -> SessionState {
+        SessionState::clone(&self.session.state())
+    }
+
+    /// A compiler planning with the registry's session.
+    pub(crate) fn expr_compiler(&self) -> ExprCompiler {
+        ExprCompiler::shared(self.session.clone())
     }
 
     /// Registers a source connector type.
@@ -90,5 +150,86 @@ impl Registry {
     /// Registered sink names, sorted.
     pub fn sink_names(&self) -> Vec<String> {
         self.sinks.keys().cloned().collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+    use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
+    use weir_api::{OperatorId, OperatorSpec};
+
+    fn udf(name: &str) -> ScalarUDF {
+        create_udf(
+            name,
+            vec![DataType::Int64],
+            DataType::Boolean,
+            Volatility::Immutable,
+            Arc::new(|_: &[ColumnarValue]| Ok(ColumnarValue::Scalar(true.into()))),
+        )
+    }
+
+    /// Whether the registry's `filter` accepts `predicate` over an Int64 column `x`.
+    fn filter_plans(registry: &Registry, predicate: &str) -> bool {
+        let schemas: Vec<SchemaRef> = vec![Arc::new(Schema::new(vec![Field::new(
+            "x",
+            DataType::Int64,
+            true,
+        )]))];
+        let options = serde_json::json!({ "predicate": predicate });
+        registry.operator("filter").is_some_and(|f| {
+            f.prepare(&OperatorSpec {
+                operator_id: &OperatorId::new("f"),
+                options: &options,
+                options_path: "operators[0].options",
+                input_schemas: &schemas,
+            })
+            .is_ok()
+        })
+    }
+
+    #[test]
+    fn functions_reach_the_built_ins_registered_before_them_and_clones_are_independent() {
+        let mut registry = Registry::with_builtins();
+        assert!(filter_plans(&registry, "x > 1"));
+        assert!(!filter_plans(&registry, "odd(x)"));
+        let before = registry.clone();
+        registry.register_udf(udf("odd"));
+        assert!(filter_plans(&registry, "odd(x)"));
+        assert!(
+            registry
+                .session_state()
+                .scalar_functions()
+                .contains_key("odd")
+        );
+        assert!(!filter_plans(&before, "odd(x)"));
+
+        let mut copy = registry.clone();
+        copy.register_udf(udf("even"));
+        assert!(filter_plans(&copy, "odd(x) AND even(x)"));
+        assert!(!filter_plans(&registry, "even(x)"));
+        assert!(
+            !registry
+                .session_state()
+                .scalar_functions()
+                .contains_key("even")
+        );
+    }
+
+    #[test]
+    fn a_replaced_built_in_is_left_alone() {
+        let mut registry = Registry::with_builtins();
+        registry.register_operator("filter", Arc::new(FilterFactory::new()));
+        registry.register_udf(udf("odd"));
+        // The user's own factory plans with its own session, also in clones.
+        assert!(!filter_plans(&registry, "odd(x)"));
+        assert!(!filter_plans(&registry.clone(), "odd(x)"));
+        assert!(
+            registry
+                .session_state()
+                .scalar_functions()
+                .contains_key("odd")
+        );
     }
 }

@@ -12,15 +12,97 @@
 use arrow::datatypes::{Field, FieldRef, SchemaRef};
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, DataFusionError};
+use datafusion::execution::FunctionRegistry;
 use datafusion::execution::{SessionState, SessionStateBuilder};
-use datafusion::logical_expr::Expr;
 use datafusion::logical_expr::simplify::SimplifyContext;
+use datafusion::logical_expr::{Expr, ScalarUDF};
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::PhysicalExpr;
 use datafusion::sql::planner::IdentNormalizer;
 use datafusion::sql::sqlparser::ast::ExprWithAlias;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, PoisonError, RwLock};
 use weir_api::Error;
+
+/// A DataFusion session (dialect, config, functions) shared by a registry and the expression
+/// operators it creates, so that a scalar function registered later is seen by all of them.
+///
+/// The session is built on first use, and again after a function was registered, so a registry
+/// whose jobs plan no expression never builds one.
+#[derive(Clone, Default)]
+pub(crate) struct SharedSession {
+    inner: Arc<RwLock<SessionSlot>>,
+}
+
+#[derive(Default, Clone)]
+struct SessionSlot {
+    /// The session to start from; `None`: DataFusion's default features.
+    base: Option<SessionState>,
+    /// User scalar functions, in registration order (a later one wins on a name).
+    udfs: Vec<Arc<ScalarUDF>>,
+    /// `base` with `udfs`, once built.
+    built: Option<Arc<SessionState>>,
+}
+
+impl SharedSession {
+    /// A session starting from `state` instead of DataFusion's defaults.
+    pub(crate) fn with_base(state: SessionState) -> Self {
+        let slot = SessionSlot {
+            base: Some(state),
+            ..SessionSlot::default()
+        };
+        Self {
+            inner: Arc::new(RwLock::new(slot)),
+        }
+    }
+
+    /// An independent copy: functions registered on it afterwards are not seen by `self`.
+    pub(crate) fn deep_clone(&self) -> Self {
+        let slot = self
+            .inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        Self {
+            inner: Arc::new(RwLock::new(slot)),
+        }
+    }
+
+    /// Adds a scalar function; it replaces one of the same name (or alias).
+    pub(crate) fn register_udf(&self, udf: Arc<ScalarUDF>) {
+        let mut slot = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+        slot.udfs.push(udf);
+        slot.built = None;
+    }
+
+    /// The session with every registered function, built if needed.
+    pub(crate) fn state(&self) -> Arc<SessionState> {
+        if let Some(state) = &self
+            .inner
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .built
+        {
+            return Arc::clone(state);
+        }
+        let mut slot = self.inner.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(state) = &slot.built {
+            return Arc::clone(state);
+        }
+        let mut state = match &slot.base {
+            Some(base) => base.clone(),
+            None => SessionStateBuilder::new().with_default_features().build(),
+        };
+        for udf in &slot.udfs {
+            // DataFusion's SessionState only inserts into a map here; it never fails.
+            if let Err(e) = state.register_udf(Arc::clone(udf)) {
+                tracing::warn!(function = udf.name(), error = %e, "registering a function failed");
+            }
+        }
+        let state = Arc::new(state);
+        slot.built = Some(Arc::clone(&state));
+        state
+    }
+}
 
 /// Plans SQL expressions with one DataFusion session (its dialect, config and functions).
 ///
@@ -28,7 +110,7 @@ use weir_api::Error;
 /// jobs that do not use them.
 #[derive(Default)]
 pub(crate) struct ExprCompiler {
-    state: OnceLock<SessionState>,
+    session: SharedSession,
 }
 
 impl std::fmt::Debug for ExprCompiler {
@@ -53,13 +135,14 @@ impl ExprCompiler {
     /// A compiler over `state`, for callers that registered their own functions or config.
     pub(crate) fn with_state(state: SessionState) -> Self {
         Self {
-            state: OnceLock::from(state),
+            session: SharedSession::with_base(state),
         }
     }
 
-    fn state(&self) -> &SessionState {
-        self.state
-            .get_or_init(|| SessionStateBuilder::new().with_default_features().build())
+    /// A compiler over a session shared with a registry: it sees the functions registered there,
+    /// also those registered after it was created.
+    pub(crate) fn shared(session: SharedSession) -> Self {
+        Self { session }
     }
 
     /// Plans `text` (an expression with an optional `AS alias`) against `input`.
@@ -68,7 +151,7 @@ impl ExprCompiler {
         text: &str,
         input: &SchemaRef,
     ) -> Result<CompiledExpr, DataFusionError> {
-        let state = self.state();
+        let state = self.session.state();
         let options = state.config_options();
         let df_schema = Arc::new(DFSchema::try_from(Arc::clone(input))?);
 

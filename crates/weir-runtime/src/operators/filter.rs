@@ -1,6 +1,8 @@
 //! The `filter` operator: keeps the rows for which a SQL predicate is true.
 
-use super::expr::{ExprCompiler, datafusion_message, expression_error, single_input};
+use super::expr::{
+    ExprCompiler, SharedSession, datafusion_message, expression_error, single_input,
+};
 use arrow::array::{Array, AsArray};
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::{DataType, SchemaRef};
@@ -45,6 +47,14 @@ impl FilterFactory {
     pub fn with_session_state(state: SessionState) -> Self {
         Self {
             compiler: ExprCompiler::with_state(state),
+        }
+    }
+
+    /// A factory planning with a session shared with its registry, so that it sees the scalar
+    /// functions registered there, before or after it was created.
+    pub(crate) fn shared(session: SharedSession) -> Self {
+        Self {
+            compiler: ExprCompiler::shared(session),
         }
     }
 }

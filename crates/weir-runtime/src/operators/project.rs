@@ -1,6 +1,8 @@
 //! The `project` operator: computes output columns from SQL expressions over each row.
 
-use super::expr::{ExprCompiler, datafusion_message, expression_error, single_input};
+use super::expr::{
+    ExprCompiler, SharedSession, datafusion_message, expression_error, single_input,
+};
 use arrow::array::ArrayRef;
 use arrow::datatypes::{Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
@@ -43,6 +45,14 @@ impl ProjectFactory {
     pub fn with_session_state(state: SessionState) -> Self {
         Self {
             compiler: ExprCompiler::with_state(state),
+        }
+    }
+
+    /// A factory planning with a session shared with its registry, so that it sees the scalar
+    /// functions registered there, before or after it was created.
+    pub(crate) fn shared(session: SharedSession) -> Self {
+        Self {
+            compiler: ExprCompiler::shared(session),
         }
     }
 }

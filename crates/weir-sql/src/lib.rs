@@ -1,0 +1,281 @@
+//! Weir's SQL front end: a script of Flink-style statements compiled into a job spec.
+//!
+//! ```sql
+//! CREATE TABLE bids (auction BIGINT, price DOUBLE, date_time BIGINT,
+//!   ts AS TO_TIMESTAMP_MILLIS(date_time),
+//!   WATERMARK FOR ts AS ts - INTERVAL '5' SECOND
+//! ) WITH ('connector' = 'filesystem', 'path' = 'bids/*.csv', 'format' = 'csv');
+//! CREATE TABLE per_auction (auction BIGINT, window_start TIMESTAMP(3),
+//!   window_end TIMESTAMP(3), bids BIGINT, total DOUBLE)
+//!   WITH ('connector' = 'filesystem', 'path' = 'out', 'format' = 'parquet');
+//! INSERT INTO per_auction
+//! SELECT auction, window_start, window_end, COUNT(*), SUM(price)
+//! FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND))
+//! GROUP BY auction, window_start, window_end;
+//! ```
+//!
+//! Statements are parsed with sqlparser, `INSERT`s are planned and optimized by DataFusion,
+//! and the optimized plans are translated into the operators of one [`JobSpec`]: the same
+//! canonical model a YAML job spec gives (seed 000 §12: one model, many front ends).
+
+mod ddl;
+mod error;
+mod script;
+mod spec;
+mod translate;
+mod tvf;
+
+pub use error::{Position, Result, SqlError};
+
+use crate::script::Statement;
+use crate::spec::{JobBuilder, Settings, Table};
+use crate::tvf::{KINDS, Schemas, StreamTable, WindowTvf, function_name};
+use arrow::datatypes::{Field, Schema};
+use datafusion::execution::SessionState;
+use datafusion::execution::session_state::SessionStateBuilder;
+use datafusion::prelude::SessionContext;
+use datafusion::sql::parser::Statement as DfStatement;
+use datafusion::sql::sqlparser::dialect::GenericDialect;
+use datafusion::sql::sqlparser::keywords::Keyword;
+use datafusion::sql::sqlparser::parser::Parser;
+use std::sync::{Arc, RwLock};
+use weir_plan::JobSpec;
+
+/// A compiled script: the job, and whether the script asked to `EXPLAIN` it instead of running.
+#[derive(Debug, Clone)]
+pub struct SqlJob {
+    /// The job spec the script describes.
+    pub spec: JobSpec,
+    /// The script had an `EXPLAIN INSERT ...`: print the plans, do not run.
+    pub explain: bool,
+}
+
+/// Compiles SQL scripts; holds the DataFusion session whose functions (including user scalar
+/// functions) statements may call.
+#[derive(Clone)]
+pub struct SqlCompiler {
+    state: SessionState,
+}
+
+impl std::fmt::Debug for SqlCompiler {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqlCompiler").finish_non_exhaustive()
+    }
+}
+
+impl Default for SqlCompiler {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SqlCompiler {
+    /// A compiler with DataFusion's built-in functions.
+    pub fn new() -> Self {
+        Self::with_session_state(SessionStateBuilder::new().with_default_features().build())
+    }
+
+    /// A compiler planning with `state`'s functions (the runtime's registry provides one with
+    /// the registered user functions, so SQL and operators resolve the same names).
+    pub fn with_session_state(state: SessionState) -> Self {
+        // Rewriting COUNT(DISTINCT x) into a two-level aggregate would hide it from the window
+        // translation; every other optimizer rule applies.
+        let rules = state
+            .optimizers()
+            .iter()
+            .filter(|r| r.name() != "single_distinct_aggregation_to_group_by")
+            .cloned()
+            .collect();
+        let state = SessionStateBuilder::new_from_existing(state)
+            .with_optimizer_rules(rules)
+            .build();
+        Self { state }
+    }
+
+    /// Compiles a script; `file` names it in errors.
+    ///
+    /// # Errors
+    ///
+    /// [`SqlError`] with the file, line and column: syntax errors, unknown tables or columns,
+    /// bad options, and constructs a streaming job cannot run.
+    pub async fn compile(&self, sql: &str, file: &str) -> Result<SqlJob> {
+        let statements = script::split(sql, file)?;
+        let ctx = SessionContext::new_with_state(self.state.clone());
+        let schemas: Schemas = Arc::new(RwLock::new(Default::default()));
+        for kind in KINDS {
+            ctx.register_udtf(
+                &function_name(kind),
+                Arc::new(WindowTvf {
+                    kind,
+                    schemas: Arc::clone(&schemas),
+                }),
+            );
+        }
+        let mut settings = Settings::default();
+        let mut job = JobBuilder::default();
+        let mut explain = false;
+        let mut inserts = 0;
+        for stmt in &statements {
+            match stmt.leading_keyword() {
+                Some(Keyword::CREATE) => {
+                    let def = ddl::parse_create_table(stmt)?;
+                    let table = resolve_table(&ctx, def).await?;
+                    let name = table.def.name.clone();
+                    if job.tables.contains_key(&name) {
+                        return Err(table
+                            .def
+                            .here
+                            .invalid(format!("table `{name}` is declared twice")));
+                    }
+                    ctx.register_table(
+                        name.as_str(),
+                        Arc::new(StreamTable {
+                            schema: Arc::clone(&table.schema),
+                        }),
+                    )
+                    .map_err(|e| stmt.here.invalid(e.to_string()))?;
+                    if let Ok(mut map) = schemas.write() {
+                        map.insert(name.clone(), Arc::clone(&table.schema));
+                    }
+                    job.tables.insert(name, table);
+                }
+                Some(Keyword::SET) => {
+                    let (key, value, at) = ddl::parse_set(stmt)?;
+                    settings.set(&key, &value, &stmt.here.at(at))?;
+                }
+                Some(Keyword::INSERT) | Some(Keyword::EXPLAIN) => {
+                    let is_explain = stmt.leading_keyword() == Some(Keyword::EXPLAIN);
+                    explain |= is_explain;
+                    inserts += 1;
+                    let plan = plan_insert(&ctx, stmt, is_explain).await?;
+                    let mut translator = translate::Translator {
+                        job: &mut job,
+                        settings: &settings,
+                        stmt,
+                        prefix: format!("q{inserts}_"),
+                        counter: 0,
+                    };
+                    translator.insert(&plan)?;
+                }
+                Some(Keyword::SELECT) | Some(Keyword::WITH) => {
+                    return Err(stmt.here.invalid(
+                        "a query needs a destination in a streaming job: write INSERT INTO \
+                         <table> SELECT ...",
+                    ));
+                }
+                _ => {
+                    let first = stmt
+                        .significant()
+                        .next()
+                        .map(|t| t.token.to_string())
+                        .unwrap_or_default();
+                    return Err(stmt.here.unsupported(
+                        format!("the statement `{first} ...`"),
+                        "scripts hold CREATE TABLE, SET, INSERT INTO and EXPLAIN statements",
+                    ));
+                }
+            }
+        }
+        let end = script::Statement {
+            tokens: Vec::new(),
+            here: error::Here {
+                file: file.to_owned(),
+                position: Position { line: 1, column: 1 },
+            },
+        };
+        if inserts == 0 {
+            return Err(end
+                .here
+                .invalid("the script has no INSERT INTO: nothing would run"));
+        }
+        settings.check(&end.here)?;
+        Ok(SqlJob {
+            spec: job.build(&settings, file)?,
+            explain,
+        })
+    }
+}
+
+/// Completes a table: the types of its computed columns, planned by DataFusion over the
+/// physical columns.
+async fn resolve_table(ctx: &SessionContext, def: ddl::TableDef) -> Result<Table> {
+    let physical = Arc::new(Schema::new(
+        def.columns
+            .iter()
+            .map(|c| Field::new(&c.name, c.data_type.clone(), c.nullable))
+            .collect::<Vec<_>>(),
+    ));
+    if def.computed.is_empty() {
+        return Ok(Table {
+            def,
+            schema: physical,
+        });
+    }
+    let scratch = format!("__weir_physical_{}", def.name);
+    ctx.register_table(
+        scratch.as_str(),
+        Arc::new(StreamTable {
+            schema: Arc::clone(&physical),
+        }),
+    )
+    .map_err(|e| def.here.invalid(e.to_string()))?;
+    let mut fields: Vec<Field> = physical
+        .fields()
+        .iter()
+        .map(|f| f.as_ref().clone())
+        .collect();
+    for (name, expr, at) in &def.computed {
+        let sql = format!("SELECT {expr} AS {} FROM {scratch}", translate::quote(name));
+        let plan = ctx.state().create_logical_plan(&sql).await.map_err(|e| {
+            def.here.at(*at).invalid(format!(
+                "computed column `{name}` AS {expr}: {}",
+                e.strip_backtrace()
+            ))
+        })?;
+        let field = plan.schema().field(0);
+        fields.push(Field::new(
+            name,
+            field.data_type().clone(),
+            field.is_nullable(),
+        ));
+    }
+    let _ = ctx.deregister_table(scratch.as_str());
+    Ok(Table {
+        def,
+        schema: Arc::new(Schema::new(fields)),
+    })
+}
+
+/// Plans and optimizes an `INSERT` (or `EXPLAIN INSERT`) statement with DataFusion.
+async fn plan_insert(
+    ctx: &SessionContext,
+    stmt: &Statement,
+    explain: bool,
+) -> Result<datafusion::logical_expr::LogicalPlan> {
+    let here = &stmt.here;
+    let mut tokens = tvf::rewrite(&stmt.tokens, here)?;
+    if explain {
+        // Drop the leading EXPLAIN: the plans are printed by the caller.
+        if let Some(i) = tokens.iter().position(|t| !script::is_trivia(&t.token)) {
+            tokens.drain(..=i);
+        }
+    }
+    let dialect = GenericDialect {};
+    let parsed = Parser::new(&dialect)
+        .with_tokens_with_locations(tokens)
+        .parse_statement()
+        .map_err(|e| {
+            let text = e.to_string();
+            let text = text.strip_prefix("sql parser error: ").unwrap_or(&text);
+            here.at(ddl::locate(text).unwrap_or(here.position))
+                .syntax(ddl::strip_location(text))
+        })?;
+    let state = ctx.state();
+    let plan = state
+        .statement_to_plan(DfStatement::Statement(Box::new(parsed)))
+        .await
+        .map_err(|e| here.invalid(e.strip_backtrace()))?;
+    state
+        .optimize(&plan)
+        .map_err(|e| here.invalid(e.strip_backtrace()))
+}

@@ -1,0 +1,444 @@
+//! Building the job spec: declared tables become sources and sinks, `SET` options become job
+//! options, and the translator's operators are collected in order.
+
+use crate::ddl::TableDef;
+use crate::error::{Here, Position, Result};
+use arrow::datatypes::SchemaRef;
+use std::collections::{BTreeMap, BTreeSet};
+use weir_api::{DurationMs, SemanticMode};
+use weir_plan::JobSpec;
+
+/// Job options set with `SET 'key' = 'value'`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Settings {
+    pub(crate) job: Option<String>,
+    pub(crate) parallelism: Option<u32>,
+    pub(crate) state_shards: Option<u32>,
+    pub(crate) channel_capacity: Option<u32>,
+    pub(crate) semantic_mode: Option<SemanticMode>,
+    pub(crate) late_policy: Option<String>,
+    pub(crate) allowed_lateness: Option<DurationMs>,
+    pub(crate) late_sink: Option<String>,
+    pub(crate) watermark_interval: Option<DurationMs>,
+}
+
+/// The keys `SET` accepts, for error messages.
+const KEYS: &str = "'job.name', 'parallelism', 'state.shards', 'channel.capacity', \
+                    'semantic.mode', 'late.policy', 'late.allowed-lateness', 'late.sink', \
+                    'watermark.interval'";
+
+impl Settings {
+    /// Applies `SET key = value`.
+    pub(crate) fn set(&mut self, key: &str, value: &str, here: &Here) -> Result<()> {
+        let number = |what: &str| {
+            value.parse::<u32>().ok().filter(|n| *n > 0).ok_or_else(|| {
+                here.invalid(format!(
+                    "'{key}' is {what}, a whole number above 0, not '{value}'"
+                ))
+            })
+        };
+        let duration =
+            || DurationMs::parse(value).map_err(|m| here.invalid(format!("'{key}': {m}")));
+        match key.to_ascii_lowercase().as_str() {
+            "job.name" | "pipeline.name" => self.job = Some(value.to_owned()),
+            "parallelism" | "parallelism.default" => {
+                self.parallelism = Some(number("the default parallelism")?);
+            }
+            "state.shards" => self.state_shards = Some(number("the number of state shards")?),
+            "channel.capacity" => self.channel_capacity = Some(number("a channel capacity")?),
+            "semantic.mode" => {
+                let mode: SemanticMode = serde_json::from_value(serde_json::json!(
+                    value.to_ascii_uppercase()
+                ))
+                .map_err(|_| {
+                    here.invalid(format!(
+                        "'semantic.mode' is STRICT_EXACTLY_ONCE, EFFECTIVELY_ONCE, \
+                                 AT_LEAST_ONCE or BEST_EFFORT, not '{value}'"
+                    ))
+                })?;
+                self.semantic_mode = Some(mode);
+            }
+            "late.policy" => {
+                let policy = value.to_ascii_lowercase();
+                if !["drop", "route", "update"].contains(&policy.as_str()) {
+                    return Err(here.invalid(format!(
+                        "'late.policy' is drop, route or update, not '{value}'"
+                    )));
+                }
+                self.late_policy = Some(policy);
+            }
+            "late.allowed-lateness" | "late.allowed_lateness" => {
+                self.allowed_lateness = Some(duration()?);
+            }
+            "late.sink" => self.late_sink = Some(value.to_lowercase()),
+            "watermark.interval" => self.watermark_interval = Some(duration()?),
+            "checkpoint.interval" | "execution.checkpointing.interval" => {
+                return Err(here.unsupported(
+                    format!("SET '{key}'"),
+                    "checkpoints are not available yet in this version of Weir",
+                ));
+            }
+            _ => {
+                return Err(here.invalid(format!("unknown option '{key}'; known: {KEYS}")));
+            }
+        }
+        Ok(())
+    }
+
+    /// The `late` option of window operators.
+    pub(crate) fn late_options(&self) -> serde_json::Value {
+        let mut late = serde_json::json!({
+            "policy": self.late_policy.clone().unwrap_or_else(|| "drop".to_owned()),
+        });
+        if let Some(lateness) = self.allowed_lateness {
+            late["allowed_lateness"] = serde_json::json!(lateness.0);
+        }
+        late
+    }
+
+    /// Checks combinations of options once the script is read.
+    pub(crate) fn check(&self, here: &Here) -> Result<()> {
+        match (self.late_policy.as_deref(), &self.late_sink) {
+            (Some("route"), None) => Err(here.invalid(
+                "'late.policy' = 'route' needs 'late.sink' = '<table>': the table that receives \
+                 late rows (the input's columns plus __weir_late_reason)",
+            )),
+            (p, Some(_)) if p != Some("route") => {
+                Err(here.invalid("'late.sink' is only used with 'late.policy' = 'route'"))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+/// A declared table with its full schema (physical then computed columns).
+#[derive(Debug, Clone)]
+pub(crate) struct Table {
+    pub(crate) def: TableDef,
+    pub(crate) schema: SchemaRef,
+}
+
+/// The job under construction.
+#[derive(Debug, Default)]
+pub(crate) struct JobBuilder {
+    pub(crate) tables: BTreeMap<String, Table>,
+    sources: BTreeSet<String>,
+    source_specs: Vec<serde_json::Value>,
+    operators: Vec<serde_json::Value>,
+    sinks: Vec<serde_json::Value>,
+}
+
+fn option<'a>(table: &'a TableDef, key: &str) -> Option<&'a str> {
+    table.options.get(key).map(|(v, _)| v.as_str())
+}
+
+/// Translates a table's `WITH` options for `connector`, refusing unknown keys.
+fn connector_options(
+    table: &TableDef,
+    here: &Here,
+    known: &[(&str, &str, bool)],
+    prefix_maps: &[(&str, &str)],
+) -> Result<serde_json::Value> {
+    let mut out = serde_json::Map::new();
+    for (key, (value, at)) in &table.options {
+        if key == "connector" || key.starts_with("watermark.") || key.starts_with("scan.watermark.")
+        {
+            continue;
+        }
+        if let Some((_, spec_key, numeric)) = known.iter().find(|(k, _, _)| k == key) {
+            let v = if *numeric {
+                match value.parse::<u64>() {
+                    Ok(n) => serde_json::json!(n),
+                    Err(_) => {
+                        return Err(here.at(*at).invalid(format!(
+                            "option '{key}' of table `{}` is a whole number, not '{value}'",
+                            table.name
+                        )));
+                    }
+                }
+            } else if value == "true" || value == "false" {
+                serde_json::json!(value == "true")
+            } else {
+                serde_json::json!(value)
+            };
+            out.insert((*spec_key).to_owned(), v);
+            continue;
+        }
+        // `fields.<column>.<option>` style keys (datagen).
+        if let Some((prefix, spec_key)) = prefix_maps.iter().find(|(p, _)| key.starts_with(p)) {
+            let rest = &key[prefix.len()..];
+            if let Some((column, opt)) = rest.split_once('.') {
+                let v = value
+                    .parse::<i64>()
+                    .map(|n| serde_json::json!(n))
+                    .or_else(|_| value.parse::<f64>().map(|f| serde_json::json!(f)))
+                    .unwrap_or_else(|_| serde_json::json!(value));
+                let entry = out
+                    .entry((*spec_key).to_owned())
+                    .or_insert_with(|| serde_json::json!({}));
+                entry[column] = entry.get(column).cloned().unwrap_or(serde_json::json!({}));
+                entry[column][opt.replace('-', "_")] = v;
+                continue;
+            }
+        }
+        let keys: Vec<&str> = known.iter().map(|(k, _, _)| *k).collect();
+        return Err(here.at(*at).invalid(format!(
+            "unknown option '{key}' for table `{}`; known: {}",
+            table.name,
+            keys.join(", ")
+        )));
+    }
+    Ok(serde_json::Value::Object(out))
+}
+
+fn connector_of(table: &TableDef) -> Result<&str> {
+    option(table, "connector").ok_or_else(|| {
+        table.here.invalid(format!(
+            "table `{}` has no 'connector' option: WITH ('connector' = 'filesystem', 'path' = \
+             ..., 'format' = ...)",
+            table.name
+        ))
+    })
+}
+
+impl JobBuilder {
+    /// The source node of `table`, created on first use (a table read by several INSERTs is
+    /// read once).
+    pub(crate) fn source(&mut self, table: &str, here: &Here) -> Result<String> {
+        if self.sources.contains(table) {
+            return Ok(table.to_owned());
+        }
+        let t = self
+            .tables
+            .get(table)
+            .ok_or_else(|| here.invalid(format!("no table `{table}`")))?;
+        let def = &t.def;
+        let connector = connector_of(def)?;
+        let (connector, options) = match connector {
+            "filesystem" | "file" => (
+                "file",
+                connector_options(
+                    def,
+                    &def.here,
+                    &[
+                        ("path", "path", false),
+                        ("format", "format", false),
+                        ("batch-size", "batch_size", true),
+                        ("csv.field-delimiter", "delimiter", false),
+                        ("csv.has-header", "has_header", false),
+                    ],
+                    &[],
+                )?,
+            ),
+            "datagen" => (
+                "datagen",
+                connector_options(
+                    def,
+                    &def.here,
+                    &[
+                        ("number-of-rows", "rows", true),
+                        ("rows", "rows", true),
+                        ("seed", "seed", true),
+                        ("splits", "splits", true),
+                        ("batch-size", "batch_size", true),
+                    ],
+                    &[("fields.", "fields")],
+                )?,
+            ),
+            other => {
+                return Err(def.here.invalid(format!(
+                    "table `{}`: connector '{other}' cannot be read; use 'filesystem' or \
+                     'datagen'",
+                    def.name
+                )));
+            }
+        };
+        let schema: Vec<serde_json::Value> = def
+            .columns
+            .iter()
+            .map(|c| serde_json::json!({"name": c.name, "type": c.type_name, "nullable": c.nullable}))
+            .collect();
+        let mut source = serde_json::json!({
+            "name": def.name,
+            "connector": connector,
+            "schema": schema,
+            "options": options,
+        });
+        if !def.computed.is_empty() {
+            source["computed"] = serde_json::json!(
+                def.computed
+                    .iter()
+                    .map(|(name, expr, _)| serde_json::json!({"name": name, "expression": expr}))
+                    .collect::<Vec<_>>()
+            );
+        }
+        if let Some(w) = &def.watermark {
+            // Flink's `ts - INTERVAL d` watermark is `max - d`; Weir's is `max - ooo - 1`.
+            let ooo = w.delay_ms.saturating_sub(1);
+            let mut watermark = serde_json::json!({
+                "column": w.column,
+                "max_out_of_orderness": ooo,
+            });
+            if let Some(v) = option(def, "watermark.interval") {
+                watermark["interval"] = serde_json::json!(v);
+            }
+            if let Some(v) =
+                option(def, "watermark.idle-timeout").or(option(def, "scan.watermark.idle-timeout"))
+            {
+                watermark["idle_timeout"] = serde_json::json!(v);
+            }
+            source["watermark"] = watermark;
+        }
+        self.source_specs.push(source);
+        self.sources.insert(table.to_owned());
+        Ok(table.to_owned())
+    }
+
+    /// The column names an INSERT into `table` writes, in order.
+    pub(crate) fn sink_columns(&self, table: &str, here: &Here) -> Result<Vec<String>> {
+        let t = self
+            .tables
+            .get(table)
+            .ok_or_else(|| here.invalid(format!("no table `{table}`")))?;
+        if !t.def.computed.is_empty() {
+            return Err(here.invalid(format!(
+                "table `{table}` has computed columns and cannot be written to"
+            )));
+        }
+        Ok(t.def.columns.iter().map(|c| c.name.clone()).collect())
+    }
+
+    /// A sink node writing `input` to `table`.
+    pub(crate) fn sink(&mut self, name: &str, table: &str, input: &str, here: &Here) -> Result<()> {
+        let t = self
+            .tables
+            .get(table)
+            .ok_or_else(|| here.invalid(format!("no table `{table}`")))?;
+        let def = &t.def;
+        let (connector, options) = match connector_of(def)? {
+            "filesystem" | "file" => (
+                "file",
+                connector_options(
+                    def,
+                    &def.here,
+                    &[
+                        ("path", "path", false),
+                        ("format", "format", false),
+                        ("sink.rows-per-file", "rows_per_file", true),
+                        ("sink.bytes-per-file", "bytes_per_file", true),
+                        ("parquet.compression", "compression", false),
+                        ("batch-size", "batch_size", true),
+                        ("csv.field-delimiter", "delimiter", false),
+                        ("csv.has-header", "has_header", false),
+                    ],
+                    &[],
+                )?,
+            ),
+            "blackhole" => (
+                "blackhole",
+                connector_options(
+                    def,
+                    &def.here,
+                    &[("rows-per-second", "rows_per_second", true)],
+                    &[],
+                )?,
+            ),
+            other => {
+                return Err(def.here.invalid(format!(
+                    "table `{}`: connector '{other}' cannot be written; use 'filesystem' or \
+                     'blackhole'",
+                    def.name
+                )));
+            }
+        };
+        // Source-only options do not belong on a sink.
+        let mut options = options;
+        if let Some(map) = options.as_object_mut()
+            && connector == "file"
+        {
+            map.remove("batch_size");
+            map.remove("delimiter");
+            map.remove("has_header");
+        }
+        self.sinks.push(serde_json::json!({
+            "name": name,
+            "connector": connector,
+            "input": input,
+            "options": options,
+        }));
+        Ok(())
+    }
+
+    /// An operator node reading `input` (hash-partitioned on `hash` when given).
+    pub(crate) fn operator(
+        &mut self,
+        name: &str,
+        type_name: &str,
+        input: &str,
+        hash: Option<Vec<String>>,
+        options: serde_json::Value,
+    ) {
+        let input = match hash {
+            Some(keys) => serde_json::json!({"from": input, "partition": {"hash": keys}}),
+            None => serde_json::json!(input),
+        };
+        self.operators.push(serde_json::json!({
+            "name": name,
+            "type": type_name,
+            "input": input,
+            "options": options,
+        }));
+    }
+
+    /// A union of `inputs`.
+    pub(crate) fn union(&mut self, name: &str, inputs: &[String]) {
+        self.operators.push(serde_json::json!({
+            "name": name,
+            "type": "union",
+            "inputs": inputs,
+        }));
+    }
+
+    /// Pins operator `name` to `parallelism`.
+    pub(crate) fn set_parallelism(&mut self, name: &str, parallelism: u32) {
+        for op in &mut self.operators {
+            if op["name"] == name {
+                op["parallelism"] = serde_json::json!(parallelism);
+            }
+        }
+    }
+
+    /// The job spec of everything translated, with the settings.
+    pub(crate) fn build(&self, settings: &Settings, file: &str) -> Result<JobSpec> {
+        let job = settings.job.clone().unwrap_or_else(|| {
+            std::path::Path::new(file).file_stem().map_or_else(
+                || "sql-job".to_owned(),
+                |s| s.to_string_lossy().into_owned(),
+            )
+        });
+        let mut spec = serde_json::json!({
+            "job": job,
+            "sources": self.source_specs,
+            "operators": self.operators,
+            "sinks": self.sinks,
+        });
+        if let Some(p) = settings.parallelism {
+            spec["parallelism"] = serde_json::json!(p);
+        }
+        if let Some(s) = settings.state_shards {
+            spec["state_shards"] = serde_json::json!(s);
+        }
+        if let Some(c) = settings.channel_capacity {
+            spec["channel_capacity"] = serde_json::json!(c);
+        }
+        if let Some(m) = settings.semantic_mode {
+            spec["semantic_mode"] = serde_json::to_value(m).unwrap_or_default();
+        }
+        let text = spec.to_string();
+        JobSpec::from_json_str(&text, file).map_err(|e| crate::error::SqlError::Invalid {
+            file: file.to_owned(),
+            position: Position { line: 1, column: 1 },
+            message: format!("the translated job is not valid: {e}"),
+        })
+    }
+}

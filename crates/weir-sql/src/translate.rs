@@ -1,0 +1,760 @@
+//! DataFusion's optimized `LogicalPlan` of an `INSERT` -> Weir job-spec nodes.
+//!
+//! Each plan node becomes the Weir operator that does the same on a stream: `Filter` ->
+//! `filter`, `Projection` -> `project` (only where it computes something; pure column selection
+//! and renaming only changes which physical column a plan column means), `Union` -> `union`,
+//! an `Aggregate` over a window TVF -> `window`, a table scan -> the table's source. Expressions
+//! are written back to SQL text with DataFusion's unparser, over the physical column names, so
+//! the `filter`/`project` operators plan exactly the expression DataFusion optimized.
+//! Constructs a stream cannot run (ORDER BY, LIMIT, joins, OVER, aggregates without a window)
+//! are refused with their position in the statement.
+
+use crate::error::{Here, Result};
+use crate::script::Statement;
+use crate::spec::{JobBuilder, Settings};
+use crate::tvf::{StreamTable, WindowTvfTable};
+use datafusion::common::tree_node::{Transformed, TreeNode};
+use datafusion::common::{Column, DFSchema};
+use datafusion::datasource::source_as_provider;
+use datafusion::logical_expr::{Expr, LogicalPlan, WriteOp};
+use datafusion::sql::unparser::expr_to_sql;
+use std::any::Any;
+
+/// The window operator's update marker column (late policy `update`).
+const UPDATE_MARKER: &str = "__weir_window_update";
+
+/// Prefix of plan columns that do not exist on the physical stream yet (window bounds).
+const VIRTUAL: &str = "\u{0}";
+
+/// A translated relation: the node that produces it and, per plan column, the physical column.
+#[derive(Debug, Clone)]
+struct Stream {
+    node: String,
+    columns: Vec<String>,
+    /// The physical stream also carries the window update marker (late policy `update`),
+    /// which the plan does not know; an INSERT can write it to a column of that name.
+    marker: bool,
+}
+
+/// Translates the statements of one script into one job.
+pub(crate) struct Translator<'a> {
+    pub(crate) job: &'a mut JobBuilder,
+    pub(crate) settings: &'a Settings,
+    pub(crate) stmt: &'a Statement,
+    /// Prefix of the nodes of this statement (`q1_`, `q2_`, ...).
+    pub(crate) prefix: String,
+    pub(crate) counter: usize,
+}
+
+fn is_simple_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit())
+}
+
+impl<'a> Translator<'a> {
+    fn here(&self) -> &'a Here {
+        &self.stmt.here
+    }
+
+    /// An error at the first occurrence of `word` in the statement (or at its start).
+    fn unsupported_at(&self, word: &str, construct: &str, reason: &str) -> crate::error::SqlError {
+        let position = self.stmt.find_word(word).unwrap_or(self.here().position);
+        self.here().at(position).unsupported(construct, reason)
+    }
+
+    fn next_name(&mut self, kind: &str) -> String {
+        self.counter += 1;
+        format!("{}{kind}{}", self.prefix, self.counter)
+    }
+
+    /// Translates the plan of `INSERT INTO table SELECT ...`.
+    pub(crate) fn insert(&mut self, plan: &LogicalPlan) -> Result<()> {
+        let LogicalPlan::Dml(dml) = plan else {
+            return Err(self.here().invalid("expected INSERT INTO ... SELECT ..."));
+        };
+        if !matches!(dml.op, WriteOp::Insert(_)) {
+            return Err(self.unsupported_at(
+                "UPDATE",
+                &dml.op.to_string(),
+                "only INSERT INTO writes to tables",
+            ));
+        }
+        let table = dml.table_name.table().to_owned();
+        let mut input = self.plan(&dml.input)?;
+        let sink_columns = self.job.sink_columns(&table, self.here())?;
+        // The update marker goes to the table's column of that name, if it has one.
+        if input.marker
+            && sink_columns.len() == input.columns.len() + 1
+            && let Some(i) = sink_columns.iter().position(|c| c == UPDATE_MARKER)
+        {
+            input.columns.insert(i, UPDATE_MARKER.to_owned());
+        }
+        if sink_columns.len() != input.columns.len() {
+            return Err(self.here().invalid(format!(
+                "INSERT INTO {table}: the query has {} columns, the table {}",
+                input.columns.len(),
+                sink_columns.len()
+            )));
+        }
+        // Name the columns as the table does (positionally, as INSERT does).
+        let stream = if input.columns == sink_columns {
+            input
+        } else {
+            let expressions: Vec<String> = input
+                .columns
+                .iter()
+                .zip(&sink_columns)
+                .map(|(from, to)| format!("{} AS {}", quote(from), quote(to)))
+                .collect();
+            let node = self.next_name("project");
+            self.job.operator(
+                &node,
+                "project",
+                &input.node,
+                None,
+                serde_json::json!({ "expressions": expressions }),
+            );
+            Stream {
+                node,
+                columns: sink_columns,
+                marker: false,
+            }
+        };
+        let name = self.next_name(&format!("{table}_sink"));
+        self.job.sink(&name, &table, &stream.node, self.here())
+    }
+
+    fn plan(&mut self, plan: &LogicalPlan) -> Result<Stream> {
+        match plan {
+            LogicalPlan::TableScan(scan) => {
+                let provider = source_as_provider(&scan.source)
+                    .map_err(|e| self.here().invalid(e.to_string()))?;
+                let any = provider.as_ref() as &dyn Any;
+                if any.downcast_ref::<WindowTvfTable>().is_some() {
+                    return Err(self.unsupported_at(
+                        "TABLE",
+                        "a window table function without GROUP BY",
+                        "select from a window TVF with GROUP BY window_start, window_end and \
+                         aggregates",
+                    ));
+                }
+                if any.downcast_ref::<StreamTable>().is_none() {
+                    return Err(self.here().invalid(format!(
+                        "`{}` is not a table declared with CREATE TABLE",
+                        scan.table_name
+                    )));
+                }
+                let table = scan.table_name.table().to_owned();
+                let node = self.job.source(&table, self.here())?;
+                let schema = provider.schema();
+                let columns = match &scan.projection {
+                    Some(indices) => indices
+                        .iter()
+                        .map(|&i| schema.field(i).name().clone())
+                        .collect(),
+                    None => schema.fields().iter().map(|f| f.name().clone()).collect(),
+                };
+                Ok(Stream {
+                    node,
+                    columns,
+                    marker: false,
+                })
+            }
+            LogicalPlan::SubqueryAlias(alias) => self.plan(&alias.input),
+            LogicalPlan::Filter(filter) => {
+                let input = self.plan(&filter.input)?;
+                let predicate = self.sql(&filter.predicate, filter.input.schema(), &input)?;
+                let node = self.next_name("filter");
+                self.job.operator(
+                    &node,
+                    "filter",
+                    &input.node,
+                    None,
+                    serde_json::json!({ "predicate": predicate }),
+                );
+                Ok(Stream {
+                    node,
+                    columns: input.columns,
+                    marker: input.marker,
+                })
+            }
+            LogicalPlan::Projection(projection) => {
+                let input = self.plan(&projection.input)?;
+                let in_schema = projection.input.schema();
+                // Pure selection / renaming of columns needs no operator.
+                let mut columns = Vec::with_capacity(projection.expr.len());
+                for e in &projection.expr {
+                    match unalias(e) {
+                        Expr::Column(c) => {
+                            let i = in_schema
+                                .index_of_column(c)
+                                .map_err(|err| self.here().invalid(err.to_string()))?;
+                            columns.push(input.columns[i].clone());
+                        }
+                        _ => break,
+                    }
+                }
+                if columns.len() == projection.expr.len() {
+                    return Ok(Stream {
+                        node: input.node,
+                        columns,
+                        marker: input.marker,
+                    });
+                }
+                let mut expressions = Vec::with_capacity(projection.expr.len());
+                let mut names = Vec::with_capacity(projection.expr.len());
+                for (i, (e, field)) in projection
+                    .expr
+                    .iter()
+                    .zip(projection.schema.fields())
+                    .enumerate()
+                {
+                    let name = if is_simple_name(field.name()) && !names.contains(field.name()) {
+                        field.name().clone()
+                    } else {
+                        format!("_c{i}")
+                    };
+                    let text = self.sql(unalias(e), in_schema, &input)?;
+                    expressions.push(format!("{text} AS {}", quote(&name)));
+                    names.push(name);
+                }
+                if input.marker {
+                    expressions.push(UPDATE_MARKER.to_owned());
+                }
+                let node = self.next_name("project");
+                self.job.operator(
+                    &node,
+                    "project",
+                    &input.node,
+                    None,
+                    serde_json::json!({ "expressions": expressions }),
+                );
+                Ok(Stream {
+                    node,
+                    columns: names,
+                    marker: input.marker,
+                })
+            }
+            LogicalPlan::Union(union) => {
+                let mut inputs = Vec::with_capacity(union.inputs.len());
+                let names: Vec<String> = union
+                    .schema
+                    .fields()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| {
+                        if is_simple_name(f.name()) {
+                            f.name().clone()
+                        } else {
+                            format!("_c{i}")
+                        }
+                    })
+                    .collect();
+                for input in &union.inputs {
+                    let stream = self.plan(input)?;
+                    let expressions: Vec<String> = stream
+                        .columns
+                        .iter()
+                        .zip(&names)
+                        .map(|(from, to)| format!("{} AS {}", quote(from), quote(to)))
+                        .collect();
+                    let node = self.next_name("project");
+                    self.job.operator(
+                        &node,
+                        "project",
+                        &stream.node,
+                        None,
+                        serde_json::json!({ "expressions": expressions }),
+                    );
+                    inputs.push(node);
+                }
+                let node = self.next_name("union");
+                self.job.union(&node, &inputs);
+                Ok(Stream {
+                    node,
+                    columns: names,
+                    marker: false,
+                })
+            }
+            LogicalPlan::Aggregate(agg) => self.window_aggregate(agg),
+            LogicalPlan::Sort(_) => Err(self.unsupported_at(
+                "ORDER",
+                "ORDER BY",
+                "an unbounded stream has no last row to sort by; sort the output in the sink's \
+                 consumer",
+            )),
+            LogicalPlan::Limit(_) => {
+                Err(self.unsupported_at("LIMIT", "LIMIT", "a streaming job reads its whole input"))
+            }
+            LogicalPlan::Join(_) => {
+                Err(self.unsupported_at("JOIN", "a join", "joins are not supported yet"))
+            }
+            LogicalPlan::Window(_) => Err(self.unsupported_at(
+                "OVER",
+                "an OVER window",
+                "use a window table function (TUMBLE, HOP, CUMULATE, SESSION) with GROUP BY",
+            )),
+            LogicalPlan::Distinct(_) => Err(self.unsupported_at(
+                "DISTINCT",
+                "SELECT DISTINCT",
+                "distinct rows of an unbounded stream need an update-capable sink; group by a \
+                 window instead",
+            )),
+            LogicalPlan::EmptyRelation(_) | LogicalPlan::Values(_) => Err(self.unsupported_at(
+                "VALUES",
+                "a query without a table",
+                "read from a table declared with CREATE TABLE",
+            )),
+            other => Err(self.unsupported_at(
+                "SELECT",
+                &format!("`{}`", other.display()),
+                "this part of the query has no streaming operator",
+            )),
+        }
+    }
+
+    /// `expr` over the plan schema `schema` as SQL text over the physical columns of `input`.
+    fn sql(&self, expr: &Expr, schema: &DFSchema, input: &Stream) -> Result<String> {
+        let rewritten = expr
+            .clone()
+            .transform_up(|e| match e {
+                Expr::Column(c) => {
+                    let i = schema.index_of_column(&c)?;
+                    Ok(Transformed::yes(Expr::Column(Column::new_unqualified(
+                        input.columns[i].clone(),
+                    ))))
+                }
+                other => Ok(Transformed::no(other)),
+            })
+            .map_err(|e| self.here().invalid(e.to_string()))?
+            .data;
+        let mut virtual_column = None;
+        let _ = rewritten.apply(|e| {
+            if let Expr::Column(c) = e
+                && c.name.starts_with(VIRTUAL)
+            {
+                virtual_column = Some(c.name.trim_start_matches(VIRTUAL).to_owned());
+            }
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        });
+        if let Some(column) = virtual_column {
+            return Err(self.unsupported_at(
+                &column,
+                &format!("`{column}` before the aggregation"),
+                "window bounds exist after GROUP BY window_start, window_end; use them in the \
+                 SELECT list or in an outer query",
+            ));
+        }
+        expr_to_sql(&rewritten)
+            .map(|sql| sql.to_string())
+            .map_err(|e| {
+                self.here()
+                    .invalid(format!("cannot express `{expr}` as SQL: {e}"))
+            })
+    }
+
+    /// `GROUP BY window_start, window_end, keys` over a window TVF -> one `window` operator.
+    fn window_aggregate(&mut self, agg: &datafusion::logical_expr::Aggregate) -> Result<Stream> {
+        // Walk down to the window TVF through filters and projections, collecting them.
+        let mut chain: Vec<&LogicalPlan> = Vec::new();
+        let mut at = agg.input.as_ref();
+        let tvf = loop {
+            match at {
+                LogicalPlan::Filter(f) => {
+                    chain.push(at);
+                    at = &f.input;
+                }
+                LogicalPlan::Projection(p) => {
+                    chain.push(at);
+                    at = &p.input;
+                }
+                LogicalPlan::SubqueryAlias(a) => at = &a.input,
+                LogicalPlan::TableScan(scan) => {
+                    let provider = source_as_provider(&scan.source)
+                        .map_err(|e| self.here().invalid(e.to_string()))?;
+                    let any = provider.as_ref() as &dyn Any;
+                    match any.downcast_ref::<WindowTvfTable>() {
+                        Some(t) => break (scan, provider.clone(), t.table.clone()),
+                        None => return Err(self.non_windowed()),
+                    }
+                }
+                _ => return Err(self.non_windowed()),
+            }
+        };
+        let (scan, provider, table) = tvf;
+        let any = provider.as_ref() as &dyn Any;
+        let Some(tvf_table) = any.downcast_ref::<WindowTvfTable>() else {
+            return Err(self.non_windowed());
+        };
+        // The TVF's columns: the table's, then the (not yet existing) window bounds.
+        let source = self.job.source(&table, self.here())?;
+        let schema = provider.schema();
+        // The TVF table is the input's columns followed by the three window columns.
+        let first_virtual = schema.fields().len().saturating_sub(3);
+        let all: Vec<String> = schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                if i >= first_virtual {
+                    format!("{VIRTUAL}{}", f.name())
+                } else {
+                    f.name().clone()
+                }
+            })
+            .collect();
+        let columns = match &scan.projection {
+            Some(indices) => indices.iter().map(|&i| all[i].clone()).collect(),
+            None => all,
+        };
+        // Filters and projections between the TVF and the aggregate: filters become filter
+        // operators on the table's rows; projections are substituted into the expressions.
+        let mut exprs: Vec<Expr> = columns
+            .iter()
+            .map(|c| Expr::Column(Column::new_unqualified(c.clone())))
+            .collect(); // plan column -> expression over the table's rows
+        let mut stream = Stream {
+            node: source,
+            columns,
+            marker: false,
+        };
+        for node in chain.iter().rev() {
+            match node {
+                LogicalPlan::Filter(f) => {
+                    let predicate = self.substitute(&f.predicate, f.input.schema(), &exprs)?;
+                    let text = self.sql_over(&predicate)?;
+                    let name = self.next_name("filter");
+                    self.job.operator(
+                        &name,
+                        "filter",
+                        &stream.node,
+                        None,
+                        serde_json::json!({ "predicate": text }),
+                    );
+                    stream.node = name;
+                }
+                LogicalPlan::Projection(p) => {
+                    let next = p
+                        .expr
+                        .iter()
+                        .map(|e| self.substitute(unalias(e), p.input.schema(), &exprs))
+                        .collect::<Result<Vec<_>>>()?;
+                    exprs = next;
+                }
+                _ => {}
+            }
+        }
+        let in_schema = agg.input.schema();
+
+        // GROUP BY: the window bounds and the keys.
+        let mut has_start = false;
+        let mut has_end = false;
+        let mut keys: Vec<(String, Expr)> = Vec::new();
+        let mut out_columns: Vec<String> = Vec::new();
+        for (g, field) in agg.group_expr.iter().zip(agg.schema.fields()) {
+            let Expr::Column(c) = unalias(g) else {
+                return Err(self.unsupported_at(
+                    "GROUP",
+                    "a GROUP BY expression",
+                    "group by columns; compute expressions in a subquery first",
+                ));
+            };
+            let i = in_schema
+                .index_of_column(c)
+                .map_err(|e| self.here().invalid(e.to_string()))?;
+            let e = exprs[i].clone();
+            match &e {
+                Expr::Column(col) if col.name == format!("{VIRTUAL}window_start") => {
+                    has_start = true;
+                    out_columns.push("window_start".into());
+                }
+                Expr::Column(col) if col.name == format!("{VIRTUAL}window_end") => {
+                    has_end = true;
+                    out_columns.push("window_end".into());
+                }
+                Expr::Column(col) if col.name == format!("{VIRTUAL}window_time") => {
+                    return Err(self.unsupported_at(
+                        "window_time",
+                        "GROUP BY window_time",
+                        "group by window_start and window_end",
+                    ));
+                }
+                _ => {
+                    let name = if is_simple_name(field.name()) {
+                        field.name().clone()
+                    } else {
+                        format!("_k{}", keys.len())
+                    };
+                    out_columns.push(name.clone());
+                    keys.push((name, e));
+                }
+            }
+        }
+        if !(has_start && has_end) {
+            return Err(self.unsupported_at(
+                "GROUP",
+                "a window TVF grouped without window_start and window_end",
+                "GROUP BY window_start, window_end (and keys), as in Flink",
+            ));
+        }
+        if !tvf_table.partition_by.is_empty() {
+            let mut partition = tvf_table.partition_by.clone();
+            partition.sort();
+            let mut key_columns: Vec<String> = keys
+                .iter()
+                .map(|(_, e)| match e {
+                    Expr::Column(c) => c.name.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            key_columns.sort();
+            if partition != key_columns {
+                return Err(self.unsupported_at(
+                    "PARTITION",
+                    "SESSION PARTITION BY columns that differ from the GROUP BY keys",
+                    "partition the session by exactly the grouping keys",
+                ));
+            }
+        }
+
+        // Aggregates.
+        let mut aggregates = Vec::new();
+        let mut args: Vec<(String, Expr)> = Vec::new();
+        for (a, field) in agg
+            .aggr_expr
+            .iter()
+            .zip(agg.schema.fields().iter().skip(agg.group_expr.len()))
+        {
+            let Expr::AggregateFunction(f) = unalias(a) else {
+                return Err(self.here().invalid(format!("unexpected aggregate `{a}`")));
+            };
+            let function = f.func.name().to_ascii_lowercase();
+            if !["count", "sum", "min", "max", "avg"].contains(&function.as_str()) {
+                return Err(self.unsupported_at(
+                    f.func.name(),
+                    &format!("the aggregate {}", f.func.name()),
+                    "windows compute COUNT, SUM, MIN, MAX and AVG (and COUNT(DISTINCT) of \
+                     integers)",
+                ));
+            }
+            if f.params.filter.is_some() || !f.params.order_by.is_empty() {
+                return Err(self.unsupported_at(
+                    f.func.name(),
+                    "an aggregate with FILTER or ORDER BY",
+                    "filter the rows in a WHERE clause",
+                ));
+            }
+            let alias = if is_simple_name(field.name()) {
+                field.name().clone()
+            } else {
+                format!("_a{}", aggregates.len())
+            };
+            let column = match f.params.args.as_slice() {
+                [Expr::Literal(..)] if function == "count" && !f.params.distinct => None,
+                [] if function == "count" => None,
+                [arg] => {
+                    let e = self.substitute(arg, in_schema, &exprs)?;
+                    let name = format!("__arg{}", args.len());
+                    args.push((name.clone(), e));
+                    Some(name)
+                }
+                _ => {
+                    return Err(self.unsupported_at(
+                        f.func.name(),
+                        &format!("{} with several arguments", f.func.name()),
+                        "aggregate one column",
+                    ));
+                }
+            };
+            let mut spec = serde_json::json!({ "function": function, "as": alias });
+            if let Some(column) = column {
+                spec["column"] = serde_json::json!(column);
+            }
+            if f.params.distinct {
+                spec["distinct"] = serde_json::json!(true);
+            }
+            aggregates.push(spec);
+            out_columns.push(alias);
+        }
+
+        // A project before the window where keys or arguments are computed; without one, the
+        // aggregates read the table's columns directly.
+        let time_column = tvf_table.time_column.clone();
+        let plain = |e: &Expr| matches!(e, Expr::Column(c) if !c.name.starts_with(VIRTUAL));
+        let needs_project = args.iter().any(|(_, e)| !plain(e))
+            || keys
+                .iter()
+                .any(|(name, e)| !plain(e) || column_name(e) != *name);
+        let key_names: Vec<String> = keys.iter().map(|(n, _)| n.clone()).collect();
+        let table_columns: Vec<String> = self
+            .job
+            .tables
+            .get(&table)
+            .map(|t| t.schema.fields().iter().map(|f| f.name().clone()).collect())
+            .unwrap_or_default();
+        let routed = self.settings.late_sink.is_some();
+        let mut window_input = table_columns.clone();
+        if needs_project {
+            let mut expressions: Vec<String> = Vec::new();
+            let mut names: Vec<String> = Vec::new();
+            if routed {
+                // Late rows keep the table's columns, so the late table can read them.
+                for c in &table_columns {
+                    expressions.push(quote(c));
+                    names.push(c.clone());
+                }
+            }
+            for (name, e) in keys.iter().chain(&args) {
+                if names.contains(name) {
+                    if column_name(e) == *name {
+                        continue;
+                    }
+                    return Err(self.here().invalid(format!(
+                        "the computed key `{name}` has the name of a column of `{table}`; \
+                         rename it with AS"
+                    )));
+                }
+                expressions.push(format!("{} AS {}", self.sql_over(e)?, quote(name)));
+                names.push(name.clone());
+            }
+            if !names.contains(&time_column) {
+                expressions.push(quote(&time_column));
+                names.push(time_column.clone());
+            }
+            window_input = names;
+        } else {
+            // Aggregate the columns themselves.
+            let by_name: std::collections::HashMap<String, String> = args
+                .iter()
+                .map(|(name, e)| (name.clone(), column_name(e)))
+                .collect();
+            for spec in &mut aggregates {
+                if let Some(column) = spec.get("column").and_then(|c| c.as_str())
+                    && let Some(real) = by_name.get(column)
+                {
+                    spec["column"] = serde_json::json!(real);
+                }
+            }
+        }
+        let node = self.next_name("window");
+        let options = serde_json::json!({
+            "time_column": time_column,
+            "window": tvf_table.window,
+            "key_by": key_names,
+            "aggregates": aggregates,
+            "late": self.settings.late_options(),
+        });
+        let partition = (!key_names.is_empty()).then(|| key_names.clone());
+        self.job
+            .operator(&node, "window", &stream.node, partition, options);
+        if key_names.is_empty() {
+            self.job.set_parallelism(&node, 1);
+        }
+        if let Some(sink) = &self.settings.late_sink {
+            // The late table's columns, by name, from the window's input and the reason.
+            let wanted = self.job.sink_columns(sink, self.here())?;
+            let mut expressions = Vec::with_capacity(wanted.len());
+            for column in &wanted {
+                if !window_input.contains(column) && column != "__weir_late_reason" {
+                    return Err(self.here().invalid(format!(
+                        "late rows of this query have the columns {} and __weir_late_reason; \
+                         the late table `{sink}` also wants `{column}`",
+                        window_input.join(", ")
+                    )));
+                }
+                expressions.push(quote(column));
+            }
+            let project = self.next_name("project");
+            self.job.operator(
+                &project,
+                "project",
+                &format!("{node}.late"),
+                None,
+                serde_json::json!({ "expressions": expressions }),
+            );
+            let name = self.next_name(&format!("{sink}_late"));
+            self.job.sink(&name, sink, &project, self.here())?;
+        }
+        // The window emits keys, window_start, window_end, aggregates; the plan's columns are
+        // the GROUP BY items in their order, then the aggregates.
+        Ok(Stream {
+            node,
+            columns: out_columns,
+            marker: self.settings.late_policy.as_deref() == Some("update"),
+        })
+    }
+
+    fn non_windowed(&self) -> crate::error::SqlError {
+        self.unsupported_at(
+            "GROUP",
+            "an aggregate without a window",
+            "an unbounded stream never ends, so a plain GROUP BY never has a final result; \
+             aggregate over TABLE(TUMBLE(...)), HOP, CUMULATE or SESSION and GROUP BY \
+             window_start, window_end",
+        )
+    }
+
+    /// Replaces the columns of `expr` (over `schema`) with the expressions `exprs` gives them.
+    fn substitute(&self, expr: &Expr, schema: &DFSchema, exprs: &[Expr]) -> Result<Expr> {
+        expr.clone()
+            .transform_up(|e| match e {
+                Expr::Column(c) => {
+                    let i = schema.index_of_column(&c)?;
+                    Ok(Transformed::yes(exprs[i].clone()))
+                }
+                other => Ok(Transformed::no(other)),
+            })
+            .map(|t| t.data)
+            .map_err(|e| self.here().invalid(e.to_string()))
+    }
+
+    /// `expr` (over unqualified physical column names) as SQL text.
+    fn sql_over(&self, expr: &Expr) -> Result<String> {
+        let mut virtual_column = None;
+        let _ = expr.apply(|e| {
+            if let Expr::Column(c) = e
+                && c.name.starts_with(VIRTUAL)
+            {
+                virtual_column = Some(c.name.trim_start_matches(VIRTUAL).to_owned());
+            }
+            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
+        });
+        if let Some(column) = virtual_column {
+            return Err(self.unsupported_at(
+                &column,
+                &format!("`{column}` before the aggregation"),
+                "window bounds exist after GROUP BY window_start, window_end",
+            ));
+        }
+        expr_to_sql(expr).map(|sql| sql.to_string()).map_err(|e| {
+            self.here()
+                .invalid(format!("cannot express `{expr}` as SQL: {e}"))
+        })
+    }
+}
+
+fn unalias(e: &Expr) -> &Expr {
+    match e {
+        Expr::Alias(a) => unalias(&a.expr),
+        other => other,
+    }
+}
+
+fn column_name(e: &Expr) -> String {
+    match e {
+        Expr::Column(c) => c.name.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// A column name as a SQL identifier: quoted unless it is lower-case alphanumeric.
+pub(crate) fn quote(name: &str) -> String {
+    if is_simple_name(name) {
+        name.to_owned()
+    } else {
+        format!("\"{}\"", name.replace('"', "\"\""))
+    }
+}

@@ -1,0 +1,175 @@
+//! Golden SQL tests: every `sql/*.slt` file is a job with its inputs and expected results,
+//! run by `cargo test` at each listed parallelism.
+//!
+//! File format (blocks start with a `## ` header line; a block runs to the next header):
+//!
+//! ```text
+//! # a comment
+//! ## parallelism 1 4           (optional; default: 1 and 4)
+//! ## input events.csv          (the file's content, written to $DIR/events.csv)
+//! ts,k,v
+//! 1,a,1
+//! ## sql                       (the script; $DIR is the test's directory)
+//! CREATE TABLE ...;
+//! INSERT INTO out SELECT ...;
+//! ## result out                (the rows in $DIR/out, Parquet, sorted, cells joined by " | ")
+//! a | 1970-01-01T00:00:00 | 1970-01-01T00:00:00.010 | 2
+//! ## dropped 3                 (optional: rows dropped by policy over all operators)
+//! ## error                     (instead of results: the error must contain each line)
+//! job.sql:3:1: ORDER BY is not supported
+//! ```
+
+use crate::support::read_parquet_dir;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use std::path::{Path, PathBuf};
+use weir::Engine;
+
+#[derive(Debug, Default)]
+struct Golden {
+    parallelism: Vec<u32>,
+    inputs: Vec<(String, String)>,
+    sql: String,
+    results: Vec<(String, Vec<String>)>,
+    error: Vec<String>,
+    dropped: Option<u64>,
+}
+
+fn parse(path: &Path) -> Golden {
+    let text = std::fs::read_to_string(path).expect("read golden");
+    let mut golden = Golden::default();
+    let mut header: Option<String> = None;
+    let mut body: Vec<String> = Vec::new();
+    let finish = |header: Option<String>, body: &mut Vec<String>, golden: &mut Golden| {
+        while body.last().is_some_and(|l| l.trim().is_empty()) {
+            body.pop();
+        }
+        let Some(header) = header else {
+            body.clear();
+            return;
+        };
+        let mut words = header.split_whitespace();
+        match words.next() {
+            Some("parallelism") => {
+                golden.parallelism = words.map(|w| w.parse().expect("parallelism")).collect();
+            }
+            Some("input") => golden.inputs.push((
+                words.next().expect("input name").to_owned(),
+                body.join("\n") + "\n",
+            )),
+            Some("sql") => golden.sql = body.join("\n"),
+            Some("result") => golden
+                .results
+                .push((words.next().expect("table").to_owned(), body.clone())),
+            Some("error") => golden.error = body.clone(),
+            Some("dropped") => golden.dropped = Some(words.next().expect("n").parse().expect("n")),
+            other => panic!("{}: unknown block {other:?}", path.display()),
+        }
+        body.clear();
+    };
+    for line in text.lines() {
+        if let Some(h) = line.strip_prefix("## ") {
+            finish(header.take(), &mut body, &mut golden);
+            header = Some(h.trim().to_owned());
+        } else if header.is_some() && !line.starts_with('#') {
+            body.push(line.to_owned());
+        }
+    }
+    finish(header, &mut body, &mut golden);
+    if golden.parallelism.is_empty() {
+        golden.parallelism = vec![1, 4];
+    }
+    golden
+}
+
+fn rows(dir: &Path) -> Vec<String> {
+    let options = FormatOptions::default().with_null("NULL");
+    let mut out = Vec::new();
+    for batch in read_parquet_dir(dir) {
+        let formatters: Vec<_> = batch
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).expect("formatter"))
+            .collect();
+        for r in 0..batch.num_rows() {
+            let cells: Vec<String> = formatters.iter().map(|f| f.value(r).to_string()).collect();
+            out.push(cells.join(" | "));
+        }
+    }
+    out.sort();
+    out
+}
+
+async fn run_golden(path: &Path) {
+    let golden = parse(path);
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    for &parallelism in &golden.parallelism {
+        let dir = tempfile::tempdir().expect("tempdir");
+        for (file, content) in &golden.inputs {
+            std::fs::write(dir.path().join(file), content).expect("write input");
+        }
+        let sql = golden
+            .sql
+            .replace("$DIR", &dir.path().display().to_string());
+        let outcome = async {
+            let job = weir_sql::SqlCompiler::new()
+                .compile(&sql, &name)
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut spec = job.spec;
+            spec.parallelism = Some(parallelism);
+            Engine::new()
+                .run(&spec, Some(&name))
+                .await
+                .map_err(|e| format!("{e:#}"))
+        }
+        .await;
+        let context = format!("{name} at parallelism {parallelism}");
+        if !golden.error.is_empty() {
+            let err = outcome.expect_err(&format!("{context}: expected an error"));
+            for line in &golden.error {
+                assert!(
+                    err.contains(line.trim()),
+                    "{context}: error `{err}` lacks `{line}`"
+                );
+            }
+            continue;
+        }
+        let summary = outcome.unwrap_or_else(|e| panic!("{context}: {e}"));
+        for (table, want) in &golden.results {
+            let mut want = want.clone();
+            want.sort();
+            assert_eq!(
+                rows(&dir.path().join(table)),
+                want,
+                "{context}: table {table}"
+            );
+        }
+        if let Some(dropped) = golden.dropped {
+            let total: u64 = summary.metrics.operators.iter().map(|o| o.dropped).sum();
+            assert_eq!(total, dropped, "{context}: dropped rows");
+        }
+    }
+}
+
+fn golden_files() -> Vec<PathBuf> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .expect("sql/ directory")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "slt"))
+        .collect();
+    files.sort();
+    files
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sql_golden_files() {
+    let files = golden_files();
+    assert!(!files.is_empty(), "no sql/*.slt files");
+    for file in files {
+        run_golden(&file).await;
+    }
+}

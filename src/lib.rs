@@ -22,6 +22,7 @@ pub use weir_runtime as runtime;
 /// The DataFusion crate Weir plans SQL expressions with: build [`Engine::register_udf`]'s
 /// functions with it (`weir::datafusion::logical_expr::create_udf`, `ScalarUDFImpl`).
 pub use weir_runtime::operators::datafusion;
+pub use weir_sql as sql;
 pub use weir_state as state;
 
 pub use weir_plan::{CompiledPlans, JobSpec};
@@ -107,6 +108,18 @@ impl Engine {
     /// ```
     pub fn register_udf(&mut self, udf: datafusion::logical_expr::ScalarUDF) {
         self.registry.register_udf(udf);
+    }
+
+    /// Compiles a SQL script (see docs/sql.md) into a job spec, planning with this engine's
+    /// functions (built-in and registered with [`register_udf`](Self::register_udf)); `file`
+    /// names the script in errors.
+    ///
+    /// # Errors
+    /// [`sql::SqlError`] naming the file, line and column.
+    pub async fn compile_sql(&self, sql: &str, file: &str) -> sql::Result<sql::SqlJob> {
+        sql::SqlCompiler::with_session_state(self.registry.session_state())
+            .compile(sql, file)
+            .await
     }
 
     /// Compiles and prepares a spec without starting anything; `file` names it in errors.

@@ -95,24 +95,55 @@ fn error_chain(e: &anyhow::Error) -> String {
     out
 }
 
-fn load(job: &Path, parallelism: Option<u32>) -> Result<(JobSpec, String)> {
-    let mut spec = JobSpec::from_file(job)?;
+/// A job file: a YAML/JSON job spec, or a SQL script (`.sql`) compiled to one.
+struct Loaded {
+    spec: JobSpec,
+    file: String,
+    /// The script asked to EXPLAIN instead of running.
+    explain: bool,
+}
+
+async fn load(engine: &Engine, job: &Path, parallelism: Option<u32>) -> Result<Loaded> {
+    let file = job.display().to_string();
+    let is_sql = job
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("sql"));
+    let (mut spec, explain) = if is_sql {
+        let text = std::fs::read_to_string(job).with_context(|| format!("reading {file}"))?;
+        let compiled = engine.compile_sql(&text, &file).await?;
+        (compiled.spec, compiled.explain)
+    } else {
+        (JobSpec::from_file(job)?, false)
+    };
     if parallelism.is_some() {
         spec.parallelism = parallelism;
     }
-    Ok((spec, job.display().to_string()))
+    Ok(Loaded {
+        spec,
+        file,
+        explain,
+    })
+}
+
+/// The stream model and the partitioned plan, as `EXPLAIN` prints them.
+fn explain_text(plans: &weir::CompiledPlans) -> Result<String> {
+    Ok(format!(
+        "== stream model ==\n{}\n== partitioned plan ==\n{}",
+        serde_json::to_string_pretty(&plans.model)?,
+        serde_json::to_string_pretty(&plans.partitioned)?
+    ))
 }
 
 async fn dispatch(cli: Cli) -> Result<()> {
     let engine = Engine::new();
     match cli.command {
         Command::Plan { job, parallelism } => {
-            let (spec, file) = load(&job, parallelism)?;
+            let Loaded { spec, file, .. } = load(&engine, &job, parallelism).await?;
             let plans = weir::CompiledPlans::compile(&spec, Some(&file))?;
             print_stdout(&plans.to_json_pretty())?;
         }
         Command::Validate { job, parallelism } => {
-            let (spec, file) = load(&job, parallelism)?;
+            let Loaded { spec, file, .. } = load(&engine, &job, parallelism).await?;
             let prepared = engine.prepare(&spec, Some(&file)).await?;
             let plan = prepared.partitioned();
             let mut text = format!(
@@ -142,8 +173,16 @@ async fn dispatch(cli: Cli) -> Result<()> {
             json,
             state_dir,
         } => {
-            let (spec, file) = load(&job, parallelism)?;
+            let Loaded {
+                spec,
+                file,
+                explain,
+            } = load(&engine, &job, parallelism).await?;
             let prepared = engine.prepare(&spec, Some(&file)).await?;
+            if explain {
+                print_stdout(&explain_text(&prepared.plans)?)?;
+                return Ok(());
+            }
             let running = engine
                 .start_with(prepared, weir::RunOptions { state_dir })
                 .await

@@ -173,3 +173,56 @@ sinks:
         BOUND_BYTES / (1024 * 1024)
     );
 }
+
+#[test]
+fn the_sql_example_runs_and_explains() {
+    let work = tempfile::tempdir().expect("tempdir");
+    copy_dir(&repo_root().join("examples"), &work.path().join("examples"));
+    let summary = stdout_json(&weir(&["run", "examples/bids.sql", "--json"], work.path()));
+    assert_eq!(summary["source_rows"], 2000);
+    let parts = std::fs::read_dir(work.path().join("out/bids-per-auction"))
+        .expect("output directory")
+        .count();
+    assert!(parts >= 1, "no part files");
+    // The same script compiles to the same plan in every process.
+    let a = stdout_json(&weir(&["plan", "examples/bids.sql"], work.path()));
+    let b = stdout_json(&weir(&["plan", "examples/bids.sql"], work.path()));
+    assert_eq!(a["fingerprints"], b["fingerprints"]);
+    // EXPLAIN prints the plans and runs nothing.
+    let script = std::fs::read_to_string(work.path().join("examples/bids.sql")).expect("read");
+    let explained = script.replace("INSERT INTO", "EXPLAIN INSERT INTO");
+    std::fs::write(work.path().join("explain.sql"), explained).expect("write");
+    std::fs::remove_dir_all(work.path().join("out")).expect("clean output");
+    let out = weir(&["run", "explain.sql"], work.path());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("== stream model ==") && text.contains("== partitioned plan =="),
+        "{text}"
+    );
+    assert!(text.contains("\"window\""), "{text}");
+    assert!(
+        !work.path().join("out").exists(),
+        "EXPLAIN must not run the job"
+    );
+}
+
+#[test]
+fn sql_errors_name_file_line_and_column() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let script = "CREATE TABLE t (a BIGINT, ts TIMESTAMP(3)) WITH ('connector' = 'filesystem', 'path' = 'x.csv', 'format' = 'csv');\n\
+                  CREATE TABLE o (a BIGINT) WITH ('connector' = 'blackhole');\n\
+                  INSERT INTO o\n  SELECT a FROM t\n  ORDER BY a;\n";
+    std::fs::write(work.path().join("bad.sql"), script).expect("write");
+    let out = weir(&["validate", "bad.sql"], work.path());
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("bad.sql:5:3") && err.contains("ORDER BY is not supported"),
+        "{err}"
+    );
+}

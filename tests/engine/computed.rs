@@ -209,7 +209,7 @@ async fn computed_column_errors_name_their_field() {
 }
 
 /// `twice(Int64) -> Int64`.
-fn twice() -> ScalarUDF {
+pub(crate) fn twice() -> ScalarUDF {
     create_udf(
         "twice",
         vec![DataType::Int64],

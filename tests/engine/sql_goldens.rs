@@ -114,8 +114,8 @@ async fn run_golden(path: &Path) {
             .sql
             .replace("$DIR", &dir.path().display().to_string());
         let outcome = async {
-            let job = weir_sql::SqlCompiler::new()
-                .compile(&sql, &name)
+            let job = Engine::new()
+                .compile_sql(&sql, &name)
                 .await
                 .map_err(|e| e.to_string())?;
             let mut spec = job.spec;
@@ -172,4 +172,29 @@ async fn sql_golden_files() {
     for file in files {
         run_golden(&file).await;
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sql_calls_scalar_functions_registered_from_rust() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("in.csv"), "a\n1\n5\n21\n").expect("write input");
+    let sql = format!(
+        "CREATE TABLE t (a BIGINT NOT NULL) WITH ('connector' = 'filesystem', 'path' = \
+         '{d}/in.csv', 'format' = 'csv');\n\
+         CREATE TABLE o (a BIGINT, b BIGINT) WITH ('connector' = 'filesystem', 'path' = \
+         '{d}/out', 'format' = 'parquet');\n\
+         INSERT INTO o SELECT a, twice(a) + 1 FROM t WHERE twice(a) > 5;",
+        d = dir.path().display()
+    );
+    let mut engine = Engine::new();
+    // Without the function, the script does not compile, and says where.
+    let err = engine
+        .compile_sql(&sql, "udf.sql")
+        .await
+        .expect_err("unknown function");
+    assert!(err.to_string().contains("udf.sql:3:"), "{err}");
+    engine.register_udf(crate::computed::twice());
+    let job = engine.compile_sql(&sql, "udf.sql").await.expect("compiles");
+    engine.run(&job.spec, Some("udf.sql")).await.expect("runs");
+    assert_eq!(rows(&dir.path().join("out")), vec!["21 | 43", "5 | 11"]);
 }

@@ -331,29 +331,7 @@ impl<'a> Translator<'a> {
             })
             .map_err(|e| self.here().invalid(e.to_string()))?
             .data;
-        let mut virtual_column = None;
-        let _ = rewritten.apply(|e| {
-            if let Expr::Column(c) = e
-                && c.name.starts_with(VIRTUAL)
-            {
-                virtual_column = Some(c.name.trim_start_matches(VIRTUAL).to_owned());
-            }
-            Ok(datafusion::common::tree_node::TreeNodeRecursion::Continue)
-        });
-        if let Some(column) = virtual_column {
-            return Err(self.unsupported_at(
-                &column,
-                &format!("`{column}` before the aggregation"),
-                "window bounds exist after GROUP BY window_start, window_end; use them in the \
-                 SELECT list or in an outer query",
-            ));
-        }
-        expr_to_sql(&rewritten)
-            .map(|sql| sql.to_string())
-            .map_err(|e| {
-                self.here()
-                    .invalid(format!("cannot express `{expr}` as SQL: {e}"))
-            })
+        self.sql_over(&rewritten)
     }
 
     /// `GROUP BY window_start, window_end, keys` over a window TVF -> one `window` operator.

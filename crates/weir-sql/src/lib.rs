@@ -127,13 +127,19 @@ impl SqlCompiler {
                             .here
                             .invalid(format!("table `{name}` is declared twice")));
                     }
-                    ctx.register_table(
-                        name.as_str(),
-                        Arc::new(StreamTable {
-                            schema: Arc::clone(&table.schema),
-                        }),
-                    )
-                    .map_err(|e| stmt.here.invalid(e.to_string()))?;
+                    // The window update marker is written by the window operator, not by
+                    // the query: DataFusion sees the table without it.
+                    let visible = Arc::new(Schema::new(
+                        table
+                            .schema
+                            .fields()
+                            .iter()
+                            .filter(|f| f.name() != translate::UPDATE_MARKER)
+                            .cloned()
+                            .collect::<Vec<_>>(),
+                    ));
+                    ctx.register_table(name.as_str(), Arc::new(StreamTable { schema: visible }))
+                        .map_err(|e| stmt.here.invalid(e.to_string()))?;
                     if let Ok(mut map) = schemas.write() {
                         map.insert(name.clone(), Arc::clone(&table.schema));
                     }
@@ -274,8 +280,35 @@ async fn plan_insert(
     let plan = state
         .statement_to_plan(DfStatement::Statement(Box::new(parsed)))
         .await
-        .map_err(|e| here.invalid(e.strip_backtrace()))?;
+        .map_err(|e| planning_error(stmt, &e.strip_backtrace()))?;
     state
         .optimize(&plan)
-        .map_err(|e| here.invalid(e.strip_backtrace()))
+        .map_err(|e| planning_error(stmt, &e.strip_backtrace()))
+}
+
+/// A DataFusion planning error at the identifier it names (`No field named w`, `table
+/// 'datafusion.public.nope' not found`), without DataFusion's catalog prefixes.
+fn planning_error(stmt: &Statement, message: &str) -> SqlError {
+    let cleaned = message
+        .replace("datafusion.public.", "")
+        .replace("Error during planning: ", "")
+        .replace("Schema error: ", "");
+    let named = ["No field named ", "table '"].iter().find_map(|marker| {
+        let at = cleaned.find(marker)? + marker.len();
+        let rest = &cleaned[at..];
+        let name: String = rest
+            .trim_start_matches(['"', '\''])
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_' || *c == '.')
+            .collect();
+        name.trim_end_matches('.')
+            .rsplit('.')
+            .next()
+            .map(str::to_owned)
+    });
+    let position = named
+        .filter(|n| !n.is_empty())
+        .and_then(|n| stmt.find_word(&n))
+        .unwrap_or(stmt.here.position);
+    stmt.here.at(position).invalid(cleaned)
 }

@@ -20,6 +20,8 @@ pub(crate) struct Settings {
     pub(crate) allowed_lateness: Option<DurationMs>,
     pub(crate) late_sink: Option<String>,
     pub(crate) watermark_interval: Option<DurationMs>,
+    /// Where the last `SET 'late.*'` was, for errors about the combination.
+    pub(crate) late_at: Option<Here>,
 }
 
 /// The keys `SET` accepts, for error messages.
@@ -39,6 +41,9 @@ impl Settings {
         };
         let duration =
             || DurationMs::parse(value).map_err(|m| here.invalid(format!("'{key}': {m}")));
+        if key.to_ascii_lowercase().starts_with("late.") {
+            self.late_at = Some(here.clone());
+        }
         match key.to_ascii_lowercase().as_str() {
             "job.name" | "pipeline.name" => self.job = Some(value.to_owned()),
             "parallelism" | "parallelism.default" => {
@@ -98,6 +103,7 @@ impl Settings {
 
     /// Checks combinations of options once the script is read.
     pub(crate) fn check(&self, here: &Here) -> Result<()> {
+        let here = self.late_at.as_ref().unwrap_or(here);
         match (self.late_policy.as_deref(), &self.late_sink) {
             (Some("route"), None) => Err(here.invalid(
                 "'late.policy' = 'route' needs 'late.sink' = '<table>': the table that receives \
@@ -306,6 +312,32 @@ impl JobBuilder {
             )));
         }
         Ok(t.def.columns.iter().map(|c| c.name.clone()).collect())
+    }
+
+    /// The Arrow types of the columns an INSERT into `table` writes, as `arrow_cast` names them.
+    pub(crate) fn sink_types(&self, table: &str, here: &Here) -> Result<Vec<String>> {
+        let t = self
+            .tables
+            .get(table)
+            .ok_or_else(|| here.invalid(format!("no table `{table}`")))?;
+        Ok(t.def
+            .columns
+            .iter()
+            .map(|c| c.data_type.to_string())
+            .collect())
+    }
+
+    /// The type of a column of a declared table.
+    pub(crate) fn column_type(
+        &self,
+        table: &str,
+        column: &str,
+    ) -> Option<arrow::datatypes::DataType> {
+        let t = self.tables.get(table)?;
+        t.schema
+            .field_with_name(column)
+            .ok()
+            .map(|f| f.data_type().clone())
     }
 
     /// A sink node writing `input` to `table`.

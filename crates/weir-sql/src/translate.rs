@@ -21,7 +21,7 @@ use datafusion::sql::unparser::expr_to_sql;
 use std::any::Any;
 
 /// The window operator's update marker column (late policy `update`).
-const UPDATE_MARKER: &str = "__weir_window_update";
+pub(crate) const UPDATE_MARKER: &str = "__weir_window_update";
 
 /// Prefix of plan columns that do not exist on the physical stream yet (window bounds).
 const VIRTUAL: &str = "\u{0}";
@@ -100,28 +100,39 @@ impl<'a> Translator<'a> {
             )));
         }
         // Name the columns as the table does (positionally, as INSERT does).
-        let stream = if input.columns == sink_columns {
-            input
-        } else {
-            let expressions: Vec<String> = input
-                .columns
-                .iter()
-                .zip(&sink_columns)
-                .map(|(from, to)| format!("{} AS {}", quote(from), quote(to)))
-                .collect();
-            let node = self.next_name("project");
-            self.job.operator(
-                &node,
-                "project",
-                &input.node,
-                None,
-                serde_json::json!({ "expressions": expressions }),
-            );
-            Stream {
-                node,
-                columns: sink_columns,
-                marker: false,
-            }
+        // Name the columns as the table does (positionally, as INSERT does) and give them the
+        // table's types: the window's results can be narrower than DataFusion planned (SUM of
+        // a FLOAT stays FLOAT), so the table's declaration decides what is written.
+        let types = self.job.sink_types(&table, self.here())?;
+        let expressions: Vec<String> = input
+            .columns
+            .iter()
+            .zip(&sink_columns)
+            .zip(&types)
+            .map(|((from, to), data_type)| {
+                if to == UPDATE_MARKER {
+                    quote(from)
+                } else {
+                    format!(
+                        "arrow_cast({}, '{data_type}') AS {}",
+                        quote(from),
+                        quote(to)
+                    )
+                }
+            })
+            .collect();
+        let node = self.next_name("project");
+        self.job.operator(
+            &node,
+            "project",
+            &input.node,
+            None,
+            serde_json::json!({ "expressions": expressions }),
+        );
+        let stream = Stream {
+            node,
+            columns: sink_columns,
+            marker: false,
         };
         let name = self.next_name(&format!("{table}_sink"));
         self.job.sink(&name, &table, &stream.node, self.here())
@@ -534,7 +545,17 @@ impl<'a> Translator<'a> {
                 [Expr::Literal(..)] if function == "count" && !f.params.distinct => None,
                 [] if function == "count" => None,
                 [arg] => {
-                    let e = self.substitute(arg, in_schema, &exprs)?;
+                    let mut e = self.substitute(arg, in_schema, &exprs)?;
+                    // DataFusion widens SUM's FLOAT argument to DOUBLE; the window operator adds
+                    // FLOATs up in DOUBLE itself and returns FLOAT, as Flink does.
+                    if function == "sum"
+                        && let Expr::Cast(cast) = &e
+                        && let Expr::Column(c) = cast.expr.as_ref()
+                        && self.job.column_type(&table, &c.name)
+                            == Some(arrow::datatypes::DataType::Float32)
+                    {
+                        e = cast.expr.as_ref().clone();
+                    }
                     let name = format!("__arg{}", args.len());
                     args.push((name.clone(), e));
                     Some(name)
@@ -603,6 +624,15 @@ impl<'a> Translator<'a> {
                 names.push(time_column.clone());
             }
             window_input = names;
+            let name = self.next_name("project");
+            self.job.operator(
+                &name,
+                "project",
+                &stream.node,
+                None,
+                serde_json::json!({ "expressions": expressions }),
+            );
+            stream.node = name;
         } else {
             // Aggregate the columns themselves.
             let by_name: std::collections::HashMap<String, String> = args

@@ -1,0 +1,407 @@
+//! [`CheckpointStore`]: publishing, listing, reading and choosing epoch manifests of one
+//! checkpoint namespace in an object store.
+//!
+//! # Atomic publication
+//!
+//! A manifest is written with one `put_opts` in [`PutMode::Create`]: the store writes the whole
+//! object or nothing, and only if no object exists at the path. How each store does it:
+//!
+//! - `LocalFileSystem` (object_store 0.13.2, `src/local.rs`, `put_opts`): writes the bytes to a
+//!   staging file `{path}#{n}` created with `create_new` next to the target, then
+//!   `std::fs::hard_link(staging, path)` — `link(2)` fails with `EEXIST` when the target exists,
+//!   which becomes `Error::AlreadyExists` — and removes the staging file. Readers never see a
+//!   partial manifest, and of two racing publishers exactly one wins. It does **not** `fsync`
+//!   the file or the directory (no `sync_all` anywhere in `local.rs`): after a power loss or OS
+//!   crash the manifest and the segments may be lost or empty even though the put returned.
+//!   A crash between writing and linking leaves a `manifest.json#1` staging file, which
+//!   `LocalFileSystem` listings hide. The file system must support hard links.
+//! - `InMemory` (`src/memory.rs`): the entry is inserted under the store's write lock only if
+//!   the key is vacant, else `AlreadyExists`.
+//! - Amazon S3 (`src/aws/mod.rs`): `If-None-Match: *` (the default `S3ConditionalPut::ETagMatch`;
+//!   a 304/412 answer becomes `AlreadyExists`); with conditional put disabled the put fails with
+//!   `NotImplemented` and nothing is published. GCS: `x-goog-if-generation-match: 0`. Azure:
+//!   `If-None-Match: *`.
+//!
+//! The manifest key is the one commit point (seed 000 §14.1): segments are written first, and an
+//! epoch without a manifest does not exist for recovery.
+
+use crate::epoch_log::{EpochLog, EpochState};
+use crate::error::{CheckpointError, CheckpointResult, SegmentIssue};
+use crate::layout;
+use crate::manifest::EpochManifest;
+use crate::validate::{ExpectedCheckpoint, ManifestProblem, invalid_if_any, structural_problems};
+use futures::{StreamExt, TryStreamExt};
+use object_store::path::Path as ObjectPath;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use std::sync::Arc;
+use weir_api::Epoch;
+
+/// Requests in flight at once for HEADs of segments and manifests.
+pub(crate) const CONCURRENCY: usize = 16;
+
+/// What [`CheckpointStore::publish_manifest`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PublishOutcome {
+    /// The manifest was written: the epoch is durable.
+    Published,
+    /// The identical manifest was already published (a retry): nothing was written.
+    AlreadyPublished,
+}
+
+/// A manifest [`CheckpointStore::latest_durable`] passed over, and why.
+#[derive(Debug)]
+pub struct SkippedManifest {
+    /// Its epoch.
+    pub epoch: Epoch,
+    /// Its full path.
+    pub path: String,
+    /// Why it cannot be restored.
+    pub reason: CheckpointError,
+    /// What the epoch log says about the epoch, if anything.
+    pub log_state: Option<EpochState>,
+}
+
+/// The manifest to restore, and the newer ones that could not be used.
+#[derive(Debug)]
+pub struct LatestDurable {
+    /// The newest manifest that is intact, complete and matches the plan; `None` when there is
+    /// none (a fresh start if `skipped` is empty, otherwise a decision for the operator).
+    pub manifest: Option<EpochManifest>,
+    /// Newer manifests passed over, newest first.
+    pub skipped: Vec<SkippedManifest>,
+}
+
+impl LatestDurable {
+    /// Whether restoring [`LatestDurable::manifest`] may repeat output: a skipped manifest was
+    /// published, so its sinks may have committed transactions whose records the restored
+    /// sources will read again. Exactly-once holds only if `false`.
+    pub fn may_repeat_output(&self) -> bool {
+        !self.skipped.is_empty()
+    }
+}
+
+/// The manifests, segments and epoch log of one checkpoint namespace under a base path of an
+/// object store: the same store and base as the namespace's `weir_state::SegmentStore`.
+#[derive(Debug, Clone)]
+pub struct CheckpointStore {
+    store: Arc<dyn ObjectStore>,
+    base: ObjectPath,
+    namespace: String,
+}
+
+impl CheckpointStore {
+    /// The checkpoints of `namespace` under `base` (the empty path for the root).
+    ///
+    /// # Errors
+    /// [`CheckpointError::InvalidArgument`] for an empty namespace.
+    pub fn try_new(
+        store: Arc<dyn ObjectStore>,
+        base: ObjectPath,
+        namespace: impl Into<String>,
+    ) -> CheckpointResult<Self> {
+        let namespace = namespace.into();
+        if namespace.is_empty() {
+            return Err(CheckpointError::InvalidArgument {
+                message: "the checkpoint namespace must not be empty".to_owned(),
+            });
+        }
+        Ok(Self {
+            store,
+            base,
+            namespace,
+        })
+    }
+
+    /// The checkpoint namespace.
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    /// The base path.
+    pub fn base(&self) -> &ObjectPath {
+        &self.base
+    }
+
+    /// The underlying object store.
+    pub fn object_store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The full object path of the manifest of `epoch`.
+    pub fn manifest_location(&self, epoch: Epoch) -> ObjectPath {
+        layout::join(&self.base, &layout::manifest_path(&self.namespace, epoch))
+    }
+
+    /// The full object path of a path relative to the base (a segment descriptor's `path`,
+    /// which is already percent-encoded: parsed, not encoded again).
+    pub(crate) fn location(&self, relative: &str) -> CheckpointResult<ObjectPath> {
+        let relative = ObjectPath::parse(relative).map_err(|e| {
+            CheckpointError::corrupt(relative, format!("not a valid object path: {e}"))
+        })?;
+        Ok(layout::join(&self.base, &relative))
+    }
+
+    /// The epoch log of this namespace.
+    pub fn epoch_log(&self) -> EpochLog {
+        EpochLog::new(
+            Arc::clone(&self.store),
+            self.base.clone(),
+            self.namespace.clone(),
+        )
+    }
+
+    /// Validates `manifest` against `expected` and publishes it atomically, create-if-absent.
+    /// Publishing the identical manifest again is a no-op. Its segments must already be
+    /// written; this does not look for them (that costs a request per segment, paid on
+    /// recovery by [`CheckpointStore::latest_durable`] instead).
+    ///
+    /// # Errors
+    /// [`CheckpointError::Invalid`] when the manifest belongs to another namespace or fails
+    /// validation (nothing is written); [`CheckpointError::Conflict`] when another manifest is
+    /// already published for the epoch; [`CheckpointError::ObjectStore`] when the store fails,
+    /// including stores without create-if-absent (`NotImplemented`).
+    pub async fn publish_manifest(
+        &self,
+        manifest: &EpochManifest,
+        expected: &ExpectedCheckpoint,
+    ) -> CheckpointResult<PublishOutcome> {
+        let location = self.manifest_location(manifest.epoch);
+        let path = location.to_string();
+        let mut problems = Vec::new();
+        if manifest.namespace != self.namespace {
+            problems.push(ManifestProblem::Mismatch {
+                field: "namespace".to_owned(),
+                expected: self.namespace.clone(),
+                found: manifest.namespace.clone(),
+            });
+        }
+        problems.extend(expected.problems(manifest));
+        invalid_if_any(&path, problems)?;
+        let bytes = manifest.to_json()?;
+        let opts = PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        match self
+            .store
+            .put_opts(&location, PutPayload::from(bytes.clone()), opts)
+            .await
+        {
+            Ok(_) => Ok(PublishOutcome::Published),
+            Err(object_store::Error::AlreadyExists { .. }) => {
+                let existing = self
+                    .get(&location, "reading the published manifest")
+                    .await?;
+                if existing == bytes {
+                    Ok(PublishOutcome::AlreadyPublished)
+                } else {
+                    Err(CheckpointError::Conflict {
+                        path,
+                        differing: differing_fields(&existing, &bytes),
+                    })
+                }
+            }
+            Err(e) => Err(CheckpointError::store("publishing manifest", &location, e)),
+        }
+    }
+
+    /// Epochs that have a manifest, oldest first (epoch directories without one are in flight
+    /// or orphans).
+    ///
+    /// # Errors
+    /// [`CheckpointError::ObjectStore`] when the store fails.
+    pub async fn list_epochs(&self) -> CheckpointResult<Vec<Epoch>> {
+        let prefix = layout::join(&self.base, &layout::namespace_path(&self.namespace));
+        let listing = self
+            .store
+            .list_with_delimiter(Some(&prefix))
+            .await
+            .map_err(|e| CheckpointError::store("listing epochs under", &prefix, e))?;
+        let candidates: Vec<Epoch> = listing
+            .common_prefixes
+            .iter()
+            .filter_map(|p| p.filename().and_then(layout::parse_epoch))
+            .collect();
+        let heads = futures::stream::iter(candidates)
+            .map(|epoch| async move {
+                let location = self.manifest_location(epoch);
+                match self.store.head(&location).await {
+                    Ok(_) => Ok(Some(epoch)),
+                    Err(object_store::Error::NotFound { .. }) => Ok(None),
+                    Err(e) => Err(CheckpointError::store("looking for manifest", &location, e)),
+                }
+            })
+            .buffer_unordered(CONCURRENCY);
+        let mut epochs: Vec<Epoch> = heads
+            .try_filter_map(|e| async move { Ok(e) })
+            .try_collect()
+            .await?;
+        epochs.sort();
+        Ok(epochs)
+    }
+
+    /// Reads the manifest of `epoch`: verifies its checksum and format, that it is where its
+    /// namespace and epoch say, and that it is consistent on its own (no duplicates, segments
+    /// at their stable paths). Validation against a plan is
+    /// [`ExpectedCheckpoint::validate`].
+    ///
+    /// # Errors
+    /// [`CheckpointError::ManifestNotFound`]; [`CheckpointError::Corrupt`],
+    /// [`CheckpointError::Checksum`], [`CheckpointError::FormatVersion`] or
+    /// [`CheckpointError::Invalid`] naming the file; [`CheckpointError::ObjectStore`].
+    pub async fn read_manifest(&self, epoch: Epoch) -> CheckpointResult<EpochManifest> {
+        let location = self.manifest_location(epoch);
+        let path = location.to_string();
+        let bytes = match self.store.get(&location).await {
+            Ok(result) => result
+                .bytes()
+                .await
+                .map_err(|e| CheckpointError::store("reading manifest", &location, e))?,
+            Err(object_store::Error::NotFound { .. }) => {
+                return Err(CheckpointError::ManifestNotFound { path });
+            }
+            Err(e) => return Err(CheckpointError::store("reading manifest", &location, e)),
+        };
+        let manifest = EpochManifest::from_json(&bytes, &path)?;
+        let mut problems = Vec::new();
+        if manifest.namespace != self.namespace {
+            problems.push(ManifestProblem::Mismatch {
+                field: "namespace".to_owned(),
+                expected: self.namespace.clone(),
+                found: manifest.namespace.clone(),
+            });
+        }
+        if manifest.epoch != epoch {
+            problems.push(ManifestProblem::Mismatch {
+                field: "epoch".to_owned(),
+                expected: epoch.to_string(),
+                found: manifest.epoch.to_string(),
+            });
+        }
+        problems.extend(structural_problems(&manifest));
+        invalid_if_any(&path, problems)?;
+        Ok(manifest)
+    }
+
+    /// Checks with one HEAD per segment (16 at a time) that every segment `manifest`
+    /// references exists with the size its descriptor records. Contents are verified by
+    /// `weir_state::SegmentStore::restore`, which checks each SHA-256 as it downloads.
+    ///
+    /// # Errors
+    /// [`CheckpointError::MissingSegments`] listing every missing or wrongly sized segment;
+    /// [`CheckpointError::ObjectStore`] when the store fails otherwise.
+    pub async fn verify_segments(&self, manifest: &EpochManifest) -> CheckpointResult<()> {
+        let heads = futures::stream::iter(manifest.segments())
+            .map(|d| async move {
+                let location = self.location(&d.path)?;
+                let issue = |found_bytes| SegmentIssue {
+                    path: location.to_string(),
+                    expected_bytes: d.bytes,
+                    found_bytes,
+                };
+                match self.store.head(&location).await {
+                    Ok(meta) if meta.size == d.bytes => Ok(None),
+                    Ok(meta) => Ok(Some(issue(Some(meta.size)))),
+                    Err(object_store::Error::NotFound { .. }) => Ok(Some(issue(None))),
+                    Err(e) => Err(CheckpointError::store("looking for segment", &location, e)),
+                }
+            })
+            .buffer_unordered(CONCURRENCY);
+        let mut segments: Vec<SegmentIssue> = heads
+            .try_filter_map(|i| async move { Ok(i) })
+            .try_collect()
+            .await?;
+        if segments.is_empty() {
+            return Ok(());
+        }
+        segments.sort_by(|a, b| a.path.cmp(&b.path));
+        Err(CheckpointError::MissingSegments {
+            manifest: self.manifest_location(manifest.epoch).to_string(),
+            segments,
+        })
+    }
+
+    /// The manifest to recover from: the newest one that reads back intact, matches
+    /// `expected` and whose segments all exist with their sizes. A newer manifest that is
+    /// corrupt, invalid or incomplete is passed over and reported in
+    /// [`LatestDurable::skipped`] with the reason and what the epoch log says about it.
+    ///
+    /// # Errors
+    /// When the store fails (a transient failure must not silently pick an older epoch);
+    /// [`CheckpointError::Invalid`] when the newest readable manifest belongs to another job,
+    /// pipeline, plan fingerprint or state format, and [`CheckpointError::FormatVersion`] when
+    /// it was written by a release with another manifest format: recovery must be refused
+    /// then (seed 000 §10.4), not fall back. A corrupt epoch log record fails the call when there is
+    /// something to report about it.
+    pub async fn latest_durable(
+        &self,
+        expected: &ExpectedCheckpoint,
+    ) -> CheckpointResult<LatestDurable> {
+        let mut skipped = Vec::new();
+        let mut chosen = None;
+        for epoch in self.list_epochs().await?.into_iter().rev() {
+            match self.restorable(epoch, expected).await {
+                Ok(manifest) => {
+                    chosen = Some(manifest);
+                    break;
+                }
+                Err(reason) if reason.is_unusable_manifest() => skipped.push(SkippedManifest {
+                    epoch,
+                    path: self.manifest_location(epoch).to_string(),
+                    reason,
+                    log_state: None,
+                }),
+                Err(e) => return Err(e),
+            }
+        }
+        if !skipped.is_empty() {
+            let log = self.epoch_log().read().await?;
+            for s in &mut skipped {
+                s.log_state = log.state_of(s.epoch);
+            }
+        }
+        Ok(LatestDurable {
+            manifest: chosen,
+            skipped,
+        })
+    }
+
+    async fn restorable(
+        &self,
+        epoch: Epoch,
+        expected: &ExpectedCheckpoint,
+    ) -> CheckpointResult<EpochManifest> {
+        let manifest = self.read_manifest(epoch).await?;
+        expected.validate(&manifest, self.manifest_location(epoch).as_ref())?;
+        self.verify_segments(&manifest).await?;
+        Ok(manifest)
+    }
+
+    pub(crate) async fn get(
+        &self,
+        location: &ObjectPath,
+        context: &str,
+    ) -> CheckpointResult<Vec<u8>> {
+        let result = async { self.store.get(location).await?.bytes().await }.await;
+        result
+            .map(|b| b.to_vec())
+            .map_err(|e| CheckpointError::store(context, location, e))
+    }
+}
+
+/// The top-level fields whose values differ between two manifests' JSON.
+fn differing_fields(a: &[u8], b: &[u8]) -> Vec<String> {
+    let parse = |bytes: &[u8]| serde_json::from_slice::<serde_json::Value>(bytes).ok();
+    match (parse(a), parse(b)) {
+        (Some(serde_json::Value::Object(a)), Some(serde_json::Value::Object(b))) => {
+            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            keys.into_iter()
+                .filter(|k| a.get(*k) != b.get(*k))
+                .map(|k| format!("`{k}`"))
+                .collect()
+        }
+        _ => vec!["(the stored manifest is not JSON)".to_owned()],
+    }
+}

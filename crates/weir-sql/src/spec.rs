@@ -138,13 +138,109 @@ fn option<'a>(table: &'a TableDef, key: &str) -> Option<&'a str> {
     table.options.get(key).map(|(v, _)| v.as_str())
 }
 
-/// Translates a table's `WITH` options for `connector`, refusing unknown keys.
-fn connector_options(
-    table: &TableDef,
-    here: &Here,
-    known: &[(&str, &str, bool)],
-    prefix_maps: &[(&str, &str)],
-) -> Result<serde_json::Value> {
+/// One `WITH` option: its SQL key, the connector option it becomes, whether it is a number.
+type OptionMap = (&'static str, &'static str, bool);
+
+/// How a `connector` is read and written: the job-spec connector and the options of each role.
+struct Connector {
+    sql: &'static [&'static str],
+    spec: &'static str,
+    /// Options of both roles; `None` for a role the connector cannot play.
+    read: Option<&'static [OptionMap]>,
+    write: Option<&'static [OptionMap]>,
+    /// `prefix.<column>.<option>` keys gathered into one map option (datagen's `fields`).
+    prefix_maps: &'static [(&'static str, &'static str)],
+}
+
+const CONNECTORS: &[Connector] = &[
+    Connector {
+        sql: &["filesystem", "file"],
+        spec: "file",
+        read: Some(&[
+            ("path", "path", false),
+            ("format", "format", false),
+            ("batch-size", "batch_size", true),
+            ("csv.field-delimiter", "delimiter", false),
+            ("csv.has-header", "has_header", false),
+        ]),
+        write: Some(&[
+            ("path", "path", false),
+            ("format", "format", false),
+            ("sink.rows-per-file", "rows_per_file", true),
+            ("sink.bytes-per-file", "bytes_per_file", true),
+            ("parquet.compression", "compression", false),
+        ]),
+        prefix_maps: &[],
+    },
+    Connector {
+        sql: &["datagen"],
+        spec: "datagen",
+        read: Some(&[
+            ("number-of-rows", "rows", true),
+            ("rows", "rows", true),
+            ("seed", "seed", true),
+            ("splits", "splits", true),
+            ("batch-size", "batch_size", true),
+        ]),
+        write: None,
+        prefix_maps: &[("fields.", "fields")],
+    },
+    Connector {
+        sql: &["blackhole"],
+        spec: "blackhole",
+        read: None,
+        write: Some(&[("rows-per-second", "rows_per_second", true)]),
+        prefix_maps: &[],
+    },
+];
+
+/// Whether a table is read (source) or written (sink).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Read,
+    Write,
+}
+
+/// The job-spec connector and options of `table` in `role`. Options of the other role are
+/// accepted and left out (one table can be read by one job and written by another); unknown
+/// keys are refused with their position.
+fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serde_json::Value)> {
+    let name = option(table, "connector").ok_or_else(|| {
+        table.here.invalid(format!(
+            "table `{}` has no 'connector' option: WITH ('connector' = 'filesystem', 'path' = \
+             ..., 'format' = ...)",
+            table.name
+        ))
+    })?;
+    let all: Vec<&str> = CONNECTORS
+        .iter()
+        .flat_map(|c| c.sql.iter().copied())
+        .collect();
+    let connector = CONNECTORS
+        .iter()
+        .find(|c| c.sql.contains(&name))
+        .ok_or_else(|| {
+            table.here.invalid(format!(
+                "table `{}`: unknown connector '{name}'; known: {}",
+                table.name,
+                all.join(", ")
+            ))
+        })?;
+    let (known, other) = match role {
+        Role::Read => (connector.read, connector.write),
+        Role::Write => (connector.write, connector.read),
+    };
+    let Some(known) = known else {
+        return Err(table.here.invalid(format!(
+            "table `{}`: connector '{name}' cannot be {}",
+            table.name,
+            if role == Role::Read {
+                "read"
+            } else {
+                "written"
+            }
+        )));
+    };
     let mut out = serde_json::Map::new();
     for (key, (value, at)) in &table.options {
         if key == "connector" || key.starts_with("watermark.") || key.starts_with("scan.watermark.")
@@ -156,7 +252,7 @@ fn connector_options(
                 match value.parse::<u64>() {
                     Ok(n) => serde_json::json!(n),
                     Err(_) => {
-                        return Err(here.at(*at).invalid(format!(
+                        return Err(table.here.at(*at).invalid(format!(
                             "option '{key}' of table `{}` is a whole number, not '{value}'",
                             table.name
                         )));
@@ -170,41 +266,36 @@ fn connector_options(
             out.insert((*spec_key).to_owned(), v);
             continue;
         }
+        if other.is_some_and(|o| o.iter().any(|(k, _, _)| k == key)) {
+            continue;
+        }
         // `fields.<column>.<option>` style keys (datagen).
-        if let Some((prefix, spec_key)) = prefix_maps.iter().find(|(p, _)| key.starts_with(p)) {
-            let rest = &key[prefix.len()..];
-            if let Some((column, opt)) = rest.split_once('.') {
-                let v = value
-                    .parse::<i64>()
-                    .map(|n| serde_json::json!(n))
-                    .or_else(|_| value.parse::<f64>().map(|f| serde_json::json!(f)))
-                    .unwrap_or_else(|_| serde_json::json!(value));
-                let entry = out
-                    .entry((*spec_key).to_owned())
-                    .or_insert_with(|| serde_json::json!({}));
-                entry[column] = entry.get(column).cloned().unwrap_or(serde_json::json!({}));
-                entry[column][opt.replace('-', "_")] = v;
-                continue;
-            }
+        if let Some((prefix, spec_key)) = connector
+            .prefix_maps
+            .iter()
+            .find(|(p, _)| key.starts_with(p))
+            && let Some((column, opt)) = key[prefix.len()..].split_once('.')
+        {
+            let v = value
+                .parse::<i64>()
+                .map(|n| serde_json::json!(n))
+                .or_else(|_| value.parse::<f64>().map(|f| serde_json::json!(f)))
+                .unwrap_or_else(|_| serde_json::json!(value));
+            let entry = out
+                .entry((*spec_key).to_owned())
+                .or_insert_with(|| serde_json::json!({}));
+            entry[column] = entry.get(column).cloned().unwrap_or(serde_json::json!({}));
+            entry[column][opt.replace('-', "_")] = v;
+            continue;
         }
         let keys: Vec<&str> = known.iter().map(|(k, _, _)| *k).collect();
-        return Err(here.at(*at).invalid(format!(
+        return Err(table.here.at(*at).invalid(format!(
             "unknown option '{key}' for table `{}`; known: {}",
             table.name,
             keys.join(", ")
         )));
     }
-    Ok(serde_json::Value::Object(out))
-}
-
-fn connector_of(table: &TableDef) -> Result<&str> {
-    option(table, "connector").ok_or_else(|| {
-        table.here.invalid(format!(
-            "table `{}` has no 'connector' option: WITH ('connector' = 'filesystem', 'path' = \
-             ..., 'format' = ...)",
-            table.name
-        ))
-    })
+    Ok((connector.spec, serde_json::Value::Object(out)))
 }
 
 impl JobBuilder {
@@ -219,46 +310,7 @@ impl JobBuilder {
             .get(table)
             .ok_or_else(|| here.invalid(format!("no table `{table}`")))?;
         let def = &t.def;
-        let connector = connector_of(def)?;
-        let (connector, options) = match connector {
-            "filesystem" | "file" => (
-                "file",
-                connector_options(
-                    def,
-                    &def.here,
-                    &[
-                        ("path", "path", false),
-                        ("format", "format", false),
-                        ("batch-size", "batch_size", true),
-                        ("csv.field-delimiter", "delimiter", false),
-                        ("csv.has-header", "has_header", false),
-                    ],
-                    &[],
-                )?,
-            ),
-            "datagen" => (
-                "datagen",
-                connector_options(
-                    def,
-                    &def.here,
-                    &[
-                        ("number-of-rows", "rows", true),
-                        ("rows", "rows", true),
-                        ("seed", "seed", true),
-                        ("splits", "splits", true),
-                        ("batch-size", "batch_size", true),
-                    ],
-                    &[("fields.", "fields")],
-                )?,
-            ),
-            other => {
-                return Err(def.here.invalid(format!(
-                    "table `{}`: connector '{other}' cannot be read; use 'filesystem' or \
-                     'datagen'",
-                    def.name
-                )));
-            }
-        };
+        let (connector, options) = connector_options(def, Role::Read)?;
         let schema: Vec<serde_json::Value> = def
             .columns
             .iter()
@@ -347,51 +399,7 @@ impl JobBuilder {
             .get(table)
             .ok_or_else(|| here.invalid(format!("no table `{table}`")))?;
         let def = &t.def;
-        let (connector, options) = match connector_of(def)? {
-            "filesystem" | "file" => (
-                "file",
-                connector_options(
-                    def,
-                    &def.here,
-                    &[
-                        ("path", "path", false),
-                        ("format", "format", false),
-                        ("sink.rows-per-file", "rows_per_file", true),
-                        ("sink.bytes-per-file", "bytes_per_file", true),
-                        ("parquet.compression", "compression", false),
-                        ("batch-size", "batch_size", true),
-                        ("csv.field-delimiter", "delimiter", false),
-                        ("csv.has-header", "has_header", false),
-                    ],
-                    &[],
-                )?,
-            ),
-            "blackhole" => (
-                "blackhole",
-                connector_options(
-                    def,
-                    &def.here,
-                    &[("rows-per-second", "rows_per_second", true)],
-                    &[],
-                )?,
-            ),
-            other => {
-                return Err(def.here.invalid(format!(
-                    "table `{}`: connector '{other}' cannot be written; use 'filesystem' or \
-                     'blackhole'",
-                    def.name
-                )));
-            }
-        };
-        // Source-only options do not belong on a sink.
-        let mut options = options;
-        if let Some(map) = options.as_object_mut()
-            && connector == "file"
-        {
-            map.remove("batch_size");
-            map.remove("delimiter");
-            map.remove("has_header");
-        }
+        let (connector, options) = connector_options(def, Role::Write)?;
         self.sinks.push(serde_json::json!({
             "name": name,
             "connector": connector,

@@ -32,6 +32,7 @@ mod model;
 mod partitioned;
 mod schema_spec;
 mod spec;
+mod spec_builder;
 mod stream_graph;
 
 pub use deployment::{DeploymentPlan, RuntimeNode, TaskAssignment, Transport};
@@ -48,9 +49,10 @@ pub use partitioned::{
 };
 pub use schema_spec::{FieldSpec, parse_type_name, schema_from_fields};
 pub use spec::{
-    ComputedColumn, DEFAULT_WATERMARK_INTERVAL, InputSpec, JobSpec, JobSpecBuilder, OperatorSpec,
-    PartitionSpec, SinkSpec, SourceSpec, WatermarkSpec,
+    ComputedColumn, DEFAULT_WATERMARK_INTERVAL, InputSpec, JobSpec, OperatorSpec, PartitionSpec,
+    SinkSpec, SourceSpec, WatermarkSpec,
 };
+pub use spec_builder::JobSpecBuilder;
 pub use stream_graph::{EdgePolicy, StreamEdge, StreamGraph, StreamNode};
 
 use serde::Serialize;

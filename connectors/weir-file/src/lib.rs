@@ -47,6 +47,7 @@
 
 mod csv_reader;
 mod csv_record;
+mod epoch;
 mod inference;
 mod json_reader;
 mod location;

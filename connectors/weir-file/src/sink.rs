@@ -1,6 +1,7 @@
 //! The `file` sink: each subtask writes rolling part files into one directory, each published
 //! atomically (see [`crate::part_file`]).
 
+use crate::epoch::{self, StagedFile, Transaction};
 use crate::location::{FileLocation, store_error};
 use crate::options::{FileFormat, FileSinkOptions};
 use crate::part_file::{PartFile, writable_csv_type};
@@ -11,7 +12,7 @@ use object_store::registry::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use weir_api::{
-    ConnectorSpec, Error, PreparedSink, Result, SinkCapability, SinkFactory, SinkWriter,
+    ConnectorSpec, Epoch, Error, PreparedSink, Result, SinkCapability, SinkFactory, SinkWriter,
     TaskContext, decode_options,
 };
 
@@ -21,7 +22,9 @@ const DEFAULT_UPLOAD_BYTES: usize = 8 * 1024 * 1024;
 
 /// Creates `file` sinks: each subtask writes part files
 /// `part-{subtask:05}-{seq:05}-{unique}.{ext}` into a directory of the local file system or an
-/// object store, publishing each file atomically once it is complete.
+/// object store, publishing each file atomically once it is complete. A writer put into epoch
+/// mode (`begin_epochs`) stages its files and publishes them only through epoch transactions
+/// (see `docs/connectors/file.md`, "Epoch transactions").
 ///
 /// Share the [`ObjectStoreRegistry`] with [`crate::FileSourceFactory`] so both resolve URLs to the
 /// same stores.
@@ -147,8 +150,34 @@ impl PreparedSink for FileSink {
             unique: unique_suffix(ctx),
             seq: 0,
             current: None,
+            epochs: None,
         }))
     }
+
+    async fn commit_epoch(
+        &self,
+        task: &TaskContext,
+        transactions: &[serde_json::Value],
+    ) -> Result<()> {
+        epoch::commit(&self.location, task.subtask.0, transactions).await
+    }
+
+    async fn abort_uncommitted(
+        &self,
+        task: &TaskContext,
+        keep: &[serde_json::Value],
+    ) -> Result<()> {
+        epoch::abort_uncommitted(&self.location, task.subtask.0, keep).await
+    }
+}
+
+/// A writer's epoch mode (see [`crate::epoch`]).
+#[derive(Debug, Default)]
+struct EpochStaging {
+    /// The last pre-committed epoch.
+    last: Option<u64>,
+    /// Files closed into staging since the last pre-commit, in order.
+    closed: Vec<String>,
 }
 
 /// One subtask's writer: at most one open part file at a time.
@@ -163,20 +192,27 @@ struct FileSinkWriter {
     unique: String,
     /// Sequence number of the next part file.
     seq: u32,
-    current: Option<PartFile>,
+    /// The open part file and, in epoch mode, its staged name.
+    current: Option<(PartFile, Option<String>)>,
+    /// `Some` in epoch mode: part files are staged and published by `commit_epoch`.
+    epochs: Option<EpochStaging>,
 }
 
 impl FileSinkWriter {
-    fn open_part(&mut self) -> Result<PartFile> {
-        let name = format!(
-            "part-{:05}-{:05}-{}.{}",
-            self.subtask,
-            self.seq,
-            self.unique,
-            self.options.format.extension()
-        );
+    fn open_part(&mut self) -> Result<(PartFile, Option<String>)> {
+        let extension = self.options.format.extension();
+        let (name, staged) = if self.epochs.is_some() {
+            let name = epoch::staged_name(self.subtask, &self.unique, self.seq, extension);
+            (name.clone(), Some(name))
+        } else {
+            let name = format!(
+                "part-{:05}-{:05}-{}.{}",
+                self.subtask, self.seq, self.unique, extension
+            );
+            (name, None)
+        };
         self.seq += 1;
-        PartFile::create(
+        let part = PartFile::create(
             self.location.store().clone(),
             self.location.child(&name)?,
             self.location.display(&name),
@@ -184,14 +220,36 @@ impl FileSinkWriter {
             &self.schema,
             self.options.compression.unwrap_or_default(),
             self.upload_bytes,
-        )
+        )?;
+        Ok((part, staged))
     }
 
+    /// Completes the open part file: published under its final name, or in epoch mode closed
+    /// into staging (still invisible) and remembered for the next pre-commit.
     async fn publish(&mut self) -> Result<()> {
         match self.current.take() {
-            Some(part) => part.publish().await,
+            Some((part, None)) => part.publish().await,
+            Some((part, Some(staged))) => {
+                part.publish().await?;
+                if let Some(epochs) = &mut self.epochs {
+                    epochs.closed.push(staged);
+                }
+                Ok(())
+            }
             None => Ok(()),
         }
+    }
+}
+
+/// The size of the staged file `staged` (relative to `location`).
+async fn staged_size(location: &FileLocation, staged: &str) -> Result<u64> {
+    let path = location.child(staged)?;
+    match location.store().head(&path).await {
+        Ok(meta) => Ok(meta.size),
+        Err(e) => Err(store_error(
+            format!("checking `{}`", location.display(staged)),
+            e,
+        )),
     }
 }
 
@@ -201,10 +259,10 @@ impl SinkWriter for FileSinkWriter {
         let mut offset = 0;
         while offset < batch.num_rows() {
             let part = match &mut self.current {
-                Some(part) => part,
+                Some((part, _)) => part,
                 None => {
                     let part = self.open_part()?;
-                    self.current.insert(part)
+                    &mut self.current.insert(part).0
                 }
             };
             let room = self
@@ -216,7 +274,7 @@ impl SinkWriter for FileSinkWriter {
                 .unwrap_or(usize::MAX)
                 .min(batch.num_rows() - offset);
             if let Err(e) = part.write(&batch.slice(offset, take)).await {
-                if let Some(part) = self.current.take() {
+                if let Some((part, _)) = self.current.take() {
                     // The write already failed; a failing cleanup adds nothing to report.
                     let _ = part.abort().await;
                 }
@@ -233,14 +291,93 @@ impl SinkWriter for FileSinkWriter {
     }
 
     async fn finish(&mut self) -> Result<()> {
+        if let Some(epochs) = &self.epochs
+            && (self.current.is_some() || !epochs.closed.is_empty())
+        {
+            return Err(Error::Internal(format!(
+                "file sink subtask {} finished with rows written after its last pre-commit; \
+                 in epoch mode the final epoch must be pre-committed before finish",
+                self.subtask
+            )));
+        }
+        // In epoch mode everything is pre-committed: `commit_epoch` publishes it.
         self.publish().await
     }
 
     async fn abort(&mut self) -> Result<()> {
-        match self.current.take() {
-            Some(part) => part.abort().await,
+        let current = match self.current.take() {
+            Some((part, _)) => part.abort().await,
             None => Ok(()),
+        };
+        // Files closed since the last pre-commit belong to no transaction; pre-committed ones
+        // stay for recovery to publish or delete.
+        if let Some(epochs) = &mut self.epochs {
+            for staged in std::mem::take(&mut epochs.closed) {
+                let path = self.location.child(&staged)?;
+                match self.location.store().delete(&path).await {
+                    Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
+                    Err(e) => {
+                        return Err(store_error(
+                            format!("discarding `{}`", self.location.display(&staged)),
+                            e,
+                        ));
+                    }
+                }
+            }
         }
+        current
+    }
+
+    async fn begin_epochs(&mut self) -> Result<()> {
+        if self.seq > 0 || self.current.is_some() {
+            return Err(Error::Internal(format!(
+                "file sink subtask {}: epoch mode must begin before the first row",
+                self.subtask
+            )));
+        }
+        self.epochs.get_or_insert_with(EpochStaging::default);
+        Ok(())
+    }
+
+    async fn pre_commit(&mut self, epoch: Epoch) -> Result<serde_json::Value> {
+        let Some(last) = self.epochs.as_ref().map(|e| e.last) else {
+            return Err(Error::Internal(format!(
+                "file sink subtask {}: pre-commit of epoch {epoch} without begin_epochs",
+                self.subtask
+            )));
+        };
+        if last.is_some_and(|last| epoch.0 <= last) {
+            return Err(Error::Internal(format!(
+                "file sink subtask {}: pre-commit of epoch {epoch} after epoch {}",
+                self.subtask,
+                last.unwrap_or_default()
+            )));
+        }
+        self.publish().await?;
+        let closed = self
+            .epochs
+            .as_mut()
+            .map(|e| std::mem::take(&mut e.closed))
+            .unwrap_or_default();
+        let extension = self.options.format.extension();
+        let mut files = Vec::with_capacity(closed.len());
+        for (seq, staged) in closed.into_iter().enumerate() {
+            files.push(StagedFile {
+                size: staged_size(&self.location, &staged).await?,
+                final_name: epoch::final_name(self.subtask, epoch.0, seq, extension),
+                staged,
+            });
+        }
+        if let Some(epochs) = &mut self.epochs {
+            epochs.last = Some(epoch.0);
+        }
+        let tx = Transaction {
+            epoch: epoch.0,
+            subtask: self.subtask,
+            files,
+        };
+        serde_json::to_value(&tx)
+            .map_err(|e| Error::Internal(format!("encoding a file sink pre-commit: {e}")))
     }
 }
 
@@ -525,5 +662,284 @@ mod tests {
             splits[0].id
         );
         assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..5)));
+    }
+
+    /// Published (visible) file names in `dir`.
+    fn published(dir: &std::path::Path) -> Vec<String> {
+        names(dir)
+            .into_iter()
+            .filter(|n| !n.starts_with('_'))
+            .collect()
+    }
+
+    /// Files below `dir` (recursively), relative to it.
+    fn all_files(dir: &std::path::Path) -> Vec<String> {
+        fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<String>) {
+            for entry in std::fs::read_dir(dir).into_iter().flatten() {
+                let path = entry.unwrap().path();
+                if path.is_dir() {
+                    walk(root, &path, out);
+                } else {
+                    out.push(path.strip_prefix(root).unwrap().display().to_string());
+                }
+            }
+        }
+        let mut out = Vec::new();
+        walk(dir, dir, &mut out);
+        out.sort();
+        out
+    }
+
+    fn final_names(tx: &serde_json::Value) -> Vec<String> {
+        tx["files"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["final"].as_str().unwrap().to_owned())
+            .collect()
+    }
+
+    /// Writes epochs 1 (rows 0..6, two files) and 2 (rows 6..9) and returns their pre-commits.
+    async fn two_epochs(sink: &Arc<dyn PreparedSink>) -> (serde_json::Value, serde_json::Value) {
+        let mut writer = sink.create_writer(&ctx(1)).await.unwrap();
+        writer.begin_epochs().await.unwrap();
+        writer.write_batch(batch(0..6)).await.unwrap();
+        let t1 = writer.pre_commit(Epoch(1)).await.unwrap();
+        writer.write_batch(batch(6..9)).await.unwrap();
+        let t2 = writer.pre_commit(Epoch(2)).await.unwrap();
+        writer.finish().await.unwrap();
+        (t1, t2)
+    }
+
+    #[tokio::test]
+    async fn epoch_transactions_publish_only_on_commit_and_idempotently() {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let path = out.display().to_string();
+        let options = json!({ "path": path, "format": "json", "rows_per_file": 4 });
+        let sink = sink(&FileSinkFactory::new(), options).await.unwrap();
+        let (t1, t2) = two_epochs(&sink).await;
+        assert_eq!(t1["epoch"], 1);
+        assert_eq!(t1["subtask"], 1);
+        assert_eq!(
+            final_names(&t1),
+            [
+                "part-00001-e0000000001-00000.json",
+                "part-00001-e0000000001-00001.json"
+            ]
+        );
+        assert_eq!(final_names(&t2), ["part-00001-e0000000002-00000.json"]);
+        for file in t1["files"].as_array().unwrap() {
+            assert!(
+                file["staged"]
+                    .as_str()
+                    .unwrap()
+                    .starts_with("_staging/00001/"),
+                "{file}"
+            );
+            assert!(file["size"].as_u64().unwrap() > 0, "{file}");
+        }
+
+        // Pre-committed is not visible: the source finds nothing.
+        assert!(published(&out).is_empty(), "{:?}", names(&out));
+        assert_eq!(all_files(&out).len(), 3, "{:?}", all_files(&out));
+        let read = json!({ "path": path });
+        let err = prepare(read.clone(), Some(schema()), BadRecordPolicy::Fail)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("no files match"), "{err}");
+
+        // Epoch 1 only, twice.
+        for _ in 0..2 {
+            sink.commit_epoch(&ctx(1), std::slice::from_ref(&t1))
+                .await
+                .unwrap();
+            assert_eq!(published(&out), final_names(&t1));
+            let source = prepare(read.clone(), Some(schema()), BadRecordPolicy::Fail)
+                .await
+                .unwrap();
+            assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..6)));
+        }
+
+        // Both epochs (epoch 1 again is a no-op), twice.
+        for _ in 0..2 {
+            sink.commit_epoch(&ctx(1), &[t1.clone(), t2.clone()])
+                .await
+                .unwrap();
+            let mut expected = final_names(&t1);
+            expected.extend(final_names(&t2));
+            assert_eq!(published(&out), expected);
+            assert!(!all_files(&out).iter().any(|f| f.starts_with("_staging")));
+            let source = prepare(read.clone(), Some(schema()), BadRecordPolicy::Fail)
+                .await
+                .unwrap();
+            assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..9)));
+        }
+
+        // A later run stages epoch 3 and fails; recovery keeps only epoch 2 (already published).
+        let mut writer = sink.create_writer(&ctx(1)).await.unwrap();
+        writer.begin_epochs().await.unwrap();
+        writer.write_batch(batch(9..12)).await.unwrap();
+        let t3 = writer.pre_commit(Epoch(3)).await.unwrap();
+        writer.write_batch(batch(12..13)).await.unwrap();
+        drop(writer);
+        assert!(
+            all_files(&out)
+                .iter()
+                .any(|f| f.starts_with("_staging/00001/"))
+        );
+        // Another subtask's staged files are not this subtask's to delete.
+        let mut other = sink.create_writer(&ctx(0)).await.unwrap();
+        other.begin_epochs().await.unwrap();
+        other.write_batch(batch(0..1)).await.unwrap();
+        let t_other = other.pre_commit(Epoch(3)).await.unwrap();
+        sink.abort_uncommitted(&ctx(1), std::slice::from_ref(&t2))
+            .await
+            .unwrap();
+        let left = all_files(&out);
+        assert!(
+            !left.iter().any(|f| f.starts_with("_staging/00001/")),
+            "{left:?}"
+        );
+        assert_eq!(
+            left.iter()
+                .filter(|f| f.starts_with("_staging/00000/"))
+                .count(),
+            1,
+            "{left:?}"
+        );
+        let err = sink
+            .commit_epoch(&ctx(1), std::slice::from_ref(&t3))
+            .await
+            .unwrap_err();
+        let staged = t3["files"][0]["staged"].as_str().unwrap();
+        let text = err.to_string();
+        assert!(
+            text.contains(staged) && text.contains("part-00001-e0000000003-00000.json"),
+            "{text}"
+        );
+        // A transaction of another subtask is refused.
+        let err = sink
+            .commit_epoch(&ctx(1), std::slice::from_ref(&t_other))
+            .await
+            .unwrap_err();
+        assert!(matches!(err, Error::Internal(_)), "{err}");
+        let source = prepare(read, Some(schema()), BadRecordPolicy::Fail)
+            .await
+            .unwrap();
+        assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..9)));
+    }
+
+    #[tokio::test]
+    async fn epoch_file_names_are_deterministic() {
+        let mut runs = Vec::new();
+        for _ in 0..2 {
+            let dir = tempfile::tempdir().unwrap();
+            let out = dir.path().join("out");
+            let options = json!({ "path": out.display().to_string(), "format": "parquet", "rows_per_file": 4 });
+            let sink = sink(&FileSinkFactory::new(), options).await.unwrap();
+            let (t1, t2) = two_epochs(&sink).await;
+            sink.commit_epoch(&ctx(1), &[t1.clone(), t2.clone()])
+                .await
+                .unwrap();
+            runs.push((final_names(&t1), final_names(&t2), published(&out)));
+        }
+        assert_eq!(runs[0], runs[1]);
+        assert_eq!(runs[0].2.len(), 3);
+    }
+
+    #[tokio::test]
+    async fn epoch_mode_contract_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let options = json!({ "path": dir.path().display().to_string(), "format": "csv" });
+        let sink = sink(&FileSinkFactory::new(), options).await.unwrap();
+        // Nothing staged yet: recovery has nothing to delete.
+        sink.abort_uncommitted(&ctx(5), &[]).await.unwrap();
+        let mut writer = sink.create_writer(&ctx(0)).await.unwrap();
+        assert!(writer.pre_commit(Epoch(1)).await.is_err());
+        writer.write_batch(batch(0..2)).await.unwrap();
+        assert!(writer.begin_epochs().await.is_err());
+        writer.abort().await.unwrap();
+
+        let mut writer = sink.create_writer(&ctx(0)).await.unwrap();
+        writer.begin_epochs().await.unwrap();
+        writer.write_batch(batch(0..2)).await.unwrap();
+        writer.pre_commit(Epoch(4)).await.unwrap();
+        assert!(writer.pre_commit(Epoch(4)).await.is_err());
+        let empty = writer.pre_commit(Epoch(5)).await.unwrap();
+        assert_eq!(empty["files"], json!([]));
+        writer.write_batch(batch(2..3)).await.unwrap();
+        let err = writer.finish().await.unwrap_err();
+        assert!(err.to_string().contains("pre-commit"), "{err}");
+        writer.abort().await.unwrap();
+        assert!(published(dir.path()).is_empty());
+
+        // A final file of another size in the way is an error, not a silent success.
+        let mut writer = sink.create_writer(&ctx(0)).await.unwrap();
+        writer.begin_epochs().await.unwrap();
+        writer.write_batch(batch(0..2)).await.unwrap();
+        let tx = writer.pre_commit(Epoch(7)).await.unwrap();
+        std::fs::write(dir.path().join("part-00000-e0000000007-00000.csv"), "x").unwrap();
+        let err = sink.commit_epoch(&ctx(0), &[tx]).await.unwrap_err();
+        assert!(err.to_string().contains("already exists"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn epoch_transactions_on_an_object_store() {
+        let registry: Arc<dyn ObjectStoreRegistry> = Arc::new(DefaultObjectStoreRegistry::new());
+        let options =
+            json!({ "path": "memory:///epochs/", "format": "parquet", "rows_per_file": 4 });
+        let sink = sink(&FileSinkFactory::with_registry(registry.clone()), options)
+            .await
+            .unwrap();
+        let (t1, t2) = two_epochs(&sink).await;
+        let read = json!({ "path": "memory:///epochs/" });
+        let source_factory = FileSourceFactory::with_registry(registry);
+        let err = source_factory
+            .prepare(spec(&read, None, BadRecordPolicy::Fail))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("no files match"), "{err}");
+
+        sink.commit_epoch(&ctx(1), std::slice::from_ref(&t1))
+            .await
+            .unwrap();
+        sink.commit_epoch(&ctx(1), std::slice::from_ref(&t1))
+            .await
+            .unwrap();
+        let source = source_factory
+            .prepare(spec(&read, None, BadRecordPolicy::Fail))
+            .await
+            .unwrap();
+        let splits = source.enumerate_splits().await.unwrap();
+        assert_eq!(
+            splits.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+            [
+                "memory:///epochs/part-00001-e0000000001-00000.parquet",
+                "memory:///epochs/part-00001-e0000000001-00001.parquet"
+            ]
+        );
+        assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..6)));
+
+        sink.commit_epoch(&ctx(1), &[t1.clone(), t2.clone()])
+            .await
+            .unwrap();
+        let source = source_factory
+            .prepare(spec(&read, None, BadRecordPolicy::Fail))
+            .await
+            .unwrap();
+        assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..9)));
+
+        let mut writer = sink.create_writer(&ctx(1)).await.unwrap();
+        writer.begin_epochs().await.unwrap();
+        writer.write_batch(batch(9..12)).await.unwrap();
+        let t3 = writer.pre_commit(Epoch(3)).await.unwrap();
+        sink.abort_uncommitted(&ctx(1), &[t2]).await.unwrap();
+        assert!(sink.commit_epoch(&ctx(1), &[t3]).await.is_err());
+        let source = source_factory
+            .prepare(spec(&read, None, BadRecordPolicy::Fail))
+            .await
+            .unwrap();
+        assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..9)));
     }
 }

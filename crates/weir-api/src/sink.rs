@@ -2,7 +2,8 @@
 
 use crate::capability::SinkCapability;
 use crate::context::TaskContext;
-use crate::error::Result;
+use crate::error::{Error, Result};
+use crate::ids::Epoch;
 use crate::source::ConnectorSpec;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
@@ -34,6 +35,38 @@ pub trait SinkWriter: Send {
     async fn abort(&mut self) -> Result<()> {
         Ok(())
     }
+
+    /// Puts the writer into epoch mode before its first row, when the job checkpoints: from now
+    /// on nothing becomes visible except through [`PreparedSink::commit_epoch`] (rows go to
+    /// staged files; `finish` publishes nothing). Without this call the writer publishes as it
+    /// goes, as without checkpoints.
+    ///
+    /// # Errors
+    /// By default, a configuration error: the sink does not support epoch transactions.
+    async fn begin_epochs(&mut self) -> Result<()> {
+        Err(no_epoch_transactions())
+    }
+
+    /// Seals everything written since the last pre-commit as epoch `epoch`'s transaction;
+    /// nothing becomes visible. The returned JSON goes into the manifest (`sinkTransactions`,
+    /// `preCommit`) and is handed back to [`PreparedSink::commit_epoch`] once the manifest of
+    /// `epoch` is durable, or to [`PreparedSink::abort_uncommitted`] at recovery.
+    ///
+    /// # Errors
+    /// By default, a configuration error: the sink does not support epoch transactions.
+    /// Otherwise external errors when staging fails.
+    async fn pre_commit(&mut self, epoch: Epoch) -> Result<serde_json::Value> {
+        let _ = epoch;
+        Err(no_epoch_transactions())
+    }
+}
+
+/// The error of the default epoch-transaction methods.
+fn no_epoch_transactions() -> Error {
+    Error::config(
+        "sinks",
+        "the sink does not support epoch transactions (no staged or two-phase commit)",
+    )
 }
 
 /// A validated sink, shared by all its subtasks.
@@ -50,6 +83,37 @@ pub trait PreparedSink: Send + Sync + std::fmt::Debug {
     /// # Errors
     /// External errors when the destination cannot be reached.
     async fn create_writer(&self, ctx: &TaskContext) -> Result<Box<dyn SinkWriter>>;
+
+    /// Publishes the pre-committed transactions (in epoch order) of one subtask, the one `task`
+    /// names: the values its writer's [`SinkWriter::pre_commit`] returned. Idempotent: publishing
+    /// an already published transaction is a no-op, so recovery may repeat it.
+    ///
+    /// # Errors
+    /// By default, a configuration error: the sink does not support epoch transactions.
+    /// Otherwise external errors, or an error when a transaction can no longer be published.
+    async fn commit_epoch(
+        &self,
+        task: &TaskContext,
+        transactions: &[serde_json::Value],
+    ) -> Result<()> {
+        let _ = (task, transactions);
+        Err(no_epoch_transactions())
+    }
+
+    /// Recovery: deletes every staged file of the subtask `task` names that is not in `keep`
+    /// (pre-commit values of durable epochs, still to be published).
+    ///
+    /// # Errors
+    /// By default, a configuration error: the sink does not support epoch transactions.
+    /// Otherwise external errors when listing or deleting fails.
+    async fn abort_uncommitted(
+        &self,
+        task: &TaskContext,
+        keep: &[serde_json::Value],
+    ) -> Result<()> {
+        let _ = (task, keep);
+        Err(no_epoch_transactions())
+    }
 }
 
 /// Prepares sinks of one connector type from their options.
@@ -64,4 +128,53 @@ pub trait SinkFactory: Send + Sync {
         spec: ConnectorSpec<'_>,
         input_schema: SchemaRef,
     ) -> Result<Arc<dyn PreparedSink>>;
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::ids::SubtaskIndex;
+
+    #[derive(Debug)]
+    struct Plain;
+
+    #[async_trait::async_trait]
+    impl SinkWriter for Plain {
+        async fn write_batch(&mut self, _batch: RecordBatch) -> Result<()> {
+            Ok(())
+        }
+        async fn finish(&mut self) -> Result<()> {
+            Ok(())
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl PreparedSink for Plain {
+        fn capabilities(&self) -> Vec<SinkCapability> {
+            vec![SinkCapability::AtLeastOnce]
+        }
+        fn describe(&self) -> String {
+            "plain".into()
+        }
+        async fn create_writer(&self, _ctx: &TaskContext) -> Result<Box<dyn SinkWriter>> {
+            Ok(Box::new(Plain))
+        }
+    }
+
+    #[tokio::test]
+    async fn epoch_transactions_are_unsupported_by_default() {
+        let task = TaskContext::new("j".into(), "o".into(), SubtaskIndex(0), 1);
+        let mut writer = Plain.create_writer(&task).await.unwrap();
+        let errors = [
+            writer.begin_epochs().await.unwrap_err(),
+            writer.pre_commit(Epoch(1)).await.unwrap_err(),
+            Plain.commit_epoch(&task, &[]).await.unwrap_err(),
+            Plain.abort_uncommitted(&task, &[]).await.unwrap_err(),
+        ];
+        for err in errors {
+            assert!(matches!(err, Error::Config { .. }), "{err}");
+            assert!(err.to_string().contains("epoch transactions"), "{err}");
+        }
+    }
 }

@@ -1,0 +1,244 @@
+//! The file sink's epoch transactions (for checkpoints): staged part files, their pre-commit
+//! record, and the idempotent publish and recovery cleanup.
+//!
+//! In epoch mode a writer's part files are written below `{path}/_staging/{subtask:05}/{unique}/`
+//! (the file source skips names starting with `_`). `pre_commit(N)` closes the open part file and
+//! names every file staged since the last pre-commit with its deterministic final name
+//! `part-{subtask:05}-e{N:010}-{seq:05}.{ext}` (`seq` counts the epoch's files from 0). The
+//! pre-commit value lists `{staged, final, size}` per file, paths relative to `{path}`.
+//! Publishing renames each staged file to its final name with create-only semantics, so a repeat
+//! is a no-op.
+
+use crate::location::{FileLocation, store_error};
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt};
+use serde::{Deserialize, Serialize};
+use std::collections::HashSet;
+use weir_api::{Error, Result};
+
+/// The directory below the sink's `path` that holds staged files.
+pub(crate) const STAGING_DIR: &str = "_staging";
+
+/// The staging directory of one subtask, relative to the sink's `path`.
+pub(crate) fn subtask_staging(subtask: u32) -> String {
+    format!("{STAGING_DIR}/{subtask:05}")
+}
+
+/// The staged name (relative to the sink's `path`) of a writer's `seq`-th file.
+pub(crate) fn staged_name(subtask: u32, unique: &str, seq: u32, extension: &str) -> String {
+    format!("{}/{unique}/{seq:05}.{extension}", subtask_staging(subtask))
+}
+
+/// The final name of the `seq`-th file of `epoch` written by `subtask`.
+pub(crate) fn final_name(subtask: u32, epoch: u64, seq: usize, extension: &str) -> String {
+    format!("part-{subtask:05}-e{epoch:010}-{seq:05}.{extension}")
+}
+
+/// One subtask's pre-commit of one epoch: the JSON that goes into the manifest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Transaction {
+    /// The epoch the files belong to.
+    pub(crate) epoch: u64,
+    /// The subtask that wrote them.
+    pub(crate) subtask: u32,
+    /// The staged files, in order.
+    pub(crate) files: Vec<StagedFile>,
+}
+
+/// One staged file of a transaction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StagedFile {
+    /// Where it is staged, relative to the sink's `path`.
+    pub(crate) staged: String,
+    /// Its final name, relative to the sink's `path`.
+    #[serde(rename = "final")]
+    pub(crate) final_name: String,
+    /// Its size in bytes.
+    pub(crate) size: u64,
+}
+
+impl Transaction {
+    /// Parses and checks a pre-commit value of `subtask`: staged files must lie in the subtask's
+    /// staging directory and final names directly in the sink's directory.
+    ///
+    /// # Errors
+    /// [`Error::Internal`] when the value is not a pre-commit of this sink's subtask.
+    pub(crate) fn parse(value: &serde_json::Value, subtask: u32) -> Result<Self> {
+        let tx: Transaction = serde_json::from_value(value.clone())
+            .map_err(|e| Error::Internal(format!("not a file sink pre-commit: {e}: {value}")))?;
+        if tx.subtask != subtask {
+            return Err(Error::Internal(format!(
+                "file sink pre-commit of epoch {} belongs to subtask {}, not {subtask}",
+                tx.epoch, tx.subtask
+            )));
+        }
+        let staging = format!("{}/", subtask_staging(subtask));
+        for file in &tx.files {
+            let staged_ok = file.staged.starts_with(&staging)
+                && !file.staged.split('/').any(|p| p.is_empty() || p == "..");
+            let final_ok = !file.final_name.is_empty()
+                && !file.final_name.contains('/')
+                && !file.final_name.starts_with(['.', '_']);
+            if !staged_ok || !final_ok {
+                return Err(Error::Internal(format!(
+                    "file sink pre-commit of epoch {} names `{}` -> `{}`, outside the sink's \
+                     staging directory or output directory",
+                    tx.epoch, file.staged, file.final_name
+                )));
+            }
+        }
+        Ok(tx)
+    }
+}
+
+/// Publishes `transactions` (in order): renames each staged file to its final name unless the
+/// final file already exists.
+///
+/// # Errors
+/// External errors from the store; [`Error::External`] (not retryable) when a staged file is gone
+/// and its final file does not exist, or a final file of another size is in the way.
+pub(crate) async fn commit(
+    location: &FileLocation,
+    subtask: u32,
+    transactions: &[serde_json::Value],
+) -> Result<()> {
+    for value in transactions {
+        let tx = Transaction::parse(value, subtask)?;
+        for file in &tx.files {
+            publish_file(location, file).await?;
+        }
+        tracing::debug!(
+            epoch = tx.epoch,
+            subtask,
+            files = tx.files.len(),
+            "published file sink epoch"
+        );
+    }
+    Ok(())
+}
+
+/// Publishes one staged file; a no-op when it was published before.
+async fn publish_file(location: &FileLocation, file: &StagedFile) -> Result<()> {
+    let store = location.store();
+    let staged = location.child(&file.staged)?;
+    let target = location.child(&file.final_name)?;
+    let staged_id = location.display(&file.staged);
+    let final_id = location.display(&file.final_name);
+    let context = || format!("publishing `{staged_id}` as `{final_id}`");
+    match store.rename_if_not_exists(&staged, &target).await {
+        Ok(()) => Ok(()),
+        Err(object_store::Error::AlreadyExists { .. }) => {
+            check_published(store.as_ref(), &target, file, &staged_id, &final_id).await?;
+            // Published before (the rename's delete did not run): drop the leftover.
+            delete_if_present(store.as_ref(), &staged, &staged_id).await
+        }
+        Err(object_store::Error::NotFound { .. }) => {
+            check_published(store.as_ref(), &target, file, &staged_id, &final_id).await
+        }
+        Err(
+            object_store::Error::NotSupported { .. } | object_store::Error::NotImplemented { .. },
+        ) => {
+            // The store cannot copy create-only: check, then copy and delete. The final name is
+            // deterministic and the content the same, so a race with another publisher of the
+            // same transaction writes the same bytes.
+            match store.head(&target).await {
+                Ok(_) => {
+                    check_published(store.as_ref(), &target, file, &staged_id, &final_id).await?;
+                    return delete_if_present(store.as_ref(), &staged, &staged_id).await;
+                }
+                Err(object_store::Error::NotFound { .. }) => {}
+                Err(e) => return Err(store_error(context(), e)),
+            }
+            match store.copy(&staged, &target).await {
+                Ok(()) => delete_if_present(store.as_ref(), &staged, &staged_id).await,
+                Err(object_store::Error::NotFound { .. }) => {
+                    check_published(store.as_ref(), &target, file, &staged_id, &final_id).await
+                }
+                Err(e) => Err(store_error(context(), e)),
+            }
+        }
+        Err(e) => Err(store_error(context(), e)),
+    }
+}
+
+/// Succeeds when the final file exists with the staged file's size.
+async fn check_published(
+    store: &dyn ObjectStore,
+    target: &Path,
+    file: &StagedFile,
+    staged_id: &str,
+    final_id: &str,
+) -> Result<()> {
+    match store.head(target).await {
+        Ok(meta) if meta.size == file.size => Ok(()),
+        Ok(meta) => Err(Error::external(
+            "object store",
+            format!("publishing `{staged_id}` as `{final_id}`"),
+            format!(
+                "`{final_id}` already exists with {} bytes, but the staged file had {}",
+                meta.size, file.size
+            ),
+            false,
+        )),
+        Err(object_store::Error::NotFound { .. }) => Err(Error::external(
+            "object store",
+            format!("publishing `{staged_id}` as `{final_id}`"),
+            format!(
+                "the staged file `{staged_id}` is gone and `{final_id}` does not exist; the \
+                 epoch's output is lost"
+            ),
+            false,
+        )),
+        Err(e) => Err(store_error(format!("checking `{final_id}`"), e)),
+    }
+}
+
+async fn delete_if_present(store: &dyn ObjectStore, path: &Path, id: &str) -> Result<()> {
+    match store.delete(path).await {
+        Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
+        Err(e) => Err(store_error(format!("deleting `{id}`"), e)),
+    }
+}
+
+/// Recovery: deletes every staged file of `subtask` that no transaction in `keep` lists.
+///
+/// # Errors
+/// [`Error::Internal`] for a malformed `keep` value; external errors from the store.
+pub(crate) async fn abort_uncommitted(
+    location: &FileLocation,
+    subtask: u32,
+    keep: &[serde_json::Value],
+) -> Result<()> {
+    let mut kept = HashSet::new();
+    for value in keep {
+        for file in Transaction::parse(value, subtask)?.files {
+            kept.insert(location.child(&file.staged)?);
+        }
+    }
+    let dir = subtask_staging(subtask);
+    let prefix = location.child(&dir)?;
+    let store = location.store();
+    let listed = match store.list(Some(&prefix)).try_collect::<Vec<_>>().await {
+        Ok(listed) => listed,
+        Err(object_store::Error::NotFound { .. }) => Vec::new(),
+        Err(e) => {
+            return Err(store_error(
+                format!("listing `{}`", location.display(&dir)),
+                e,
+            ));
+        }
+    };
+    let mut deleted = 0usize;
+    for meta in listed {
+        if kept.contains(&meta.location) {
+            continue;
+        }
+        delete_if_present(store.as_ref(), &meta.location, meta.location.as_ref()).await?;
+        deleted += 1;
+    }
+    tracing::debug!(subtask, deleted, "deleted uncommitted staged files");
+    Ok(())
+}

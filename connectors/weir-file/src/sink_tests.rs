@@ -1,0 +1,522 @@
+//! Tests of the file sink: part files, atomic publication, epoch transactions.
+
+use super::*;
+use crate::FileSourceFactory;
+use crate::test_support::{ctx, prepare, read_all, render, spec};
+use arrow::array::{ArrayRef, Int64Array, StringArray};
+use arrow::datatypes::{DataType, Field, Schema};
+use futures::TryStreamExt;
+use object_store::ObjectStore;
+use serde_json::json;
+use weir_api::{BadRecordPolicy, SourceFactory};
+
+fn schema() -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("id", DataType::Int64, false),
+        Field::new("name", DataType::Utf8, true),
+    ]))
+}
+
+fn batch(ids: std::ops::Range<i64>) -> RecordBatch {
+    let names: StringArray = ids
+        .clone()
+        .map(|i| (i % 3 != 0).then(|| format!("n{i}")))
+        .collect();
+    RecordBatch::try_new(
+        schema(),
+        vec![
+            Arc::new(Int64Array::from_iter_values(ids)) as ArrayRef,
+            Arc::new(names),
+        ],
+    )
+    .unwrap()
+}
+
+async fn sink(
+    factory: &FileSinkFactory,
+    options: serde_json::Value,
+) -> Result<Arc<dyn PreparedSink>> {
+    let mut spec = spec(&options, None, BadRecordPolicy::Fail);
+    spec.options_path = "sinks[0].options";
+    factory.prepare(spec, schema()).await
+}
+
+/// File names in `dir`, sorted (the directory may not exist yet).
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    names
+}
+
+/// What an object-store reader lists under `dir`.
+async fn listed(dir: &std::path::Path) -> Vec<String> {
+    let store = object_store::local::LocalFileSystem::new_with_prefix(dir).unwrap();
+    let metas: Vec<_> = store.list(None).try_collect().await.unwrap();
+    metas.into_iter().map(|m| m.location.to_string()).collect()
+}
+
+#[tokio::test]
+async fn each_format_round_trips_through_rolling_part_files() {
+    let expected = render(&batch(0..10));
+    for (format, compression) in [("csv", None), ("json", None), ("parquet", Some("zstd"))] {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let mut options =
+            json!({ "path": out.display().to_string(), "format": format, "rows_per_file": 4 });
+        if let Some(compression) = compression {
+            options["compression"] = json!(compression);
+        }
+        let sink = sink(&FileSinkFactory::new(), options).await.unwrap();
+        assert_eq!(sink.capabilities(), [SinkCapability::AtLeastOnce]);
+        let mut writer = sink.create_writer(&ctx(1)).await.unwrap();
+        writer.write_batch(batch(0..3)).await.unwrap();
+        writer.write_batch(batch(3..3)).await.unwrap();
+        writer.write_batch(batch(3..10)).await.unwrap();
+        writer.finish().await.unwrap();
+
+        let files = names(&out);
+        assert_eq!(files.len(), 3, "{format}: {files:?}");
+        let unique = &files[0]["part-00001-00000-".len()..files[0].len() - format.len() - 1];
+        assert_eq!(unique.len(), 36, "{format}: {files:?}");
+        for (seq, file) in files.iter().enumerate() {
+            assert_eq!(*file, format!("part-00001-{seq:05}-{unique}.{format}"));
+        }
+        let source = prepare(
+            json!({ "path": out.display().to_string() }),
+            Some(schema()),
+            BadRecordPolicy::Fail,
+        )
+        .await
+        .unwrap();
+        assert_eq!(read_all(&source).await.unwrap(), expected, "{format}");
+    }
+}
+
+#[tokio::test]
+async fn bytes_per_file_rolls_after_each_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let options =
+        json!({ "path": dir.path().display().to_string(), "format": "csv", "bytes_per_file": 1 });
+    let sink = sink(&FileSinkFactory::new(), options).await.unwrap();
+    let mut writer = sink.create_writer(&ctx(0)).await.unwrap();
+    writer.write_batch(batch(0..2)).await.unwrap();
+    writer.write_batch(batch(2..5)).await.unwrap();
+    writer.finish().await.unwrap();
+    assert_eq!(names(dir.path()).len(), 2);
+    let options = json!({ "path": dir.path().display().to_string() });
+    let source = prepare(options, Some(schema()), BadRecordPolicy::Fail)
+        .await
+        .unwrap();
+    assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..5)));
+}
+
+#[tokio::test]
+async fn unfinished_files_are_never_visible() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().display().to_string();
+    // Tiny upload parts, so a file is staged as a multipart upload after the first batch.
+    let factory = FileSinkFactory::new().with_upload_bytes(64);
+    for format in ["json", "parquet"] {
+        let options = json!({ "path": path, "format": format });
+        let sink = sink(&factory, options).await.unwrap();
+
+        let mut aborted = sink.create_writer(&ctx(0)).await.unwrap();
+        aborted.write_batch(batch(0..50)).await.unwrap();
+        aborted.write_batch(batch(50..100)).await.unwrap();
+        if format == "json" {
+            // Text formats upload per batch: the file is staged under a `#` name.
+            assert!(
+                names(dir.path()).iter().any(|n| n.contains('#')),
+                "{format}"
+            );
+        }
+        assert!(
+            names(dir.path()).iter().all(|n| n.contains('#')),
+            "{format}: {:?}",
+            names(dir.path())
+        );
+        assert!(listed(dir.path()).await.is_empty(), "{format}");
+        aborted.abort().await.unwrap();
+        assert!(
+            names(dir.path()).is_empty(),
+            "{format}: {:?}",
+            names(dir.path())
+        );
+
+        let mut dropped = sink.create_writer(&ctx(1)).await.unwrap();
+        dropped.write_batch(batch(0..50)).await.unwrap();
+        drop(dropped);
+        assert!(
+            names(dir.path()).iter().all(|n| n.contains('#')),
+            "{format}"
+        );
+        assert!(listed(dir.path()).await.is_empty(), "{format}");
+        let err = prepare(json!({ "path": path }), None, BadRecordPolicy::Fail)
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("no files match"), "{err}");
+
+        let mut finished = sink.create_writer(&ctx(2)).await.unwrap();
+        finished.write_batch(batch(0..50)).await.unwrap();
+        finished.finish().await.unwrap();
+        let visible = listed(dir.path()).await;
+        assert_eq!(visible.len(), 1, "{format}: {visible:?}");
+        assert!(visible[0].starts_with("part-00002-00000-"), "{visible:?}");
+        std::fs::remove_file(dir.path().join(&visible[0])).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn bad_sink_options_are_config_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("f.csv");
+    std::fs::write(&file, "x").unwrap();
+    let factory = FileSinkFactory::new();
+    for (options, field) in [
+        (
+            json!({ "path": format!("{}/*.csv", dir.path().display()), "format": "csv" }),
+            "path",
+        ),
+        (
+            json!({ "path": file.display().to_string(), "format": "csv" }),
+            "path",
+        ),
+        (
+            json!({ "path": "out", "format": "json", "compression": "zstd" }),
+            "compression",
+        ),
+        (
+            json!({ "path": "out", "format": "json", "rows_per_file": 0 }),
+            "rows_per_file",
+        ),
+        (json!({ "path": "out", "format": "avro" }), "format"),
+    ] {
+        let err = sink(&factory, options).await.unwrap_err();
+        assert!(
+            matches!(&err, Error::Config { path, .. } if path == &format!("sinks[0].options.{field}")),
+            "{err}"
+        );
+    }
+    let nested = Arc::new(Schema::new(vec![Field::new(
+        "l",
+        DataType::List(Arc::new(Field::new("item", DataType::Int32, true))),
+        true,
+    )]));
+    let options = json!({ "path": "out", "format": "csv" });
+    let err = factory
+        .prepare(spec(&options, None, BadRecordPolicy::Fail), nested)
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Schema { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn memory_round_trip_through_a_shared_registry() {
+    let registry: Arc<dyn ObjectStoreRegistry> = Arc::new(DefaultObjectStoreRegistry::new());
+    let options = json!({ "path": "memory:///out/", "format": "parquet" });
+    let sink = sink(&FileSinkFactory::with_registry(registry.clone()), options)
+        .await
+        .unwrap();
+    assert_eq!(sink.describe(), "file: parquet memory:///out/");
+    let mut writer = sink.create_writer(&ctx(0)).await.unwrap();
+    writer.write_batch(batch(0..5)).await.unwrap();
+    writer.finish().await.unwrap();
+    let options = json!({ "path": "memory:///out/" });
+    let source = FileSourceFactory::with_registry(registry)
+        .prepare(spec(&options, None, BadRecordPolicy::Fail))
+        .await
+        .unwrap();
+    let splits = source.enumerate_splits().await.unwrap();
+    assert_eq!(splits.len(), 1);
+    assert!(
+        splits[0].id.starts_with("memory:///out/part-00000-00000-"),
+        "{}",
+        splits[0].id
+    );
+    assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..5)));
+}
+
+/// Published (visible) file names in `dir`.
+fn published(dir: &std::path::Path) -> Vec<String> {
+    names(dir)
+        .into_iter()
+        .filter(|n| !n.starts_with('_'))
+        .collect()
+}
+
+/// Files below `dir` (recursively), relative to it.
+fn all_files(dir: &std::path::Path) -> Vec<String> {
+    fn walk(root: &std::path::Path, dir: &std::path::Path, out: &mut Vec<String>) {
+        for entry in std::fs::read_dir(dir).into_iter().flatten() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                walk(root, &path, out);
+            } else {
+                out.push(path.strip_prefix(root).unwrap().display().to_string());
+            }
+        }
+    }
+    let mut out = Vec::new();
+    walk(dir, dir, &mut out);
+    out.sort();
+    out
+}
+
+fn final_names(tx: &serde_json::Value) -> Vec<String> {
+    tx["files"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|f| f["final"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+/// Writes epochs 1 (rows 0..6, two files) and 2 (rows 6..9) and returns their pre-commits.
+async fn two_epochs(sink: &Arc<dyn PreparedSink>) -> (serde_json::Value, serde_json::Value) {
+    let mut writer = sink.create_writer(&ctx(1)).await.unwrap();
+    writer.begin_epochs().await.unwrap();
+    writer.write_batch(batch(0..6)).await.unwrap();
+    let t1 = writer.pre_commit(Epoch(1)).await.unwrap();
+    writer.write_batch(batch(6..9)).await.unwrap();
+    let t2 = writer.pre_commit(Epoch(2)).await.unwrap();
+    writer.finish().await.unwrap();
+    (t1, t2)
+}
+
+#[tokio::test]
+async fn epoch_transactions_publish_only_on_commit_and_idempotently() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let path = out.display().to_string();
+    let options = json!({ "path": path, "format": "json", "rows_per_file": 4 });
+    let sink = sink(&FileSinkFactory::new(), options).await.unwrap();
+    let (t1, t2) = two_epochs(&sink).await;
+    assert_eq!(t1["epoch"], 1);
+    assert_eq!(t1["subtask"], 1);
+    assert_eq!(
+        final_names(&t1),
+        [
+            "part-00001-e0000000001-00000.json",
+            "part-00001-e0000000001-00001.json"
+        ]
+    );
+    assert_eq!(final_names(&t2), ["part-00001-e0000000002-00000.json"]);
+    for file in t1["files"].as_array().unwrap() {
+        assert!(
+            file["staged"]
+                .as_str()
+                .unwrap()
+                .starts_with("_staging/00001/"),
+            "{file}"
+        );
+        assert!(file["size"].as_u64().unwrap() > 0, "{file}");
+    }
+
+    // Pre-committed is not visible: the source finds nothing.
+    assert!(published(&out).is_empty(), "{:?}", names(&out));
+    assert_eq!(all_files(&out).len(), 3, "{:?}", all_files(&out));
+    let read = json!({ "path": path });
+    let err = prepare(read.clone(), Some(schema()), BadRecordPolicy::Fail)
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no files match"), "{err}");
+
+    // Epoch 1 only, twice.
+    for _ in 0..2 {
+        sink.commit_epoch(&ctx(1), std::slice::from_ref(&t1))
+            .await
+            .unwrap();
+        assert_eq!(published(&out), final_names(&t1));
+        let source = prepare(read.clone(), Some(schema()), BadRecordPolicy::Fail)
+            .await
+            .unwrap();
+        assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..6)));
+    }
+
+    // Both epochs (epoch 1 again is a no-op), twice.
+    for _ in 0..2 {
+        sink.commit_epoch(&ctx(1), &[t1.clone(), t2.clone()])
+            .await
+            .unwrap();
+        let mut expected = final_names(&t1);
+        expected.extend(final_names(&t2));
+        assert_eq!(published(&out), expected);
+        assert!(!all_files(&out).iter().any(|f| f.starts_with("_staging")));
+        let source = prepare(read.clone(), Some(schema()), BadRecordPolicy::Fail)
+            .await
+            .unwrap();
+        assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..9)));
+    }
+
+    // A later run stages epoch 3 and fails; recovery keeps only epoch 2 (already published).
+    let mut writer = sink.create_writer(&ctx(1)).await.unwrap();
+    writer.begin_epochs().await.unwrap();
+    writer.write_batch(batch(9..12)).await.unwrap();
+    let t3 = writer.pre_commit(Epoch(3)).await.unwrap();
+    writer.write_batch(batch(12..13)).await.unwrap();
+    drop(writer);
+    assert!(
+        all_files(&out)
+            .iter()
+            .any(|f| f.starts_with("_staging/00001/"))
+    );
+    // Another subtask's staged files are not this subtask's to delete.
+    let mut other = sink.create_writer(&ctx(0)).await.unwrap();
+    other.begin_epochs().await.unwrap();
+    other.write_batch(batch(0..1)).await.unwrap();
+    let t_other = other.pre_commit(Epoch(3)).await.unwrap();
+    sink.abort_uncommitted(&ctx(1), std::slice::from_ref(&t2))
+        .await
+        .unwrap();
+    let left = all_files(&out);
+    assert!(
+        !left.iter().any(|f| f.starts_with("_staging/00001/")),
+        "{left:?}"
+    );
+    assert_eq!(
+        left.iter()
+            .filter(|f| f.starts_with("_staging/00000/"))
+            .count(),
+        1,
+        "{left:?}"
+    );
+    let err = sink
+        .commit_epoch(&ctx(1), std::slice::from_ref(&t3))
+        .await
+        .unwrap_err();
+    let staged = t3["files"][0]["staged"].as_str().unwrap();
+    let text = err.to_string();
+    assert!(
+        text.contains(staged) && text.contains("part-00001-e0000000003-00000.json"),
+        "{text}"
+    );
+    // A transaction of another subtask is refused.
+    let err = sink
+        .commit_epoch(&ctx(1), std::slice::from_ref(&t_other))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, Error::Internal(_)), "{err}");
+    let source = prepare(read, Some(schema()), BadRecordPolicy::Fail)
+        .await
+        .unwrap();
+    assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..9)));
+}
+
+#[tokio::test]
+async fn epoch_file_names_are_deterministic() {
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        let out = dir.path().join("out");
+        let options =
+            json!({ "path": out.display().to_string(), "format": "parquet", "rows_per_file": 4 });
+        let sink = sink(&FileSinkFactory::new(), options).await.unwrap();
+        let (t1, t2) = two_epochs(&sink).await;
+        sink.commit_epoch(&ctx(1), &[t1.clone(), t2.clone()])
+            .await
+            .unwrap();
+        runs.push((final_names(&t1), final_names(&t2), published(&out)));
+    }
+    assert_eq!(runs[0], runs[1]);
+    assert_eq!(runs[0].2.len(), 3);
+}
+
+#[tokio::test]
+async fn epoch_mode_contract_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = json!({ "path": dir.path().display().to_string(), "format": "csv" });
+    let sink = sink(&FileSinkFactory::new(), options).await.unwrap();
+    // Nothing staged yet: recovery has nothing to delete.
+    sink.abort_uncommitted(&ctx(5), &[]).await.unwrap();
+    let mut writer = sink.create_writer(&ctx(0)).await.unwrap();
+    assert!(writer.pre_commit(Epoch(1)).await.is_err());
+    writer.write_batch(batch(0..2)).await.unwrap();
+    assert!(writer.begin_epochs().await.is_err());
+    writer.abort().await.unwrap();
+
+    let mut writer = sink.create_writer(&ctx(0)).await.unwrap();
+    writer.begin_epochs().await.unwrap();
+    writer.write_batch(batch(0..2)).await.unwrap();
+    writer.pre_commit(Epoch(4)).await.unwrap();
+    assert!(writer.pre_commit(Epoch(4)).await.is_err());
+    let empty = writer.pre_commit(Epoch(5)).await.unwrap();
+    assert_eq!(empty["files"], json!([]));
+    writer.write_batch(batch(2..3)).await.unwrap();
+    let err = writer.finish().await.unwrap_err();
+    assert!(err.to_string().contains("pre-commit"), "{err}");
+    writer.abort().await.unwrap();
+    assert!(published(dir.path()).is_empty());
+
+    // A final file of another size in the way is an error, not a silent success.
+    let mut writer = sink.create_writer(&ctx(0)).await.unwrap();
+    writer.begin_epochs().await.unwrap();
+    writer.write_batch(batch(0..2)).await.unwrap();
+    let tx = writer.pre_commit(Epoch(7)).await.unwrap();
+    std::fs::write(dir.path().join("part-00000-e0000000007-00000.csv"), "x").unwrap();
+    let err = sink.commit_epoch(&ctx(0), &[tx]).await.unwrap_err();
+    assert!(err.to_string().contains("already exists"), "{err}");
+}
+
+#[tokio::test]
+async fn epoch_transactions_on_an_object_store() {
+    let registry: Arc<dyn ObjectStoreRegistry> = Arc::new(DefaultObjectStoreRegistry::new());
+    let options = json!({ "path": "memory:///epochs/", "format": "parquet", "rows_per_file": 4 });
+    let sink = sink(&FileSinkFactory::with_registry(registry.clone()), options)
+        .await
+        .unwrap();
+    let (t1, t2) = two_epochs(&sink).await;
+    let read = json!({ "path": "memory:///epochs/" });
+    let source_factory = FileSourceFactory::with_registry(registry);
+    let err = source_factory
+        .prepare(spec(&read, None, BadRecordPolicy::Fail))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("no files match"), "{err}");
+
+    sink.commit_epoch(&ctx(1), std::slice::from_ref(&t1))
+        .await
+        .unwrap();
+    sink.commit_epoch(&ctx(1), std::slice::from_ref(&t1))
+        .await
+        .unwrap();
+    let source = source_factory
+        .prepare(spec(&read, None, BadRecordPolicy::Fail))
+        .await
+        .unwrap();
+    let splits = source.enumerate_splits().await.unwrap();
+    assert_eq!(
+        splits.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+        [
+            "memory:///epochs/part-00001-e0000000001-00000.parquet",
+            "memory:///epochs/part-00001-e0000000001-00001.parquet"
+        ]
+    );
+    assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..6)));
+
+    sink.commit_epoch(&ctx(1), &[t1.clone(), t2.clone()])
+        .await
+        .unwrap();
+    let source = source_factory
+        .prepare(spec(&read, None, BadRecordPolicy::Fail))
+        .await
+        .unwrap();
+    assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..9)));
+
+    let mut writer = sink.create_writer(&ctx(1)).await.unwrap();
+    writer.begin_epochs().await.unwrap();
+    writer.write_batch(batch(9..12)).await.unwrap();
+    let t3 = writer.pre_commit(Epoch(3)).await.unwrap();
+    sink.abort_uncommitted(&ctx(1), &[t2]).await.unwrap();
+    assert!(sink.commit_epoch(&ctx(1), &[t3]).await.is_err());
+    let source = source_factory
+        .prepare(spec(&read, None, BadRecordPolicy::Fail))
+        .await
+        .unwrap();
+    assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..9)));
+}

@@ -70,6 +70,13 @@
 //!
 //! Hashing is vectorized per column: one type dispatch per column, then a monomorphized loop
 //! over the column's values slice (no per-row dynamic dispatch).
+//!
+//! Fixed-width encodings shorter than 32 bytes (the 9-byte `tag + 8 bytes` of integers, floats
+//! and temporal values, the 1-byte null, the 2-byte boolean, the 18-byte decimal) skip the
+//! general XXH64 entry point: `xxh64_tagged8` and `xxh64_short` evaluate XXH64's short-input
+//! branch (`len < 32`: no stripes, only the tail rounds and the avalanche) straight from
+//! registers. They compute the same function, byte for byte; the tests compare them with
+//! `XxHash64::oneshot` on every supported fixed-width type.
 
 use crate::error::{Error, Result};
 use arrow::array::{
@@ -151,7 +158,21 @@ pub fn hash_keys(columns: &[ArrayRef]) -> Result<Vec<u64>> {
     let mut hashes = vec![0_u64; rows];
     let mut scratch = Vec::new();
     for (index, column) in columns.iter().enumerate() {
-        hash_column(column.as_ref(), &mut hashes, &mut scratch)
+        hash_column::<true>(column.as_ref(), &mut hashes, &mut scratch)
+            .map_err(|data_type| unsupported(&format!("#{index}"), &data_type))?;
+    }
+    Ok(hashes)
+}
+
+/// [`hash_keys`] through the general `XxHash64::oneshot` on every encoded value (no register
+/// fast path): the reference the fast path is tested against.
+#[cfg(test)]
+fn hash_keys_reference(columns: &[ArrayRef]) -> Result<Vec<u64>> {
+    let rows = columns.first().map_or(0, |c| c.len());
+    let mut hashes = vec![0_u64; rows];
+    let mut scratch = Vec::new();
+    for (index, column) in columns.iter().enumerate() {
+        hash_column::<false>(column.as_ref(), &mut hashes, &mut scratch)
             .map_err(|data_type| unsupported(&format!("#{index}"), &data_type))?;
     }
     Ok(hashes)
@@ -245,7 +266,10 @@ fn is_supported(data_type: &DataType) -> bool {
 }
 
 /// Folds one column into the running `hashes`; on an unsupported type returns that type.
-fn hash_column(
+///
+/// `FAST` selects the register XXH64 of short fixed-width encodings; `false` is the reference
+/// path (encode to bytes, then `XxHash64::oneshot`), kept for the tests.
+fn hash_column<const FAST: bool>(
     array: &dyn Array,
     hashes: &mut [u64],
     scratch: &mut Vec<u8>,
@@ -255,122 +279,155 @@ fn hash_column(
     match array.data_type() {
         DataType::Null => {
             for h in hashes.iter_mut() {
-                *h = XxHash64::oneshot(*h, &[TAG_NULL]);
+                *h = hash_null::<FAST>(*h);
             }
         }
         DataType::Boolean => {
             let values = array.as_boolean().values();
-            fold_fixed(hashes, nulls, |i| [TAG_BOOL, u8::from(values.value(i))]);
+            fold_fixed::<FAST, _>(hashes, nulls, |i| [TAG_BOOL, u8::from(values.value(i))]);
         }
-        DataType::Int8 => fold_int::<Int8Type>(array, hashes, nulls, TAG_INT, i64::from),
-        DataType::Int16 => fold_int::<Int16Type>(array, hashes, nulls, TAG_INT, i64::from),
-        DataType::Int32 => fold_int::<Int32Type>(array, hashes, nulls, TAG_INT, i64::from),
-        DataType::Int64 => fold_int::<Int64Type>(array, hashes, nulls, TAG_INT, |v| v),
-        DataType::UInt8 => fold_int::<UInt8Type>(array, hashes, nulls, TAG_INT, i64::from),
-        DataType::UInt16 => fold_int::<UInt16Type>(array, hashes, nulls, TAG_INT, i64::from),
-        DataType::UInt32 => fold_int::<UInt32Type>(array, hashes, nulls, TAG_INT, i64::from),
+        DataType::Int8 => fold_int::<FAST, Int8Type>(array, hashes, nulls, TAG_INT, i64::from),
+        DataType::Int16 => fold_int::<FAST, Int16Type>(array, hashes, nulls, TAG_INT, i64::from),
+        DataType::Int32 => fold_int::<FAST, Int32Type>(array, hashes, nulls, TAG_INT, i64::from),
+        DataType::Int64 => fold_int::<FAST, Int64Type>(array, hashes, nulls, TAG_INT, |v| v),
+        DataType::UInt8 => fold_int::<FAST, UInt8Type>(array, hashes, nulls, TAG_INT, i64::from),
+        DataType::UInt16 => fold_int::<FAST, UInt16Type>(array, hashes, nulls, TAG_INT, i64::from),
+        DataType::UInt32 => fold_int::<FAST, UInt32Type>(array, hashes, nulls, TAG_INT, i64::from),
         DataType::UInt64 => {
             let values = array.as_primitive::<UInt64Type>().values();
-            fold_fixed(hashes, nulls, |i| {
+            // `v` as little-endian `u64` bytes equals `v as i64` as little-endian `i64` bytes.
+            fold_tagged8::<FAST>(hashes, nulls, |i| {
                 let v = values[i];
-                match i64::try_from(v) {
-                    Ok(signed) => tagged8(TAG_INT, signed.to_le_bytes()),
-                    Err(_) => tagged8(TAG_UINT_HIGH, v.to_le_bytes()),
-                }
+                let tag = if i64::try_from(v).is_ok() {
+                    TAG_INT
+                } else {
+                    TAG_UINT_HIGH
+                };
+                (tag, v)
             });
         }
         DataType::Float16 => {
             let values = array.as_primitive::<Float16Type>().values();
-            fold_fixed(hashes, nulls, |i| float_bytes(values[i].to_f64()));
+            fold_tagged8::<FAST>(hashes, nulls, |i| float_payload(values[i].to_f64()));
         }
         DataType::Float32 => {
             let values = array.as_primitive::<Float32Type>().values();
-            fold_fixed(hashes, nulls, |i| float_bytes(f64::from(values[i])));
+            fold_tagged8::<FAST>(hashes, nulls, |i| float_payload(f64::from(values[i])));
         }
         DataType::Float64 => {
             let values = array.as_primitive::<Float64Type>().values();
-            fold_fixed(hashes, nulls, |i| float_bytes(values[i]));
+            fold_tagged8::<FAST>(hashes, nulls, |i| float_payload(values[i]));
         }
-        DataType::Utf8 => fold_bytes(array.as_string::<i32>(), hashes, nulls, scratch, TAG_UTF8),
+        DataType::Utf8 => {
+            fold_bytes::<FAST, _>(array.as_string::<i32>(), hashes, nulls, scratch, TAG_UTF8)
+        }
         DataType::LargeUtf8 => {
-            fold_bytes(array.as_string::<i64>(), hashes, nulls, scratch, TAG_UTF8)
+            fold_bytes::<FAST, _>(array.as_string::<i64>(), hashes, nulls, scratch, TAG_UTF8)
         }
-        DataType::Utf8View => fold_views(array.as_string_view(), hashes, nulls, scratch, TAG_UTF8),
+        DataType::Utf8View => {
+            fold_views::<FAST, _>(array.as_string_view(), hashes, nulls, scratch, TAG_UTF8)
+        }
         DataType::Binary => {
-            fold_bytes(array.as_binary::<i32>(), hashes, nulls, scratch, TAG_BINARY)
+            fold_bytes::<FAST, _>(array.as_binary::<i32>(), hashes, nulls, scratch, TAG_BINARY)
         }
         DataType::LargeBinary => {
-            fold_bytes(array.as_binary::<i64>(), hashes, nulls, scratch, TAG_BINARY)
+            fold_bytes::<FAST, _>(array.as_binary::<i64>(), hashes, nulls, scratch, TAG_BINARY)
         }
         DataType::BinaryView => {
-            fold_views(array.as_binary_view(), hashes, nulls, scratch, TAG_BINARY)
+            fold_views::<FAST, _>(array.as_binary_view(), hashes, nulls, scratch, TAG_BINARY)
         }
         DataType::FixedSizeBinary(_) => {
             let array = array.as_fixed_size_binary();
-            fold_with_scratch(hashes, nulls, scratch, TAG_BINARY, |i| array.value(i));
+            fold_with_scratch::<FAST>(hashes, nulls, scratch, TAG_BINARY, |i| array.value(i));
         }
-        DataType::Date32 => fold_int::<Date32Type>(array, hashes, nulls, TAG_DATE32, i64::from),
-        DataType::Date64 => fold_int::<Date64Type>(array, hashes, nulls, TAG_DATE64, |v| v),
+        DataType::Date32 => {
+            fold_int::<FAST, Date32Type>(array, hashes, nulls, TAG_DATE32, i64::from)
+        }
+        DataType::Date64 => fold_int::<FAST, Date64Type>(array, hashes, nulls, TAG_DATE64, |v| v),
         DataType::Timestamp(unit, _) => match unit {
             TimeUnit::Second => {
-                fold_int::<TimestampSecondType>(array, hashes, nulls, TAG_TIMESTAMP_S, |v| v)
+                fold_int::<FAST, TimestampSecondType>(array, hashes, nulls, TAG_TIMESTAMP_S, |v| v)
             }
-            TimeUnit::Millisecond => {
-                fold_int::<TimestampMillisecondType>(array, hashes, nulls, TAG_TIMESTAMP_MS, |v| v)
-            }
-            TimeUnit::Microsecond => {
-                fold_int::<TimestampMicrosecondType>(array, hashes, nulls, TAG_TIMESTAMP_US, |v| v)
-            }
-            TimeUnit::Nanosecond => {
-                fold_int::<TimestampNanosecondType>(array, hashes, nulls, TAG_TIMESTAMP_NS, |v| v)
-            }
+            TimeUnit::Millisecond => fold_int::<FAST, TimestampMillisecondType>(
+                array,
+                hashes,
+                nulls,
+                TAG_TIMESTAMP_MS,
+                |v| v,
+            ),
+            TimeUnit::Microsecond => fold_int::<FAST, TimestampMicrosecondType>(
+                array,
+                hashes,
+                nulls,
+                TAG_TIMESTAMP_US,
+                |v| v,
+            ),
+            TimeUnit::Nanosecond => fold_int::<FAST, TimestampNanosecondType>(
+                array,
+                hashes,
+                nulls,
+                TAG_TIMESTAMP_NS,
+                |v| v,
+            ),
         },
         DataType::Time32(TimeUnit::Second) => {
-            fold_int::<Time32SecondType>(array, hashes, nulls, TAG_TIME32_S, i64::from)
+            fold_int::<FAST, Time32SecondType>(array, hashes, nulls, TAG_TIME32_S, i64::from)
         }
         DataType::Time32(TimeUnit::Millisecond) => {
-            fold_int::<Time32MillisecondType>(array, hashes, nulls, TAG_TIME32_MS, i64::from)
+            fold_int::<FAST, Time32MillisecondType>(array, hashes, nulls, TAG_TIME32_MS, i64::from)
         }
         DataType::Time64(TimeUnit::Microsecond) => {
-            fold_int::<Time64MicrosecondType>(array, hashes, nulls, TAG_TIME64_US, |v| v)
+            fold_int::<FAST, Time64MicrosecondType>(array, hashes, nulls, TAG_TIME64_US, |v| v)
         }
         DataType::Time64(TimeUnit::Nanosecond) => {
-            fold_int::<Time64NanosecondType>(array, hashes, nulls, TAG_TIME64_NS, |v| v)
+            fold_int::<FAST, Time64NanosecondType>(array, hashes, nulls, TAG_TIME64_NS, |v| v)
         }
         DataType::Duration(unit) => match unit {
             TimeUnit::Second => {
-                fold_int::<DurationSecondType>(array, hashes, nulls, TAG_DURATION_S, |v| v)
+                fold_int::<FAST, DurationSecondType>(array, hashes, nulls, TAG_DURATION_S, |v| v)
             }
-            TimeUnit::Millisecond => {
-                fold_int::<DurationMillisecondType>(array, hashes, nulls, TAG_DURATION_MS, |v| v)
-            }
-            TimeUnit::Microsecond => {
-                fold_int::<DurationMicrosecondType>(array, hashes, nulls, TAG_DURATION_US, |v| v)
-            }
-            TimeUnit::Nanosecond => {
-                fold_int::<DurationNanosecondType>(array, hashes, nulls, TAG_DURATION_NS, |v| v)
-            }
+            TimeUnit::Millisecond => fold_int::<FAST, DurationMillisecondType>(
+                array,
+                hashes,
+                nulls,
+                TAG_DURATION_MS,
+                |v| v,
+            ),
+            TimeUnit::Microsecond => fold_int::<FAST, DurationMicrosecondType>(
+                array,
+                hashes,
+                nulls,
+                TAG_DURATION_US,
+                |v| v,
+            ),
+            TimeUnit::Nanosecond => fold_int::<FAST, DurationNanosecondType>(
+                array,
+                hashes,
+                nulls,
+                TAG_DURATION_NS,
+                |v| v,
+            ),
         },
         DataType::Decimal32(_, scale) => {
             let values = array.as_primitive::<Decimal32Type>().values();
-            fold_fixed(hashes, nulls, |i| {
+            fold_fixed::<FAST, _>(hashes, nulls, |i| {
                 decimal_bytes(i128::from(values[i]), *scale)
             });
         }
         DataType::Decimal64(_, scale) => {
             let values = array.as_primitive::<Decimal64Type>().values();
-            fold_fixed(hashes, nulls, |i| {
+            fold_fixed::<FAST, _>(hashes, nulls, |i| {
                 decimal_bytes(i128::from(values[i]), *scale)
             });
         }
         DataType::Decimal128(_, scale) => {
             let values = array.as_primitive::<Decimal128Type>().values();
-            fold_fixed(hashes, nulls, |i| decimal_bytes(values[i], *scale));
+            fold_fixed::<FAST, _>(hashes, nulls, |i| decimal_bytes(values[i], *scale));
         }
         DataType::Decimal256(_, scale) => {
             let values = array.as_primitive::<Decimal256Type>().values();
             let scale = scale.to_le_bytes()[0];
-            fold_fixed(hashes, nulls, |i| {
+            fold_fixed::<FAST, _>(hashes, nulls, |i| {
                 let mut out = [0_u8; 34];
                 out[0] = TAG_DECIMAL256;
                 out[1..33].copy_from_slice(&values[i].to_le_bytes());
@@ -386,7 +443,7 @@ fn hash_column(
             // a typed loop; null keys and null values both decode to nulls.
             let decoded =
                 arrow::compute::cast(array, value_type).map_err(|_| array.data_type().clone())?;
-            hash_column(decoded.as_ref(), hashes, scratch)?;
+            hash_column::<FAST>(decoded.as_ref(), hashes, scratch)?;
         }
         other => return Err(other.clone()),
     }
@@ -402,9 +459,10 @@ fn tagged8(tag: u8, payload: [u8; 8]) -> [u8; 9] {
     out
 }
 
-/// The encoding of a float: widened to f64, `-0.0 -> 0.0`, every NaN -> the canonical NaN.
+/// The encoding of a float as (tag, payload): widened to f64, `-0.0 -> 0.0`, every NaN -> the
+/// canonical NaN.
 #[inline]
-fn float_bytes(value: f64) -> [u8; 9] {
+fn float_payload(value: f64) -> (u8, u64) {
     let bits = if value.is_nan() {
         CANONICAL_NAN_BITS
     } else if value == 0.0 {
@@ -412,7 +470,7 @@ fn float_bytes(value: f64) -> [u8; 9] {
     } else {
         value.to_bits()
     };
-    tagged8(TAG_FLOAT, bits.to_le_bytes())
+    (TAG_FLOAT, bits)
 }
 
 /// The encoding of a decimal up to 128 bits: tag, unscaled `i128`, scale.
@@ -427,7 +485,7 @@ fn decimal_bytes(unscaled: i128, scale: i8) -> [u8; 18] {
 
 /// Folds an integer-like primitive column whose values widen to `i64`.
 #[inline]
-fn fold_int<T: ArrowPrimitiveType>(
+fn fold_int<const FAST: bool, T: ArrowPrimitiveType>(
     array: &dyn Array,
     hashes: &mut [u64],
     nulls: Option<&NullBuffer>,
@@ -435,38 +493,165 @@ fn fold_int<T: ArrowPrimitiveType>(
     widen: impl Fn(T::Native) -> i64,
 ) {
     let values = array.as_primitive::<T>().values();
-    fold_fixed(hashes, nulls, |i| {
-        tagged8(tag, widen(values[i]).to_le_bytes())
-    });
+    // The two's complement bits of the `i64`: the same little-endian bytes.
+    fold_tagged8::<FAST>(hashes, nulls, |i| (tag, widen(values[i]) as u64));
 }
 
-/// The tight loop for fixed-width encodings: `encode(i)` gives row `i`'s tagged bytes.
+/// The hash of a null slot (`[TAG_NULL]`) chained onto `seed`.
+#[inline(always)]
+fn hash_null<const FAST: bool>(seed: u64) -> u64 {
+    if FAST {
+        xxh64_short(seed, &[TAG_NULL])
+    } else {
+        XxHash64::oneshot(seed, &[TAG_NULL])
+    }
+}
+
+/// The tight loop for the 9-byte encodings: `encode(i)` gives row `i`'s tag and the 8 payload
+/// bytes as a little-endian `u64`.
 #[inline]
-fn fold_fixed<const N: usize>(
+fn fold_tagged8<const FAST: bool>(
     hashes: &mut [u64],
     nulls: Option<&NullBuffer>,
-    encode: impl Fn(usize) -> [u8; N],
+    encode: impl Fn(usize) -> (u8, u64),
 ) {
+    let hash = |seed: u64, (tag, payload): (u8, u64)| {
+        if FAST {
+            xxh64_tagged8(seed, tag, payload)
+        } else {
+            XxHash64::oneshot(seed, &tagged8(tag, payload.to_le_bytes()))
+        }
+    };
     match nulls.filter(|n| n.null_count() > 0) {
         None => {
             for (i, h) in hashes.iter_mut().enumerate() {
-                *h = XxHash64::oneshot(*h, &encode(i));
+                *h = hash(*h, encode(i));
             }
         }
         Some(nulls) => {
             for (i, h) in hashes.iter_mut().enumerate() {
                 *h = if nulls.is_valid(i) {
-                    XxHash64::oneshot(*h, &encode(i))
+                    hash(*h, encode(i))
                 } else {
-                    XxHash64::oneshot(*h, &[TAG_NULL])
+                    hash_null::<FAST>(*h)
                 };
             }
         }
     }
 }
 
+/// The tight loop for the other fixed-width encodings: `encode(i)` gives row `i`'s tagged bytes.
+#[inline]
+fn fold_fixed<const FAST: bool, const N: usize>(
+    hashes: &mut [u64],
+    nulls: Option<&NullBuffer>,
+    encode: impl Fn(usize) -> [u8; N],
+) {
+    let hash = |seed: u64, bytes: &[u8; N]| {
+        if FAST && N < 32 {
+            xxh64_short(seed, bytes)
+        } else {
+            XxHash64::oneshot(seed, bytes)
+        }
+    };
+    match nulls.filter(|n| n.null_count() > 0) {
+        None => {
+            for (i, h) in hashes.iter_mut().enumerate() {
+                *h = hash(*h, &encode(i));
+            }
+        }
+        Some(nulls) => {
+            for (i, h) in hashes.iter_mut().enumerate() {
+                *h = if nulls.is_valid(i) {
+                    hash(*h, &encode(i))
+                } else {
+                    hash_null::<FAST>(*h)
+                };
+            }
+        }
+    }
+}
+
+// XXH64's primes (xxHash specification, section "XXH64").
+const PRIME64_1: u64 = 0x9E37_79B1_85EB_CA87;
+const PRIME64_2: u64 = 0xC2B2_AE3D_27D4_EB4F;
+const PRIME64_3: u64 = 0x1656_67B1_9E37_79F9;
+const PRIME64_4: u64 = 0x85EB_CA77_C2B2_AE63;
+const PRIME64_5: u64 = 0x27D4_EB2F_1656_67C5;
+
+/// XXH64's consumption of one 8-byte lane of the tail (`round(0, lane)`, then the merge step).
+#[inline(always)]
+fn xxh64_tail8(acc: u64, lane: u64) -> u64 {
+    let k1 = lane
+        .wrapping_mul(PRIME64_2)
+        .rotate_left(31)
+        .wrapping_mul(PRIME64_1);
+    (acc ^ k1)
+        .rotate_left(27)
+        .wrapping_mul(PRIME64_1)
+        .wrapping_add(PRIME64_4)
+}
+
+/// XXH64's consumption of one tail byte.
+#[inline(always)]
+fn xxh64_tail1(acc: u64, byte: u8) -> u64 {
+    (acc ^ u64::from(byte).wrapping_mul(PRIME64_5))
+        .rotate_left(11)
+        .wrapping_mul(PRIME64_1)
+}
+
+/// XXH64's final avalanche.
+#[inline(always)]
+fn xxh64_avalanche(mut acc: u64) -> u64 {
+    acc ^= acc >> 33;
+    acc = acc.wrapping_mul(PRIME64_2);
+    acc ^= acc >> 29;
+    acc = acc.wrapping_mul(PRIME64_3);
+    acc ^ (acc >> 32)
+}
+
+/// `XXH64(seed, data)` for `data.len() < 32`: the specification's short-input branch (the
+/// accumulator starts at `seed + PRIME64_5 + len`; 8-byte lanes, one 4-byte lane, then single
+/// bytes; avalanche). With `N` a constant the loops unroll to straight-line code.
+#[inline(always)]
+fn xxh64_short<const N: usize>(seed: u64, data: &[u8; N]) -> u64 {
+    debug_assert!(
+        N < 32,
+        "only the short-input branch of XXH64 is implemented"
+    );
+    let mut acc = seed.wrapping_add(PRIME64_5).wrapping_add(N as u64);
+    let mut rest: &[u8] = data;
+    while let Some((lane, tail)) = rest.split_first_chunk::<8>() {
+        acc = xxh64_tail8(acc, u64::from_le_bytes(*lane));
+        rest = tail;
+    }
+    if let Some((lane, tail)) = rest.split_first_chunk::<4>() {
+        acc ^= u64::from(u32::from_le_bytes(*lane)).wrapping_mul(PRIME64_1);
+        acc = acc
+            .rotate_left(23)
+            .wrapping_mul(PRIME64_2)
+            .wrapping_add(PRIME64_3);
+        rest = tail;
+    }
+    for &byte in rest {
+        acc = xxh64_tail1(acc, byte);
+    }
+    xxh64_avalanche(acc)
+}
+
+/// `XXH64(seed, [tag, payload as 8 little-endian bytes])` from registers: the 9-byte input is
+/// one 8-byte lane (`tag` then the low 7 payload bytes) and one tail byte (the payload's top
+/// byte).
+#[inline(always)]
+fn xxh64_tagged8(seed: u64, tag: u8, payload: u64) -> u64 {
+    let acc = seed.wrapping_add(PRIME64_5).wrapping_add(9);
+    let acc = xxh64_tail8(acc, u64::from(tag) | (payload << 8));
+    let acc = xxh64_tail1(acc, payload.to_le_bytes()[7]);
+    xxh64_avalanche(acc)
+}
+
 /// Folds an offset-based string or binary column, reading values straight from its buffers.
-fn fold_bytes<T: ByteArrayType>(
+fn fold_bytes<const FAST: bool, T: ByteArrayType>(
     array: &GenericByteArray<T>,
     hashes: &mut [u64],
     nulls: Option<&NullBuffer>,
@@ -475,26 +660,26 @@ fn fold_bytes<T: ByteArrayType>(
 ) {
     let offsets = array.value_offsets();
     let data = array.values().as_slice();
-    fold_with_scratch(hashes, nulls, scratch, tag, |i| {
+    fold_with_scratch::<FAST>(hashes, nulls, scratch, tag, |i| {
         &data[offsets[i].as_usize()..offsets[i + 1].as_usize()]
     });
 }
 
 /// Folds a string or binary view column.
-fn fold_views<T: ByteViewType + ?Sized>(
+fn fold_views<const FAST: bool, T: ByteViewType + ?Sized>(
     array: &GenericByteViewArray<T>,
     hashes: &mut [u64],
     nulls: Option<&NullBuffer>,
     scratch: &mut Vec<u8>,
     tag: u8,
 ) {
-    fold_with_scratch(hashes, nulls, scratch, tag, |i| array.value(i).as_ref());
+    fold_with_scratch::<FAST>(hashes, nulls, scratch, tag, |i| array.value(i).as_ref());
 }
 
 /// The tight loop for variable-length encodings: the tag and `value(i)` are laid out in a reused
 /// scratch buffer so each value is one `oneshot` call.
 #[inline]
-fn fold_with_scratch<'a>(
+fn fold_with_scratch<'a, const FAST: bool>(
     hashes: &mut [u64],
     nulls: Option<&NullBuffer>,
     scratch: &mut Vec<u8>,
@@ -504,7 +689,7 @@ fn fold_with_scratch<'a>(
     let nulls = nulls.filter(|n| n.null_count() > 0);
     for (i, h) in hashes.iter_mut().enumerate() {
         if nulls.is_some_and(|n| n.is_null(i)) {
-            *h = XxHash64::oneshot(*h, &[TAG_NULL]);
+            *h = hash_null::<FAST>(*h);
             continue;
         }
         scratch.clear();

@@ -482,3 +482,53 @@ impl JobBuilder {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn here() -> Here {
+        Here {
+            file: "t.sql".into(),
+            position: Position { line: 2, column: 5 },
+        }
+    }
+
+    #[test]
+    fn set_reads_job_options_and_refuses_the_rest() {
+        let mut s = Settings::default();
+        s.set("parallelism", "4", &here()).unwrap();
+        s.set("state.shards", "64", &here()).unwrap();
+        s.set("semantic.mode", "at_least_once", &here()).unwrap();
+        s.set("late.policy", "update", &here()).unwrap();
+        s.set("late.allowed-lateness", "5s", &here()).unwrap();
+        assert_eq!(s.parallelism, Some(4));
+        assert_eq!(s.state_shards, Some(64));
+        assert_eq!(s.semantic_mode, Some(SemanticMode::AtLeastOnce));
+        assert_eq!(
+            s.late_options(),
+            serde_json::json!({"policy": "update", "allowed_lateness": 5000})
+        );
+        s.check(&here()).unwrap();
+
+        let err = |key: &str, value: &str| {
+            Settings::default()
+                .set(key, value, &here())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err("parallelism", "0").starts_with("t.sql:2:5:"));
+        assert!(err("semantic.mode", "sometimes").contains("AT_LEAST_ONCE"));
+        assert!(err("checkpoint.interval", "10s").contains("not available yet"));
+        assert!(err("wibble", "1").contains("known:"));
+        let mut route = Settings::default();
+        route.set("late.policy", "route", &here()).unwrap();
+        assert!(
+            route
+                .check(&here())
+                .unwrap_err()
+                .to_string()
+                .contains("late.sink")
+        );
+    }
+}

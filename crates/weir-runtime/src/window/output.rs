@@ -11,18 +11,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use weir_api::{Error, Output, Result};
 
-fn arrow_err(context: &str) -> impl Fn(arrow::error::ArrowError) -> Error + '_ {
-    move |source| Error::Arrow {
-        context: context.to_owned(),
-        source,
-    }
-}
-
 /// `take` of every column by the same indices.
 pub(crate) fn take_all(columns: &[ArrayRef], rows: &UInt32Array) -> Result<Vec<ArrayRef>> {
     columns
         .iter()
-        .map(|c| take(c.as_ref(), rows, None).map_err(arrow_err("selecting window rows")))
+        .map(|c| take(c.as_ref(), rows, None).map_err(|e| Error::arrow("selecting window rows", e)))
         .collect()
 }
 
@@ -75,7 +68,7 @@ pub(crate) fn result_batch_bounds(
         columns.push(Arc::new(marker));
     }
     RecordBatch::try_new(Arc::clone(&cfg.output_schema), columns)
-        .map_err(arrow_err("building a window result"))
+        .map_err(|e| Error::arrow("building a window result", e))
 }
 
 /// Hands rows no window took to the late policy: the side output with a reason (route), or a
@@ -113,7 +106,8 @@ impl LateRows {
             return Ok(());
         };
         let mask: BooleanArray = taken.iter().map(|t| Some(!t)).collect();
-        let rows = filter_record_batch(batch, &mask).map_err(arrow_err("selecting late rows"))?;
+        let rows = filter_record_batch(batch, &mask)
+            .map_err(|e| Error::arrow("selecting late rows", e))?;
         let reasons: StringArray = taken
             .iter()
             .enumerate()
@@ -129,7 +123,7 @@ impl LateRows {
         let mut columns = rows.columns().to_vec();
         columns.push(Arc::new(reasons));
         let routed = RecordBatch::try_new(Arc::clone(schema), columns)
-            .map_err(arrow_err("building late rows"))?;
+            .map_err(|e| Error::arrow("building late rows", e))?;
         out.emit_side(0, routed);
         Ok(())
     }

@@ -389,10 +389,7 @@ fn concat_columns<'a>(
         .map(|c| {
             let parts: Vec<&dyn arrow::array::Array> =
                 chunks.clone().map(|chunk| chunk[c].as_ref()).collect();
-            concat(&parts).map_err(|source| Error::Arrow {
-                context: "restoring window groups".into(),
-                source,
-            })
+            concat(&parts).map_err(|e| Error::arrow("restoring window groups", e))
         })
         .collect()
 }

@@ -4,9 +4,10 @@
 //! (key, window) and aggregates them; the operator must produce the same results and route
 //! the same late rows.
 
+use super::tests::{nullable_batch, schema};
 use super::*;
-use arrow::array::{Array, AsArray, Int64Array, RecordBatch, StringArray};
-use arrow::datatypes::{DataType, Field, Int64Type, Schema, TimestampMillisecondType};
+use arrow::array::{Array, AsArray};
+use arrow::datatypes::{Int64Type, TimestampMillisecondType};
 use std::collections::BTreeMap;
 use weir_api::{Emitted, EventTimeMs, JobId, OperatorId, Output, SubtaskIndex, Watermark};
 
@@ -165,14 +166,6 @@ fn reference_sessions(gap: i64, events: &[Event]) -> (Results, Vec<(Option<i64>,
     (results, late)
 }
 
-fn schema() -> Arc<Schema> {
-    Arc::new(Schema::new(vec![
-        Field::new("ts", DataType::Int64, true),
-        Field::new("k", DataType::Utf8, false),
-        Field::new("v", DataType::Int64, true),
-    ]))
-}
-
 fn run_operator(
     window: serde_json::Value,
     events: &[Event],
@@ -213,21 +206,7 @@ fn run_with_policy(
                  op: &mut Box<dyn Operator>,
                  out: &mut Output| {
         for piece in pending.chunks(cut) {
-            let batch = RecordBatch::try_new(
-                schema(),
-                vec![
-                    Arc::new(Int64Array::from(
-                        piece.iter().map(|r| r.0).collect::<Vec<_>>(),
-                    )),
-                    Arc::new(StringArray::from(
-                        piece.iter().map(|r| r.1).collect::<Vec<_>>(),
-                    )),
-                    Arc::new(Int64Array::from(
-                        piece.iter().map(|r| r.2).collect::<Vec<_>>(),
-                    )),
-                ],
-            )
-            .unwrap();
+            let batch = nullable_batch(piece);
             op.process_batch(0, batch, out).unwrap();
         }
         pending.clear();

@@ -59,13 +59,6 @@ impl std::fmt::Debug for SessionWindowOperator {
     }
 }
 
-fn arrow_err(context: &'static str) -> impl Fn(arrow::error::ArrowError) -> Error {
-    move |source| Error::Arrow {
-        context: context.to_owned(),
-        source,
-    }
-}
-
 fn find(parent: &mut [usize], mut x: usize) -> usize {
     while parent[x] != x {
         parent[x] = parent[parent[x]];
@@ -93,7 +86,7 @@ impl SessionWindowOperator {
                 .map(|f| SortField::new(f.data_type().clone()))
                 .collect(),
         )
-        .map_err(arrow_err("creating the session key converter"))?;
+        .map_err(|e| Error::arrow("creating the session key converter", e))?;
         let space = GroupSpace::new(Arc::clone(&cfg.aggregates), Arc::new(Schema::empty()))?;
         let mut op = Self {
             cfg,
@@ -148,7 +141,7 @@ impl SessionWindowOperator {
         let rows = self
             .converter
             .convert_columns(keys)
-            .map_err(arrow_err("encoding session keys"))?;
+            .map_err(|e| Error::arrow("encoding session keys", e))?;
         Ok(rows.iter().map(|r| Box::from(r.as_ref())).collect())
     }
 
@@ -160,7 +153,7 @@ impl SessionWindowOperator {
         let parser = self.converter.parser();
         self.converter
             .convert_rows(keys.iter().map(|k| parser.parse(k)))
-            .map_err(arrow_err("decoding session keys"))
+            .map_err(|e| Error::arrow("decoding session keys", e))
     }
 
     /// Emits the sessions `(key, session index)` in `fire` (in that order), with the marker

@@ -12,7 +12,8 @@ use weir_api::{
     TaskId, VertexId, Watermark,
 };
 
-fn schema() -> Arc<Schema> {
+/// The input of most window tests: `ts` (Int64 ms, nullable), `k` (Utf8), `v` (Int64).
+pub(super) fn schema() -> Arc<Schema> {
     Arc::new(Schema::new(vec![
         Field::new("ts", DataType::Int64, true),
         Field::new("k", DataType::Utf8, false),
@@ -20,7 +21,8 @@ fn schema() -> Arc<Schema> {
     ]))
 }
 
-fn batch(rows: &[(Option<i64>, &str, i64)]) -> RecordBatch {
+/// A batch of [`schema`] rows `(ts, k, v)`; `None` is null.
+pub(super) fn nullable_batch(rows: &[(Option<i64>, &str, Option<i64>)]) -> RecordBatch {
     RecordBatch::try_new(
         schema(),
         vec![
@@ -36,6 +38,11 @@ fn batch(rows: &[(Option<i64>, &str, i64)]) -> RecordBatch {
         ],
     )
     .unwrap()
+}
+
+fn batch(rows: &[(Option<i64>, &str, i64)]) -> RecordBatch {
+    let rows: Vec<_> = rows.iter().map(|&(t, k, v)| (t, k, Some(v))).collect();
+    nullable_batch(&rows)
 }
 
 fn options(window: serde_json::Value, late: serde_json::Value) -> serde_json::Value {

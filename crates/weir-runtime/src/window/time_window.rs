@@ -14,8 +14,8 @@ use super::output::{LateRows, result_batch, take_all};
 use super::persist::{WindowId, WindowStore};
 use crate::event_time::event_times_ms;
 use arrow::array::{ArrayRef, BooleanArray, RecordBatch, UInt32Array};
-use std::collections::{BTreeMap, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use datafusion::common::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use weir_api::{Barrier, EventTimeMs, Operator, Output, Result, Watermark};
 
@@ -167,8 +167,8 @@ impl Operator for TimeWindowOperator {
         let mut taken = vec![false; rows];
         let mut to_open: Vec<(WindowId, Vec<u32>)> = Vec::new();
         let mut to_fired: Vec<(WindowId, Vec<u32>)> = Vec::new();
-        let mut slot_of: HashMap<(WindowId, bool), usize, BuildHasherDefault<WindowIdHasher>> =
-            HashMap::default();
+        // DataFusion's hash map (foldhash): std's SipHash took 28% of the hop profile here.
+        let mut slot_of: HashMap<(WindowId, bool), usize> = HashMap::default();
         let mut last: Option<(WindowId, bool, usize)> = None;
         let update = self.cfg.policy == LatePolicyKind::Update;
         for i in 0..assigned.len() {
@@ -251,38 +251,6 @@ impl Operator for TimeWindowOperator {
             space.merge(&keys, &states)?;
         }
         result
-    }
-}
-
-/// The hasher of the per-batch window lookup in `process_batch`, which runs once per (row,
-/// window) pair whose window differs from the previous pair's (near every window boundary, and
-/// for every pair of a hop or cumulate window). With std's SipHash the lookup took 28% of the
-/// operator's time for hop windows (5 per row) in `benches/window_aggregate.rs`, a few % for
-/// tumble; the keys are a few window bounds chosen by the data's event times, not by an
-/// adversary.
-#[derive(Debug, Default, Clone, Copy)]
-struct WindowIdHasher(u64);
-
-impl Hasher for WindowIdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u8(&mut self, v: u8) {
-        self.write_u64(u64::from(v));
-    }
-
-    fn write_u64(&mut self, v: u64) {
-        self.0 = (self.0.rotate_left(23) ^ v).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-    }
-
-    fn finish(&self) -> u64 {
-        // Window bounds are multiples of their size or slide, so the product's low bits (the
-        // bucket index) would repeat: fold the high bits in.
-        let z = (self.0 ^ (self.0 >> 29)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z ^ (z >> 32)
     }
 }
 

@@ -26,7 +26,10 @@ pub use weir_sql as sql;
 pub use weir_state as state;
 
 pub use weir_plan::{CompiledPlans, JobSpec};
-pub use weir_runtime::{Error, JobSummary, PreparedJob, Registry, Result, RunOptions, RunningJob};
+pub use weir_runtime::{
+    CheckpointStorage, CheckpointSummary, Error, JobSummary, PreparedJob, Registry, RestoreFrom,
+    Result, RunOptions, RunningJob,
+};
 
 /// The registry with every built-in operator and connector: `filter`, `project`, `union`,
 /// sources `file` and `datagen`, sinks `file` and `blackhole`.

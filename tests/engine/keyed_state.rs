@@ -157,7 +157,13 @@ sinks:
     rt.block_on(async {
         let job = engine.prepare(&spec, None).await?;
         engine
-            .start_with(job, weir::RunOptions { state_dir })
+            .start_with(
+                job,
+                weir::RunOptions {
+                    state_dir,
+                    ..Default::default()
+                },
+            )
             .await?
             .wait()
             .await

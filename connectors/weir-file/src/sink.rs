@@ -133,7 +133,9 @@ struct FileSink {
 #[async_trait::async_trait]
 impl PreparedSink for FileSink {
     fn capabilities(&self) -> Vec<SinkCapability> {
-        vec![SinkCapability::AtLeastOnce]
+        // With checkpoints, part files are staged per epoch and published after the epoch is
+        // durable (epoch.rs); without, the runtime treats the sink as at-least-once.
+        vec![SinkCapability::StagedAtomicCommit]
     }
 
     fn describe(&self) -> String {

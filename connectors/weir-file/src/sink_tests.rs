@@ -73,7 +73,7 @@ async fn each_format_round_trips_through_rolling_part_files() {
             options["compression"] = json!(compression);
         }
         let sink = sink(&FileSinkFactory::new(), options).await.unwrap();
-        assert_eq!(sink.capabilities(), [SinkCapability::AtLeastOnce]);
+        assert_eq!(sink.capabilities(), [SinkCapability::StagedAtomicCommit]);
         let mut writer = sink.create_writer(&ctx(1)).await.unwrap();
         writer.write_batch(batch(0..3)).await.unwrap();
         writer.write_batch(batch(3..3)).await.unwrap();

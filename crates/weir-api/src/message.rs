@@ -17,6 +17,20 @@ impl Watermark {
 pub struct Barrier {
     /// The epoch the barrier closes.
     pub epoch: Epoch,
+    /// The last epoch of a bounded job: every input has ended before it. Operators flush
+    /// (`on_end_of_input` runs before `on_barrier`), so all their output belongs to this epoch;
+    /// only end-of-input follows the barrier.
+    pub is_final: bool,
+}
+
+impl Barrier {
+    /// The barrier of a periodic (not final) epoch.
+    pub fn new(epoch: Epoch) -> Self {
+        Barrier {
+            epoch,
+            is_final: false,
+        }
+    }
 }
 
 /// One message on a channel. A channel delivers its messages in the order they were sent.

@@ -2,6 +2,8 @@
 //! [`weir_api::Error`].
 
 use crate::epoch_log::EpochState;
+use crate::layout;
+use crate::manifest::AttemptId;
 use crate::validate::ManifestProblem;
 use std::fmt;
 use weir_api::{Epoch, ErrorKind};
@@ -116,6 +118,32 @@ pub enum CheckpointError {
         /// What is wrong and what would be accepted.
         message: String,
     },
+    /// A newer attempt of the job exists: this attempt is a zombie and must stop (seed 000
+    /// §10.2). Nothing was written.
+    #[error(
+        "attempt {attempt} was superseded by attempt {current}: checkpoint namespace          `{namespace}` holds {}, so this attempt may not publish; a newer run of the job owns          the namespace and this one must stop",
+        layout::attempt_path(namespace, *current)
+    )]
+    Fenced {
+        /// The attempt that tried to act.
+        attempt: AttemptId,
+        /// The newest attempt in the namespace.
+        current: AttemptId,
+        /// The checkpoint namespace.
+        namespace: String,
+    },
+    /// A file-system call on a local checkpoint directory failed (see
+    /// [`CheckpointStore::with_local_root`](crate::CheckpointStore::with_local_root)).
+    #[error("I/O error while {context} {path}: {source}")]
+    Io {
+        /// What Weir was doing, e.g. `syncing segment`.
+        context: String,
+        /// The file or directory.
+        path: String,
+        /// The operating system's error.
+        #[source]
+        source: std::io::Error,
+    },
     /// Serializing a manifest or a log record failed (a bug: the types are plain data).
     #[error("cannot encode {context}: {message}")]
     Encode {
@@ -186,12 +214,15 @@ impl CheckpointError {
     pub fn kind(&self) -> ErrorKind {
         match self {
             CheckpointError::ObjectStore { .. }
+            | CheckpointError::Io { .. }
             | CheckpointError::Corrupt { .. }
             | CheckpointError::Checksum { .. }
             | CheckpointError::MissingSegments { .. } => ErrorKind::External,
             CheckpointError::ManifestNotFound { .. }
             | CheckpointError::FormatVersion { .. }
-            | CheckpointError::InvalidArgument { .. } => ErrorKind::User,
+            | CheckpointError::InvalidArgument { .. }
+            // Two runs of one job: restarting the older one would fence the newer one.
+            | CheckpointError::Fenced { .. } => ErrorKind::User,
             CheckpointError::Invalid { .. } if self.is_incompatible() => ErrorKind::User,
             CheckpointError::Invalid { .. }
             | CheckpointError::Conflict { .. }
@@ -202,7 +233,8 @@ impl CheckpointError {
 
     /// Whether retrying the same call may succeed: object store failures other than
     /// "not found", "already exists", a failed precondition, an invalid path or an
-    /// unsupported operation.
+    /// unsupported operation. Local I/O errors are not: after a failed `fsync` the kernel may
+    /// have dropped the dirty pages, so a second `fsync` can succeed without the data.
     pub fn is_retryable(&self) -> bool {
         match self {
             CheckpointError::ObjectStore { source, .. } => !matches!(
@@ -254,9 +286,8 @@ impl From<CheckpointError> for weir_api::Error {
         match err.kind() {
             ErrorKind::External => {
                 let context = match &err {
-                    CheckpointError::ObjectStore { context, path, .. } => {
-                        format!("{context} {path}")
-                    }
+                    CheckpointError::ObjectStore { context, path, .. }
+                    | CheckpointError::Io { context, path, .. } => format!("{context} {path}"),
                     _ => "reading a checkpoint".to_owned(),
                 };
                 let retryable = err.is_retryable();

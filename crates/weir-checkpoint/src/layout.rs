@@ -5,17 +5,20 @@
 //! {base}/checkpoint/{namespace}/{epoch}/manifest.json                          the epoch manifest
 //! {base}/checkpoint/{namespace}/{epoch}/{operator}/{subtask}/{shard}/{state}.parquet  segments
 //! {base}/checkpoint/{namespace}/log/{epoch}-{STATE}.json                       epoch log records
+//! {base}/checkpoint/{namespace}/attempts/{attempt:020}                         attempt fences
 //! ```
 //!
 //! `epoch` is decimal without padding because the segment paths of
 //! [`weir_state::segment::segment_path`] already are; readers parse directory names as numbers
 //! and accept only the canonical form (`7`, never `007`), so listing order does not matter.
 //! Each part is percent-encoded by `object_store::path` exactly as `weir-state` encodes it, so
-//! a namespace or id with a `/` stays one path part. `log` is not a number, so it can never be
-//! taken for an epoch directory. All paths here are relative to the store's base path, like
+//! a namespace or id with a `/` stays one path part. `log` and `attempts` are not numbers, so
+//! they can never be taken for epoch directories. Attempt objects are named by the attempt
+//! number zero-padded to 20 digits (every `u64` fits), so they also sort by name. All paths here are relative to the store's base path, like
 //! [`weir_state::SegmentDescriptor::path`].
 
 use crate::epoch_log::EpochState;
+use crate::manifest::AttemptId;
 use object_store::path::Path as ObjectPath;
 use weir_api::Epoch;
 
@@ -27,6 +30,10 @@ pub const MANIFEST_FILE: &str = "manifest.json";
 pub const LOG_DIR: &str = "log";
 /// Suffix of an epoch log record.
 pub const LOG_SUFFIX: &str = ".json";
+/// Directory of the attempt objects inside a namespace.
+pub const ATTEMPTS_DIR: &str = "attempts";
+/// Digits of an attempt object's name.
+const ATTEMPT_DIGITS: usize = 20;
 
 /// `checkpoint/{namespace}`: everything of one checkpoint namespace.
 pub fn namespace_path(namespace: &str) -> ObjectPath {
@@ -57,6 +64,25 @@ pub fn log_path(namespace: &str) -> ObjectPath {
 pub fn log_record_path(namespace: &str, epoch: Epoch, state: EpochState) -> ObjectPath {
     let file = format!("{}-{}{LOG_SUFFIX}", epoch.0, state.as_str());
     ObjectPath::from_iter([CHECKPOINT_DIR, namespace, LOG_DIR, &file])
+}
+
+/// `checkpoint/{namespace}/attempts`: one empty object per attempt of the job.
+pub fn attempts_path(namespace: &str) -> ObjectPath {
+    ObjectPath::from_iter([CHECKPOINT_DIR, namespace, ATTEMPTS_DIR])
+}
+
+/// `checkpoint/{namespace}/attempts/{attempt:020}`: the object that claims `attempt`.
+pub fn attempt_path(namespace: &str, attempt: AttemptId) -> ObjectPath {
+    let file = format!("{:0width$}", attempt.0, width = ATTEMPT_DIGITS);
+    ObjectPath::from_iter([CHECKPOINT_DIR, namespace, ATTEMPTS_DIR, &file])
+}
+
+/// The attempt an attempt object's name stands for: exactly 20 decimal digits.
+pub(crate) fn parse_attempt_name(name: &str) -> Option<AttemptId> {
+    if name.len() != ATTEMPT_DIGITS || !name.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    name.parse().ok().map(AttemptId)
 }
 
 /// The epoch an epoch directory name stands for: canonical decimal only.
@@ -125,6 +151,26 @@ mod tests {
             parse_log_record_name("12-COMMITTED.json"),
             Some((Epoch(12), EpochState::Committed))
         );
+        assert_eq!(
+            attempt_path("ns", AttemptId(42)).to_string(),
+            "checkpoint/ns/attempts/00000000000000000042"
+        );
+        assert_eq!(
+            parse_attempt_name("00000000000000000042"),
+            Some(AttemptId(42))
+        );
+        assert_eq!(
+            parse_attempt_name("18446744073709551615"),
+            Some(AttemptId(u64::MAX))
+        );
+        for bad in [
+            "42",
+            "0000000000000000004a",
+            "99999999999999999999",
+            "+0000000000000000042",
+        ] {
+            assert_eq!(parse_attempt_name(bad), None, "{bad}");
+        }
         for bad in [
             "12-committed.json",
             "12-DONE.json",

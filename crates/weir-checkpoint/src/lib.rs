@@ -6,10 +6,13 @@
 //! - [`EpochManifest`]: the one entry point of recovery, stored as canonical JSON with a
 //!   SHA-256 checksum ([`manifest`] documents the exact rule);
 //! - [`ExpectedCheckpoint`]: what a complete checkpoint of a `PartitionedPlan` contains (its
-//!   `checkpoint_ack_set`, fingerprint, shards, input channels), and validation against it;
+//!   `checkpoint_ack_set`, fingerprints, shards, input channels), validation against it, and
+//!   whether it can restore a manifest taken at another parallelism;
 //! - [`CheckpointStore`]: the [`layout`] of a checkpoint namespace, create-if-absent
-//!   publication, listing and reading manifests, [`CheckpointStore::latest_durable`] with
-//!   fallback past damaged manifests, and retention ([`CheckpointStore::retain`]);
+//!   publication (durable on a local file system with [`CheckpointStore::with_local_root`]),
+//!   attempt fencing ([`CheckpointStore::acquire_attempt`]), listing and reading manifests,
+//!   [`CheckpointStore::latest_durable`] with fallback past damaged manifests and restore at
+//!   another parallelism, and retention ([`CheckpointStore::retain`]);
 //! - [`EpochLog`] and the epoch lifecycle ([`EpochState`], [`transition`]).
 //!
 //! It is a library: nothing here injects barriers, coordinates tasks or restores state (see
@@ -21,7 +24,7 @@
 //! use object_store::memory::InMemory;
 //! use object_store::path::Path;
 //! use weir_api::Epoch;
-//! use weir_checkpoint::{AttemptId, CheckpointStore, ExpectedCheckpoint, PublishOutcome, TaskSnapshot};
+//! use weir_checkpoint::{CheckpointStore, ExpectedCheckpoint, PublishOutcome, TaskSnapshot};
 //! use weir_plan::{CompiledPlans, JobSpec};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -38,7 +41,8 @@
 //! let store = CheckpointStore::try_new(Arc::new(InMemory::new()), Path::from("ckpt"), "demo")?;
 //!
 //! // Segments are written first (weir_state::SegmentStore), then the manifest is published.
-//! let mut manifest = expected.manifest_template("demo", Epoch(1), AttemptId(0));
+//! let attempt = store.acquire_attempt().await?;
+//! let mut manifest = expected.manifest_template("demo", Epoch(1), attempt);
 //! manifest.task_snapshots = expected.tasks().iter().map(|task| TaskSnapshot {
 //!     task: task.clone(), segments: vec![], input_watermarks: vec![],
 //! }).collect();
@@ -52,7 +56,9 @@
 
 pub mod epoch_log;
 mod error;
+mod fencing;
 pub mod layout;
+mod local_sync;
 pub mod manifest;
 mod retention;
 mod store;
@@ -71,7 +77,11 @@ pub use store::{CheckpointStore, LatestDurable, PublishOutcome, SkippedManifest}
 pub use validate::{ExpectedCheckpoint, ManifestProblem, structural_problems};
 
 #[cfg(test)]
+mod fencing_tests;
+#[cfg(test)]
 mod log_tests;
+#[cfg(test)]
+mod restore_tests;
 #[cfg(test)]
 mod retention_tests;
 #[cfg(test)]

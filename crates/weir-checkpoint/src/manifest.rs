@@ -32,8 +32,9 @@ use weir_api::{ChannelId, Epoch, EventTimeMs, JobId, OperatorId, PipelineId, Sub
 use weir_api::{TaskId, VertexId};
 use weir_state::SegmentDescriptor;
 
-/// The manifest format this build writes and reads (`formatVersion`).
-pub const MANIFEST_FORMAT_VERSION: u32 = 1;
+/// The manifest format this build writes and reads (`formatVersion`). Version 2 added
+/// `logicalFingerprint` and the `epoch` of sink transactions.
+pub const MANIFEST_FORMAT_VERSION: u32 = 2;
 
 /// What every stored manifest ends with before the checksum's hex digits.
 const CHECKSUM_OPEN: &[u8] = b",\"checksum\":\"";
@@ -43,7 +44,8 @@ const CHECKSUM_CLOSE: &[u8] = b"\"}";
 const HEX_LEN: usize = 64;
 
 /// One run of a job: a restart gets a new attempt id, so output and reports of an older attempt
-/// can be told apart (and, later, fenced; seed 000 §10.2).
+/// can be told apart and fenced (seed 000 §10.2): see
+/// [`CheckpointStore::acquire_attempt`](crate::CheckpointStore::acquire_attempt).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
 )]
@@ -135,8 +137,12 @@ pub struct EnumeratorSnapshot {
     pub discovery_cursor: Option<serde_json::Value>,
 }
 
-/// The pending transaction of one sink subtask for the epoch (seed 000 §7.3): what the sink
-/// needs to commit it after the manifest is durable, or to abort it on recovery.
+/// A pending transaction of one sink subtask (seed 000 §7.3): what the sink needs to commit it
+/// after the manifest is durable, or to abort it on recovery.
+///
+/// A manifest may list several transactions of one sink subtask: when an epoch is aborted while
+/// the job continues, its pre-commit stays pending and is subsumed by the next durable epoch,
+/// whose manifest lists it again with its own (older) `epoch`.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct SinkTransaction {
@@ -144,6 +150,8 @@ pub struct SinkTransaction {
     pub operator: OperatorId,
     /// The sink subtask.
     pub subtask: SubtaskIndex,
+    /// The epoch whose barrier pre-committed the transaction: at most the manifest's epoch.
+    pub epoch: Epoch,
     /// The sink's pre-commit result (transaction handle, staged files), opaque to Weir.
     #[serde(serialize_with = "canonical_value")]
     pub pre_commit: serde_json::Value,
@@ -172,6 +180,10 @@ pub struct EpochManifest {
     /// Lowercase hex SHA-256 of the canonical JSON of the `PartitionedPlan` that took the epoch
     /// (`weir_plan::Plan::fingerprint`).
     pub plan_fingerprint: String,
+    /// Lowercase hex SHA-256 of the plan without anything that depends on parallelism
+    /// (`weir_plan::PartitionedPlan::logical_fingerprint`): equal for the same job at another
+    /// parallelism, which is what a rescaled restore checks.
+    pub logical_fingerprint: String,
     /// Checkpoint or savepoint.
     pub kind: CheckpointKind,
     /// The attempt of the job that took the epoch.
@@ -187,7 +199,7 @@ pub struct EpochManifest {
     pub source_offsets: Vec<SourceSplitOffset>,
     /// Source split registries, one per source operator that has one.
     pub source_enumerator_snapshots: Vec<EnumeratorSnapshot>,
-    /// Sink pending transactions, one per (sink operator, subtask) that has one.
+    /// Sink pending transactions, at most one per (sink operator, subtask, epoch).
     pub sink_transactions: Vec<SinkTransaction>,
     /// When the coordinator created the epoch, ms since the Unix epoch.
     pub created_at_ms: u64,

@@ -1,7 +1,9 @@
 //! Retention (seed 000 §14.2): keep the newest N checkpoints of one namespace and every
-//! savepoint, delete the rest and the segments no manifest references.
+//! savepoint, delete the rest and the segments no manifest references, and all but the newest
+//! attempt objects.
 
 use crate::error::{CheckpointError, CheckpointResult};
+use crate::fencing::KEPT_ATTEMPTS;
 use crate::layout;
 use crate::manifest::EpochManifest;
 use crate::store::{CONCURRENCY, CheckpointStore};
@@ -22,7 +24,7 @@ pub struct RetentionReport {
     /// objects were deleted, oldest first.
     pub deleted_orphan_epochs: Vec<Epoch>,
     /// Every object deleted (full paths), sorted: manifests, segments, unreferenced segments
-    /// of kept epochs, orphans and epoch log records of deleted epochs.
+    /// of kept epochs, orphans, epoch log records of deleted epochs and old attempt objects.
     pub deleted_objects: Vec<String>,
     /// Manifests that could not be read (corrupt, another format): left alone with their
     /// segments, since retention cannot tell whether they are savepoints. With the reason.
@@ -34,6 +36,8 @@ pub struct RetentionReport {
 struct Inventory {
     epochs: BTreeMap<Epoch, Vec<ObjectPath>>,
     log_records: Vec<(Epoch, ObjectPath)>,
+    /// Attempt objects, unsorted.
+    attempts: Vec<(crate::AttemptId, ObjectPath)>,
 }
 
 impl CheckpointStore {
@@ -41,9 +45,11 @@ impl CheckpointStore {
     /// checkpoints (the manifest first, so a crash midway leaves orphans, never a manifest
     /// without its segments), segments in kept epoch directories that their manifest does not
     /// reference, orphan epoch directories (no manifest, older than the newest durable epoch:
-    /// failed snapshots), and epoch log records older than the oldest kept checkpoint (except
-    /// those of savepoints). Epochs newer than the newest durable one may be in flight and are
-    /// never touched, nor are unreadable manifests. Objects already gone are skipped, so a
+    /// failed snapshots), epoch log records older than the oldest kept checkpoint (except
+    /// those of savepoints), and attempt objects older than the newest 16 (the newest one
+    /// fences older attempts; the directory itself is never removed). Epochs newer than the
+    /// newest durable one may be in flight and are never touched, nor are unreadable
+    /// manifests. Objects already gone are skipped, so a
     /// retention interrupted midway can simply run again.
     ///
     /// Only manifests that read back intact count towards `keep`; their segments are not
@@ -136,9 +142,20 @@ impl CheckpointStore {
             );
         }
 
+        let mut attempts = inventory.attempts;
+        attempts.sort();
+        let old_attempts = attempts.len().saturating_sub(KEPT_ATTEMPTS);
+        let attempts_to_delete: Vec<ObjectPath> =
+            attempts.drain(..old_attempts).map(|(_, p)| p).collect();
+
         // Manifests first: once they are gone the epochs are no restore points, and anything
         // left behind by a crash below is an orphan the next run deletes.
-        for batch in [manifests_to_delete, objects_to_delete, records_to_delete] {
+        for batch in [
+            manifests_to_delete,
+            objects_to_delete,
+            records_to_delete,
+            attempts_to_delete,
+        ] {
             self.delete_all(&batch).await?;
             report
                 .deleted_objects
@@ -178,6 +195,11 @@ impl CheckpointStore {
                 && let Some((epoch, _)) = layout::parse_log_record_name(parts[1].as_ref())
             {
                 inventory.log_records.push((epoch, meta.location));
+            } else if first.as_ref() == layout::ATTEMPTS_DIR
+                && parts.len() == 2
+                && let Some(attempt) = layout::parse_attempt_name(parts[1].as_ref())
+            {
+                inventory.attempts.push((attempt, meta.location));
             }
         }
         Ok(inventory)
@@ -185,11 +207,12 @@ impl CheckpointStore {
 
     /// Deletes `locations`, 16 at a time; objects already gone count as deleted.
     async fn delete_all(&self, locations: &[ObjectPath]) -> CheckpointResult<()> {
-        futures::stream::iter(locations)
+        // Owned paths: see `CheckpointStore::verify_segments`.
+        futures::stream::iter(locations.to_vec())
             .map(|location| async move {
-                match self.object_store().delete(location).await {
+                match self.object_store().delete(&location).await {
                     Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
-                    Err(e) => Err(CheckpointError::store("deleting", location, e)),
+                    Err(e) => Err(CheckpointError::store("deleting", &location, e)),
                 }
             })
             .buffer_unordered(CONCURRENCY)

@@ -13,6 +13,7 @@
 //!   partial manifest, and of two racing publishers exactly one wins. It does **not** `fsync`
 //!   the file or the directory (no `sync_all` anywhere in `local.rs`): after a power loss or OS
 //!   crash the manifest and the segments may be lost or empty even though the put returned.
+//!   [`CheckpointStore::with_local_root`] makes publication `fsync` them itself.
 //!   A crash between writing and linking leaves a `manifest.json#1` staging file, which
 //!   `LocalFileSystem` listings hide. The file system must support hard links.
 //! - `InMemory` (`src/memory.rs`): the entry is inserted under the store's write lock only if
@@ -28,11 +29,13 @@
 use crate::epoch_log::{EpochLog, EpochState};
 use crate::error::{CheckpointError, CheckpointResult, SegmentIssue};
 use crate::layout;
-use crate::manifest::EpochManifest;
+use crate::local_sync;
+use crate::manifest::{CheckpointKind, EpochManifest};
 use crate::validate::{ExpectedCheckpoint, ManifestProblem, invalid_if_any, structural_problems};
 use futures::{StreamExt, TryStreamExt};
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload};
+use std::path::PathBuf;
 use std::sync::Arc;
 use weir_api::Epoch;
 
@@ -87,6 +90,8 @@ pub struct CheckpointStore {
     store: Arc<dyn ObjectStore>,
     base: ObjectPath,
     namespace: String,
+    /// The root directory of `store` when it is a `LocalFileSystem`: publication `fsync`s.
+    local_root: Option<PathBuf>,
 }
 
 impl CheckpointStore {
@@ -109,7 +114,38 @@ impl CheckpointStore {
             store,
             base,
             namespace,
+            local_root: None,
         })
+    }
+
+    /// Declares that the object store is an `object_store::local::LocalFileSystem` rooted at
+    /// `root` (the directory given to `LocalFileSystem::new_with_prefix`), so that
+    /// publication is durable on a local file system (seed 000 §14.1: write, `fsync`,
+    /// rename). `LocalFileSystem` never calls `fsync`; with a local root,
+    /// [`CheckpointStore::publish_manifest`] itself
+    ///
+    /// 1. before publishing, `fsync`s every segment file the manifest references and every
+    ///    directory from each file's up to `root` (so their directory entries are durable),
+    ///    failing with [`CheckpointError::Io`] naming the file if one is missing or cannot be
+    ///    synced — then nothing is published;
+    /// 2. after the manifest is created (or found already published with the same bytes),
+    ///    `fsync`s the manifest file and its directories the same way.
+    ///
+    /// The calls run on tokio's blocking thread pool, so publication then needs a tokio
+    /// runtime. Object paths map to files as `LocalFileSystem` maps them: `root` joined with
+    /// every (percent-encoded) path part. Without a local root nothing is synced, which is
+    /// right for object stores that are durable when a put returns.
+    #[must_use]
+    pub fn with_local_root(self, root: PathBuf) -> Self {
+        Self {
+            local_root: Some(root),
+            ..self
+        }
+    }
+
+    /// The local root set by [`CheckpointStore::with_local_root`].
+    pub fn local_root(&self) -> Option<&std::path::Path> {
+        self.local_root.as_deref()
     }
 
     /// The checkpoint namespace.
@@ -150,21 +186,28 @@ impl CheckpointStore {
         )
     }
 
-    /// Validates `manifest` against `expected` and publishes it atomically, create-if-absent.
-    /// Publishing the identical manifest again is a no-op. Its segments must already be
-    /// written; this does not look for them (that costs a request per segment, paid on
-    /// recovery by [`CheckpointStore::latest_durable`] instead).
+    /// Checks that the manifest's attempt is not fenced ([`CheckpointStore::check_attempt`]),
+    /// validates `manifest` against `expected` ([`ExpectedCheckpoint::validate`]) and publishes
+    /// it atomically, create-if-absent. Publishing the identical manifest again is a no-op. Its
+    /// segments must already be written; on an object store this does not look for them (that
+    /// costs a request per segment, paid on recovery by [`CheckpointStore::latest_durable`]
+    /// instead); with a [local root](CheckpointStore::with_local_root) it `fsync`s them.
     ///
     /// # Errors
-    /// [`CheckpointError::Invalid`] when the manifest belongs to another namespace or fails
-    /// validation (nothing is written); [`CheckpointError::Conflict`] when another manifest is
-    /// already published for the epoch; [`CheckpointError::ObjectStore`] when the store fails,
-    /// including stores without create-if-absent (`NotImplemented`).
+    /// [`CheckpointError::Fenced`] when a newer attempt exists; [`CheckpointError::Invalid`]
+    /// when the manifest belongs to another namespace or fails validation;
+    /// [`CheckpointError::Io`] when a segment file cannot be synced (in these three cases
+    /// nothing is written); [`CheckpointError::Conflict`] when another manifest is already
+    /// published for the epoch; [`CheckpointError::ObjectStore`] when the store fails,
+    /// including stores without create-if-absent (`NotImplemented`); [`CheckpointError::Io`]
+    /// when the published manifest cannot be synced (it is published then, but maybe not
+    /// durable: do not commit sinks on it).
     pub async fn publish_manifest(
         &self,
         manifest: &EpochManifest,
         expected: &ExpectedCheckpoint,
     ) -> CheckpointResult<PublishOutcome> {
+        self.check_attempt(manifest.attempt_id).await?;
         let location = self.manifest_location(manifest.epoch);
         let path = location.to_string();
         let mut problems = Vec::new();
@@ -178,6 +221,13 @@ impl CheckpointStore {
         problems.extend(expected.problems(manifest));
         invalid_if_any(&path, problems)?;
         let bytes = manifest.to_json()?;
+        if let Some(root) = &self.local_root {
+            let segments = manifest
+                .segments()
+                .map(|d| self.location(&d.path))
+                .collect::<CheckpointResult<Vec<_>>>()?;
+            local_sync::sync_files(root, segments, "syncing segment").await?;
+        }
         let opts = PutOptions {
             mode: PutMode::Create,
             ..PutOptions::default()
@@ -187,12 +237,17 @@ impl CheckpointStore {
             .put_opts(&location, PutPayload::from(bytes.clone()), opts)
             .await
         {
-            Ok(_) => Ok(PublishOutcome::Published),
+            Ok(_) => {
+                self.sync_manifest(location).await?;
+                Ok(PublishOutcome::Published)
+            }
             Err(object_store::Error::AlreadyExists { .. }) => {
                 let existing = self
                     .get(&location, "reading the published manifest")
                     .await?;
                 if existing == bytes {
+                    // A retry after a crash between the put and the sync syncs now.
+                    self.sync_manifest(location).await?;
                     Ok(PublishOutcome::AlreadyPublished)
                 } else {
                     Err(CheckpointError::Conflict {
@@ -202,6 +257,14 @@ impl CheckpointStore {
                 }
             }
             Err(e) => Err(CheckpointError::store("publishing manifest", &location, e)),
+        }
+    }
+
+    /// With a local root, `fsync`s the manifest at `location` and its directories.
+    async fn sync_manifest(&self, location: ObjectPath) -> CheckpointResult<()> {
+        match &self.local_root {
+            Some(root) => local_sync::sync_files(root, vec![location], "syncing manifest").await,
+            None => Ok(()),
         }
     }
 
@@ -291,7 +354,10 @@ impl CheckpointStore {
     /// [`CheckpointError::MissingSegments`] listing every missing or wrongly sized segment;
     /// [`CheckpointError::ObjectStore`] when the store fails otherwise.
     pub async fn verify_segments(&self, manifest: &EpochManifest) -> CheckpointResult<()> {
-        let heads = futures::stream::iter(manifest.segments())
+        // Owned items: a closure over borrowed ones makes the future's `Send` depend on a
+        // higher-ranked lifetime, which callers in spawned tasks cannot prove.
+        let segments: Vec<weir_state::SegmentDescriptor> = manifest.segments().cloned().collect();
+        let heads = futures::stream::iter(segments)
             .map(|d| async move {
                 let location = self.location(&d.path)?;
                 let issue = |found_bytes| SegmentIssue {
@@ -321,15 +387,17 @@ impl CheckpointStore {
         })
     }
 
-    /// The manifest to recover from: the newest one that reads back intact, matches
-    /// `expected` and whose segments all exist with their sizes. A newer manifest that is
-    /// corrupt, invalid or incomplete is passed over and reported in
-    /// [`LatestDurable::skipped`] with the reason and what the epoch log says about it.
+    /// The manifest to recover from: the newest one that reads back intact, that `expected`
+    /// can restore from ([`ExpectedCheckpoint::validate_restore`]: the same plan, or the same
+    /// job's logic at another parallelism) and whose segments all exist with their sizes
+    /// ([`CheckpointStore::restorable`]). A newer manifest that is corrupt, invalid or
+    /// incomplete is passed over and reported in [`LatestDurable::skipped`] with the reason and
+    /// what the epoch log says about it.
     ///
     /// # Errors
     /// When the store fails (a transient failure must not silently pick an older epoch);
     /// [`CheckpointError::Invalid`] when the newest readable manifest belongs to another job,
-    /// pipeline, plan fingerprint or state format, and [`CheckpointError::FormatVersion`] when
+    /// pipeline, job logic or state format, and [`CheckpointError::FormatVersion`] when
     /// it was written by a release with another manifest format: recovery must be refused
     /// then (seed 000 §10.4), not fall back. A corrupt epoch log record fails the call when there is
     /// something to report about it.
@@ -366,15 +434,46 @@ impl CheckpointStore {
         })
     }
 
-    async fn restorable(
+    /// The manifest of `epoch` if `expected` can restore from it: it reads back intact
+    /// ([`CheckpointStore::read_manifest`]), passes [`ExpectedCheckpoint::validate_restore`]
+    /// (the same plan, or the same job's logic at another parallelism), and all its segments
+    /// exist with their sizes ([`CheckpointStore::verify_segments`]). What restoring a chosen
+    /// epoch (a savepoint, say) checks.
+    ///
+    /// # Errors
+    /// Those of the three calls, each naming the manifest.
+    pub async fn restorable(
         &self,
         epoch: Epoch,
         expected: &ExpectedCheckpoint,
     ) -> CheckpointResult<EpochManifest> {
         let manifest = self.read_manifest(epoch).await?;
-        expected.validate(&manifest, self.manifest_location(epoch).as_ref())?;
+        expected.validate_restore(&manifest, self.manifest_location(epoch).as_ref())?;
         self.verify_segments(&manifest).await?;
         Ok(manifest)
+    }
+
+    /// The newest epoch whose manifest is a savepoint named `name`, or `None`. Manifests that
+    /// cannot be read (damaged, another format) are passed over: their names are unknown.
+    /// Reads manifests newest first until one matches.
+    ///
+    /// # Errors
+    /// [`CheckpointError::ObjectStore`] when the store fails.
+    pub async fn find_savepoint(&self, name: &str) -> CheckpointResult<Option<Epoch>> {
+        for epoch in self.list_epochs().await?.into_iter().rev() {
+            match self.read_manifest(epoch).await {
+                Ok(m) => {
+                    if matches!(&m.kind, CheckpointKind::Savepoint { name: Some(n) } if n == name) {
+                        return Ok(Some(epoch));
+                    }
+                }
+                Err(e)
+                    if e.is_unusable_manifest()
+                        || matches!(e, CheckpointError::FormatVersion { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(None)
     }
 
     pub(crate) async fn get(

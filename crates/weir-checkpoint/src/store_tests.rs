@@ -48,7 +48,7 @@ fn canonical_json_round_trips_and_follows_the_documented_checksum_rule() -> Test
         !text.contains('\n') && !text.contains(": "),
         "compact: {text}"
     );
-    assert!(text.starts_with(r#"{"formatVersion":1,"namespace":"bids-euro/main","epoch":7,"#));
+    assert!(text.starts_with(r#"{"formatVersion":2,"namespace":"bids-euro/main","epoch":7,"#));
     assert!(text.contains(r#""kind":{"type":"checkpoint"}"#), "{text}");
     assert!(
         text.contains(r#""cursor":{"a":1.5,"nextRecord":70}"#),
@@ -97,15 +97,15 @@ fn savepoints_serialize_with_their_name_and_unknown_fields_are_refused() -> Test
 
     // Another format version is reported as such.
     value["kind"] = serde_json::json!({"type": "checkpoint"});
-    value["formatVersion"] = serde_json::json!(2);
+    value["formatVersion"] = serde_json::json!(1);
     let reencoded = reseal(&value);
-    let err = EpochManifest::from_json(&reencoded, "m").expect_err("version 2");
+    let err = EpochManifest::from_json(&reencoded, "m").expect_err("version 1");
     assert!(
         matches!(
             err,
             CheckpointError::FormatVersion {
-                found: 2,
-                expected: 1,
+                found: 1,
+                expected: 2,
                 ..
             }
         ),
@@ -493,7 +493,7 @@ async fn a_manifest_of_another_format_version_stops_recovery() -> TestResult {
         let m2 = full_manifest(&plan, 2);
         checkpoint(&store, &m2).await?;
         let mut value: serde_json::Value = serde_json::from_slice(&m2.to_json()?)?;
-        value["formatVersion"] = serde_json::json!(2);
+        value["formatVersion"] = serde_json::json!(3);
         store
             .object_store()
             .put(
@@ -506,7 +506,7 @@ async fn a_manifest_of_another_format_version_stops_recovery() -> TestResult {
             .await
             .expect_err("newer release");
         assert!(
-            matches!(err, CheckpointError::FormatVersion { found: 2, .. }),
+            matches!(err, CheckpointError::FormatVersion { found: 3, .. }),
             "{name}: {err}"
         );
         // Retention leaves it alone.

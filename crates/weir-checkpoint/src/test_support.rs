@@ -126,6 +126,7 @@ pub(crate) fn full_manifest(plan: &PartitionedPlan, epoch: u64) -> EpochManifest
         .map(|s| SinkTransaction {
             operator: operator(plan, NodeKind::Sink),
             subtask: SubtaskIndex(s),
+            epoch: Epoch(epoch),
             pre_commit: serde_json::json!({ "staged": [format!("out/.staging/{epoch}-{s}.parquet")] }),
         })
         .collect();

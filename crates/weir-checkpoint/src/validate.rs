@@ -1,14 +1,18 @@
 //! Validation of a manifest: on its own (one entry per task, segment and split; every segment in
-//! its epoch directory) and against the plan it must restore (the exact checkpoint ACK set, the
-//! plan fingerprint, shard counts, input channels, source and sink operators).
+//! its epoch directory), against the plan that publishes it (the exact checkpoint ACK set, the
+//! plan fingerprint, shard counts, input channels, source and sink operators), and against a
+//! plan that restores it, possibly at another parallelism (a rescale: the same logical
+//! fingerprint, a manifest complete for its own parallelism).
 
 use crate::error::{CheckpointError, CheckpointResult};
 use crate::layout;
 use crate::manifest::{AttemptId, CheckpointKind, EpochManifest, MANIFEST_FORMAT_VERSION};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
-use weir_api::{ChannelId, Epoch, JobId, OperatorId, PipelineId, TaskId, VertexId};
-use weir_plan::{NodeKind, PartitionedPlan, Plan};
+use weir_api::{
+    ChannelId, EdgeId, Epoch, JobId, OperatorId, PipelineId, SubtaskIndex, TaskId, VertexId,
+};
+use weir_plan::{NodeKind, PartitionedPlan, Plan, ShardAssignment};
 use weir_state::STATE_FORMAT_VERSION;
 
 /// Fields whose mismatch means the manifest belongs to another job, plan or state format:
@@ -51,13 +55,48 @@ pub enum ManifestProblem {
         /// What is wrong with it.
         message: String,
     },
+    /// The checkpoint was taken by a job with another logic and has state, tasks, offsets or
+    /// transactions of an operator this plan does not have (removed, or its id changed).
+    OperatorNotInPlan(OperatorId),
+    /// The checkpoint was taken by a job with another logic and has no task for this vertex
+    /// head operator (added, its id changed, or chained differently).
+    OperatorNotInCheckpoint(OperatorId),
+    /// The checkpoint was taken by a job with another logic and another `stateShardCount` for
+    /// a vertex (`None`: the vertex is not keyed there). Keyed state cannot be re-sharded.
+    StateShardCountChanged {
+        /// The vertex.
+        vertex: VertexId,
+        /// This plan's count.
+        expected: Option<u32>,
+        /// The checkpoint's count.
+        found: Option<u32>,
+    },
+    /// The checkpoint was taken by a job with another logic, and nothing more specific can be
+    /// said from the manifest: an operator's options, a key or an edge changed.
+    LogicChanged {
+        /// This plan's logical fingerprint.
+        expected: String,
+        /// The checkpoint's logical fingerprint.
+        found: String,
+    },
 }
 
 impl ManifestProblem {
     /// Whether the problem means "another job, plan or state format" rather than "damaged".
     pub fn is_incompatibility(&self) -> bool {
-        matches!(self, ManifestProblem::Mismatch { field, .. }
-            if INCOMPATIBLE_FIELDS.contains(&field.as_str()))
+        match self {
+            ManifestProblem::Mismatch { field, .. } => {
+                INCOMPATIBLE_FIELDS.contains(&field.as_str())
+            }
+            ManifestProblem::OperatorNotInPlan(_)
+            | ManifestProblem::OperatorNotInCheckpoint(_)
+            | ManifestProblem::StateShardCountChanged { .. }
+            | ManifestProblem::LogicChanged { .. } => true,
+            ManifestProblem::MissingTask(_)
+            | ManifestProblem::DuplicateTask { .. }
+            | ManifestProblem::ExtraTask(_)
+            | ManifestProblem::Entry { .. } => false,
+        }
     }
 
     fn mismatch(
@@ -96,6 +135,35 @@ impl fmt::Display for ManifestProblem {
                 write!(f, "task {task} is not in the plan's checkpoint ACK set")
             }
             ManifestProblem::Entry { entry, message } => write!(f, "{entry}: {message}"),
+            ManifestProblem::OperatorNotInPlan(op) => write!(
+                f,
+                "operator `{op}` has state, tasks, offsets or transactions in the checkpoint \
+                 but is not in this plan (removed, or its id changed)"
+            ),
+            ManifestProblem::OperatorNotInCheckpoint(op) => write!(
+                f,
+                "operator `{op}` of this plan has no task in the checkpoint (added, its id \
+                 changed, or it is chained differently)"
+            ),
+            ManifestProblem::StateShardCountChanged {
+                vertex,
+                expected,
+                found,
+            } => {
+                let show = |c: &Option<u32>| c.map_or("not keyed".to_owned(), |c| c.to_string());
+                write!(
+                    f,
+                    "stateShardCount of vertex `{vertex}` is {} in the checkpoint and {} in \
+                     this plan; keyed state cannot be re-sharded",
+                    show(found),
+                    show(expected)
+                )
+            }
+            ManifestProblem::LogicChanged { expected, found } => write!(
+                f,
+                "the job's logic changed (options, keys or edges): the checkpoint's logical \
+                 fingerprint is {found}, this plan's is {expected}"
+            ),
         }
     }
 }
@@ -103,6 +171,8 @@ impl fmt::Display for ManifestProblem {
 /// What the plan expects of a vertex.
 #[derive(Debug, Clone)]
 struct ExpectedVertex {
+    /// The chain's head operator.
+    head: Option<OperatorId>,
     parallelism: u32,
     operators: BTreeSet<OperatorId>,
     /// `stateShardCount` and the owner subtask of every shard, for keyed vertices.
@@ -118,10 +188,13 @@ pub struct ExpectedCheckpoint {
     job_id: JobId,
     pipeline_id: PipelineId,
     plan_fingerprint: String,
+    logical_fingerprint: String,
     tasks: Vec<TaskId>,
     vertices: BTreeMap<VertexId, ExpectedVertex>,
     /// Every operator with its vertex and kind.
     operators: BTreeMap<OperatorId, (VertexId, NodeKind)>,
+    /// The upstream vertex of every edge.
+    edge_sources: BTreeMap<EdgeId, VertexId>,
 }
 
 impl ExpectedCheckpoint {
@@ -144,6 +217,7 @@ impl ExpectedCheckpoint {
                 })
                 .collect();
             let expected = ExpectedVertex {
+                head: v.chain.first().map(|n| n.operator_id.clone()),
                 parallelism: v.parallelism,
                 operators: v.chain.iter().map(|n| n.operator_id.clone()).collect(),
                 shards: v
@@ -158,15 +232,26 @@ impl ExpectedCheckpoint {
             job_id: plan.job_id.clone(),
             pipeline_id: plan.pipeline_id.clone(),
             plan_fingerprint: plan.fingerprint(),
+            logical_fingerprint: plan.logical_fingerprint(),
             tasks: plan.checkpoint_ack_set.clone(),
             vertices,
             operators,
+            edge_sources: plan
+                .edges
+                .iter()
+                .map(|e| (e.edge_id.clone(), e.from_vertex.clone()))
+                .collect(),
         }
     }
 
     /// The plan's fingerprint.
     pub fn plan_fingerprint(&self) -> &str {
         &self.plan_fingerprint
+    }
+
+    /// The plan's logical fingerprint (`PartitionedPlan::logical_fingerprint`).
+    pub fn logical_fingerprint(&self) -> &str {
+        &self.logical_fingerprint
     }
 
     /// The tasks that must each have exactly one snapshot.
@@ -191,6 +276,7 @@ impl ExpectedCheckpoint {
             job_id: self.job_id.clone(),
             pipeline_id: self.pipeline_id.clone(),
             plan_fingerprint: self.plan_fingerprint.clone(),
+            logical_fingerprint: self.logical_fingerprint.clone(),
             kind: CheckpointKind::Checkpoint,
             attempt_id: attempt,
             state_format_version: STATE_FORMAT_VERSION,
@@ -212,21 +298,105 @@ impl ExpectedCheckpoint {
             .collect()
     }
 
-    /// Every problem of `manifest` on its own ([`structural_problems`]) and against this plan.
+    /// Every problem of `manifest` on its own ([`structural_problems`]) and against this plan:
+    /// whether it is a complete checkpoint *of this plan*, which is what publishing asks.
     pub fn problems(&self, manifest: &EpochManifest) -> Vec<ManifestProblem> {
         let mut problems = structural_problems(manifest);
         let m = manifest;
+        self.identity_problems(m, &mut problems);
+        for (field, expected, found) in [
+            (
+                "planFingerprint",
+                &self.plan_fingerprint,
+                &m.plan_fingerprint,
+            ),
+            // Derived from the plan: a mismatch here means a writer's bug, not another plan.
+            (
+                "logicalFingerprint",
+                &self.logical_fingerprint,
+                &m.logical_fingerprint,
+            ),
+        ] {
+            if expected != found {
+                problems.push(ManifestProblem::mismatch(field, expected, found));
+            }
+        }
+        self.shard_count_problems(m, &mut problems);
+        self.task_set_problems(m, &mut problems);
+        for snapshot in &m.task_snapshots {
+            if let Some(vertex) = self.vertices.get(&snapshot.task.vertex) {
+                let owners = vertex.shards.as_ref().map(|(c, o)| (*c, o.as_slice()));
+                segment_problems(snapshot, vertex, owners, &mut problems);
+                input_problems(snapshot, vertex, &mut problems);
+            }
+        }
+        self.operator_problems(
+            m,
+            &|v| self.vertices.get(v).map_or(0, |x| x.parallelism),
+            &mut problems,
+        );
+        problems
+    }
+
+    /// Refuses a manifest with any of [`ExpectedCheckpoint::problems`]; `path` names it in the
+    /// error. This is the check before publishing.
+    ///
+    /// # Errors
+    /// [`CheckpointError::Invalid`] with every problem found.
+    pub fn validate(&self, manifest: &EpochManifest, path: &str) -> CheckpointResult<()> {
+        invalid_if_any(path, self.problems(manifest))
+    }
+
+    /// Every reason this plan cannot restore from `manifest`; empty when it can.
+    ///
+    /// - Same plan fingerprint: exactly [`ExpectedCheckpoint::problems`].
+    /// - Another plan fingerprint but the same logical fingerprint: the same job at another
+    ///   parallelism (a rescale). Restorable when the manifest has no
+    ///   [`structural_problems`]; `jobId`, `pipelineId`, `stateFormatVersion` and every
+    ///   `stateShardCount` equal this plan's; and it is complete for *its own* parallelism:
+    ///   the task snapshots of every vertex of this plan are subtasks `0..k` for some
+    ///   `k >= 1`, without gaps, and none is of a vertex this plan does not have. Its
+    ///   segments, offsets, enumerators and transactions are checked as for publication, but
+    ///   against the checkpoint's parallelism `k` (shard owners are the contiguous ranges
+    ///   `weir_plan::ShardAssignment::contiguous` gives at `k`). Input watermarks are not
+    ///   checked: the channels were those of the old parallelism.
+    /// - Another logical fingerprint: the job's logic changed. Reported in user terms, each
+    ///   an incompatibility ([`ManifestProblem::is_incompatibility`]): operators in the
+    ///   checkpoint that this plan lacks ([`ManifestProblem::OperatorNotInPlan`]), vertex
+    ///   heads of this plan without tasks in the checkpoint
+    ///   ([`ManifestProblem::OperatorNotInCheckpoint`]), differing shard counts
+    ///   ([`ManifestProblem::StateShardCountChanged`]), differing `jobId`, `pipelineId` or
+    ///   `stateFormatVersion`, and when none of these applies
+    ///   [`ManifestProblem::LogicChanged`] with both logical fingerprints.
+    pub fn restore_problems(&self, manifest: &EpochManifest) -> Vec<ManifestProblem> {
+        if manifest.plan_fingerprint == self.plan_fingerprint {
+            self.problems(manifest)
+        } else if manifest.logical_fingerprint == self.logical_fingerprint {
+            self.rescale_problems(manifest)
+        } else {
+            self.logic_change_problems(manifest)
+        }
+    }
+
+    /// Refuses a manifest this plan cannot restore from ([`ExpectedCheckpoint::restore_problems`]);
+    /// `path` names it in the error.
+    ///
+    /// # Errors
+    /// [`CheckpointError::Invalid`] with every problem found;
+    /// [`CheckpointError::is_incompatible`] is true when the job's logic, ids or state format
+    /// differ.
+    pub fn validate_restore(&self, manifest: &EpochManifest, path: &str) -> CheckpointResult<()> {
+        invalid_if_any(path, self.restore_problems(manifest))
+    }
+
+    /// `jobId`, `pipelineId` and `stateFormatVersion` mismatches.
+    fn identity_problems(&self, m: &EpochManifest, out: &mut Vec<ManifestProblem>) {
         let identity = [
             ("jobId", self.job_id.to_string(), m.job_id.to_string()),
             (
                 "pipelineId",
                 self.pipeline_id.to_string(),
                 m.pipeline_id.to_string(),
-            ),
-            (
-                "planFingerprint",
-                self.plan_fingerprint.clone(),
-                m.plan_fingerprint.clone(),
             ),
             (
                 "stateFormatVersion",
@@ -236,37 +406,169 @@ impl ExpectedCheckpoint {
         ];
         for (field, expected, found) in identity {
             if expected != found {
-                problems.push(ManifestProblem::mismatch(field, expected, found));
+                out.push(ManifestProblem::mismatch(field, expected, found));
             }
         }
+    }
+
+    /// The vertices whose `stateShardCount` differs, with this plan's and the manifest's count.
+    fn shard_count_changes(&self, m: &EpochManifest) -> Vec<(VertexId, Option<u32>, Option<u32>)> {
         let counts = self.shard_counts();
         let vertices: BTreeSet<&VertexId> =
             counts.keys().chain(m.state_shard_counts.keys()).collect();
-        for v in vertices {
-            let (expected, found) = (counts.get(v), m.state_shard_counts.get(v));
-            if expected != found {
-                let show = |c: Option<&u32>| c.map_or("(none)".to_owned(), u32::to_string);
-                problems.push(ManifestProblem::mismatch(
-                    format!("stateShardCount.{v}"),
-                    show(expected),
-                    show(found),
-                ));
+        vertices
+            .into_iter()
+            .map(|v| {
+                (
+                    v.clone(),
+                    counts.get(v).copied(),
+                    m.state_shard_counts.get(v).copied(),
+                )
+            })
+            .filter(|(_, expected, found)| expected != found)
+            .collect()
+    }
+
+    /// `stateShardCount.{vertex}` mismatches.
+    fn shard_count_problems(&self, m: &EpochManifest, out: &mut Vec<ManifestProblem>) {
+        let show = |c: Option<u32>| c.map_or("(none)".to_owned(), |c| c.to_string());
+        for (v, expected, found) in self.shard_count_changes(m) {
+            out.push(ManifestProblem::mismatch(
+                format!("stateShardCount.{v}"),
+                show(expected),
+                show(found),
+            ));
+        }
+    }
+
+    /// [`ExpectedCheckpoint::restore_problems`] of a manifest of this job's logic at another
+    /// parallelism.
+    fn rescale_problems(&self, m: &EpochManifest) -> Vec<ManifestProblem> {
+        let mut problems = structural_problems(m);
+        self.identity_problems(m, &mut problems);
+        self.shard_count_problems(m, &mut problems);
+        let mut subtasks: BTreeMap<&VertexId, BTreeSet<u32>> = BTreeMap::new();
+        for t in &m.task_snapshots {
+            let ours = t.task.job == self.job_id && t.task.pipeline == self.pipeline_id;
+            if ours && self.vertices.contains_key(&t.task.vertex) {
+                subtasks
+                    .entry(&t.task.vertex)
+                    .or_default()
+                    .insert(t.task.subtask.0);
+            } else {
+                problems.push(ManifestProblem::ExtraTask(t.task.clone()));
             }
         }
-        self.task_set_problems(m, &mut problems);
-        for snapshot in &m.task_snapshots {
-            self.task_problems(snapshot, &mut problems);
+        // Input channels name their upstream subtask: a vertex had at least one more subtask
+        // than the highest its consumers heard from, which catches a missing last subtask.
+        let mut heard: BTreeMap<&VertexId, u32> = BTreeMap::new();
+        for w in m.task_snapshots.iter().flat_map(|t| &t.input_watermarks) {
+            if let Some(from) = self.edge_sources.get(&w.channel.edge) {
+                let n = heard.entry(from).or_default();
+                *n = (*n).max(w.channel.upstream.0.saturating_add(1));
+            }
         }
-        self.operator_problems(m, &mut problems);
+        // The checkpoint's parallelism of every vertex: one past its highest subtask.
+        let mut parallelism: BTreeMap<&VertexId, u32> = BTreeMap::new();
+        let mut owners: BTreeMap<&VertexId, Vec<u32>> = BTreeMap::new();
+        for (id, vertex) in &self.vertices {
+            let found = subtasks.get(id);
+            let k = found.and_then(|s| s.last()).map_or(0, |last| last + 1);
+            let at_least = heard.get(id).copied().unwrap_or(0).max(k).max(1);
+            for s in (0..at_least).filter(|s| !found.is_some_and(|f| f.contains(s))) {
+                problems.push(ManifestProblem::MissingTask(TaskId {
+                    job: self.job_id.clone(),
+                    pipeline: self.pipeline_id.clone(),
+                    vertex: id.clone(),
+                    subtask: SubtaskIndex(s),
+                }));
+            }
+            // Missing tasks are reported; the rest is checked at the parallelism they imply.
+            parallelism.insert(id, at_least);
+            if let Some((count, _)) = &vertex.shards {
+                match ShardAssignment::contiguous(*count, at_least) {
+                    Ok(a) => {
+                        owners.insert(id, a.owner_table());
+                    }
+                    Err(message) => problems.push(ManifestProblem::entry(
+                        format!("vertex {id}"),
+                        format!("{at_least} subtasks in the checkpoint: {message}"),
+                    )),
+                }
+            }
+        }
+        for snapshot in &m.task_snapshots {
+            let id = &snapshot.task.vertex;
+            if let Some(vertex) = self.vertices.get(id) {
+                let shards = vertex.shards.as_ref().map(|(count, _)| *count);
+                let table = owners.get(id).map(Vec::as_slice).unwrap_or_default();
+                segment_problems(snapshot, vertex, shards.map(|c| (c, table)), &mut problems);
+            }
+        }
+        self.operator_problems(
+            m,
+            &|v| parallelism.get(v).copied().unwrap_or(0),
+            &mut problems,
+        );
         problems
     }
 
-    /// Refuses a manifest with any problem; `path` names it in the error.
-    ///
-    /// # Errors
-    /// [`CheckpointError::Invalid`] with every problem found.
-    pub fn validate(&self, manifest: &EpochManifest, path: &str) -> CheckpointResult<()> {
-        invalid_if_any(path, self.problems(manifest))
+    /// [`ExpectedCheckpoint::restore_problems`] of a manifest of another logical plan: what
+    /// differs, in the user's terms.
+    fn logic_change_problems(&self, m: &EpochManifest) -> Vec<ManifestProblem> {
+        let mut problems = Vec::new();
+        self.identity_problems(m, &mut problems);
+        let identity_differs = !problems.is_empty();
+        let in_checkpoint: BTreeSet<OperatorId> = m
+            .task_snapshots
+            .iter()
+            .map(|t| OperatorId::new(t.task.vertex.as_str()))
+            .chain(m.segments().map(|d| d.operator.clone()))
+            .chain(m.source_offsets.iter().map(|o| o.operator.clone()))
+            .chain(
+                m.source_enumerator_snapshots
+                    .iter()
+                    .map(|e| e.operator.clone()),
+            )
+            .chain(m.sink_transactions.iter().map(|t| t.operator.clone()))
+            .collect();
+        problems.extend(
+            in_checkpoint
+                .into_iter()
+                .filter(|op| !self.operators.contains_key(op))
+                .map(ManifestProblem::OperatorNotInPlan),
+        );
+        let checkpoint_vertices: BTreeSet<&VertexId> =
+            m.task_snapshots.iter().map(|t| &t.task.vertex).collect();
+        problems.extend(
+            self.vertices
+                .iter()
+                .filter(|(id, _)| !checkpoint_vertices.contains(id))
+                .filter_map(|(_, v)| v.head.clone())
+                .map(ManifestProblem::OperatorNotInCheckpoint),
+        );
+        // Vertices on one side only are reported as operators above.
+        let in_both =
+            |v: &VertexId| self.vertices.contains_key(v) && checkpoint_vertices.contains(v);
+        problems.extend(
+            self.shard_count_changes(m)
+                .into_iter()
+                .filter(|(vertex, _, _)| in_both(vertex))
+                .map(
+                    |(vertex, expected, found)| ManifestProblem::StateShardCountChanged {
+                        vertex,
+                        expected,
+                        found,
+                    },
+                ),
+        );
+        if problems.is_empty() && !identity_differs {
+            problems.push(ManifestProblem::LogicChanged {
+                expected: self.logical_fingerprint.clone(),
+                found: m.logical_fingerprint.clone(),
+            });
+        }
+        problems
     }
 
     /// Missing and extra tasks (duplicates are structural).
@@ -285,84 +587,14 @@ impl ExpectedCheckpoint {
         );
     }
 
-    /// Segments and input watermarks of one task against its vertex.
-    fn task_problems(&self, snapshot: &crate::TaskSnapshot, out: &mut Vec<ManifestProblem>) {
-        let task = &snapshot.task;
-        let Some(vertex) = self.vertices.get(&task.vertex) else {
-            return; // an extra task, reported already
-        };
-        for d in &snapshot.segments {
-            let entry = format!("segment {}", d.path);
-            if d.subtask != task.subtask {
-                out.push(ManifestProblem::entry(
-                    &entry,
-                    format!("written by subtask {}, listed under task {task}", d.subtask),
-                ));
-            }
-            if !vertex.operators.contains(&d.operator) {
-                out.push(ManifestProblem::entry(
-                    &entry,
-                    format!(
-                        "operator `{}` is not in vertex `{}`",
-                        d.operator, task.vertex
-                    ),
-                ));
-            }
-            // Non-keyed vertices keep their state in shard 0 of a count the runtime picks.
-            if let Some((count, owners)) = &vertex.shards {
-                if d.state_shard_count != *count {
-                    out.push(ManifestProblem::entry(
-                        &entry,
-                        format!(
-                            "stateShardCount {}, the plan has {count}",
-                            d.state_shard_count
-                        ),
-                    ));
-                }
-                match owners.get(d.shard.0 as usize) {
-                    None => out.push(ManifestProblem::entry(
-                        &entry,
-                        format!(
-                            "shard {} does not exist (stateShardCount {count})",
-                            d.shard.0
-                        ),
-                    )),
-                    Some(&owner) if owner != task.subtask.0 => out.push(ManifestProblem::entry(
-                        &entry,
-                        format!(
-                            "shard {} is owned by subtask {owner}, not {}",
-                            d.shard.0, task.subtask
-                        ),
-                    )),
-                    Some(_) => {}
-                }
-            }
-        }
-        let Some(inputs) = vertex.inputs.get(task.subtask.0 as usize) else {
-            return;
-        };
-        let found: BTreeSet<&ChannelId> = snapshot
-            .input_watermarks
-            .iter()
-            .map(|w| &w.channel)
-            .collect();
-        for missing in inputs.iter().filter(|c| !found.contains(c)) {
-            out.push(ManifestProblem::entry(
-                format!("task {task}"),
-                format!("no watermark state for input channel {missing}"),
-            ));
-        }
-        for extra in found.iter().filter(|c| !inputs.contains(c)) {
-            out.push(ManifestProblem::entry(
-                format!("task {task}"),
-                format!("watermark state for {extra}, which is not one of its input channels"),
-            ));
-        }
-    }
-
     /// Source offsets, enumerators and sink transactions name operators of the right kind and
-    /// subtasks that exist.
-    fn operator_problems(&self, m: &EpochManifest, out: &mut Vec<ManifestProblem>) {
+    /// subtasks that exist at `parallelism` (of a vertex).
+    fn operator_problems(
+        &self,
+        m: &EpochManifest,
+        parallelism: &dyn Fn(&VertexId) -> u32,
+        out: &mut Vec<ManifestProblem>,
+    ) {
         let check = |entry: String,
                      operator: &OperatorId,
                      kind: NodeKind,
@@ -370,7 +602,7 @@ impl ExpectedCheckpoint {
                      out: &mut Vec<ManifestProblem>| {
             match self.operators.get(operator) {
                 Some((vertex, k)) if *k == kind => {
-                    let parallelism = self.vertices.get(vertex).map_or(0, |v| v.parallelism);
+                    let parallelism = parallelism(vertex);
                     for s in subtasks.filter(|s| *s >= parallelism) {
                         out.push(ManifestProblem::entry(
                             &entry,
@@ -404,7 +636,10 @@ impl ExpectedCheckpoint {
             check(entry, &e.operator, NodeKind::Source, &mut owners, out);
         }
         for t in &m.sink_transactions {
-            let entry = format!("sink transaction ({}, {})", t.operator, t.subtask);
+            let entry = format!(
+                "sink transaction ({}, {}, epoch {})",
+                t.operator, t.subtask, t.epoch
+            );
             check(
                 entry,
                 &t.operator,
@@ -413,6 +648,93 @@ impl ExpectedCheckpoint {
                 out,
             );
         }
+    }
+}
+
+/// Segments of one task against its vertex; `shards` is the vertex's `stateShardCount` and the
+/// owner subtask of every shard, for keyed vertices.
+fn segment_problems(
+    snapshot: &crate::TaskSnapshot,
+    vertex: &ExpectedVertex,
+    shards: Option<(u32, &[u32])>,
+    out: &mut Vec<ManifestProblem>,
+) {
+    let task = &snapshot.task;
+    for d in &snapshot.segments {
+        let entry = format!("segment {}", d.path);
+        if d.subtask != task.subtask {
+            out.push(ManifestProblem::entry(
+                &entry,
+                format!("written by subtask {}, listed under task {task}", d.subtask),
+            ));
+        }
+        if !vertex.operators.contains(&d.operator) {
+            out.push(ManifestProblem::entry(
+                &entry,
+                format!(
+                    "operator `{}` is not in vertex `{}`",
+                    d.operator, task.vertex
+                ),
+            ));
+        }
+        // Non-keyed vertices keep their state in shard 0 of a count the runtime picks.
+        if let Some((count, owners)) = shards {
+            if d.state_shard_count != count {
+                out.push(ManifestProblem::entry(
+                    &entry,
+                    format!(
+                        "stateShardCount {}, the plan has {count}",
+                        d.state_shard_count
+                    ),
+                ));
+            }
+            match owners.get(d.shard.0 as usize) {
+                None => out.push(ManifestProblem::entry(
+                    &entry,
+                    format!(
+                        "shard {} does not exist (stateShardCount {count})",
+                        d.shard.0
+                    ),
+                )),
+                Some(&owner) if owner != task.subtask.0 => out.push(ManifestProblem::entry(
+                    &entry,
+                    format!(
+                        "shard {} is owned by subtask {owner}, not {}",
+                        d.shard.0, task.subtask
+                    ),
+                )),
+                Some(_) => {}
+            }
+        }
+    }
+}
+
+/// Input watermarks of one task against the input channels of its subtask in the plan.
+fn input_problems(
+    snapshot: &crate::TaskSnapshot,
+    vertex: &ExpectedVertex,
+    out: &mut Vec<ManifestProblem>,
+) {
+    let task = &snapshot.task;
+    let Some(inputs) = vertex.inputs.get(task.subtask.0 as usize) else {
+        return; // an extra task, reported already
+    };
+    let found: BTreeSet<&ChannelId> = snapshot
+        .input_watermarks
+        .iter()
+        .map(|w| &w.channel)
+        .collect();
+    for missing in inputs.iter().filter(|c| !found.contains(c)) {
+        out.push(ManifestProblem::entry(
+            format!("task {task}"),
+            format!("no watermark state for input channel {missing}"),
+        ));
+    }
+    for extra in found.iter().filter(|c| !inputs.contains(c)) {
+        out.push(ManifestProblem::entry(
+            format!("task {task}"),
+            format!("watermark state for {extra}, which is not one of its input channels"),
+        ));
     }
 }
 
@@ -429,8 +751,9 @@ pub(crate) fn invalid_if_any(path: &str, problems: Vec<ManifestProblem>) -> Chec
 }
 
 /// Problems a manifest has on its own, without a plan: duplicate tasks, segments, channels,
-/// splits, enumerators and sink transactions; segment paths that are not the stable state path
-/// in this manifest's epoch directory; enumerators whose split sets contradict each other.
+/// splits, enumerators and sink transactions (per sink operator, subtask and epoch); segment
+/// paths that are not the stable state path in this manifest's epoch directory; enumerators
+/// whose split sets contradict each other; sink transactions of an epoch after the manifest's.
 pub fn structural_problems(m: &EpochManifest) -> Vec<ManifestProblem> {
     let mut out = Vec::new();
     let mut tasks: BTreeMap<&TaskId, usize> = BTreeMap::new();
@@ -515,10 +838,20 @@ pub fn structural_problems(m: &EpochManifest) -> Vec<ManifestProblem> {
     }
     let mut sinks = BTreeSet::new();
     for t in &m.sink_transactions {
-        if !sinks.insert((&t.operator, t.subtask)) {
+        let entry = format!(
+            "sink transaction ({}, {}, epoch {})",
+            t.operator, t.subtask, t.epoch
+        );
+        if !sinks.insert((&t.operator, t.subtask, t.epoch)) {
+            out.push(ManifestProblem::entry(&entry, "listed more than once"));
+        }
+        if t.epoch > m.epoch {
             out.push(ManifestProblem::entry(
-                format!("sink transaction ({}, {})", t.operator, t.subtask),
-                "listed more than once",
+                entry,
+                format!(
+                    "pre-committed in epoch {}, after this manifest's epoch {}",
+                    t.epoch, m.epoch
+                ),
             ));
         }
     }

@@ -37,6 +37,14 @@ enum Command {
         /// when the job ends).
         #[arg(long)]
         state_dir: Option<PathBuf>,
+        /// Directory for checkpoints (manifests, state segments, epoch log); overrides the
+        /// job's `checkpoint.dir`. The job must take checkpoints (`checkpoint.interval`).
+        #[arg(long)]
+        checkpoint_dir: Option<PathBuf>,
+        /// Restore before reading input: `latest` (the newest durable checkpoint, or a fresh
+        /// start when there is none), an epoch number, or a savepoint name.
+        #[arg(long, value_name = "latest|EPOCH|SAVEPOINT")]
+        restore: Option<weir::RestoreFrom>,
     },
     /// Check a job the way `run` would start it (types, options, schemas, edges), starting nothing.
     Validate {
@@ -172,6 +180,8 @@ async fn dispatch(cli: Cli) -> Result<()> {
             parallelism,
             json,
             state_dir,
+            checkpoint_dir,
+            restore,
         } => {
             let Loaded {
                 spec,
@@ -183,8 +193,24 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 print_stdout(&explain_text(&prepared.plans)?)?;
                 return Ok(());
             }
+            let checkpoint_storage = checkpoint_dir
+                .as_deref()
+                .map(weir::CheckpointStorage::local)
+                .transpose()
+                .context("opening the checkpoint directory")?;
+            if checkpoint_storage.is_some() && prepared.plans.checkpoint.is_none() {
+                anyhow::bail!(
+                    "{file}: --checkpoint-dir given, but the job takes no checkpoints: add a \
+                     `checkpoint` section (SQL: SET 'checkpoint.interval' = '1s')"
+                );
+            }
+            let options = weir::RunOptions {
+                state_dir,
+                checkpoint_storage,
+                restore,
+            };
             let running = engine
-                .start_with(prepared, weir::RunOptions { state_dir })
+                .start_with(prepared, options)
                 .await
                 .context("starting the job")?;
             let progress = std::io::stderr()

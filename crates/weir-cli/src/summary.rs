@@ -25,6 +25,8 @@ pub(crate) fn to_json(summary: &JobSummary, peak_rss: Option<u64>) -> String {
         "sink_rows": summary.metrics.sink_rows(),
         "rows_per_sec": if secs > 0.0 { rows as f64 / secs } else { 0.0 },
         "peak_rss_bytes": peak_rss,
+        "semantic_mode": summary.semantic_mode,
+        "checkpoints": summary.checkpoints,
         "operators": summary.metrics.operators,
     })
     .to_string()
@@ -50,6 +52,25 @@ pub(crate) fn render(summary: &JobSummary, peak_rss: Option<u64>) -> String {
     }
     let rate = if secs > 0.0 { rows as f64 / secs } else { 0.0 };
     let _ = writeln!(s, "source rows: {rows} ({rate:.0} rows/s)");
+    let mode = serde_json::to_value(summary.semantic_mode)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_owned))
+        .unwrap_or_default();
+    let _ = writeln!(s, "semantic mode: {mode}");
+    if let Some(c) = &summary.checkpoints {
+        let restored = c
+            .restored_from
+            .map_or(String::new(), |e| format!(", restored from epoch {e}"));
+        let last = match (c.last_durable_epoch, c.last_duration_ms) {
+            (Some(e), Some(ms)) => format!(", last epoch {e} took {ms} ms"),
+            _ => String::new(),
+        };
+        let _ = writeln!(
+            s,
+            "checkpoints: {} completed, {} aborted{last}{restored} (attempt {}, {} restarts)",
+            c.completed, c.aborted, c.attempt, c.restarts
+        );
+    }
     if let Some(rss) = peak_rss {
         let _ = writeln!(s, "peak memory: {:.1} MiB", rss as f64 / (1024.0 * 1024.0));
     }

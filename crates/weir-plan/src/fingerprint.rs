@@ -33,9 +33,13 @@ pub trait Plan: Serialize + DeserializeOwned {
 
     /// Lower-case hex SHA-256 of the canonical JSON.
     fn fingerprint(&self) -> String {
-        let digest = Sha256::digest(self.to_json().as_bytes());
-        hex(&digest)
+        sha256_hex(self.to_json().as_bytes())
     }
+}
+
+/// Lower-case hex SHA-256 of `bytes`.
+pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
+    hex(&Sha256::digest(bytes))
 }
 
 pub(crate) fn hex(bytes: &[u8]) -> String {

@@ -49,8 +49,9 @@ pub use partitioned::{
 };
 pub use schema_spec::{FieldSpec, parse_type_name, schema_from_fields};
 pub use spec::{
-    ComputedColumn, DEFAULT_WATERMARK_INTERVAL, InputSpec, JobSpec, OperatorSpec, PartitionSpec,
-    SinkSpec, SourceSpec, WatermarkSpec,
+    CheckpointSpec, ComputedColumn, DEFAULT_CHECKPOINT_RETAIN, DEFAULT_CHECKPOINT_TIMEOUT,
+    DEFAULT_RESTART_ATTEMPTS, DEFAULT_RESTART_DELAY, DEFAULT_WATERMARK_INTERVAL, InputSpec,
+    JobSpec, OperatorSpec, PartitionSpec, RestartSpec, SinkSpec, SourceSpec, WatermarkSpec,
 };
 pub use spec_builder::JobSpecBuilder;
 pub use stream_graph::{EdgePolicy, StreamEdge, StreamGraph, StreamNode};
@@ -71,6 +72,12 @@ pub struct CompiledPlans {
     pub partitioned: PartitionedPlan,
     /// Placement on the local node.
     pub deployment: DeploymentPlan,
+    /// Checkpoint settings from the spec (not part of any plan or fingerprint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointSpec>,
+    /// Restart policy from the spec (not part of any plan or fingerprint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restart: Option<RestartSpec>,
 }
 
 impl CompiledPlans {
@@ -85,12 +92,15 @@ impl CompiledPlans {
         let job_graph = JobGraph::from_stream_graph(&stream_graph)?;
         let partitioned = PartitionedPlan::from_job_graph(&job_graph, &stream_graph, origin)?;
         let deployment = DeploymentPlan::local(&partitioned, 1);
+        spec::check_execution(spec, origin)?;
         Ok(CompiledPlans {
             model,
             stream_graph,
             job_graph,
             partitioned,
             deployment,
+            checkpoint: spec.checkpoint.clone(),
+            restart: spec.restart,
         })
     }
 

@@ -2,13 +2,16 @@
 //! (seed 000 §2.2). The runtime executes it and never re-derives topology.
 
 use crate::error::{Error, Result};
-use crate::fingerprint::Plan;
+use crate::fingerprint::{Plan, sha256_hex};
 use crate::job_graph::JobGraph;
-use crate::model::ModelNode;
+use crate::model::{ModelNode, NodeKind};
+use crate::schema_spec::FieldSpec;
+use crate::spec::{ComputedColumn, PartitionSpec};
 use crate::stream_graph::{EdgePolicy, StreamGraph};
 use serde::{Deserialize, Serialize};
 use weir_api::{
-    ChannelId, EdgeId, JobId, OperatorId, PipelineId, SemanticMode, SubtaskIndex, TaskId, VertexId,
+    BadRecordPolicy, ChannelId, EdgeId, JobId, OperatorId, PipelineId, SemanticMode, SubtaskIndex,
+    TaskId, VertexId,
 };
 
 /// Name of the key hash rule; part of every HASH edge so a future rule cannot be mixed up with it.
@@ -303,6 +306,59 @@ impl PartitionedPlan {
         })
     }
 
+    /// Lowercase hex SHA-256 of the canonical JSON of the plan's *logical* part: what a
+    /// checkpoint's state depends on, without anything that depends on parallelism. Two plans
+    /// of one job at different parallelism have equal logical fingerprints, so a checkpoint
+    /// of one can be restored into the other (a rescale); [`Plan::fingerprint`] tells them
+    /// apart.
+    ///
+    /// Kept: job and pipeline ids, the semantic mode, every vertex's id and chain (operator
+    /// ids, kinds, types, schemas, bad-record policies, options, watermarks, computed columns
+    /// and the inputs as the user wrote them: upstream node, side output, declared
+    /// partitioning), its hash rule and `stateShardCount`; every edge's emitting operator,
+    /// side output, downstream vertex, input index and partitioning (hash keys, hash rule and
+    /// `stateShardCount` of a HASH edge).
+    ///
+    /// Left out: parallelism (of vertices and of model nodes), tasks, shard owner ranges,
+    /// channels, edge ids, the checkpoint ACK set, the channel capacity, and where nodes are
+    /// written in the spec. FORWARD and REBALANCE edges are one kind here: where the user
+    /// did not declare a partitioning the planner picks one of them from the parallelisms, and
+    /// neither keeps state; a declared one is part of the inputs. Chains are kept, so a
+    /// parallelism change that changes chaining (operators of different parallelism do not
+    /// chain) changes the logical fingerprint too.
+    pub fn logical_fingerprint(&self) -> String {
+        let view = LogicalPlan {
+            job_id: &self.job_id,
+            pipeline_id: &self.pipeline_id,
+            semantic_mode: self.semantic_mode,
+            vertices: self
+                .vertices
+                .iter()
+                .map(|v| LogicalVertex {
+                    vertex_id: &v.vertex_id,
+                    chain: v.chain.iter().map(LogicalNode::from).collect(),
+                    shards: v.shards.as_ref().map(|s| LogicalShards {
+                        hash_policy: &s.hash_policy,
+                        state_shard_count: s.state_shard_count,
+                    }),
+                })
+                .collect(),
+            edges: self
+                .edges
+                .iter()
+                .map(|e| LogicalEdge {
+                    from_operator: &e.from_operator,
+                    from_output: e.from_output.as_deref(),
+                    to_vertex: &e.to_vertex,
+                    to_input: e.to_input,
+                    policy: LogicalPolicy::from(&e.policy),
+                })
+                .collect(),
+        };
+        // Serializing plain structs with string keys cannot fail.
+        sha256_hex(&serde_json::to_vec(&view).unwrap_or_default())
+    }
+
     /// The vertex with id `id`.
     pub fn vertex(&self, id: &VertexId) -> Option<&PlanVertex> {
         self.vertices.iter().find(|v| &v.vertex_id == id)
@@ -319,5 +375,123 @@ impl PartitionedPlan {
             .collect();
         out.sort_by_key(|(_, c)| c.channel_index);
         out
+    }
+}
+
+/// The parallelism-free view of a [`PartitionedPlan`] that
+/// [`PartitionedPlan::logical_fingerprint`] hashes; field order is the canonical order.
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LogicalPlan<'a> {
+    job_id: &'a JobId,
+    pipeline_id: &'a PipelineId,
+    semantic_mode: Option<SemanticMode>,
+    vertices: Vec<LogicalVertex<'a>>,
+    edges: Vec<LogicalEdge<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LogicalVertex<'a> {
+    vertex_id: &'a VertexId,
+    chain: Vec<LogicalNode<'a>>,
+    shards: Option<LogicalShards<'a>>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LogicalShards<'a> {
+    hash_policy: &'a str,
+    state_shard_count: u32,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LogicalNode<'a> {
+    operator_id: &'a OperatorId,
+    kind: NodeKind,
+    type_name: &'a str,
+    schema: Option<&'a [FieldSpec]>,
+    bad_records: &'a BadRecordPolicy,
+    inputs: Vec<LogicalInput<'a>>,
+    options: &'a serde_json::Value,
+    watermark: Option<&'a crate::model::ModelWatermark>,
+    computed: &'a [ComputedColumn],
+}
+
+impl<'a> From<&'a ModelNode> for LogicalNode<'a> {
+    fn from(n: &'a ModelNode) -> Self {
+        LogicalNode {
+            operator_id: &n.operator_id,
+            kind: n.kind,
+            type_name: &n.type_name,
+            schema: n.schema.as_deref(),
+            bad_records: &n.bad_records,
+            inputs: n
+                .inputs
+                .iter()
+                .map(|i| LogicalInput {
+                    node: &i.node,
+                    output: i.output.as_deref(),
+                    partition: i.partition.as_ref(),
+                })
+                .collect(),
+            options: &n.options,
+            watermark: n.watermark.as_ref(),
+            computed: &n.computed,
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LogicalInput<'a> {
+    node: &'a OperatorId,
+    output: Option<&'a str>,
+    partition: Option<&'a PartitionSpec>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct LogicalEdge<'a> {
+    from_operator: &'a OperatorId,
+    from_output: Option<&'a str>,
+    to_vertex: &'a VertexId,
+    to_input: u32,
+    #[serde(flatten)]
+    policy: LogicalPolicy<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE", tag = "policy")]
+enum LogicalPolicy<'a> {
+    /// FORWARD or REBALANCE (see [`PartitionedPlan::logical_fingerprint`]).
+    ForwardOrRebalance,
+    #[serde(rename_all = "camelCase")]
+    Hash {
+        keys: &'a [String],
+        hash_policy: &'a str,
+        state_shard_count: u32,
+    },
+    Broadcast,
+    Union,
+    Singleton,
+}
+
+impl<'a> From<&'a PartitionPolicy> for LogicalPolicy<'a> {
+    fn from(p: &'a PartitionPolicy) -> Self {
+        match p {
+            PartitionPolicy::Forward | PartitionPolicy::Rebalance => {
+                LogicalPolicy::ForwardOrRebalance
+            }
+            PartitionPolicy::Hash { keys, shards } => LogicalPolicy::Hash {
+                keys,
+                hash_policy: &shards.hash_policy,
+                state_shard_count: shards.state_shard_count,
+            },
+            PartitionPolicy::Broadcast => LogicalPolicy::Broadcast,
+            PartitionPolicy::Union => LogicalPolicy::Union,
+            PartitionPolicy::Singleton => LogicalPolicy::Singleton,
+        }
     }
 }

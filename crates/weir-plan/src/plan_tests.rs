@@ -78,6 +78,104 @@ fn fingerprint_golden() {
     );
 }
 
+/// The logical fingerprint of the same spec is pinned like [`fingerprint_golden`]; it must not
+/// move when only parallelism does, so a deliberate change of it breaks restoring every
+/// checkpoint taken before at another parallelism.
+#[test]
+fn logical_fingerprint_golden() {
+    let plans = compile(SPEC).expect("compiles");
+    assert_eq!(
+        plans.partitioned.logical_fingerprint(),
+        "22472137f8ad958b849053d271f74fd905ab68f3f2fc30ddb92b7fb97a6e7e6f"
+    );
+}
+
+/// Replaces `from` (which must occur) by `to` in `text`.
+fn edit(text: &str, from: &str, to: &str) -> String {
+    assert!(text.contains(from), "`{from}` is not in the spec");
+    text.replace(from, to)
+}
+
+#[test]
+fn logical_fingerprint_ignores_parallelism() {
+    let base = compile(SPEC).expect("compiles").partitioned;
+    let rescaled = [
+        edit(
+            SPEC,
+            "parallelism: 2\nstate_shards",
+            "parallelism: 3\nstate_shards",
+        ),
+        edit(
+            SPEC,
+            "parallelism: 2\nstate_shards",
+            "parallelism: 1\nstate_shards",
+        ),
+        // The keyed chain and its sink together, from 4 to 3 subtasks.
+        edit(SPEC, "    parallelism: 4\n", "    parallelism: 3\n"),
+        // A rebalanced side output that becomes forward at equal parallelism.
+        edit(SPEC, "    parallelism: 1\n", "    parallelism: 2\n"),
+    ];
+    for text in rescaled {
+        let other = compile(&text).expect("compiles").partitioned;
+        assert_ne!(other.fingerprint(), base.fingerprint(), "{text}");
+        assert_ne!(other.checkpoint_ack_set, base.checkpoint_ack_set, "{text}");
+        assert_eq!(
+            other.logical_fingerprint(),
+            base.logical_fingerprint(),
+            "{text}"
+        );
+    }
+    // Nor does the channel capacity.
+    let mut wider = base.clone();
+    wider.channel_capacity += 1;
+    assert_eq!(wider.logical_fingerprint(), base.logical_fingerprint());
+}
+
+#[test]
+fn logical_fingerprint_follows_the_logic() {
+    let base = compile(SPEC).expect("compiles").partitioned;
+    let changed = [
+        ("options", edit(SPEC, "price > 1000", "price > 1001")),
+        (
+            "operator id",
+            edit(
+                SPEC,
+                "name: expensive\n",
+                "name: expensive\n    uid: filter-v2\n",
+            ),
+        ),
+        ("hash key", edit(SPEC, "hash: [auction]", "hash: [price]")),
+        (
+            "stateShardCount",
+            edit(SPEC, "state_shards: 8", "state_shards: 16"),
+        ),
+        (
+            "partitioning",
+            edit(
+                SPEC,
+                "{ from: expensive, partition: { hash: [auction] } }",
+                "{ from: expensive, partition: rebalance }",
+            ),
+        ),
+        (
+            "watermark",
+            edit(
+                SPEC,
+                "    bad_records: dead_letter\n",
+                "    bad_records: dead_letter\n    watermark: { column: auction, max_out_of_orderness: 1s }\n",
+            ),
+        ),
+    ];
+    let mut seen = std::collections::BTreeSet::from([base.logical_fingerprint()]);
+    for (what, text) in changed {
+        let other = compile(&text).expect("compiles").partitioned;
+        assert!(
+            seen.insert(other.logical_fingerprint()),
+            "changing the {what} must change the logical fingerprint"
+        );
+    }
+}
+
 #[test]
 fn option_key_order_does_not_change_the_fingerprint() {
     let a = compile(SPEC).expect("compiles");

@@ -31,6 +31,12 @@ pub struct JobSpec {
     /// The delivery guarantee the job requires; validation refuses connectors that cannot give it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub semantic_mode: Option<SemanticMode>,
+    /// Epoch checkpoints; absent: the job takes none (and cannot restart from one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checkpoint: Option<CheckpointSpec>,
+    /// How often the job restarts by itself from its latest checkpoint after a failure.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart: Option<RestartSpec>,
     /// Sources.
     #[serde(default)]
     pub sources: Vec<SourceSpec>,
@@ -40,6 +46,79 @@ pub struct JobSpec {
     /// Sinks.
     #[serde(default)]
     pub sinks: Vec<SinkSpec>,
+}
+
+/// The `checkpoint` section: when and where the job takes epoch checkpoints. It is execution
+/// configuration, not part of the job's logic: it does not change any plan fingerprint, so a job
+/// can change its interval or storage and still restore its checkpoints.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckpointSpec {
+    /// Time between the start of one epoch and the trigger of the next (`"1s"`, `"200ms"`).
+    pub interval: DurationMs,
+    /// Where manifests, state segments and the epoch log go: a directory or an object store URL
+    /// (`s3://bucket/prefix`, `file:///dir`). Default: `weir-checkpoints` in the working
+    /// directory. `weir run --checkpoint-dir` overrides it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dir: Option<String>,
+    /// Durable checkpoints kept per namespace (default 3); savepoints are never deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retain: Option<u32>,
+    /// An epoch not durable after this long is aborted (default 10 minutes).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout: Option<DurationMs>,
+}
+
+/// Default number of durable checkpoints retention keeps.
+pub const DEFAULT_CHECKPOINT_RETAIN: u32 = 3;
+/// Default time after which an epoch that is not durable is aborted.
+pub const DEFAULT_CHECKPOINT_TIMEOUT: DurationMs = DurationMs(600_000);
+
+/// The `restart` section: the bounded restart policy (seed 000 §10.1, global restart from the
+/// newest durable epoch). Only a job with checkpoints restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RestartSpec {
+    /// Restarts allowed after failures before the job fails for good (default 3; 0: never).
+    pub attempts: u32,
+    /// Wait before each restart (default 1 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delay: Option<DurationMs>,
+}
+
+/// Default restarts of a job with checkpoints.
+pub const DEFAULT_RESTART_ATTEMPTS: u32 = 3;
+/// Default wait before a restart.
+pub const DEFAULT_RESTART_DELAY: DurationMs = DurationMs(1_000);
+
+/// Checks the `checkpoint` and `restart` sections; errors name the field's JSON path.
+pub(crate) fn check_execution(spec: &JobSpec, file: &str) -> Result<()> {
+    let err = |path: &str, message: &str| Error::Spec {
+        file: file.to_owned(),
+        path: path.to_owned(),
+        message: message.to_owned(),
+    };
+    if let Some(c) = &spec.checkpoint {
+        if c.interval.0 == 0 {
+            return Err(err("checkpoint.interval", "must be at least 1ms"));
+        }
+        if c.retain == Some(0) {
+            return Err(err("checkpoint.retain", "must keep at least 1 checkpoint"));
+        }
+        if c.timeout.is_some_and(|t| t.0 == 0) {
+            return Err(err("checkpoint.timeout", "must be at least 1ms"));
+        }
+        if c.dir.as_deref().is_some_and(str::is_empty) {
+            return Err(err("checkpoint.dir", "must not be empty"));
+        }
+    }
+    if spec.restart.is_some() && spec.checkpoint.is_none() {
+        return Err(err(
+            "restart",
+            "a job restarts from its latest checkpoint: add a `checkpoint` section",
+        ));
+    }
+    Ok(())
 }
 
 /// A source node.

@@ -16,6 +16,8 @@ impl JobSpec {
                 state_shards: None,
                 channel_capacity: None,
                 semantic_mode: None,
+                checkpoint: None,
+                restart: None,
                 sources: Vec::new(),
                 operators: Vec::new(),
                 sinks: Vec::new(),

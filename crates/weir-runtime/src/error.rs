@@ -57,6 +57,34 @@ pub enum Error {
         /// The task that noticed.
         task: String,
     },
+    /// The checkpoint storage failed or refused (a corrupt or incompatible manifest, a newer
+    /// attempt that fenced this one).
+    #[error("{context}: {source}")]
+    Checkpoint {
+        /// What the runtime was doing.
+        context: String,
+        /// What failed.
+        #[source]
+        source: weir_checkpoint::CheckpointError,
+    },
+    /// Keyed state could not be snapshotted or restored.
+    #[error("{context}: {source}")]
+    State {
+        /// What the runtime was doing.
+        context: String,
+        /// What failed.
+        #[source]
+        source: weir_state::StateError,
+    },
+    /// A restore was refused: the checkpoint does not fit the job.
+    #[error("cannot restore: {message}")]
+    Restore {
+        /// What differs or is missing.
+        message: String,
+    },
+    /// A broken invariant of the runtime (a bug).
+    #[error("internal error: {0}")]
+    Internal(String),
 }
 
 impl Error {
@@ -65,7 +93,12 @@ impl Error {
         match self {
             Error::Plan(_) | Error::UnknownType { .. } => ErrorKind::User,
             Error::Prepare { source, .. } | Error::Task { source, .. } => source.kind(),
-            Error::Panic { .. } | Error::ChannelClosed { .. } => ErrorKind::Internal,
+            Error::Panic { .. } | Error::ChannelClosed { .. } | Error::Internal(_) => {
+                ErrorKind::Internal
+            }
+            Error::Restore { .. } => ErrorKind::User,
+            Error::Checkpoint { source, .. } if source.is_incompatible() => ErrorKind::User,
+            Error::Checkpoint { .. } | Error::State { .. } => ErrorKind::External,
         }
     }
 

@@ -9,12 +9,15 @@
 use arrow::record_batch::RecordBatch;
 use std::task::Poll;
 use tokio::sync::mpsc;
-use weir_api::{Barrier, Epoch, EventTimeMs, StreamMessage, Watermark};
+use weir_api::{Barrier, ChannelId, Epoch, EventTimeMs, StreamMessage, Watermark};
+use weir_checkpoint::InputWatermark;
 
 /// One input channel of a task.
 #[derive(Debug)]
 pub(crate) struct InputChannel {
     rx: mpsc::Receiver<StreamMessage>,
+    /// The channel's identity in the plan (for checkpoints); `None` in unit tests.
+    id: Option<ChannelId>,
     /// Input index of the head operator this channel feeds.
     input: usize,
     watermark: EventTimeMs,
@@ -38,12 +41,19 @@ impl InputChannel {
     pub(crate) fn new(rx: mpsc::Receiver<StreamMessage>, input: usize) -> Self {
         InputChannel {
             rx,
+            id: None,
             input,
             watermark: EventTimeMs::MIN,
             ended: false,
             idle: false,
             blocked_at: None,
         }
+    }
+
+    /// The same channel, named by its plan identity.
+    pub(crate) fn with_id(mut self, id: ChannelId) -> Self {
+        self.id = Some(id);
+        self
     }
 }
 
@@ -182,6 +192,22 @@ impl InputGate {
         }
     }
 
+    /// Every named channel's watermark state, for a checkpoint (seed 000 §8.5).
+    pub(crate) fn channel_states(&self) -> Vec<InputWatermark> {
+        self.channels
+            .iter()
+            .filter_map(|c| {
+                let id = c.id.clone()?;
+                Some(InputWatermark {
+                    channel: id,
+                    watermark: (c.watermark != EventTimeMs::MIN).then_some(c.watermark),
+                    idle: c.idle,
+                    finished: c.ended,
+                })
+            })
+            .collect()
+    }
+
     /// Channel `i` delivered data or a watermark: it is active again.
     fn wake(&mut self, i: usize) {
         if self.channels[i].idle {
@@ -305,7 +331,7 @@ mod tests {
     #[tokio::test]
     async fn barrier_blocks_a_channel_until_all_inputs_have_it() {
         let (txs, mut g) = gate(2);
-        let barrier = StreamMessage::Barrier(Barrier { epoch: Epoch(1) });
+        let barrier = StreamMessage::Barrier(Barrier::new(Epoch(1)));
         txs[0].send(barrier.clone()).await.expect("send");
         txs[0]
             .send(StreamMessage::Data(batch(100)))
@@ -325,7 +351,10 @@ mod tests {
         assert_eq!(value(&g.next().await.expect("event")), Some(2));
         assert!(matches!(
             g.next().await,
-            Ok(GateEvent::Barrier(Barrier { epoch: Epoch(1) }))
+            Ok(GateEvent::Barrier(Barrier {
+                epoch: Epoch(1),
+                is_final: false
+            }))
         ));
         assert_eq!(value(&g.next().await.expect("event")), Some(100));
     }

@@ -5,6 +5,7 @@
 //! Depends on `weir-api` and `weir-plan` only; connectors plug in through the registry.
 
 pub mod builtin;
+pub mod checkpoint;
 mod edge_writer;
 mod error;
 pub mod event_time;
@@ -16,12 +17,15 @@ pub mod partition;
 mod prepare;
 mod registry;
 mod task;
+mod task_checkpoint;
 mod task_state;
 mod union;
 pub mod window;
 
+pub use checkpoint::coordinator::CheckpointSummary;
+pub use checkpoint::{CheckpointConfig, CheckpointStorage, RestoreFrom};
 pub use error::{Error, Result};
-pub use executor::{JobSummary, RunOptions, RunningJob, start, start_with};
+pub use executor::{DEFAULT_CHECKPOINT_DIR, JobSummary, RunOptions, RunningJob, start, start_with};
 pub use metrics::{JobMetrics, MetricsSnapshot, OperatorSnapshot};
 pub use prepare::{PreparedJob, PreparedNode};
 pub use registry::Registry;

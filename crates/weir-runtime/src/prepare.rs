@@ -49,6 +49,9 @@ pub struct PreparedJob {
     pub schemas: HashMap<(OperatorId, Option<String>), SchemaRef>,
     /// Every source's splits, listed once by its enumerator at prepare time.
     pub splits: HashMap<OperatorId, Vec<SourceSplit>>,
+    /// The delivery guarantee in force: the declared mode, or the strongest the connectors and
+    /// checkpointing can give (reported in the run summary).
+    pub semantic_mode: SemanticMode,
 }
 
 impl PreparedJob {
@@ -64,6 +67,7 @@ impl PreparedJob {
             nodes: HashMap::new(),
             schemas: HashMap::new(),
             splits: HashMap::new(),
+            semantic_mode: SemanticMode::BestEffort,
         };
         let nodes: Vec<ModelNode> = job
             .plans
@@ -78,7 +82,7 @@ impl PreparedJob {
         job.check_hash_keys()?;
         job.check_keyed_operators()?;
         job.check_side_outputs_consumed(&nodes)?;
-        job.check_semantic_mode(&nodes)?;
+        job.semantic_mode = job.check_semantic_mode(&nodes)?;
         Ok(job)
     }
 
@@ -423,20 +427,23 @@ impl PreparedJob {
         Ok(())
     }
 
-    fn check_semantic_mode(&self, nodes: &[ModelNode]) -> Result<()> {
+    /// Checks the declared semantic mode against the connectors and checkpointing (seed 000
+    /// §13) and returns the mode in force: the declared one, or the strongest the job can give.
+    fn check_semantic_mode(&self, nodes: &[ModelNode]) -> Result<SemanticMode> {
+        let checkpoints = self.plans.checkpoint.is_some();
         let Some(mode) = self.plans.model.semantic_mode else {
-            return Ok(());
+            return Ok(self.strongest_mode(nodes));
         };
-        if mode < SemanticMode::AtLeastOnce {
-            // Stronger than at-least-once: a failed run is rerun from the start, and output
-            // published before the failure stays, so nothing stronger can be promised.
+        if mode < SemanticMode::AtLeastOnce && !checkpoints {
+            // Without epochs a failed run is rerun from the start while output published
+            // before the failure stays: nothing stronger than at-least-once can be promised.
             return Err(self.prepare_error(
                 "semantic_mode".into(),
                 weir_api::Error::config(
                     "semantic_mode",
                     format!(
-                        "{} needs epoch checkpoints with transactional sink commits, which this \
-                         runtime does not take yet; use AT_LEAST_ONCE or BEST_EFFORT",
+                        "{} needs epoch checkpoints: add a `checkpoint` section (SQL: SET \
+                         'checkpoint.interval' = '1s'), or declare AT_LEAST_ONCE or BEST_EFFORT",
                         mode_name(mode)
                     ),
                 ),
@@ -463,7 +470,37 @@ impl PreparedJob {
                 ));
             }
         }
-        Ok(())
+        Ok(mode)
+    }
+
+    /// The strongest mode every connector of the job can give, with or without checkpoints.
+    fn strongest_mode(&self, nodes: &[ModelNode]) -> SemanticMode {
+        let candidates: &[SemanticMode] = if self.plans.checkpoint.is_some() {
+            &[
+                SemanticMode::StrictExactlyOnce,
+                SemanticMode::EffectivelyOnce,
+                SemanticMode::AtLeastOnce,
+            ]
+        } else {
+            &[SemanticMode::AtLeastOnce]
+        };
+        candidates
+            .iter()
+            .copied()
+            .find(|&mode| {
+                nodes
+                    .iter()
+                    .all(|node| match &self.nodes[&node.operator_id] {
+                        PreparedNode::Source(s) => {
+                            source_falls_short(mode, &s.capabilities()).is_none()
+                        }
+                        PreparedNode::Sink(s) => {
+                            sink_falls_short(mode, &s.capabilities()).is_none()
+                        }
+                        PreparedNode::Operator(_) => true,
+                    })
+            })
+            .unwrap_or(SemanticMode::BestEffort)
     }
 
     /// The partitioned plan.

@@ -1,11 +1,14 @@
 //! One subtask of one vertex: a chain of operators driven by a source reader or an input gate,
 //! ending in a sink or in edge writers.
 
+use crate::checkpoint::recovery::SplitResume;
+use crate::checkpoint::{TaskCheckpointing, TaskReport, Trigger};
 use crate::edge_writer::{EdgeWriter, SendError};
 use crate::error::{Error, Result};
 use crate::event_time::{SourceStep, SourceWatermarks};
 use crate::input_gate::{GateError, GateEvent, InputGate};
 use crate::metrics::{JobMetrics, OperatorMetrics};
+use crate::task_checkpoint::SourceCut;
 use crate::task_state::TaskState;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
@@ -13,9 +16,10 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Duration;
 use weir_api::{
-    Barrier, Emitted, Operator, Output, PreparedSource, SinkWriter, SourceSplit, SplitBatch,
-    SplitReader, StreamMessage, TaskContext, Watermark,
+    Emitted, Epoch, Operator, OperatorId, Output, PreparedSource, SinkWriter, SourceSplit,
+    SplitBatch, SplitReader, StreamMessage, TaskContext, TaskId, Watermark,
 };
+use weir_checkpoint::{InputWatermark, TaskSnapshot};
 use weir_plan::ModelWatermark;
 
 /// What drives the chain.
@@ -24,7 +28,8 @@ pub(crate) enum Head {
     Source {
         source: Arc<dyn PreparedSource>,
         ctx: TaskContext,
-        splits: Vec<SourceSplit>,
+        /// Assigned splits, each from its cursor, with its event-time progress when restored.
+        splits: Vec<(SourceSplit, SplitResume)>,
         metrics: Arc<OperatorMetrics>,
         /// Writers of the source's `dead_letter` output.
         dead_letter_writers: Vec<usize>,
@@ -48,6 +53,9 @@ pub(crate) struct Link {
 /// The sink at the end of the chain.
 pub(crate) struct SinkLink {
     pub(crate) writer: Box<dyn SinkWriter>,
+    pub(crate) operator_id: OperatorId,
+    /// The writer runs in epoch mode: rows become visible only through epoch commits.
+    pub(crate) epochs: bool,
     pub(crate) label: String,
     pub(crate) metrics: Arc<OperatorMetrics>,
 }
@@ -64,6 +72,18 @@ pub(crate) struct ChainTask {
     pub(crate) job_metrics: Arc<JobMetrics>,
     /// The chain's keyed state; its journal is committed after each input is fully handled.
     pub(crate) state: Arc<TaskState>,
+    /// The task's stable identity.
+    pub(crate) task_id: TaskId,
+    /// Every operator of the chain, in chain order.
+    pub(crate) operators: Vec<OperatorId>,
+    /// Set when the job checkpoints.
+    pub(crate) checkpointing: Option<TaskCheckpointing>,
+    /// The last epoch this source subtask injected.
+    pub(crate) last_injected: Option<Epoch>,
+    /// The links were flushed (`on_end_of_input`) at the final barrier.
+    pub(crate) flushed: bool,
+    /// Background writes of this task's snapshots; each ends with its acknowledgement.
+    pub(crate) snapshot_writes: Vec<tokio::task::JoinHandle<()>>,
 }
 
 enum Item {
@@ -104,20 +124,26 @@ impl ChainTask {
                     metrics: &metrics,
                     dead_letter_writers: &dead_letter_writers,
                 };
-                self.read_source(
-                    reading,
-                    splits,
-                    watermark.as_ref().map(SourceWatermarks::new),
-                )
-                .await?;
+                let mut progress = SourceProgress::new(&ctx, &splits);
+                let mut generators = watermark.as_ref().map(|spec| {
+                    let mut w = SourceWatermarks::new(spec);
+                    w.restore(&splits);
+                    w
+                });
+                self.read_source(&reading, &mut progress, generators.as_mut())
+                    .await?;
                 for &w in &dead_letter_writers {
                     self.send_control(w, StreamMessage::Watermark(Watermark::END))
                         .await?;
                 }
                 self.drive(0, Item::Watermark(Watermark::END)).await?;
+                self.commit_state()?;
+                self.await_final_epoch(&progress, generators.as_ref())
+                    .await?;
             }
             Head::Gate(mut gate) => loop {
-                match gate.next().await {
+                let event = gate.next().await;
+                match event {
                     Ok(GateEvent::Data { input, batch }) => {
                         self.drive(0, Item::Batch(input, batch)).await?;
                         self.commit_state()?;
@@ -127,11 +153,16 @@ impl ChainTask {
                         self.commit_state()?;
                     }
                     Ok(GateEvent::Barrier(b)) => {
-                        self.on_barrier(b).await?;
-                        self.commit_state()?;
+                        let inputs = gate.channel_states();
+                        self.checkpoint(b, SourceCut::default(), inputs).await?;
                     }
                     Ok(GateEvent::Idle) => self.send_idle().await?,
-                    Ok(GateEvent::End) => break,
+                    Ok(GateEvent::End) => {
+                        let inputs = gate.channel_states();
+                        self.finish().await?;
+                        self.report_finished(inputs).await;
+                        return Ok(());
+                    }
                     Err(GateError::Closed) => {
                         return Err(Error::ChannelClosed {
                             task: self.label.clone(),
@@ -143,19 +174,37 @@ impl ChainTask {
                 }
             },
         }
-        self.finish().await
+        self.finish().await?;
+        self.report_finished(Vec::new()).await;
+        Ok(())
+    }
+
+    /// Tells the coordinator this task ended: it takes part in later epochs without state.
+    /// Sent after the acknowledgements of its snapshots, so an epoch it took part in counts
+    /// its snapshot, not this one.
+    async fn report_finished(&mut self, input_watermarks: Vec<InputWatermark>) {
+        for write in self.snapshot_writes.drain(..) {
+            let _ = write.await;
+        }
+        if let Some(cp) = &self.checkpointing {
+            cp.report(TaskReport::Finished(TaskSnapshot {
+                task: self.task_id.clone(),
+                segments: Vec::new(),
+                input_watermarks,
+            }));
+        }
     }
 
     /// Commits the state journal: the input just handled had its output handed on (to the sink
     /// or into the outgoing channels), so its mutations are acknowledged.
-    fn commit_state(&self) -> Result<()> {
+    pub(crate) fn commit_state(&self) -> Result<()> {
         self.state.commit().map_err(|source| Error::Task {
             task: self.label.clone(),
             source,
         })
     }
 
-    fn internal(&self, message: String) -> Error {
+    pub(crate) fn internal(&self, message: String) -> Error {
         Error::Task {
             task: self.label.clone(),
             source: weir_api::Error::Internal(message),
@@ -164,28 +213,31 @@ impl ChainTask {
 
     /// Reads every assigned split in turn and drives its rows down the chain. With watermarks,
     /// each batch is sliced at its split's watermark cut points and the source watermark (the
-    /// minimum over open splits) is driven after the rows that moved it.
+    /// minimum over open splits) is driven after the rows that moved it. With checkpoints, a
+    /// pending epoch's barrier is injected at each safe point: after a batch was handed on, or
+    /// while the reader waits for input.
     async fn read_source(
         &mut self,
-        reading: SourceReading<'_>,
-        splits: Vec<SourceSplit>,
-        mut watermarks: Option<SourceWatermarks>,
+        reading: &SourceReading<'_>,
+        progress: &mut SourceProgress,
+        mut watermarks: Option<&mut SourceWatermarks>,
     ) -> Result<()> {
         let clock = tokio::time::Instant::now();
         let now_ms = || u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
-        for split in splits {
+        for index in 0..progress.splits.len() {
+            let split = progress.splits[index].split.clone();
             let mut reader = reading
                 .source
                 .open_split(&split, reading.ctx)
                 .await
                 .map_err(|e| reading.fail(e))?;
-            if let Some(w) = watermarks.as_mut() {
+            if let Some(w) = watermarks.as_deref_mut() {
                 w.open_split(&split.id, now_ms());
             }
             while let Some(read) = self
-                .next_read(&mut reader, watermarks.as_mut(), &now_ms)
+                .next_read(&mut reader, watermarks.as_deref_mut(), &now_ms, progress)
                 .await
-                .map_err(|e| e.into_error(&reading))?
+                .map_err(|e| e.into_error(reading))?
             {
                 if let Some(dead) = read.dead_letters
                     && dead.num_rows() > 0
@@ -196,15 +248,12 @@ impl ChainTask {
                     }
                 }
                 let rows = read.data.num_rows();
-                match watermarks.as_mut() {
+                match watermarks.as_deref_mut() {
                     Some(w) => {
                         let steps = w
                             .on_batch(&split.id, read.data, now_ms())
                             .map_err(|e| reading.fail(e))?;
                         reading.metrics.add_out(rows);
-                        if steps.is_empty() {
-                            continue;
-                        }
                         for step in steps {
                             let item = match step {
                                 SourceStep::Rows(batch) => Item::Batch(0, batch),
@@ -221,41 +270,58 @@ impl ChainTask {
                     }
                     None => {}
                 }
+                progress.splits[index].split.cursor = read.cursor;
+                self.inject_if_triggered(progress, watermarks.as_deref())
+                    .await?;
             }
-            if let Some(m) = watermarks.as_mut().and_then(|w| w.finish_split(&split.id)) {
+            if let Some(m) = watermarks
+                .as_deref_mut()
+                .and_then(|w| w.finish_split(&split.id))
+            {
                 self.drive(0, Item::Watermark(m)).await?;
                 self.commit_state()?;
             }
+            progress.splits[index].finished = true;
             self.job_metrics.split_done(split.size_bytes.unwrap_or(0));
+            self.inject_if_triggered(progress, watermarks.as_deref())
+                .await?;
         }
         Ok(())
     }
 
-    /// The reader's next batch. With an idle timeout, the read is raced against the time the
-    /// split may stay silent: when it elapses, silent splits become idle (which may advance the
-    /// source watermark) and, when every open split is idle, the downstream is told so. The
-    /// pending read is kept across timeouts, never dropped, so readers need not be cancel safe.
+    /// The reader's next batch. Without idle timeout and checkpoints, just the read. Otherwise
+    /// the read is raced against the time the split may stay silent (when it elapses, silent
+    /// splits become idle, which may advance the source watermark, and when every open split
+    /// is idle the downstream is told so) and against checkpoint triggers (the barrier is
+    /// injected at once: nothing of the pending read was emitted, so the cut is exact). The
+    /// pending read is kept, never dropped, so readers need not be cancel safe.
     ///
     /// Idleness is measured in processing time, so where it is declared is not deterministic.
     async fn next_read(
         &mut self,
         reader: &mut Box<dyn SplitReader>,
-        watermarks: Option<&mut SourceWatermarks>,
+        mut watermarks: Option<&mut SourceWatermarks>,
         now_ms: &impl Fn() -> u64,
+        progress: &SourceProgress,
     ) -> std::result::Result<Option<SplitBatch>, ReadError> {
-        let Some((watermarks, timeout_ms)) =
-            watermarks.and_then(|w| w.idle_timeout_ms().map(|t| (w, t)))
-        else {
+        let idle_ms = watermarks
+            .as_deref()
+            .and_then(SourceWatermarks::idle_timeout_ms);
+        let mut trigger = self.checkpointing.as_ref().map(|c| c.trigger.clone());
+        if idle_ms.is_none() && trigger.is_none() {
             return reader.next_batch().await.map_err(ReadError::Source);
-        };
+        }
         // One millisecond past the timeout: a split is idle when silent for *longer* than it.
-        let patience = Duration::from_millis(timeout_ms.saturating_add(1));
+        let patience = Duration::from_millis(idle_ms.unwrap_or(0).saturating_add(1));
+        let mut deadline = tokio::time::Instant::now() + patience;
         let mut pending = reader.next_batch();
         loop {
-            match tokio::time::timeout(patience, &mut pending).await {
-                Ok(read) => return read.map_err(ReadError::Source),
-                Err(_elapsed) => {
-                    let (advanced, idle) = watermarks.on_silence(now_ms());
+            tokio::select! {
+                read = &mut pending => return read.map_err(ReadError::Source),
+                () = tokio::time::sleep_until(deadline), if idle_ms.is_some() => {
+                    deadline += patience;
+                    let Some(w) = watermarks.as_deref_mut() else { continue };
+                    let (advanced, idle) = w.on_silence(now_ms());
                     if let Some(m) = advanced {
                         self.drive(0, Item::Watermark(m))
                             .await
@@ -266,6 +332,42 @@ impl ChainTask {
                         self.send_idle().await.map_err(ReadError::Task)?;
                     }
                 }
+                changed = wait_for_trigger(trigger.as_mut()), if trigger.is_some() => {
+                    if changed.is_err() {
+                        // The coordinator is gone: the job is ending; keep reading.
+                        trigger = None;
+                        continue;
+                    }
+                    self.inject_if_triggered(progress, watermarks.as_deref())
+                        .await
+                        .map_err(ReadError::Task)?;
+                }
+            }
+        }
+    }
+
+    /// A source subtask that read all its splits: with checkpoints it stays until the final
+    /// epoch, answering every trigger with a barrier whose cut finishes all its splits, so that
+    /// its output is committed through an epoch like all other output (seed 000 §5.9).
+    async fn await_final_epoch(
+        &mut self,
+        progress: &SourceProgress,
+        watermarks: Option<&SourceWatermarks>,
+    ) -> Result<()> {
+        let Some(cp) = self.checkpointing.clone() else {
+            return Ok(());
+        };
+        cp.report(TaskReport::SourceExhausted(self.task_id.clone()));
+        let mut trigger = cp.trigger.clone();
+        loop {
+            if let Some(t) = self.take_trigger() {
+                self.inject(t, progress, watermarks).await?;
+                if t.is_final {
+                    return Ok(());
+                }
+            }
+            if trigger.changed().await.is_err() {
+                return Ok(());
             }
         }
     }
@@ -395,19 +497,9 @@ impl ChainTask {
         Ok(())
     }
 
-    async fn on_barrier(&mut self, barrier: Barrier) -> Result<()> {
-        self.call_every_link(|op, out| op.on_barrier(barrier, out))
-            .await?;
-        for i in 0..self.writers.len() {
-            self.send_control(i, StreamMessage::Barrier(barrier))
-                .await?;
-        }
-        Ok(())
-    }
-
     /// Calls `hook` on every link in chain order; what a link emits flows down the chain before
     /// the next link's hook runs, so each hook sees everything its upstream flushed.
-    async fn call_every_link(
+    pub(crate) async fn call_every_link(
         &mut self,
         hook: impl Fn(&mut dyn Operator, &mut Output) -> weir_api::Result<()>,
     ) -> Result<()> {
@@ -427,10 +519,13 @@ impl ChainTask {
         Ok(())
     }
 
-    /// End of input: flush every link in chain order, publish the sink, close every channel.
+    /// End of input: flush every link in chain order (unless the final barrier did), publish the
+    /// sink (in epoch mode, everything was committed through epochs), close every channel.
     async fn finish(&mut self) -> Result<()> {
-        self.call_every_link(|op, out| op.on_end_of_input(out))
-            .await?;
+        if !self.flushed {
+            self.call_every_link(|op, out| op.on_end_of_input(out))
+                .await?;
+        }
         self.commit_state()?;
         if let Some(sink) = self.sink.as_mut() {
             sink.writer.finish().await.map_err(|source| Error::Task {
@@ -449,7 +544,11 @@ impl ChainTask {
         self.map_send(result)
     }
 
-    async fn send_control(&mut self, writer: usize, message: StreamMessage) -> Result<()> {
+    pub(crate) async fn send_control(
+        &mut self,
+        writer: usize,
+        message: StreamMessage,
+    ) -> Result<()> {
         let result = self.writers[writer].send_to_all(message).await;
         self.map_send(result)
     }
@@ -464,6 +563,49 @@ impl ChainTask {
                 source,
             },
         })
+    }
+}
+
+/// Waits for the next trigger; `None` never resolves (the select arm is disabled then).
+async fn wait_for_trigger(
+    trigger: Option<&mut tokio::sync::watch::Receiver<Option<Trigger>>>,
+) -> std::result::Result<(), tokio::sync::watch::error::RecvError> {
+    match trigger {
+        Some(t) => t.changed().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// A source subtask's read position in each of its splits: the cut it seals with a barrier.
+#[derive(Debug)]
+pub(crate) struct SourceProgress {
+    pub(crate) operator: OperatorId,
+    pub(crate) subtask: weir_api::SubtaskIndex,
+    pub(crate) splits: Vec<SplitProgress>,
+}
+
+/// One split's read position.
+#[derive(Debug)]
+pub(crate) struct SplitProgress {
+    /// The split, its cursor at the next record to read.
+    pub(crate) split: SourceSplit,
+    /// Read to its end.
+    pub(crate) finished: bool,
+}
+
+impl SourceProgress {
+    fn new(ctx: &TaskContext, splits: &[(SourceSplit, SplitResume)]) -> Self {
+        SourceProgress {
+            operator: ctx.operator_id.clone(),
+            subtask: ctx.subtask,
+            splits: splits
+                .iter()
+                .map(|(split, _)| SplitProgress {
+                    split: split.clone(),
+                    finished: false,
+                })
+                .collect(),
+        }
     }
 }
 

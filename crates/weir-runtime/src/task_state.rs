@@ -32,6 +32,40 @@ impl TaskState {
         Ok(self.backend.get_or_init(|| opened))
     }
 
+    /// The backend if an operator opened it (a chain without state never does).
+    pub(crate) fn opened(&self) -> Option<&RedbStateBackend> {
+        self.backend.get()
+    }
+
+    /// Loads `segments` into a fresh backend before any operator is created: the task's state
+    /// file is replaced by the checkpoint's state.
+    ///
+    /// # Errors
+    /// When the file cannot be replaced, or a segment is missing, corrupt or incompatible.
+    pub(crate) async fn restore(
+        &self,
+        segments: &[weir_state::SegmentDescriptor],
+        store: &weir_state::SegmentStore,
+    ) -> weir_api::Result<weir_state::RestoreReport> {
+        let path = weir_state::task_state_file(&self.dir, &self.task);
+        match std::fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => {
+                return Err(weir_api::Error::external(
+                    "state backend",
+                    format!("replacing `{}` for a restore", path.display()),
+                    e.to_string(),
+                    false,
+                ));
+            }
+        }
+        let backend = self.backend()?;
+        Ok(store
+            .restore(backend, segments, &weir_state::RestoreOptions::new())
+            .await?)
+    }
+
     /// Makes the mutations staged since the last commit durable (no-op for stateless chains).
     pub(crate) fn commit(&self) -> weir_api::Result<()> {
         match self.backend.get() {

@@ -20,6 +20,14 @@ pub(crate) struct Settings {
     pub(crate) allowed_lateness: Option<DurationMs>,
     pub(crate) late_sink: Option<String>,
     pub(crate) watermark_interval: Option<DurationMs>,
+    pub(crate) checkpoint_interval: Option<DurationMs>,
+    pub(crate) checkpoint_dir: Option<String>,
+    pub(crate) checkpoint_retain: Option<u32>,
+    pub(crate) checkpoint_timeout: Option<DurationMs>,
+    pub(crate) restart_attempts: Option<u32>,
+    pub(crate) restart_delay: Option<DurationMs>,
+    /// Where the first `SET 'checkpoint.*'` or `'restart.*'` was, for errors.
+    pub(crate) checkpoint_at: Option<Here>,
     /// Where the last `SET 'late.*'` was, for errors about the combination.
     pub(crate) late_at: Option<Here>,
 }
@@ -27,7 +35,9 @@ pub(crate) struct Settings {
 /// The keys `SET` accepts, for error messages.
 const KEYS: &str = "'job.name', 'parallelism', 'state.shards', 'channel.capacity', \
                     'semantic.mode', 'late.policy', 'late.allowed-lateness', 'late.sink', \
-                    'watermark.interval'";
+                    'watermark.interval', 'checkpoint.interval', 'checkpoint.dir', \
+                    'checkpoint.retain', 'checkpoint.timeout', 'restart.attempts', \
+                    'restart.delay'";
 
 impl Settings {
     /// Applies `SET key = value`.
@@ -41,8 +51,17 @@ impl Settings {
         };
         let duration =
             || DurationMs::parse(value).map_err(|m| here.invalid(format!("'{key}': {m}")));
-        if key.to_ascii_lowercase().starts_with("late.") {
+        let lower = key.to_ascii_lowercase();
+        if lower.starts_with("late.") {
             self.late_at = Some(here.clone());
+        }
+        if self.checkpoint_at.is_none()
+            && (lower.starts_with("checkpoint.")
+                || lower.starts_with("restart")
+                || lower.starts_with("execution.checkpointing.")
+                || lower.starts_with("state.checkpoints."))
+        {
+            self.checkpoint_at = Some(here.clone());
         }
         match key.to_ascii_lowercase().as_str() {
             "job.name" | "pipeline.name" => self.job = Some(value.to_owned()),
@@ -78,10 +97,31 @@ impl Settings {
             "late.sink" => self.late_sink = Some(value.to_lowercase()),
             "watermark.interval" => self.watermark_interval = Some(duration()?),
             "checkpoint.interval" | "execution.checkpointing.interval" => {
-                return Err(here.unsupported(
-                    format!("SET '{key}'"),
-                    "checkpoints are not available yet in this version of Weir",
-                ));
+                let d = duration()?;
+                if d.0 == 0 {
+                    return Err(here.invalid(format!("'{key}' must be at least 1ms")));
+                }
+                self.checkpoint_interval = Some(d);
+            }
+            "checkpoint.dir" | "state.checkpoints.dir" => {
+                if value.is_empty() {
+                    return Err(here.invalid(format!("'{key}' must not be empty")));
+                }
+                self.checkpoint_dir = Some(value.to_owned());
+            }
+            "checkpoint.retain" | "state.checkpoints.num-retained" => {
+                self.checkpoint_retain = Some(number("the number of checkpoints kept")?);
+            }
+            "checkpoint.timeout" | "execution.checkpointing.timeout" => {
+                self.checkpoint_timeout = Some(duration()?);
+            }
+            "restart.attempts" | "restart-strategy.fixed-delay.attempts" => {
+                self.restart_attempts = Some(value.parse::<u32>().map_err(|_| {
+                    here.invalid(format!("'{key}' is a whole number, not '{value}'"))
+                })?);
+            }
+            "restart.delay" | "restart-strategy.fixed-delay.delay" => {
+                self.restart_delay = Some(duration()?);
             }
             _ => {
                 return Err(here.invalid(format!("unknown option '{key}'; known: {KEYS}")));
@@ -103,6 +143,18 @@ impl Settings {
 
     /// Checks combinations of options once the script is read.
     pub(crate) fn check(&self, here: &Here) -> Result<()> {
+        let uses_checkpoints = self.checkpoint_dir.is_some()
+            || self.checkpoint_retain.is_some()
+            || self.checkpoint_timeout.is_some()
+            || self.restart_attempts.is_some()
+            || self.restart_delay.is_some();
+        if uses_checkpoints && self.checkpoint_interval.is_none() {
+            let at = self.checkpoint_at.as_ref().unwrap_or(here);
+            return Err(at.invalid(
+                "checkpoint and restart options need 'checkpoint.interval' (e.g. SET \
+                 'checkpoint.interval' = '1s'): without it the job takes no checkpoints",
+            ));
+        }
         let here = self.late_at.as_ref().unwrap_or(here);
         match (self.late_policy.as_deref(), &self.late_sink) {
             (Some("route"), None) => Err(here.invalid(
@@ -474,6 +526,28 @@ impl JobBuilder {
         if let Some(m) = settings.semantic_mode {
             spec["semantic_mode"] = serde_json::to_value(m).unwrap_or_default();
         }
+        if let Some(interval) = settings.checkpoint_interval {
+            let mut checkpoint = serde_json::json!({ "interval": interval.0 });
+            if let Some(dir) = &settings.checkpoint_dir {
+                checkpoint["dir"] = serde_json::json!(dir);
+            }
+            if let Some(n) = settings.checkpoint_retain {
+                checkpoint["retain"] = serde_json::json!(n);
+            }
+            if let Some(t) = settings.checkpoint_timeout {
+                checkpoint["timeout"] = serde_json::json!(t.0);
+            }
+            spec["checkpoint"] = checkpoint;
+            if settings.restart_attempts.is_some() || settings.restart_delay.is_some() {
+                let mut restart = serde_json::json!({
+                    "attempts": settings.restart_attempts.unwrap_or(weir_plan::DEFAULT_RESTART_ATTEMPTS),
+                });
+                if let Some(d) = settings.restart_delay {
+                    restart["delay"] = serde_json::json!(d.0);
+                }
+                spec["restart"] = restart;
+            }
+        }
         let text = spec.to_string();
         JobSpec::from_json_str(&text, file).map_err(|e| crate::error::SqlError::Invalid {
             file: file.to_owned(),
@@ -519,7 +593,21 @@ mod tests {
         };
         assert!(err("parallelism", "0").starts_with("t.sql:2:5:"));
         assert!(err("semantic.mode", "sometimes").contains("AT_LEAST_ONCE"));
-        assert!(err("checkpoint.interval", "10s").contains("not available yet"));
+        assert!(err("checkpoint.interval", "0ms").contains("at least 1ms"));
+        assert!(err("checkpoint.retain", "none").contains("whole number"));
+        let mut cp = Settings::default();
+        cp.set("checkpoint.dir", "/tmp/cp", &here()).unwrap();
+        assert!(
+            cp.check(&here())
+                .unwrap_err()
+                .to_string()
+                .contains("'checkpoint.interval'")
+        );
+        cp.set("checkpoint.interval", "200ms", &here()).unwrap();
+        cp.set("restart.attempts", "5", &here()).unwrap();
+        cp.check(&here()).unwrap();
+        assert_eq!(cp.checkpoint_interval, Some(DurationMs(200)));
+        assert_eq!(cp.restart_attempts, Some(5));
         assert!(err("wibble", "1").contains("known:"));
         let mut route = Settings::default();
         route.set("late.policy", "route", &here()).unwrap();

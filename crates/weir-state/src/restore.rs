@@ -80,8 +80,10 @@ impl SegmentStore {
         check_segments(backend, segments, options)?;
         let mut report = RestoreReport::default();
         let mut reregister = Registrations::default();
-        let mut decoded = futures::stream::iter(segments)
-            .map(|d| self.fetch_decoded(d))
+        // Owned descriptors: a closure over borrowed ones makes the future's `Send` depend on
+        // a higher-ranked lifetime, which callers in spawned tasks cannot prove.
+        let mut decoded = futures::stream::iter(segments.to_vec())
+            .map(|d| async move { self.fetch_decoded(&d).await })
             .buffered(PREFETCH);
         while let Some((segment, len)) = decoded.try_next().await? {
             let DecodedSegment {

@@ -8,10 +8,12 @@
 use std::collections::HashMap;
 
 use arrow::record_batch::RecordBatch;
-use weir_api::{Error, Watermark};
+use weir_api::{Error, EventTimeMs, Watermark};
+
+use crate::checkpoint::recovery::SplitResume;
 use weir_plan::ModelWatermark;
 
-use super::{PartitionWatermarks, WatermarkGenerator, event_times_ms};
+use super::{InputTimeState, PartitionWatermarks, WatermarkGenerator, event_times_ms};
 
 /// What a source subtask drives downstream for one batch read, in order.
 #[derive(Debug, Clone)]
@@ -41,6 +43,44 @@ impl SourceWatermarks {
             partitions: PartitionWatermarks::new(spec.idle_timeout.map(|d| d.0)),
             idle_reported: false,
         }
+    }
+
+    /// Continues the splits of a restored checkpoint: each split with recorded progress gets
+    /// its generator back (prefix maximum and last emitted watermark), so it emits after the
+    /// same rows as an uninterrupted run. The source watermark restarts at the lowest of the
+    /// splits' watermarks (conservative: never above what the uninterrupted run emitted).
+    pub(crate) fn restore(&mut self, splits: &[(weir_api::SourceSplit, SplitResume)]) {
+        let mut floor: Option<Watermark> = None;
+        let mut complete = !splits.is_empty();
+        for (split, resume) in splits {
+            if resume.max_event_time.is_none() && resume.emitted.is_none() {
+                complete = false;
+                continue;
+            }
+            let time = InputTimeState {
+                max_event_time: resume.max_event_time,
+                out_of_orderness_ms: self.spec.max_out_of_orderness.0,
+            };
+            self.splits.insert(
+                split.id.clone(),
+                WatermarkGenerator::resume(time, self.spec.interval.0, resume.emitted),
+            );
+            match resume.emitted {
+                Some(w) => floor = Some(floor.map_or(w, |f| f.min(w))),
+                None => complete = false,
+            }
+        }
+        if complete && let Some(w) = floor {
+            self.partitions.restore(w);
+        }
+    }
+
+    /// A split's event-time progress for a checkpoint cut: its largest event time and its last
+    /// emitted watermark (`None`s before its first event time).
+    pub(crate) fn split_progress(&self, split: &str) -> (Option<EventTimeMs>, Option<Watermark>) {
+        self.splits.get(split).map_or((None, None), |g| {
+            (g.time_state().max_event_time, g.emitted())
+        })
     }
 
     /// How long a split may stay silent before it is idle, in ms; `None`: never idle.

@@ -496,7 +496,7 @@ fn windows_survive_a_barrier_and_a_new_instance() {
         {
             let mut op = operator(&cfg, &ctx);
             run_steps(op.as_mut(), &first, &mut c);
-            op.on_barrier(Barrier { epoch: Epoch(1) }, &mut Output::new())
+            op.on_barrier(Barrier::new(Epoch(1)), &mut Output::new())
                 .unwrap();
         }
         let mut op = operator(&cfg, &ctx);

@@ -1,0 +1,450 @@
+//! The checkpoint coordinator of one attempt of a job (seed 000 §5.2, §5.7, §5.8): triggers one
+//! epoch at a time, collects the tasks' acknowledgements, publishes the manifest, commits the
+//! sinks' transactions, and ends a bounded job with its final epoch.
+
+use super::{CheckpointConfig, TaskAck, TaskReport, Trigger, failpoint};
+use crate::error::{Error, Result};
+use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, oneshot, watch};
+use weir_api::{Epoch, OperatorId, PreparedSink, SubtaskIndex, TaskContext, TaskId};
+use weir_checkpoint::{
+    AttemptId, CheckpointKind, CheckpointStore, EnumeratorSnapshot, EpochManifest, EpochRecord,
+    EpochState, ExpectedCheckpoint, SinkTransaction, TaskSnapshot, transition,
+};
+
+/// Checkpoint counters of a run, reported in its summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointSummary {
+    /// The attempt of the last run (a restart takes a new one).
+    pub attempt: u64,
+    /// Epochs made durable in this run.
+    pub completed: u64,
+    /// Epochs aborted in this run (timeouts, storage failures).
+    pub aborted: u64,
+    /// The newest durable epoch.
+    pub last_durable_epoch: Option<u64>,
+    /// Trigger to commit of the newest durable epoch, ms.
+    pub last_duration_ms: Option<u64>,
+    /// The longest trigger-to-commit time of the run, ms.
+    pub max_duration_ms: Option<u64>,
+    /// State segment bytes of the newest durable epoch.
+    pub last_state_bytes: Option<u64>,
+    /// The epoch the run restored, if it restored one.
+    pub restored_from: Option<u64>,
+    /// Automatic restarts after failures.
+    pub restarts: u32,
+}
+
+/// Shared, live checkpoint counters.
+pub(crate) type SharedSummary = Arc<Mutex<CheckpointSummary>>;
+
+/// Updates the shared counters; a poisoned lock only loses statistics.
+pub(crate) fn update(summary: &SharedSummary, f: impl FnOnce(&mut CheckpointSummary)) {
+    if let Ok(mut s) = summary.lock() {
+        f(&mut s);
+    }
+}
+
+/// A request for a checkpoint outside the interval.
+#[derive(Debug)]
+pub(crate) struct CheckpointRequest {
+    /// `Some(name)` for a savepoint (kept by retention), `None` for a checkpoint.
+    pub(crate) savepoint: Option<Option<String>>,
+    /// Gets the epoch once it is durable.
+    pub(crate) reply: oneshot::Sender<Result<Epoch>>,
+}
+
+/// A sink operator of the job, for commits.
+#[derive(Debug, Clone)]
+pub(crate) struct SinkHandle {
+    pub(crate) sink: Arc<dyn PreparedSink>,
+    pub(crate) parallelism: u32,
+}
+
+/// Everything the coordinator works with.
+pub(crate) struct Coordinator {
+    pub(crate) config: CheckpointConfig,
+    pub(crate) store: CheckpointStore,
+    pub(crate) expected: ExpectedCheckpoint,
+    pub(crate) attempt: AttemptId,
+    pub(crate) job_id: weir_api::JobId,
+    pub(crate) next_epoch: Epoch,
+    pub(crate) trigger: watch::Sender<Option<Trigger>>,
+    pub(crate) reports: mpsc::UnboundedReceiver<TaskReport>,
+    /// Manual checkpoint requests, shared by the job's attempts.
+    pub(crate) requests: Arc<tokio::sync::Mutex<mpsc::Receiver<CheckpointRequest>>>,
+    /// Source subtasks that run (those with splits).
+    pub(crate) live_sources: HashSet<TaskId>,
+    /// Tasks that ended (or never started), with the snapshot they take part with.
+    pub(crate) finished: HashMap<TaskId, TaskSnapshot>,
+    /// Every split each source operator's enumerator knows.
+    pub(crate) discovered: BTreeMap<OperatorId, BTreeSet<String>>,
+    /// Sink operators whose writers run in epoch mode.
+    pub(crate) sinks: BTreeMap<OperatorId, SinkHandle>,
+    /// Pre-committed transactions not yet committed, by (operator, subtask, epoch).
+    pub(crate) pending: BTreeMap<(OperatorId, SubtaskIndex, Epoch), SinkTransaction>,
+    pub(crate) summary: SharedSummary,
+}
+
+struct InFlight {
+    epoch: Epoch,
+    state: EpochState,
+    kind: CheckpointKind,
+    is_final: bool,
+    started: Instant,
+    created_at_ms: u64,
+    acks: HashMap<TaskId, TaskAck>,
+    replies: Vec<oneshot::Sender<Result<Epoch>>>,
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn checkpoint_error(context: &str, e: weir_checkpoint::CheckpointError) -> Error {
+    Error::Checkpoint {
+        context: context.to_owned(),
+        source: e,
+    }
+}
+
+impl Coordinator {
+    /// Runs until the final epoch of a bounded job is committed (then `Ok`), or for ever for an
+    /// unbounded one (the job's end aborts it).
+    ///
+    /// # Errors
+    /// When a task's snapshot failed, the store refused a manifest for good (another attempt
+    /// took over: fenced), or a sink commit failed.
+    pub(crate) async fn run(mut self) -> Result<()> {
+        let mut ticker = tokio::time::interval(self.config.interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        ticker.tick().await; // the first tick is immediate: the first epoch waits one interval
+        let mut in_flight: Option<InFlight> = None;
+        let mut queued: Vec<CheckpointRequest> = Vec::new();
+        let mut exhausted: HashSet<TaskId> = HashSet::new();
+        let mut requests_open = true;
+        let requests = self.requests.clone();
+        let mut requests = requests.lock_owned().await;
+        loop {
+            let all_exhausted = self.live_sources.iter().all(|t| exhausted.contains(t));
+            if in_flight.is_none() {
+                if all_exhausted {
+                    in_flight =
+                        Some(self.trigger_epoch(CheckpointKind::Checkpoint, true, Vec::new()));
+                } else if !queued.is_empty() {
+                    let request = queued.remove(0);
+                    let kind = match request.savepoint {
+                        Some(name) => CheckpointKind::Savepoint { name },
+                        None => CheckpointKind::Checkpoint,
+                    };
+                    in_flight = Some(self.trigger_epoch(kind, false, vec![request.reply]));
+                }
+            }
+            if let Some(flight) = in_flight.as_mut()
+                && self.complete(flight)
+            {
+                let flight = in_flight
+                    .take()
+                    .ok_or_else(|| Error::Internal("the epoch in flight vanished".to_owned()))?;
+                let is_final = flight.is_final;
+                self.finish_epoch(flight).await?;
+                if is_final {
+                    return Ok(());
+                }
+                continue;
+            }
+            let timeout = in_flight
+                .as_ref()
+                .map(|f| self.config.timeout.saturating_sub(f.started.elapsed()));
+            tokio::select! {
+                report = self.reports.recv() => {
+                    let Some(report) = report else {
+                        // Every task is gone and the final epoch did not complete: the job's
+                        // supervisor reports why.
+                        return Ok(());
+                    };
+                    match report {
+                        TaskReport::Ack(ack) => self.on_ack(*ack, in_flight.as_mut()),
+                        TaskReport::SourceExhausted(task) => {
+                            exhausted.insert(task);
+                        }
+                        TaskReport::Finished(snapshot) => {
+                            exhausted.insert(snapshot.task.clone());
+                            self.finished.insert(snapshot.task.clone(), snapshot);
+                        }
+                        TaskReport::Failed(e) => return Err(e),
+                    }
+                }
+                request = requests.recv(), if requests_open => match request {
+                    Some(r) => queued.push(r),
+                    None => requests_open = false,
+                },
+                _ = ticker.tick(), if in_flight.is_none() && !all_exhausted => {
+                    in_flight = Some(self.trigger_epoch(CheckpointKind::Checkpoint, false, Vec::new()));
+                }
+                _ = tokio::time::sleep(timeout.unwrap_or(Duration::MAX)), if timeout.is_some() => {
+                    if let Some(flight) = in_flight.take() {
+                        if flight.is_final {
+                            return Err(Error::Internal(format!(
+                                "the final epoch {} was not durable after {:?}",
+                                flight.epoch, self.config.timeout
+                            )));
+                        }
+                        self.abort(flight, "timed out").await;
+                    }
+                }
+            }
+        }
+    }
+
+    fn trigger_epoch(
+        &mut self,
+        kind: CheckpointKind,
+        is_final: bool,
+        replies: Vec<oneshot::Sender<Result<Epoch>>>,
+    ) -> InFlight {
+        let epoch = self.next_epoch;
+        self.next_epoch = Epoch(epoch.0 + 1);
+        tracing::debug!(%epoch, is_final, "triggering checkpoint");
+        self.trigger.send_replace(Some(Trigger { epoch, is_final }));
+        InFlight {
+            epoch,
+            state: EpochState::Injecting,
+            kind,
+            is_final,
+            started: Instant::now(),
+            created_at_ms: now_ms(),
+            acks: HashMap::new(),
+            replies,
+        }
+    }
+
+    fn on_ack(&mut self, ack: TaskAck, flight: Option<&mut InFlight>) {
+        if ack.attempt != self.attempt {
+            // Fencing: a report of another attempt never counts (seed 000 §10.2).
+            tracing::warn!(
+                task = %ack.snapshot.task,
+                attempt = %ack.attempt,
+                current = %self.attempt,
+                "refused an acknowledgement of another attempt"
+            );
+            return;
+        }
+        match flight {
+            Some(f) if f.epoch == ack.epoch => {
+                if f.state == EpochState::Injecting {
+                    f.state = EpochState::Aligning;
+                }
+                for t in &ack.sink_transactions {
+                    self.pending
+                        .insert((t.operator.clone(), t.subtask, t.epoch), t.clone());
+                }
+                f.acks.insert(ack.snapshot.task.clone(), ack);
+            }
+            _ => {
+                // A late acknowledgement of an aborted epoch: its sink pre-commit stays
+                // pending and a later durable epoch subsumes it (seed 000 §7.3).
+                for t in &ack.sink_transactions {
+                    self.pending
+                        .insert((t.operator.clone(), t.subtask, t.epoch), t.clone());
+                }
+            }
+        }
+    }
+
+    /// Whether every task of the ACK set acknowledged the epoch or has ended.
+    fn complete(&self, flight: &InFlight) -> bool {
+        self.expected
+            .tasks()
+            .iter()
+            .all(|t| flight.acks.contains_key(t) || self.finished.contains_key(t))
+    }
+
+    fn manifest(&self, flight: &InFlight) -> EpochManifest {
+        let mut m =
+            self.expected
+                .manifest_template(self.store.namespace(), flight.epoch, self.attempt);
+        m.kind = flight.kind.clone();
+        m.created_at_ms = flight.created_at_ms;
+        let mut finished_splits: BTreeMap<OperatorId, BTreeSet<String>> = BTreeMap::new();
+        let mut assigned: BTreeMap<OperatorId, BTreeMap<String, SubtaskIndex>> = BTreeMap::new();
+        for task in self.expected.tasks() {
+            let snapshot = match flight.acks.get(task) {
+                Some(ack) => {
+                    m.source_offsets.extend(ack.source_offsets.iter().cloned());
+                    for o in &ack.source_offsets {
+                        assigned
+                            .entry(o.operator.clone())
+                            .or_default()
+                            .insert(o.split.clone(), o.subtask);
+                    }
+                    for (op, split) in &ack.finished_splits {
+                        finished_splits
+                            .entry(op.clone())
+                            .or_default()
+                            .insert(split.clone());
+                    }
+                    ack.snapshot.clone()
+                }
+                None => self.finished[task].clone(),
+            };
+            m.task_snapshots.push(snapshot);
+        }
+        for (operator, discovered) in &self.discovered {
+            let finished = finished_splits.remove(operator).unwrap_or_default();
+            m.source_enumerator_snapshots.push(EnumeratorSnapshot {
+                operator: operator.clone(),
+                discovered: discovered.clone(),
+                assigned: assigned.remove(operator).unwrap_or_default(),
+                finished,
+                discovery_cursor: None,
+            });
+        }
+        m.sink_transactions = self
+            .pending
+            .values()
+            .filter(|t| t.epoch <= flight.epoch)
+            .cloned()
+            .collect();
+        m
+    }
+
+    /// Publishes the manifest, records DURABLE, commits the sinks, records COMMITTED and
+    /// applies retention.
+    async fn finish_epoch(&mut self, mut flight: InFlight) -> Result<()> {
+        flight.state = transition(flight.state, EpochState::Snapshotting)
+            .and_then(|s| transition(s, EpochState::Precommitted))
+            .map_err(|e| checkpoint_error("epoch lifecycle", e))?;
+        let mut manifest = self.manifest(&flight);
+        failpoint("after-segments");
+        manifest.durable_at_ms = now_ms();
+        let published = self.store.publish_manifest(&manifest, &self.expected).await;
+        if let Err(e) = published {
+            if e.is_retryable() && !flight.is_final {
+                let reason = format!("publishing the manifest failed: {e}");
+                self.abort(flight, &reason).await;
+                return Ok(());
+            }
+            return Err(checkpoint_error(
+                &format!("publishing the manifest of epoch {}", flight.epoch),
+                e,
+            ));
+        }
+        flight.state = transition(flight.state, EpochState::Durable)
+            .map_err(|e| checkpoint_error("epoch lifecycle", e))?;
+        let log = self.store.epoch_log();
+        log.record(&EpochRecord::new(
+            flight.epoch,
+            EpochState::Durable,
+            now_ms(),
+        ))
+        .await
+        .map_err(|e| checkpoint_error("recording a durable epoch", e))?;
+        failpoint("after-manifest");
+        self.commit(flight.epoch).await?;
+        flight.state = transition(flight.state, EpochState::Committed)
+            .map_err(|e| checkpoint_error("epoch lifecycle", e))?;
+        log.record(&EpochRecord::new(
+            flight.epoch,
+            EpochState::Committed,
+            now_ms(),
+        ))
+        .await
+        .map_err(|e| checkpoint_error("recording a committed epoch", e))?;
+        if let Err(e) = self.store.retain(self.config.retain).await {
+            tracing::warn!(error = %e, "checkpoint retention failed; it runs again after the next epoch");
+        }
+        let duration = u64::try_from(flight.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let bytes = manifest.segments().map(|d| d.bytes).sum();
+        tracing::info!(epoch = %flight.epoch, duration_ms = duration, state_bytes = bytes, "checkpoint committed");
+        update(&self.summary, |s| {
+            s.completed += 1;
+            s.last_durable_epoch = Some(flight.epoch.0);
+            s.last_duration_ms = Some(duration);
+            s.max_duration_ms = Some(s.max_duration_ms.unwrap_or(0).max(duration));
+            s.last_state_bytes = Some(bytes);
+        });
+        for reply in flight.replies {
+            let _ = reply.send(Ok(flight.epoch));
+        }
+        Ok(())
+    }
+
+    /// Commits every pending transaction up to `epoch` (subsuming earlier aborted epochs), in
+    /// epoch order per sink subtask.
+    async fn commit(&mut self, epoch: Epoch) -> Result<()> {
+        let mut by_subtask: BTreeMap<(OperatorId, SubtaskIndex), Vec<serde_json::Value>> =
+            BTreeMap::new();
+        for ((op, subtask, e), t) in &self.pending {
+            if *e <= epoch {
+                by_subtask
+                    .entry((op.clone(), *subtask))
+                    .or_default()
+                    .push(t.pre_commit.clone());
+            }
+        }
+        for (i, ((operator, subtask), values)) in by_subtask.into_iter().enumerate() {
+            if i > 0 {
+                failpoint("mid-commit");
+            }
+            commit_sink(&self.sinks, &self.job_id, &operator, subtask, &values).await?;
+        }
+        if !self.pending.is_empty() {
+            failpoint("mid-commit");
+        }
+        self.pending.retain(|(_, _, e), _| *e > epoch);
+        Ok(())
+    }
+
+    async fn abort(&mut self, flight: InFlight, reason: &str) {
+        tracing::warn!(epoch = %flight.epoch, reason, "checkpoint aborted; its sink transactions wait for the next durable epoch");
+        let record =
+            EpochRecord::new(flight.epoch, EpochState::Aborted, now_ms()).with_reason(reason);
+        if let Err(e) = self.store.epoch_log().record(&record).await {
+            tracing::warn!(error = %e, "recording an aborted epoch failed");
+        }
+        update(&self.summary, |s| s.aborted += 1);
+        for reply in flight.replies {
+            let _ = reply.send(Err(Error::Internal(format!(
+                "checkpoint {} aborted: {reason}",
+                flight.epoch
+            ))));
+        }
+    }
+}
+
+/// Publishes the pre-committed transactions `values` of one sink subtask.
+pub(crate) async fn commit_sink(
+    sinks: &BTreeMap<OperatorId, SinkHandle>,
+    job_id: &weir_api::JobId,
+    operator: &OperatorId,
+    subtask: SubtaskIndex,
+    values: &[serde_json::Value],
+) -> Result<()> {
+    let handle = sinks.get(operator).ok_or_else(|| Error::Restore {
+        message: format!(
+            "the checkpoint holds transactions of sink `{operator}`, which this job does not \
+             have or which no longer commits by epoch (the sink protocol changed)"
+        ),
+    })?;
+    let ctx = TaskContext::new(
+        job_id.clone(),
+        operator.clone(),
+        subtask,
+        handle.parallelism.max(subtask.0 + 1),
+    );
+    handle
+        .sink
+        .commit_epoch(&ctx, values)
+        .await
+        .map_err(|source| Error::Task {
+            task: ctx.label(),
+            source,
+        })
+}

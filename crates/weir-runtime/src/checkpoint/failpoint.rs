@@ -1,0 +1,68 @@
+//! Named fail points for crash tests: `WEIR_FAILPOINT=<name>` or `<name>@<n>` makes the process
+//! stop dead the `n`-th time (default the first) it reaches that point, so a test harness can
+//! SIGKILL it exactly there.
+//!
+//! When the point is reached the process prints `weir: failpoint <name> reached` on stderr and
+//! the thread that reached it blocks for ever; nothing after the point runs on that thread.
+//! Without the variable a fail point costs one relaxed load.
+
+use std::io::Write;
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The environment variable that arms a fail point.
+pub const FAILPOINT_ENV: &str = "WEIR_FAILPOINT";
+
+/// Every fail point the runtime has, in the order an epoch meets them.
+pub const FAILPOINTS: [&str; 5] = [
+    "after-pre-commit",
+    "after-segments",
+    "after-manifest",
+    "mid-commit",
+    "mid-restore",
+];
+
+struct Armed {
+    name: String,
+    nth: u64,
+    hits: AtomicU64,
+}
+
+fn armed() -> Option<&'static Armed> {
+    static ARMED: OnceLock<Option<Armed>> = OnceLock::new();
+    ARMED
+        .get_or_init(|| {
+            let value = std::env::var(FAILPOINT_ENV).ok()?;
+            let (name, nth) = match value.split_once('@') {
+                Some((name, n)) => (name.to_owned(), n.trim().parse().unwrap_or(1)),
+                None => (value.clone(), 1),
+            };
+            if !FAILPOINTS.contains(&name.as_str()) {
+                tracing::warn!(%name, "{FAILPOINT_ENV} names no fail point (known: {FAILPOINTS:?})");
+            }
+            Some(Armed {
+                name,
+                nth: nth.max(1),
+                hits: AtomicU64::new(0),
+            })
+        })
+        .as_ref()
+}
+
+/// Marks fail point `name`: stops the calling thread for ever if the environment armed it and
+/// this is the armed hit.
+pub fn failpoint(name: &str) {
+    let Some(armed) = armed() else {
+        return;
+    };
+    if armed.name != name || armed.hits.fetch_add(1, Ordering::Relaxed) + 1 != armed.nth {
+        return;
+    }
+    let mut err = std::io::stderr().lock();
+    let _ = writeln!(err, "weir: failpoint {name} reached");
+    let _ = err.flush();
+    drop(err);
+    loop {
+        std::thread::park();
+    }
+}

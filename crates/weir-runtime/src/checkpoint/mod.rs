@@ -1,0 +1,224 @@
+//! Epoch checkpoints in the local runtime (seed 000 §5–§7, §10): the coordinator, what tasks
+//! report at a barrier, recovery from a durable manifest, and fail points for crash tests.
+//!
+//! The flow of one epoch: the [`coordinator`] publishes a trigger; every source subtask sees it
+//! at its next safe point (after the batch in hand was handed on, or while it waits for a read),
+//! seals its cut (each split's next-to-read cursor and watermark progress) and sends the barrier
+//! down every channel. Tasks align barriers in their input gate, let their operators write
+//! their state at the barrier, pre-commit their sink, take a redb MVCC view, forward the barrier
+//! and write their state segments in the background, then acknowledge. With every task of the
+//! plan's ACK set acknowledged, the coordinator publishes the manifest (the epoch is durable),
+//! commits the sinks' transactions and records both in the epoch log.
+
+pub(crate) mod coordinator;
+mod failpoint;
+pub(crate) mod recovery;
+
+pub use failpoint::{FAILPOINT_ENV, FAILPOINTS, failpoint};
+
+use object_store::ObjectStore;
+use object_store::local::LocalFileSystem;
+use object_store::path::Path as ObjectPath;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{mpsc, watch};
+use weir_api::{Epoch, OperatorId};
+use weir_checkpoint::{AttemptId, SinkTransaction, SourceSplitOffset, TaskSnapshot};
+use weir_plan::ShardAssignment;
+use weir_state::SegmentStore;
+
+/// Where a job's checkpoints live: an object store and a base path in it.
+#[derive(Debug, Clone)]
+pub struct CheckpointStorage {
+    /// The store.
+    pub store: Arc<dyn ObjectStore>,
+    /// The base path of every checkpoint object.
+    pub base: ObjectPath,
+    /// The directory the store is rooted at when it is the local file system: manifests and
+    /// segments are then fsynced before and after publication.
+    pub local_root: Option<PathBuf>,
+    /// How to name the storage in messages.
+    pub display: String,
+}
+
+impl CheckpointStorage {
+    /// Checkpoints in local directory `dir` (created if missing).
+    ///
+    /// # Errors
+    /// [`weir_api::Error::External`] when the directory cannot be created.
+    pub fn local(dir: &Path) -> weir_api::Result<Self> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            weir_api::Error::external(
+                "checkpoint storage",
+                format!("creating `{}`", dir.display()),
+                e.to_string(),
+                false,
+            )
+        })?;
+        let root = dir.canonicalize().map_err(|e| {
+            weir_api::Error::external(
+                "checkpoint storage",
+                format!("resolving `{}`", dir.display()),
+                e.to_string(),
+                false,
+            )
+        })?;
+        let store = LocalFileSystem::new_with_prefix(&root).map_err(|e| {
+            weir_api::Error::external(
+                "checkpoint storage",
+                format!("opening `{}`", root.display()),
+                e.to_string(),
+                false,
+            )
+        })?;
+        Ok(CheckpointStorage {
+            store: Arc::new(store),
+            base: ObjectPath::default(),
+            local_root: Some(root),
+            display: dir.display().to_string(),
+        })
+    }
+
+    /// Checkpoints in any object store under `base` (S3, GCS, Azure or in-memory through
+    /// `object_store`); the store must support create-if-absent puts.
+    pub fn object_store(store: Arc<dyn ObjectStore>, base: ObjectPath) -> Self {
+        let display = format!("{store}/{base}");
+        CheckpointStorage {
+            store,
+            base,
+            local_root: None,
+            display,
+        }
+    }
+
+    /// The storage a spec's `checkpoint.dir` names: a directory or a `file://` URL.
+    ///
+    /// # Errors
+    /// [`weir_api::Error::Config`] for another URL scheme; as [`CheckpointStorage::local`].
+    pub fn from_dir_option(dir: &str) -> weir_api::Result<Self> {
+        if let Some(path) = dir.strip_prefix("file://") {
+            return Self::local(Path::new(path));
+        }
+        if let Some((scheme, _)) = dir.split_once("://") {
+            return Err(weir_api::Error::config(
+                "checkpoint.dir",
+                format!(
+                    "`{scheme}://` storage is not built into this binary; use a local \
+                     directory, or pass an object store through the `weir` crate's RunOptions"
+                ),
+            ));
+        }
+        Self::local(Path::new(dir))
+    }
+}
+
+/// How a job checkpoints, resolved from its `checkpoint` section and the run options.
+#[derive(Debug, Clone)]
+pub struct CheckpointConfig {
+    /// Time from one epoch's trigger to the next.
+    pub interval: Duration,
+    /// Where checkpoints go.
+    pub storage: CheckpointStorage,
+    /// Durable checkpoints kept (savepoints are never deleted).
+    pub retain: usize,
+    /// An epoch not durable after this long is aborted.
+    pub timeout: Duration,
+}
+
+/// Which checkpoint a run restores.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RestoreFrom {
+    /// The newest durable checkpoint or savepoint; a fresh start when there is none.
+    Latest,
+    /// The checkpoint of this epoch.
+    Epoch(Epoch),
+    /// The newest savepoint with this name.
+    Savepoint(String),
+}
+
+impl FromStr for RestoreFrom {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let s = s.trim();
+        if s.is_empty() {
+            return Err("expected `latest`, an epoch number or a savepoint name".into());
+        }
+        if s.eq_ignore_ascii_case("latest") {
+            return Ok(RestoreFrom::Latest);
+        }
+        if let Ok(n) = s.parse::<u64>() {
+            return Ok(RestoreFrom::Epoch(Epoch(n)));
+        }
+        Ok(RestoreFrom::Savepoint(s.to_owned()))
+    }
+}
+
+impl fmt::Display for RestoreFrom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RestoreFrom::Latest => f.write_str("latest"),
+            RestoreFrom::Epoch(e) => write!(f, "epoch {e}"),
+            RestoreFrom::Savepoint(name) => write!(f, "savepoint `{name}`"),
+        }
+    }
+}
+
+/// The coordinator's request to the sources: inject the barrier of `epoch`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Trigger {
+    pub(crate) epoch: Epoch,
+    /// The last epoch of a bounded job: after its barrier, sources end their input.
+    pub(crate) is_final: bool,
+}
+
+/// What a task tells the coordinator.
+#[derive(Debug)]
+pub(crate) enum TaskReport {
+    /// The task's part of an epoch.
+    Ack(Box<TaskAck>),
+    /// A source subtask read all its splits; it waits for the final epoch.
+    SourceExhausted(weir_api::TaskId),
+    /// The task ended; it takes part in later epochs with this (state-less) snapshot.
+    Finished(TaskSnapshot),
+    /// Writing the task's snapshot failed: the epoch cannot complete.
+    Failed(crate::Error),
+}
+
+/// One task's part of an epoch.
+#[derive(Debug)]
+pub(crate) struct TaskAck {
+    /// The attempt that took it; acknowledgements of another attempt are refused.
+    pub(crate) attempt: AttemptId,
+    pub(crate) epoch: Epoch,
+    pub(crate) snapshot: TaskSnapshot,
+    /// Cursors of the splits the source subtask has not finished.
+    pub(crate) source_offsets: Vec<SourceSplitOffset>,
+    /// (source operator, split) pairs the subtask finished.
+    pub(crate) finished_splits: Vec<(OperatorId, String)>,
+    /// The sink's pre-commit of this epoch.
+    pub(crate) sink_transactions: Vec<SinkTransaction>,
+}
+
+/// What a task needs to take part in checkpoints.
+#[derive(Debug, Clone)]
+pub(crate) struct TaskCheckpointing {
+    pub(crate) attempt: AttemptId,
+    pub(crate) namespace: String,
+    pub(crate) segments: SegmentStore,
+    /// Shards of the task's vertex when it is keyed (its state is snapshotted).
+    pub(crate) shards: Option<ShardAssignment>,
+    pub(crate) reports: mpsc::UnboundedSender<TaskReport>,
+    /// Triggers, for source subtasks.
+    pub(crate) trigger: watch::Receiver<Option<Trigger>>,
+}
+
+impl TaskCheckpointing {
+    /// Sends a report; a closed coordinator means the job is ending anyway.
+    pub(crate) fn report(&self, report: TaskReport) {
+        let _ = self.reports.send(report);
+    }
+}

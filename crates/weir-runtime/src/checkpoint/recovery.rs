@@ -1,0 +1,339 @@
+//! Starting an attempt of a checkpointing job (seed 000 §10.1): fence older attempts, pick the
+//! manifest to restore, finish its sink commits, delete uncommitted staged output, and tell every
+//! task what it restores (state segments, split cursors).
+
+use super::coordinator::{SinkHandle, commit_sink};
+use super::{CheckpointConfig, RestoreFrom};
+use crate::error::{Error, Result};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use weir_api::{
+    Epoch, EventTimeMs, OperatorId, SourceSplit, SplitCursor, SubtaskIndex, TaskContext, Watermark,
+};
+use weir_checkpoint::{
+    AttemptId, CheckpointStore, EpochManifest, EpochRecord, EpochState, ExpectedCheckpoint,
+};
+use weir_plan::{PartitionedPlan, PlanVertex};
+use weir_state::{SegmentDescriptor, SegmentStore};
+
+/// The checkpoint namespace of a plan (seed 000 §14.2): derived from job and pipeline ids.
+pub(crate) fn namespace(plan: &PartitionedPlan) -> String {
+    if plan.job_id.as_str() == plan.pipeline_id.as_str() {
+        plan.job_id.to_string()
+    } else {
+        format!("{}.{}", plan.job_id, plan.pipeline_id)
+    }
+}
+
+fn store_error(context: impl Into<String>, e: weir_checkpoint::CheckpointError) -> Error {
+    Error::Checkpoint {
+        context: context.into(),
+        source: e,
+    }
+}
+
+/// What an attempt starts from.
+#[derive(Debug)]
+pub(crate) struct AttemptSetup {
+    pub(crate) attempt: AttemptId,
+    pub(crate) store: CheckpointStore,
+    pub(crate) segments: SegmentStore,
+    pub(crate) expected: ExpectedCheckpoint,
+    pub(crate) restored: Option<EpochManifest>,
+    pub(crate) next_epoch: Epoch,
+}
+
+/// Fences older attempts, chooses the manifest `restore` asks for, completes the commits of
+/// that manifest's sink transactions and deletes every other staged transaction.
+///
+/// # Errors
+/// When the store fails, the requested checkpoint does not exist or does not fit the plan (the
+/// message says what differs), or a sink commit or cleanup fails.
+pub(crate) async fn begin_attempt(
+    plan: &PartitionedPlan,
+    config: &CheckpointConfig,
+    restore: Option<&RestoreFrom>,
+    sinks: &BTreeMap<OperatorId, SinkHandle>,
+) -> Result<AttemptSetup> {
+    let storage = &config.storage;
+    let mut store =
+        CheckpointStore::try_new(storage.store.clone(), storage.base.clone(), namespace(plan))
+            .map_err(|e| store_error("opening the checkpoint storage", e))?;
+    if let Some(root) = &storage.local_root {
+        store = store.with_local_root(root.clone());
+    }
+    let segments = SegmentStore::new(storage.store.clone(), storage.base.clone());
+    let expected = ExpectedCheckpoint::from_plan(plan);
+    let attempt = store
+        .acquire_attempt()
+        .await
+        .map_err(|e| store_error("starting a new attempt", e))?;
+    let restored = match restore {
+        None => None,
+        Some(RestoreFrom::Latest) => {
+            let latest = store.latest_durable(&expected).await.map_err(|e| {
+                store_error(
+                    format!("finding the latest checkpoint in {}", storage.display),
+                    e,
+                )
+            })?;
+            for s in &latest.skipped {
+                tracing::warn!(epoch = %s.epoch, path = %s.path, reason = %s.reason, "passed over a checkpoint that cannot be restored");
+            }
+            if latest.manifest.is_some() && latest.may_repeat_output() {
+                tracing::warn!(
+                    "restoring an older checkpoint than the newest published one: output committed after it may be repeated"
+                );
+            }
+            if latest.manifest.is_none() {
+                tracing::info!(storage = %storage.display, "no checkpoint to restore: starting from the beginning");
+            }
+            latest.manifest
+        }
+        Some(RestoreFrom::Epoch(epoch)) => Some(
+            store
+                .restorable(*epoch, &expected)
+                .await
+                .map_err(|e| store_error(format!("restoring epoch {epoch}"), e))?,
+        ),
+        Some(RestoreFrom::Savepoint(name)) => {
+            let epoch = store
+                .find_savepoint(name)
+                .await
+                .map_err(|e| store_error(format!("finding savepoint `{name}`"), e))?
+                .ok_or_else(|| Error::Restore {
+                    message: format!(
+                        "no savepoint named `{name}` in {} (namespace `{}`)",
+                        storage.display,
+                        store.namespace()
+                    ),
+                })?;
+            Some(
+                store
+                    .restorable(epoch, &expected)
+                    .await
+                    .map_err(|e| store_error(format!("restoring savepoint `{name}`"), e))?,
+            )
+        }
+    };
+    let next_epoch = next_epoch(&store).await?;
+    recover_sinks(plan, &store, restored.as_ref(), sinks).await?;
+    if let Some(m) = &restored {
+        tracing::info!(epoch = %m.epoch, attempt = %attempt, "restoring checkpoint");
+    }
+    Ok(AttemptSetup {
+        attempt,
+        store,
+        segments,
+        expected,
+        restored,
+        next_epoch,
+    })
+}
+
+/// One past every epoch the namespace has used (manifests and log records).
+async fn next_epoch(store: &CheckpointStore) -> Result<Epoch> {
+    let listed = store
+        .list_epochs()
+        .await
+        .map_err(|e| store_error("listing checkpoints", e))?;
+    let log = store
+        .epoch_log()
+        .read()
+        .await
+        .map_err(|e| store_error("reading the epoch log", e))?;
+    let after_manifests = listed.last().map_or(1, |e| e.0 + 1);
+    Ok(Epoch(after_manifests.max(log.next_epoch().0).max(1)))
+}
+
+/// Publishes the restored manifest's pending transactions (idempotent) and deletes every other
+/// staged file of every epoch-mode sink subtask, of this parallelism and the manifest's.
+async fn recover_sinks(
+    plan: &PartitionedPlan,
+    store: &CheckpointStore,
+    manifest: Option<&EpochManifest>,
+    sinks: &BTreeMap<OperatorId, SinkHandle>,
+) -> Result<()> {
+    let mut by_subtask: BTreeMap<(OperatorId, SubtaskIndex), Vec<(Epoch, serde_json::Value)>> =
+        BTreeMap::new();
+    if let Some(m) = manifest {
+        for t in &m.sink_transactions {
+            by_subtask
+                .entry((t.operator.clone(), t.subtask))
+                .or_default()
+                .push((t.epoch, t.pre_commit.clone()));
+        }
+    }
+    for ((operator, subtask), mut values) in by_subtask.clone() {
+        values.sort_by_key(|(e, _)| *e);
+        let values: Vec<serde_json::Value> = values.into_iter().map(|(_, v)| v).collect();
+        commit_sink(sinks, &plan.job_id, &operator, subtask, &values).await?;
+    }
+    for (operator, handle) in sinks {
+        let recorded = by_subtask
+            .keys()
+            .filter(|(op, _)| op == operator)
+            .map(|(_, s)| s.0 + 1)
+            .max()
+            .unwrap_or(0);
+        for subtask in 0..handle.parallelism.max(recorded) {
+            let ctx = TaskContext::new(
+                plan.job_id.clone(),
+                operator.clone(),
+                SubtaskIndex(subtask),
+                handle.parallelism.max(subtask + 1),
+            );
+            handle
+                .sink
+                .abort_uncommitted(&ctx, &[])
+                .await
+                .map_err(|source| Error::Task {
+                    task: ctx.label(),
+                    source,
+                })?;
+        }
+    }
+    if let Some(m) = manifest {
+        let log = store.epoch_log();
+        for state in [EpochState::Durable, EpochState::Committed] {
+            log.record(&EpochRecord::new(m.epoch, state, m.durable_at_ms))
+                .await
+                .map_err(|e| store_error(format!("recording epoch {} as committed", m.epoch), e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Where a restored split's event time stood at the cut.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct SplitResume {
+    /// The largest event time the split had delivered.
+    pub(crate) max_event_time: Option<EventTimeMs>,
+    /// The split's last emitted watermark.
+    pub(crate) emitted: Option<Watermark>,
+}
+
+/// The cursor JSON of a split in a manifest: the connector's cursor plus the split's event-time
+/// progress, so a resumed split emits watermarks as an uninterrupted one would.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct StoredCursor {
+    /// The next record to read (exclusive cut).
+    pub(crate) next_record: u64,
+    /// The largest event time delivered so far, in ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) max_event_time: Option<i64>,
+}
+
+/// What the tasks of an attempt restore from a manifest.
+#[derive(Debug, Clone)]
+pub(crate) struct RestorePlan {
+    manifest: EpochManifest,
+}
+
+impl RestorePlan {
+    pub(crate) fn new(manifest: EpochManifest) -> Self {
+        RestorePlan { manifest }
+    }
+
+    /// The segments subtask `subtask` of `vertex` loads: for a keyed vertex, the segments of the
+    /// shards it owns now, whatever parallelism wrote them.
+    ///
+    /// # Errors
+    /// When a segment's shard count differs from the plan's or a shard has no owner.
+    pub(crate) fn segments_for(
+        &self,
+        vertex: &PlanVertex,
+        subtask: u32,
+    ) -> Result<Vec<SegmentDescriptor>> {
+        let operators: HashSet<&OperatorId> = vertex.chain.iter().map(|n| &n.operator_id).collect();
+        let mine: Vec<SegmentDescriptor> = self
+            .manifest
+            .segments()
+            .filter(|d| operators.contains(&d.operator))
+            .cloned()
+            .collect();
+        match &vertex.shards {
+            Some(shards) => {
+                let mut per_subtask =
+                    weir_state::assign_segments(&mine, shards).map_err(|e| Error::State {
+                        context: format!("assigning the state of {} to subtasks", vertex.vertex_id),
+                        source: e,
+                    })?;
+                Ok(per_subtask
+                    .get_mut(subtask as usize)
+                    .map(std::mem::take)
+                    .unwrap_or_default())
+            }
+            None => Ok(mine
+                .into_iter()
+                .filter(|d| d.subtask.0 == subtask)
+                .collect()),
+        }
+    }
+
+    /// The splits of source `operator` still to read, assigned to `parallelism` subtasks (in
+    /// enumeration order, `i mod p` over the unfinished ones), each from its recorded cursor.
+    /// Splits listed now that the checkpoint did not know start from the beginning.
+    ///
+    /// # Errors
+    /// [`Error::Restore`] when a split the checkpoint still had to read is no longer listed, or
+    /// a cursor cannot be read.
+    pub(crate) fn splits_for(
+        &self,
+        operator: &OperatorId,
+        listed: &[SourceSplit],
+        parallelism: u32,
+    ) -> Result<Vec<Vec<(SourceSplit, SplitResume)>>> {
+        let enumerator = self
+            .manifest
+            .source_enumerator_snapshots
+            .iter()
+            .find(|e| &e.operator == operator);
+        let offsets: HashMap<&str, &weir_checkpoint::SourceSplitOffset> = self
+            .manifest
+            .source_offsets
+            .iter()
+            .filter(|o| &o.operator == operator)
+            .map(|o| (o.split.as_str(), o))
+            .collect();
+        let listed_ids: HashSet<&str> = listed.iter().map(|s| s.id.as_str()).collect();
+        if let Some(missing) = offsets.keys().find(|id| !listed_ids.contains(**id)) {
+            return Err(Error::Restore {
+                message: format!(
+                    "source `{operator}`: split `{missing}` was still being read at epoch {}, \
+                     but it is no longer listed (deleted or renamed input)",
+                    self.manifest.epoch
+                ),
+            });
+        }
+        let mut out = vec![Vec::new(); parallelism as usize];
+        let mut next = 0usize;
+        for split in listed {
+            if enumerator.is_some_and(|e| e.finished.contains(&split.id)) {
+                continue;
+            }
+            let mut split = split.clone();
+            let mut resume = SplitResume::default();
+            if let Some(o) = offsets.get(split.id.as_str()) {
+                let stored: StoredCursor =
+                    serde_json::from_value(o.cursor.clone()).map_err(|e| Error::Restore {
+                        message: format!(
+                            "source `{operator}`: the cursor of split `{}` in epoch {} cannot \
+                             be read: {e}",
+                            split.id, self.manifest.epoch
+                        ),
+                    })?;
+                split.cursor = SplitCursor {
+                    next_record: stored.next_record,
+                };
+                resume = SplitResume {
+                    max_event_time: stored.max_event_time.map(EventTimeMs),
+                    emitted: o.watermark.map(Watermark),
+                };
+            }
+            out[next % parallelism as usize].push((split, resume));
+            next += 1;
+        }
+        Ok(out)
+    }
+}

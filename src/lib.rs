@@ -16,6 +16,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use weir_api as api;
+pub use weir_checkpoint as checkpoint;
 pub use weir_file as file;
 pub use weir_plan as plan;
 pub use weir_runtime as runtime;

@@ -103,6 +103,17 @@ impl Error {
     }
 
     /// Whether the error only follows from another task's failure.
+    /// Whether a newer attempt of the job took over: restarting would fence that one in turn.
+    pub fn is_fenced(&self) -> bool {
+        matches!(
+            self,
+            Error::Checkpoint {
+                source: weir_checkpoint::CheckpointError::Fenced { .. },
+                ..
+            }
+        )
+    }
+
     pub(crate) fn is_secondary(&self) -> bool {
         matches!(self, Error::ChannelClosed { .. })
     }

@@ -109,6 +109,11 @@ impl RunningJob {
             .map_err(|_| Error::Internal("the job ended before the checkpoint completed".into()))?
     }
 
+    /// Whether the job has ended (successfully or not); [`RunningJob::wait`] returns at once then.
+    pub fn is_finished(&self) -> bool {
+        self.handle.is_finished()
+    }
+
     /// Stops the job at once, as a crash would: no flush, no commit, no cleanup. What was not
     /// durable is recovered by the next run's restore. For tests of recovery.
     pub fn kill(self) {
@@ -283,7 +288,7 @@ async fn supervise(
                         .and_then(|s| s.lock().ok().map(|s| s.clone())),
                 });
             }
-            Err(e) if restarts < attempts => {
+            Err(e) if restarts < attempts && !e.is_fenced() => {
                 restarts += 1;
                 tracing::warn!(error = %e, restart = restarts, of = attempts, "the job failed; restarting from its latest checkpoint");
                 if let Some(s) = &shared.summary {

@@ -33,6 +33,8 @@ pub struct CheckpointSummary {
     pub max_duration_ms: Option<u64>,
     /// State segment bytes of the newest durable epoch.
     pub last_state_bytes: Option<u64>,
+    /// The largest state of a durable epoch of the run, in segment bytes.
+    pub max_state_bytes: Option<u64>,
     /// The epoch the run restored, if it restored one.
     pub restored_from: Option<u64>,
     /// Automatic restarts after failures.
@@ -318,9 +320,18 @@ impl Coordinator {
     /// Publishes the manifest, records DURABLE, commits the sinks, records COMMITTED and
     /// applies retention.
     async fn finish_epoch(&mut self, mut flight: InFlight) -> Result<()> {
-        flight.state = transition(flight.state, EpochState::Snapshotting)
-            .and_then(|s| transition(s, EpochState::Precommitted))
-            .map_err(|e| checkpoint_error("epoch lifecycle", e))?;
+        // Every task acknowledged: aligned, snapshotted and pre-committed (a task that ended
+        // took part without aligning).
+        for next in [
+            EpochState::Aligning,
+            EpochState::Snapshotting,
+            EpochState::Precommitted,
+        ] {
+            if flight.state < next {
+                flight.state = transition(flight.state, next)
+                    .map_err(|e| checkpoint_error("epoch lifecycle", e))?;
+            }
+        }
         let mut manifest = self.manifest(&flight);
         failpoint("after-segments");
         manifest.durable_at_ms = now_ms();
@@ -369,6 +380,7 @@ impl Coordinator {
             s.last_duration_ms = Some(duration);
             s.max_duration_ms = Some(s.max_duration_ms.unwrap_or(0).max(duration));
             s.last_state_bytes = Some(bytes);
+            s.max_state_bytes = Some(s.max_state_bytes.unwrap_or(0).max(bytes));
         });
         for reply in flight.replies {
             let _ = reply.send(Ok(flight.epoch));

@@ -1,0 +1,593 @@
+//! Epoch checkpoints through whole jobs: exactly-once output through epoch commits, kills and
+//! restores (also at another parallelism), savepoints, automatic restart after a task failure,
+//! fencing of a superseded attempt, refused incompatible restores and semantic modes.
+//!
+//! Every job reads generated CSV (event times increasing with jitter inside the watermark's
+//! out-of-orderness, so no row is late wherever a cut falls) into a tumbling window and writes
+//! Parquet. The reference is the same job run once without checkpoints.
+
+use crate::support::Rng;
+use arrow::array::RecordBatch;
+use arrow::util::display::{ArrayFormatter, FormatOptions};
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::Duration;
+use weir::api::{
+    Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result as ApiResult,
+    TaskContext,
+};
+use weir::{CheckpointStorage, Engine, JobSpec, RestoreFrom, RunOptions};
+
+const ROWS: usize = 6_000;
+
+/// Writes the input: one CSV file of `ts,k,v`, 50 keys, ts in ms. One file: a subtask reads
+/// its splits one after another, so with several files the rows that are late would depend on
+/// the parallelism.
+fn write_input(dir: &Path) {
+    let mut rng = Rng(7);
+    let mut text = String::from("ts,k,v\n");
+    for i in 0..ROWS {
+        let ts = (i as u64) * 5 + rng.below(40);
+        let k = rng.below(50);
+        let v = rng.below(1000);
+        text.push_str(&format!("{ts},k{k},{v}\n"));
+    }
+    std::fs::write(dir.join("in-0.csv"), text).expect("write input");
+}
+
+/// The job: tumbling 100 ms windows per key, count and sum, to Parquet in `dir/out`.
+/// `checkpoint` adds a checkpoint section with that interval in ms; `extra_operator` puts a
+/// plugin operator of that type between the window and the sink.
+fn spec(
+    dir: &Path,
+    parallelism: u32,
+    checkpoint: Option<u64>,
+    window_ms: u64,
+    extra_operator: Option<&str>,
+) -> JobSpec {
+    let checkpoint = checkpoint
+        .map(|ms| format!("checkpoint: {{ interval: {ms} }}\n"))
+        .unwrap_or_default();
+    let (extra, sink_input) = match extra_operator {
+        Some(t) => (
+            format!("  - name: extra\n    type: {t}\n    input: w\n"),
+            "extra",
+        ),
+        None => (String::new(), "w"),
+    };
+    let yaml = format!(
+        r#"
+job: checkpointed
+parallelism: {parallelism}
+state_shards: 16
+{checkpoint}sources:
+  - name: events
+    connector: file
+    schema:
+      - {{ name: ts, type: int64, nullable: false }}
+      - {{ name: k, type: string, nullable: false }}
+      - {{ name: v, type: int64, nullable: false }}
+    options: {{ path: "{input}", format: csv, batch_size: 16 }}
+    watermark: {{ column: ts, max_out_of_orderness: 50, interval: 1 }}
+operators:
+  - name: w
+    type: window
+    input: {{ from: events, partition: {{ hash: [k] }} }}
+    options:
+      time_column: ts
+      window: {{ type: tumble, size: {window_ms} }}
+      key_by: [k]
+      aggregates:
+        - {{ function: count, as: n }}
+        - {{ function: sum, column: v, as: total }}
+{extra}sinks:
+  - name: out
+    connector: file
+    input: {sink_input}
+    options: {{ path: "{out}", format: parquet }}
+"#,
+        input = dir.join("in-*.csv").display(),
+        out = dir.join("out").display(),
+    );
+    JobSpec::from_yaml_str(&yaml, "checkpointed.yaml").expect("spec parses")
+}
+
+fn options(checkpoints: &Path, restore: Option<RestoreFrom>) -> RunOptions {
+    RunOptions {
+        state_dir: None,
+        checkpoint_storage: Some(CheckpointStorage::local(checkpoints).expect("checkpoint dir")),
+        restore,
+    }
+}
+
+/// The published rows of `dir` (part files directly in it, never `_staging`), one string per
+/// row, sorted.
+fn published_rows(dir: &Path) -> Vec<String> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut rows = Vec::new();
+    for entry in entries {
+        let path = entry.expect("dir entry").path();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default();
+        if !name.starts_with("part-") {
+            continue;
+        }
+        let file = std::fs::File::open(&path).expect("open part file");
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+            .expect("parquet footer")
+            .build()
+            .expect("reader");
+        for batch in reader {
+            rows.extend(render(&batch.expect("batch")));
+        }
+    }
+    rows.sort();
+    rows
+}
+
+/// Fails with the rows missing from and repeated in `got`, not both lists.
+fn assert_same_rows(got: &[String], want: &[String], what: &str) {
+    if got == want {
+        return;
+    }
+    let mut missing = want.to_vec();
+    let mut extra = Vec::new();
+    for row in got {
+        match missing.iter().position(|r| r == row) {
+            Some(i) => {
+                missing.swap_remove(i);
+            }
+            None => extra.push(row.clone()),
+        }
+    }
+    missing.sort();
+    extra.sort();
+    panic!(
+        "{what}: {} rows, want {}; {} missing (first: {:?}), {} extra (first: {:?})",
+        got.len(),
+        want.len(),
+        missing.len(),
+        missing.iter().take(5).collect::<Vec<_>>(),
+        extra.len(),
+        extra.iter().take(5).collect::<Vec<_>>()
+    );
+}
+
+fn render(batch: &RecordBatch) -> Vec<String> {
+    let options = FormatOptions::default();
+    let formatters: Vec<ArrayFormatter> = batch
+        .columns()
+        .iter()
+        .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).expect("formatter"))
+        .collect();
+    (0..batch.num_rows())
+        .map(|row| {
+            formatters
+                .iter()
+                .map(|f| f.value(row).to_string())
+                .collect::<Vec<_>>()
+                .join(" | ")
+        })
+        .collect()
+}
+
+/// The output of the job run once, without checkpoints.
+async fn reference(window_ms: u64) -> Vec<String> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path());
+    Engine::new()
+        .run(
+            &spec(dir.path(), 1, None, window_ms, None),
+            Some("reference.yaml"),
+        )
+        .await
+        .expect("reference run");
+    let rows = published_rows(&dir.path().join("out"));
+    assert!(rows.len() > 100, "the reference has output: {}", rows.len());
+    rows
+}
+
+/// Starts `job` and kills it once `epochs` epochs are durable (or lets it end first); returns
+/// whether it was killed.
+async fn run_and_kill(engine: &Engine, job: JobSpec, options: RunOptions, epochs: u64) -> bool {
+    let prepared = engine
+        .prepare(&job, Some("job.yaml"))
+        .await
+        .expect("prepare");
+    let running = engine.start_with(prepared, options).await.expect("start");
+    loop {
+        let durable = running
+            .checkpoint_summary()
+            .and_then(|s| s.last_durable_epoch)
+            .unwrap_or(0);
+        if durable >= epochs {
+            running.kill();
+            return true;
+        }
+        if running.is_finished() {
+            running.wait().await.expect("the job ended by itself");
+            return false;
+        }
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn checkpointed_run_commits_exactly_the_output_through_epochs() {
+    let want = reference(100).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path());
+    let engine = Engine::new();
+    let job = spec(dir.path(), 2, Some(5), 100, None);
+    let prepared = engine
+        .prepare(&job, Some("job.yaml"))
+        .await
+        .expect("prepare");
+    let summary = engine
+        .start_with(prepared, options(&dir.path().join("cp"), None))
+        .await
+        .expect("start")
+        .wait()
+        .await
+        .expect("run");
+    assert_same_rows(
+        &published_rows(&dir.path().join("out")),
+        &want,
+        "published output",
+    );
+    let checkpoints = summary.checkpoints.expect("checkpoint counters");
+    assert!(checkpoints.completed >= 2, "{checkpoints:?}");
+    assert_eq!(
+        summary.semantic_mode,
+        weir::api::SemanticMode::StrictExactlyOnce
+    );
+    // Everything staged was published: nothing is left in the staging directories.
+    let staged: Vec<_> = walk(&dir.path().join("out/_staging"));
+    assert!(staged.is_empty(), "left in staging: {staged:?}");
+}
+
+fn walk(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in entries {
+        let path = e.expect("entry").path();
+        if path.is_dir() {
+            out.extend(walk(&path));
+        } else {
+            out.push(path);
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn killed_runs_restored_at_other_parallelisms_lose_and_repeat_nothing() {
+    let want = reference(100).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path());
+    let engine = Engine::new();
+    let cp = dir.path().join("cp");
+    // Killed at parallelism 2 after two durable epochs, killed again at 3, finished at 1.
+    let mut killed = 0;
+    for (parallelism, restore) in [(2, None), (3, Some(RestoreFrom::Latest))] {
+        let job = spec(dir.path(), parallelism, Some(5), 100, None);
+        if run_and_kill(&engine, job, options(&cp, restore), 2).await {
+            killed += 1;
+        }
+    }
+    let job = spec(dir.path(), 1, Some(5), 100, None);
+    let prepared = engine
+        .prepare(&job, Some("job.yaml"))
+        .await
+        .expect("prepare");
+    let summary = engine
+        .start_with(prepared, options(&cp, Some(RestoreFrom::Latest)))
+        .await
+        .expect("start")
+        .wait()
+        .await
+        .expect("restored run");
+    assert!(killed >= 1, "at least one run was killed part way");
+    assert!(
+        summary
+            .checkpoints
+            .expect("counters")
+            .restored_from
+            .is_some(),
+        "the last run restored a checkpoint"
+    );
+    assert_same_rows(
+        &published_rows(&dir.path().join("out")),
+        &want,
+        "published output",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_savepoint_is_restored_by_name() {
+    let want = reference(100).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path());
+    let engine = Engine::new();
+    let cp = dir.path().join("cp");
+    // A long interval: only the savepoint is taken before the kill.
+    let job = spec(dir.path(), 2, Some(60_000), 100, None);
+    let prepared = engine
+        .prepare(&job, Some("job.yaml"))
+        .await
+        .expect("prepare");
+    let running = engine
+        .start_with(prepared, options(&cp, None))
+        .await
+        .expect("start");
+    let epoch = running
+        .savepoint("before-upgrade")
+        .await
+        .expect("savepoint");
+    running.kill();
+    let job = spec(dir.path(), 2, Some(60_000), 100, None);
+    let prepared = engine
+        .prepare(&job, Some("job.yaml"))
+        .await
+        .expect("prepare");
+    let summary = engine
+        .start_with(
+            prepared,
+            options(&cp, Some(RestoreFrom::Savepoint("before-upgrade".into()))),
+        )
+        .await
+        .expect("start")
+        .wait()
+        .await
+        .expect("restored run");
+    assert_eq!(
+        summary.checkpoints.expect("counters").restored_from,
+        Some(epoch.0)
+    );
+    assert_same_rows(
+        &published_rows(&dir.path().join("out")),
+        &want,
+        "published output",
+    );
+
+    // An unknown savepoint is refused, naming it.
+    let prepared = engine
+        .prepare(&job, Some("job.yaml"))
+        .await
+        .expect("prepare");
+    let err = engine
+        .start_with(
+            prepared,
+            options(&cp, Some(RestoreFrom::Savepoint("nope".into()))),
+        )
+        .await
+        .expect_err("no such savepoint");
+    assert!(
+        err.to_string().contains("no savepoint named `nope`"),
+        "{err}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_incompatible_restore_is_refused_with_what_differs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path());
+    let engine = Engine::new();
+    let cp = dir.path().join("cp");
+    engine
+        .start_with(
+            engine
+                .prepare(&spec(dir.path(), 2, Some(5), 100, None), Some("job.yaml"))
+                .await
+                .expect("prepare"),
+            options(&cp, None),
+        )
+        .await
+        .expect("start")
+        .wait()
+        .await
+        .expect("first run");
+    // Another window size is another job logic.
+    let changed = spec(dir.path(), 2, Some(5), 200, None);
+    let prepared = engine
+        .prepare(&changed, Some("job.yaml"))
+        .await
+        .expect("prepare");
+    let err = engine
+        .start_with(prepared, options(&cp, Some(RestoreFrom::Latest)))
+        .await
+        .expect_err("refused");
+    let text = err.to_string();
+    assert!(text.contains("logic changed"), "{text}");
+    // Restoring a job that takes no checkpoints is refused before anything starts.
+    let plain = spec(dir.path(), 2, None, 100, None);
+    let prepared = engine
+        .prepare(&plain, Some("job.yaml"))
+        .await
+        .expect("prepare");
+    let err = engine
+        .start_with(prepared, options(&cp, Some(RestoreFrom::Latest)))
+        .await
+        .expect_err("refused");
+    assert!(err.to_string().contains("takes no checkpoints"), "{err}");
+}
+
+/// Plugin: passes batches through; fails once, at its `FAIL_AT`-th batch, while `ARMED`.
+struct FailOnce;
+static ARMED: AtomicBool = AtomicBool::new(true);
+static BATCHES: AtomicU64 = AtomicU64::new(0);
+const FAIL_AT: u64 = 40;
+
+#[derive(Debug)]
+struct PreparedFailOnce(arrow::datatypes::SchemaRef);
+
+struct FailOnceOp;
+
+impl OperatorFactory for FailOnce {
+    fn prepare(&self, spec: &OperatorSpec<'_>) -> ApiResult<Arc<dyn PreparedOperator>> {
+        Ok(Arc::new(PreparedFailOnce(spec.input_schemas[0].clone())))
+    }
+}
+
+impl PreparedOperator for PreparedFailOnce {
+    fn output_schema(&self) -> arrow::datatypes::SchemaRef {
+        self.0.clone()
+    }
+    fn describe(&self) -> String {
+        "fail_once".into()
+    }
+    fn create(&self, _ctx: &TaskContext) -> ApiResult<Box<dyn Operator>> {
+        Ok(Box::new(FailOnceOp))
+    }
+}
+
+impl Operator for FailOnceOp {
+    fn process_batch(
+        &mut self,
+        _input: usize,
+        batch: RecordBatch,
+        out: &mut Output,
+    ) -> ApiResult<()> {
+        if BATCHES.fetch_add(1, Ordering::SeqCst) + 1 == FAIL_AT
+            && ARMED.swap(false, Ordering::SeqCst)
+        {
+            return Err(weir::api::Error::Internal("injected failure".into()));
+        }
+        out.emit(batch);
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_task_restarts_from_the_latest_checkpoint() {
+    let want = reference(100).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path());
+    let mut engine = Engine::new();
+    engine.register_operator("fail_once", Arc::new(FailOnce));
+    let mut job = spec(dir.path(), 2, Some(5), 100, Some("fail_once"));
+    job.restart = Some(weir::plan::RestartSpec {
+        attempts: 2,
+        delay: Some(weir::api::DurationMs(10)),
+    });
+    let prepared = engine
+        .prepare(&job, Some("job.yaml"))
+        .await
+        .expect("prepare");
+    let summary = engine
+        .start_with(prepared, options(&dir.path().join("cp"), None))
+        .await
+        .expect("start")
+        .wait()
+        .await
+        .expect("the restarted run succeeds");
+    assert!(!ARMED.load(Ordering::SeqCst), "the failure was injected");
+    assert_eq!(summary.checkpoints.expect("counters").restarts, 1);
+    assert_same_rows(
+        &published_rows(&dir.path().join("out")),
+        &want,
+        "published output",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_superseded_attempt_is_fenced_and_publishes_nothing_more() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path());
+    let engine = Engine::new();
+    let cp = dir.path().join("cp");
+    let job = spec(dir.path(), 2, Some(5), 100, None);
+    let prepared = engine
+        .prepare(&job, Some("job.yaml"))
+        .await
+        .expect("prepare");
+    let running = engine
+        .start_with(prepared, options(&cp, None))
+        .await
+        .expect("start");
+    // Another process takes over the job's checkpoints: a newer attempt.
+    let storage = CheckpointStorage::local(&cp).expect("storage");
+    let store =
+        weir::checkpoint::CheckpointStore::try_new(storage.store, storage.base, "checkpointed")
+            .expect("store");
+    let newer = store.acquire_attempt().await.expect("newer attempt");
+    let err = running
+        .wait()
+        .await
+        .expect_err("the stale attempt is fenced");
+    let text = err.to_string();
+    assert!(text.contains("superseded"), "{text}");
+    assert!(text.contains(&format!("attempt {newer}")), "{text}");
+    // Nothing of an epoch after the takeover was published: every published file belongs to
+    // an epoch whose manifest exists.
+    let epochs = store.list_epochs().await.expect("epochs");
+    for file in walk(&dir.path().join("out")) {
+        let name = file
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_owned();
+        if let Some(rest) = name.strip_prefix("part-") {
+            let epoch: u64 = rest[7..17].parse().expect("epoch in name");
+            assert!(
+                epochs.iter().any(|e| e.0 == epoch),
+                "{name} was published without a durable manifest"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_declared_mode_the_job_cannot_give_is_refused_naming_the_connector() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path());
+    let engine = Engine::new();
+    let mut strict = spec(dir.path(), 1, None, 100, None);
+    strict.semantic_mode = Some(weir::api::SemanticMode::StrictExactlyOnce);
+    let err = engine
+        .prepare(&strict, Some("job.yaml"))
+        .await
+        .expect_err("no checkpoints");
+    assert!(err.to_string().contains("needs epoch checkpoints"), "{err}");
+
+    let yaml = format!(
+        r#"
+job: strict_blackhole
+semantic_mode: STRICT_EXACTLY_ONCE
+checkpoint: {{ interval: 1s }}
+sources:
+  - name: events
+    connector: file
+    schema: [{{ name: ts, type: int64 }}]
+    options: {{ path: "{}", format: csv }}
+sinks: [{{ name: nowhere, connector: blackhole, input: events }}]
+"#,
+        dir.path().join("in-*.csv").display()
+    );
+    let job = JobSpec::from_yaml_str(&yaml, "strict.yaml").expect("spec");
+    let err = engine
+        .prepare(&job, Some("strict.yaml"))
+        .await
+        .expect_err("blackhole is only idempotent");
+    let text = err.to_string();
+    assert!(
+        text.contains("sinks[0]") && text.contains("nowhere"),
+        "{text}"
+    );
+
+    // Without a declared mode the strongest one is in force: at-least-once without checkpoints.
+    let plain = spec(dir.path(), 1, None, 100, None);
+    let prepared = engine
+        .prepare(&plain, Some("job.yaml"))
+        .await
+        .expect("prepare");
+    assert_eq!(prepared.semantic_mode, weir::api::SemanticMode::AtLeastOnce);
+}

@@ -193,14 +193,33 @@ async fn reference(window_ms: u64) -> Vec<String> {
     rows
 }
 
+/// Prepares and starts `job`.
+async fn start(
+    engine: &Engine,
+    job: &JobSpec,
+    options: RunOptions,
+) -> weir::Result<weir::RunningJob> {
+    let prepared = engine.prepare(job, Some("job.yaml")).await?;
+    engine.start_with(prepared, options).await
+}
+
+/// Starts `job`, expecting it to start, and waits for its end.
+async fn run_to_end(
+    engine: &Engine,
+    job: &JobSpec,
+    options: RunOptions,
+) -> weir::Result<weir::JobSummary> {
+    start(engine, job, options)
+        .await
+        .expect("start")
+        .wait()
+        .await
+}
+
 /// Starts `job` and kills it once `epochs` epochs are durable (or lets it end first); returns
 /// whether it was killed.
 async fn run_and_kill(engine: &Engine, job: JobSpec, options: RunOptions, epochs: u64) -> bool {
-    let prepared = engine
-        .prepare(&job, Some("job.yaml"))
-        .await
-        .expect("prepare");
-    let running = engine.start_with(prepared, options).await.expect("start");
+    let running = start(&engine, &job, options).await.expect("start");
     loop {
         let durable = running
             .checkpoint_summary()
@@ -225,15 +244,7 @@ async fn checkpointed_run_commits_exactly_the_output_through_epochs() {
     write_input(dir.path());
     let engine = Engine::new();
     let job = spec(dir.path(), 2, Some(5), 100, None);
-    let prepared = engine
-        .prepare(&job, Some("job.yaml"))
-        .await
-        .expect("prepare");
-    let summary = engine
-        .start_with(prepared, options(&dir.path().join("cp"), None))
-        .await
-        .expect("start")
-        .wait()
+    let summary = run_to_end(&engine, &job, options(&dir.path().join("cp"), None))
         .await
         .expect("run");
     assert_same_rows(
@@ -284,15 +295,7 @@ async fn killed_runs_restored_at_other_parallelisms_lose_and_repeat_nothing() {
         }
     }
     let job = spec(dir.path(), 1, Some(5), 100, None);
-    let prepared = engine
-        .prepare(&job, Some("job.yaml"))
-        .await
-        .expect("prepare");
-    let summary = engine
-        .start_with(prepared, options(&cp, Some(RestoreFrom::Latest)))
-        .await
-        .expect("start")
-        .wait()
+    let summary = run_to_end(&engine, &job, options(&cp, Some(RestoreFrom::Latest)))
         .await
         .expect("restored run");
     assert!(killed >= 1, "at least one run was killed part way");
@@ -320,12 +323,7 @@ async fn a_savepoint_is_restored_by_name() {
     let cp = dir.path().join("cp");
     // A long interval: only the savepoint is taken before the kill.
     let job = spec(dir.path(), 2, Some(60_000), 100, None);
-    let prepared = engine
-        .prepare(&job, Some("job.yaml"))
-        .await
-        .expect("prepare");
-    let running = engine
-        .start_with(prepared, options(&cp, None))
+    let running = start(&engine, &job, options(&cp, None))
         .await
         .expect("start");
     let epoch = running
@@ -334,20 +332,13 @@ async fn a_savepoint_is_restored_by_name() {
         .expect("savepoint");
     running.kill();
     let job = spec(dir.path(), 2, Some(60_000), 100, None);
-    let prepared = engine
-        .prepare(&job, Some("job.yaml"))
-        .await
-        .expect("prepare");
-    let summary = engine
-        .start_with(
-            prepared,
-            options(&cp, Some(RestoreFrom::Savepoint("before-upgrade".into()))),
-        )
-        .await
-        .expect("start")
-        .wait()
-        .await
-        .expect("restored run");
+    let summary = run_to_end(
+        &engine,
+        &job,
+        options(&cp, Some(RestoreFrom::Savepoint("before-upgrade".into()))),
+    )
+    .await
+    .expect("restored run");
     assert_eq!(
         summary.checkpoints.expect("counters").restored_from,
         Some(epoch.0)
@@ -359,17 +350,13 @@ async fn a_savepoint_is_restored_by_name() {
     );
 
     // An unknown savepoint is refused, naming it.
-    let prepared = engine
-        .prepare(&job, Some("job.yaml"))
-        .await
-        .expect("prepare");
-    let err = engine
-        .start_with(
-            prepared,
-            options(&cp, Some(RestoreFrom::Savepoint("nope".into()))),
-        )
-        .await
-        .expect_err("no such savepoint");
+    let err = start(
+        &engine,
+        &job,
+        options(&cp, Some(RestoreFrom::Savepoint("nope".into()))),
+    )
+    .await
+    .expect_err("no such savepoint");
     assert!(
         err.to_string().contains("no savepoint named `nope`"),
         "{err}"
@@ -382,39 +369,20 @@ async fn an_incompatible_restore_is_refused_with_what_differs() {
     write_input(dir.path());
     let engine = Engine::new();
     let cp = dir.path().join("cp");
-    engine
-        .start_with(
-            engine
-                .prepare(&spec(dir.path(), 2, Some(5), 100, None), Some("job.yaml"))
-                .await
-                .expect("prepare"),
-            options(&cp, None),
-        )
-        .await
-        .expect("start")
-        .wait()
+    let job = spec(dir.path(), 2, Some(5), 100, None);
+    run_to_end(&engine, &job, options(&cp, None))
         .await
         .expect("first run");
     // Another window size is another job logic.
     let changed = spec(dir.path(), 2, Some(5), 200, None);
-    let prepared = engine
-        .prepare(&changed, Some("job.yaml"))
-        .await
-        .expect("prepare");
-    let err = engine
-        .start_with(prepared, options(&cp, Some(RestoreFrom::Latest)))
+    let err = start(&engine, &changed, options(&cp, Some(RestoreFrom::Latest)))
         .await
         .expect_err("refused");
     let text = err.to_string();
     assert!(text.contains("logic changed"), "{text}");
     // Restoring a job that takes no checkpoints is refused before anything starts.
     let plain = spec(dir.path(), 2, None, 100, None);
-    let prepared = engine
-        .prepare(&plain, Some("job.yaml"))
-        .await
-        .expect("prepare");
-    let err = engine
-        .start_with(prepared, options(&cp, Some(RestoreFrom::Latest)))
+    let err = start(&engine, &plain, options(&cp, Some(RestoreFrom::Latest)))
         .await
         .expect_err("refused");
     assert!(err.to_string().contains("takes no checkpoints"), "{err}");
@@ -478,15 +446,7 @@ async fn a_failed_task_restarts_from_the_latest_checkpoint() {
         attempts: 2,
         delay: Some(weir::api::DurationMs(10)),
     });
-    let prepared = engine
-        .prepare(&job, Some("job.yaml"))
-        .await
-        .expect("prepare");
-    let summary = engine
-        .start_with(prepared, options(&dir.path().join("cp"), None))
-        .await
-        .expect("start")
-        .wait()
+    let summary = run_to_end(&engine, &job, options(&dir.path().join("cp"), None))
         .await
         .expect("the restarted run succeeds");
     assert!(!ARMED.load(Ordering::SeqCst), "the failure was injected");
@@ -505,12 +465,7 @@ async fn a_superseded_attempt_is_fenced_and_publishes_nothing_more() {
     let engine = Engine::new();
     let cp = dir.path().join("cp");
     let job = spec(dir.path(), 2, Some(5), 100, None);
-    let prepared = engine
-        .prepare(&job, Some("job.yaml"))
-        .await
-        .expect("prepare");
-    let running = engine
-        .start_with(prepared, options(&cp, None))
+    let running = start(&engine, &job, options(&cp, None))
         .await
         .expect("start");
     // Another process takes over the job's checkpoints: a newer attempt.

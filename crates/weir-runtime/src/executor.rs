@@ -575,11 +575,11 @@ impl Attempt {
                 }
                 result = &mut coordinating, if !coordinator_done => {
                     coordinator_done = true;
-                    if let Err(e) = result {
-                        if first.is_none() {
-                            set.abort_all();
-                            first = Some(e);
-                        }
+                    if let Err(e) = result
+                        && first.is_none()
+                    {
+                        set.abort_all();
+                        first = Some(e);
                     }
                 }
             }

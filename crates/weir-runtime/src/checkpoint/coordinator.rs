@@ -118,7 +118,8 @@ fn checkpoint_error(context: &str, e: weir_checkpoint::CheckpointError) -> Error
 
 impl Coordinator {
     /// Runs until the final epoch of a bounded job is committed (then `Ok`), or for ever for an
-    /// unbounded one (the job's end aborts it).
+    /// unbounded one (the job's end aborts it). When every task is gone before the final epoch
+    /// completes, a secondary error: a task failed.
     ///
     /// # Errors
     /// When a task's snapshot failed, the store refused a manifest for good (another attempt
@@ -167,9 +168,11 @@ impl Coordinator {
             tokio::select! {
                 report = self.reports.recv() => {
                     let Some(report) = report else {
-                        // Every task is gone and the final epoch did not complete: the job's
-                        // supervisor reports why.
-                        return Ok(());
+                        // Every task is gone and the final epoch did not complete: a task
+                        // failed (the supervisor reports that error, this one is secondary).
+                        return Err(Error::ChannelClosed {
+                            task: "checkpoint coordinator".to_owned(),
+                        });
                     };
                     match report {
                         TaskReport::Ack(ack) => self.on_ack(*ack, in_flight.as_mut()),

@@ -50,30 +50,20 @@ impl CheckpointStorage {
     /// # Errors
     /// [`weir_api::Error::External`] when the directory cannot be created.
     pub fn local(dir: &Path) -> weir_api::Result<Self> {
-        std::fs::create_dir_all(dir).map_err(|e| {
+        let failed = |what: &str, path: &Path, e: &dyn fmt::Display| {
             weir_api::Error::external(
                 "checkpoint storage",
-                format!("creating `{}`", dir.display()),
+                format!("{what} `{}`", path.display()),
                 e.to_string(),
                 false,
             )
-        })?;
-        let root = dir.canonicalize().map_err(|e| {
-            weir_api::Error::external(
-                "checkpoint storage",
-                format!("resolving `{}`", dir.display()),
-                e.to_string(),
-                false,
-            )
-        })?;
-        let store = LocalFileSystem::new_with_prefix(&root).map_err(|e| {
-            weir_api::Error::external(
-                "checkpoint storage",
-                format!("opening `{}`", root.display()),
-                e.to_string(),
-                false,
-            )
-        })?;
+        };
+        std::fs::create_dir_all(dir).map_err(|e| failed("creating", dir, &e))?;
+        let root = dir
+            .canonicalize()
+            .map_err(|e| failed("resolving", dir, &e))?;
+        let store =
+            LocalFileSystem::new_with_prefix(&root).map_err(|e| failed("opening", &root, &e))?;
         Ok(CheckpointStorage {
             store: Arc::new(store),
             base: ObjectPath::default(),

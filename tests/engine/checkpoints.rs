@@ -219,7 +219,7 @@ async fn run_to_end(
 /// Starts `job` and kills it once `epochs` epochs are durable (or lets it end first); returns
 /// whether it was killed.
 async fn run_and_kill(engine: &Engine, job: JobSpec, options: RunOptions, epochs: u64) -> bool {
-    let running = start(&engine, &job, options).await.expect("start");
+    let running = start(engine, &job, options).await.expect("start");
     loop {
         let durable = running
             .checkpoint_summary()

@@ -3,11 +3,13 @@
 //! One test binary (each links DataFusion); one module per capability.
 
 mod bad_input;
+mod checkpoints;
 mod computed;
 mod end_to_end;
 mod keyed_state;
 mod routing;
 mod sql_goldens;
 mod support;
+mod three_run;
 mod watermarks;
 mod windows;

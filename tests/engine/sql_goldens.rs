@@ -25,16 +25,16 @@ use std::path::{Path, PathBuf};
 use weir::Engine;
 
 #[derive(Debug, Default)]
-struct Golden {
-    parallelism: Vec<u32>,
-    inputs: Vec<(String, String)>,
-    sql: String,
-    results: Vec<(String, Vec<String>)>,
-    error: Vec<String>,
-    dropped: Option<u64>,
+pub(crate) struct Golden {
+    pub(crate) parallelism: Vec<u32>,
+    pub(crate) inputs: Vec<(String, String)>,
+    pub(crate) sql: String,
+    pub(crate) results: Vec<(String, Vec<String>)>,
+    pub(crate) error: Vec<String>,
+    pub(crate) dropped: Option<u64>,
 }
 
-fn parse(path: &Path) -> Golden {
+pub(crate) fn parse(path: &Path) -> Golden {
     let text = std::fs::read_to_string(path).expect("read golden");
     let mut golden = Golden::default();
     let mut header: Option<String> = None;
@@ -154,7 +154,7 @@ async fn run_golden(path: &Path) {
     }
 }
 
-fn golden_files() -> Vec<PathBuf> {
+pub(crate) fn golden_files() -> Vec<PathBuf> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("sql");
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .expect("sql/ directory")

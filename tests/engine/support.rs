@@ -46,3 +46,53 @@ impl Rng {
         self.next() % n
     }
 }
+
+/// Every batch of the part files a sink has published in `dir`: files named `part-*` directly
+/// in it. Staged files (under `_staging/`) are not output yet and are skipped; a missing
+/// directory has published nothing.
+pub fn read_published_parts(dir: &Path) -> Vec<RecordBatch> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<_> = entries
+        .map(|e| e.expect("dir entry").path())
+        .filter(|p| {
+            p.is_file()
+                && p.file_name()
+                    .is_some_and(|n| n.to_string_lossy().starts_with("part-"))
+        })
+        .collect();
+    files.sort();
+    let mut out = Vec::new();
+    for f in files {
+        let file = std::fs::File::open(&f).expect("open part file");
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+            .unwrap_or_else(|e| panic!("{}: not a Parquet part file: {e}", f.display()))
+            .build()
+            .expect("reader");
+        for b in reader {
+            out.push(b.expect("batch"));
+        }
+    }
+    out
+}
+
+/// Rows as the SQL goldens write them: cells joined by `" | "`, nulls as `NULL`, sorted.
+pub fn format_rows(batches: &[RecordBatch]) -> Vec<String> {
+    use arrow::util::display::{ArrayFormatter, FormatOptions};
+    let options = FormatOptions::default().with_null("NULL");
+    let mut out = Vec::new();
+    for batch in batches {
+        let formatters: Vec<_> = batch
+            .columns()
+            .iter()
+            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).expect("formatter"))
+            .collect();
+        for r in 0..batch.num_rows() {
+            let cells: Vec<String> = formatters.iter().map(|f| f.value(r).to_string()).collect();
+            out.push(cells.join(" | "));
+        }
+    }
+    out.sort();
+    out
+}

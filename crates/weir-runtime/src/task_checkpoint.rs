@@ -8,6 +8,7 @@ use crate::event_time::SourceWatermarks;
 use crate::task::{ChainTask, SourceProgress};
 use weir_api::{Barrier, OperatorId, StreamMessage};
 use weir_checkpoint::{InputWatermark, SinkTransaction, SourceSplitOffset, TaskSnapshot};
+use weir_plan::{ShardAssignment, ShardRange};
 use weir_state::SnapshotScope;
 
 /// What a source subtask seals with its barrier: each unfinished split's next-to-read cursor
@@ -134,7 +135,17 @@ impl ChainTask {
             failpoint("after-pre-commit");
         }
         let mut pending = Vec::new();
-        if let (Some(shards), Some(backend)) = (&cp.shards, self.state.opened()) {
+        if let Some(backend) = self.state.opened() {
+            // A vertex that is not keyed keeps its operators' state in shard 0 of its own.
+            let shards = cp.shards.clone().unwrap_or_else(|| ShardAssignment {
+                hash_policy: weir_plan::HASH_POLICY.to_owned(),
+                state_shard_count: 1,
+                owners: vec![ShardRange {
+                    subtask: self.task_id.subtask.0,
+                    first_shard: 0,
+                    last_shard: 0,
+                }],
+            });
             for operator in &self.operators {
                 let scope = SnapshotScope {
                     namespace: cp.namespace.clone(),

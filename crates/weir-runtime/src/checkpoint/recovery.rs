@@ -264,10 +264,20 @@ impl RestorePlan {
                     .map(std::mem::take)
                     .unwrap_or_default())
             }
-            None => Ok(mine
-                .into_iter()
-                .filter(|d| d.subtask.0 == subtask)
-                .collect()),
+            None => {
+                // State of a vertex that is not keyed belongs to its subtask: it can only come
+                // back at a parallelism that still has that subtask.
+                if let Some(d) = mine.iter().find(|d| d.subtask.0 >= vertex.parallelism) {
+                    return Err(Error::Restore {
+                        message: format!(
+                            "operator `{}` is not keyed and kept state in subtask {} at epoch \
+                             {}; at parallelism {} that state has no subtask to go to",
+                            d.operator, d.subtask, self.manifest.epoch, vertex.parallelism
+                        ),
+                    });
+                }
+                Ok(mine.into_iter().filter(|d| d.subtask.0 == subtask).collect())
+            }
         }
     }
 

@@ -276,7 +276,10 @@ impl RestorePlan {
                         ),
                     });
                 }
-                Ok(mine.into_iter().filter(|d| d.subtask.0 == subtask).collect())
+                Ok(mine
+                    .into_iter()
+                    .filter(|d| d.subtask.0 == subtask)
+                    .collect())
             }
         }
     }

@@ -380,6 +380,14 @@ async fn an_incompatible_restore_is_refused_with_what_differs() {
         .expect_err("refused");
     let text = err.to_string();
     assert!(text.contains("logic changed"), "{text}");
+    // Another number of state shards would route keys to other shards.
+    let mut reshard = spec(dir.path(), 2, Some(5), 100, None);
+    reshard.state_shards = Some(8);
+    let err = start(&engine, &reshard, options(&cp, Some(RestoreFrom::Latest)))
+        .await
+        .expect_err("refused");
+    let text = err.to_string();
+    assert!(text.contains("stateShardCount") && text.contains("16"), "{text}");
     // Restoring a job that takes no checkpoints is refused before anything starts.
     let plain = spec(dir.path(), 2, None, 100, None);
     let err = start(&engine, &plain, options(&cp, Some(RestoreFrom::Latest)))

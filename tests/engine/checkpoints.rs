@@ -387,7 +387,10 @@ async fn an_incompatible_restore_is_refused_with_what_differs() {
         .await
         .expect_err("refused");
     let text = err.to_string();
-    assert!(text.contains("stateShardCount") && text.contains("16"), "{text}");
+    assert!(
+        text.contains("stateShardCount") && text.contains("16"),
+        "{text}"
+    );
     // Restoring a job that takes no checkpoints is refused before anything starts.
     let plain = spec(dir.path(), 2, None, 100, None);
     let err = start(&engine, &plain, options(&cp, Some(RestoreFrom::Latest)))

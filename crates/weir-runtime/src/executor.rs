@@ -505,6 +505,10 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
             live_sources,
             finished: never_started,
             discovered,
+            finished_before: restore_plan
+                .as_ref()
+                .map(RestorePlan::finished_splits)
+                .unwrap_or_default(),
             sinks: sinks.clone(),
             pending: BTreeMap::new(),
             requests: shared.requests.clone(),

@@ -85,6 +85,9 @@ pub(crate) struct Coordinator {
     pub(crate) finished: HashMap<TaskId, TaskSnapshot>,
     /// Every split each source operator's enumerator knows.
     pub(crate) discovered: BTreeMap<OperatorId, BTreeSet<String>>,
+    /// Splits finished before the restored epoch: no task reads them, and every manifest of
+    /// this attempt lists them as finished again.
+    pub(crate) finished_before: BTreeMap<OperatorId, BTreeSet<String>>,
     /// Sink operators whose writers run in epoch mode.
     pub(crate) sinks: BTreeMap<OperatorId, SinkHandle>,
     /// Pre-committed transactions not yet committed, by (operator, subtask, epoch).
@@ -302,10 +305,16 @@ impl Coordinator {
             m.task_snapshots.push(snapshot);
         }
         for (operator, discovered) in &self.discovered {
-            let finished = finished_splits.remove(operator).unwrap_or_default();
+            let mut finished = finished_splits.remove(operator).unwrap_or_default();
+            let mut discovered = discovered.clone();
+            if let Some(before) = self.finished_before.get(operator) {
+                finished.extend(before.iter().cloned());
+                // A finished file may be gone by now; it stays discovered and finished.
+                discovered.extend(before.iter().cloned());
+            }
             m.source_enumerator_snapshots.push(EnumeratorSnapshot {
                 operator: operator.clone(),
-                discovered: discovered.clone(),
+                discovered,
                 assigned: assigned.remove(operator).unwrap_or_default(),
                 finished,
                 discovery_cursor: None,

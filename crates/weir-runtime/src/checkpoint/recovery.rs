@@ -5,7 +5,7 @@
 use super::coordinator::{SinkHandle, commit_sink};
 use super::{CheckpointConfig, RestoreFrom};
 use crate::error::{Error, Result};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use weir_api::{
     Epoch, EventTimeMs, OperatorId, SourceSplit, SplitCursor, SubtaskIndex, TaskContext, Watermark,
 };
@@ -233,6 +233,16 @@ pub(crate) struct RestorePlan {
 impl RestorePlan {
     pub(crate) fn new(manifest: EpochManifest) -> Self {
         RestorePlan { manifest }
+    }
+
+    /// Splits every source's enumerator had finished at the restored epoch: they are read no
+    /// more, and every later manifest must still list them as finished.
+    pub(crate) fn finished_splits(&self) -> BTreeMap<OperatorId, BTreeSet<String>> {
+        self.manifest
+            .source_enumerator_snapshots
+            .iter()
+            .map(|e| (e.operator.clone(), e.finished.clone()))
+            .collect()
     }
 
     /// The segments subtask `subtask` of `vertex` loads: for a keyed vertex, the segments of the

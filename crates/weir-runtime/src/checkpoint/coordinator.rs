@@ -472,3 +472,120 @@ pub(crate) async fn commit_sink(
             source,
         })
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use crate::checkpoint::CheckpointStorage;
+    use object_store::memory::InMemory;
+    use object_store::path::Path as ObjectPath;
+
+    fn coordinator(attempt: AttemptId) -> Coordinator {
+        let spec = weir_plan::JobSpec::from_yaml_str(
+            r#"
+job: fenced
+parallelism: 2
+sources:
+  - name: gen
+    connector: datagen
+    schema: [{ name: x, type: int64 }]
+    options: { rows: 10 }
+sinks: [{ name: out, connector: blackhole, input: gen }]
+"#,
+            "fenced.yaml",
+        )
+        .unwrap();
+        let plan = weir_plan::CompiledPlans::compile(&spec, Some("fenced.yaml"))
+            .unwrap()
+            .partitioned;
+        let storage =
+            CheckpointStorage::object_store(Arc::new(InMemory::new()), ObjectPath::default());
+        let store = CheckpointStore::try_new(storage.store.clone(), storage.base.clone(), "fenced")
+            .unwrap();
+        let (trigger, _) = watch::channel(None);
+        let (_, reports) = mpsc::unbounded_channel();
+        let (_, requests) = mpsc::channel(1);
+        Coordinator {
+            config: CheckpointConfig {
+                interval: Duration::from_secs(3600),
+                storage,
+                retain: 1,
+                timeout: Duration::from_secs(3600),
+            },
+            store,
+            expected: ExpectedCheckpoint::from_plan(&plan),
+            attempt,
+            job_id: plan.job_id.clone(),
+            next_epoch: Epoch(1),
+            trigger,
+            reports,
+            requests: Arc::new(tokio::sync::Mutex::new(requests)),
+            live_sources: HashSet::new(),
+            finished: HashMap::new(),
+            discovered: BTreeMap::new(),
+            finished_before: BTreeMap::new(),
+            sinks: BTreeMap::new(),
+            pending: BTreeMap::new(),
+            summary: SharedSummary::default(),
+        }
+    }
+
+    fn ack(c: &Coordinator, attempt: AttemptId, epoch: Epoch) -> TaskAck {
+        TaskAck {
+            attempt,
+            epoch,
+            snapshot: TaskSnapshot {
+                task: c.expected.tasks()[0].clone(),
+                segments: Vec::new(),
+                input_watermarks: Vec::new(),
+            },
+            source_offsets: Vec::new(),
+            finished_splits: Vec::new(),
+            sink_transactions: vec![SinkTransaction {
+                operator: OperatorId::new("out"),
+                subtask: SubtaskIndex(0),
+                epoch,
+                pre_commit: serde_json::json!({"epoch": epoch.0}),
+            }],
+        }
+    }
+
+    #[test]
+    fn an_acknowledgement_of_another_attempt_never_counts() {
+        let mut c = coordinator(AttemptId(7));
+        let mut flight = c.trigger_epoch(CheckpointKind::Checkpoint, false, Vec::new());
+        // A stale attempt's acknowledgement, of the very epoch in flight: refused, and its
+        // sink pre-commit is not taken into the pending transactions either.
+        c.on_ack(ack(&c, AttemptId(6), flight.epoch), Some(&mut flight));
+        assert!(flight.acks.is_empty());
+        assert!(c.pending.is_empty());
+        assert!(!c.complete(&flight));
+        // The current attempt's counts.
+        c.on_ack(ack(&c, AttemptId(7), flight.epoch), Some(&mut flight));
+        assert_eq!(flight.acks.len(), 1);
+        assert_eq!(c.pending.len(), 1);
+    }
+
+    #[test]
+    fn an_epoch_completes_with_every_task_acknowledged_or_finished() {
+        let mut c = coordinator(AttemptId(1));
+        let mut flight = c.trigger_epoch(CheckpointKind::Checkpoint, false, Vec::new());
+        let tasks = c.expected.tasks().to_vec();
+        assert_eq!(tasks.len(), 2);
+        c.on_ack(ack(&c, AttemptId(1), flight.epoch), Some(&mut flight));
+        assert!(!c.complete(&flight));
+        c.finished.insert(
+            tasks[1].clone(),
+            TaskSnapshot {
+                task: tasks[1].clone(),
+                segments: Vec::new(),
+                input_watermarks: Vec::new(),
+            },
+        );
+        assert!(c.complete(&flight));
+        let manifest = c.manifest(&flight);
+        assert_eq!(manifest.task_snapshots.len(), 2);
+        assert_eq!(manifest.sink_transactions.len(), 1);
+    }
+}

@@ -4,6 +4,7 @@
 //!
 //! Depends on `weir-api` and `weir-plan` only; connectors plug in through the registry.
 
+mod attempt;
 pub mod builtin;
 pub mod checkpoint;
 mod edge_writer;

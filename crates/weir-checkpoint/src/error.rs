@@ -4,7 +4,7 @@
 use crate::epoch_log::EpochState;
 use crate::layout;
 use crate::manifest::AttemptId;
-use crate::validate::ManifestProblem;
+use crate::problem::ManifestProblem;
 use std::fmt;
 use weir_api::{Epoch, ErrorKind};
 

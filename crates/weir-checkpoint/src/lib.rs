@@ -60,6 +60,7 @@ mod fencing;
 pub mod layout;
 mod local_sync;
 pub mod manifest;
+mod problem;
 mod retention;
 mod store;
 mod validate;
@@ -72,9 +73,10 @@ pub use manifest::{
     AttemptId, CheckpointKind, EnumeratorSnapshot, EpochManifest, InputWatermark,
     MANIFEST_FORMAT_VERSION, SinkTransaction, SourceSplitOffset, TaskSnapshot,
 };
+pub use problem::ManifestProblem;
 pub use retention::RetentionReport;
 pub use store::{CheckpointStore, LatestDurable, PublishOutcome, SkippedManifest};
-pub use validate::{ExpectedCheckpoint, ManifestProblem, structural_problems};
+pub use validate::{ExpectedCheckpoint, structural_problems};
 
 #[cfg(test)]
 mod fencing_tests;

@@ -226,7 +226,7 @@ async fn run_and_kill(engine: &Engine, job: JobSpec, options: RunOptions, epochs
             .and_then(|s| s.last_durable_epoch)
             .unwrap_or(0);
         if durable >= epochs {
-            running.kill();
+            running.kill().await;
             return true;
         }
         if running.is_finished() {
@@ -330,7 +330,7 @@ async fn a_savepoint_is_restored_by_name() {
         .savepoint("before-upgrade")
         .await
         .expect("savepoint");
-    running.kill();
+    running.kill().await;
     let job = spec(dir.path(), 2, Some(60_000), 100, None);
     let summary = run_to_end(
         &engine,

@@ -227,7 +227,11 @@ async fn kill_and_restore(
     let killed_at = loop {
         let summary = job.checkpoint_summary().unwrap_or_default();
         if summary.completed >= kill_after && summary.last_durable_epoch.is_some() {
-            job.kill();
+            job.kill().await;
+            // Every task has stopped, but a file write a task had handed to a blocking thread
+            // may still land (a process kill would stop it too): let it, before run (3)
+            // cleans up the staging directory.
+            tokio::time::sleep(Duration::from_millis(100)).await;
             break summary.last_durable_epoch;
         }
         if job.is_finished() {

@@ -249,7 +249,8 @@ impl Attempt {
     /// Runs every task and the coordinator to the end. The first root-cause error stops the
     /// other tasks; a bounded job with checkpoints succeeds only once its final epoch is
     /// committed.
-    pub(crate) async fn run(self) -> Result<()> {
+    /// A kill (`killed` turns true) aborts every task and returns once they all stopped.
+    pub(crate) async fn run(self, mut killed: watch::Receiver<bool>) -> Result<()> {
         let Attempt {
             tasks,
             coordinator,
@@ -273,8 +274,19 @@ impl Attempt {
         tokio::pin!(coordinating);
         let mut coordinator_done = !has_coordinator;
         let mut first: Option<Error> = None;
+        let mut kill_open = true;
         loop {
             tokio::select! {
+                changed = killed.changed(), if kill_open => {
+                    // A dropped `RunningJob` closes the channel: the job goes on unobserved.
+                    if changed.is_err() {
+                        kill_open = false;
+                    } else if *killed.borrow() {
+                        set.abort_all();
+                        while set.join_next().await.is_some() {}
+                        return Err(Error::Internal("the job was killed".into()));
+                    }
+                }
                 joined = set.join_next(), if !set.is_empty() => {
                     let Some(joined) = joined else { continue };
                     let failure = match joined {

@@ -10,7 +10,7 @@ use crate::prepare::PreparedJob;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 use weir_api::{Epoch, SemanticMode};
 use weir_plan::NodeKind;
 use weir_plan::{
@@ -46,6 +46,7 @@ pub struct RunningJob {
     metrics: Arc<JobMetrics>,
     checkpoints: Option<SharedSummary>,
     requests: Option<mpsc::Sender<CheckpointRequest>>,
+    kill: watch::Sender<bool>,
     handle: tokio::task::JoinHandle<Result<JobSummary>>,
 }
 
@@ -99,10 +100,13 @@ impl RunningJob {
         self.handle.is_finished()
     }
 
-    /// Stops the job at once, as a crash would: no flush, no commit, no cleanup. What was not
-    /// durable is recovered by the next run's restore. For tests of recovery.
-    pub fn kill(self) {
-        self.handle.abort();
+    /// Stops the job at once, as a crash would: no flush, no commit, no cleanup; returns once
+    /// every task has stopped. What was not durable is recovered by the next run's restore. For
+    /// tests of recovery in one process (a file write already handed to a blocking thread may
+    /// still land: a real process kill stops those too).
+    pub async fn kill(self) {
+        let _ = self.kill.send(true);
+        let _ = self.handle.await;
     }
 
     /// Waits for the job's end.
@@ -174,6 +178,7 @@ pub async fn start_with(job: PreparedJob, options: RunOptions) -> Result<Running
     let config = checkpoint_config(&job, &options)?;
     let summary: Option<SharedSummary> = config.as_ref().map(|_| SharedSummary::default());
     let (request_tx, request_rx) = mpsc::channel(16);
+    let (kill, kill_rx) = watch::channel(false);
     let shared = Shared {
         job: job.clone(),
         options: options.clone(),
@@ -181,6 +186,7 @@ pub async fn start_with(job: PreparedJob, options: RunOptions) -> Result<Running
         metrics: metrics.clone(),
         summary: summary.clone(),
         requests: Arc::new(tokio::sync::Mutex::new(request_rx)),
+        killed: kill_rx,
     };
     let first = launch(&shared, options.restore.clone()).await?;
     let restart = job.plans.restart;
@@ -189,6 +195,7 @@ pub async fn start_with(job: PreparedJob, options: RunOptions) -> Result<Running
         metrics,
         requests: summary.as_ref().map(|_| request_tx),
         checkpoints: summary,
+        kill,
         handle,
     })
 }
@@ -203,6 +210,8 @@ pub(crate) struct Shared {
     pub(crate) summary: Option<SharedSummary>,
     /// Manual checkpoint requests; the coordinator of the running attempt holds the lock.
     pub(crate) requests: Arc<tokio::sync::Mutex<mpsc::Receiver<CheckpointRequest>>>,
+    /// Set by [`RunningJob::kill`].
+    pub(crate) killed: watch::Receiver<bool>,
 }
 
 /// The job's checkpoint settings, resolved against the run options.
@@ -260,7 +269,7 @@ async fn supervise(
     let mut attempt = first;
     let mut restarts = 0;
     loop {
-        match attempt.run().await {
+        match attempt.run(shared.killed.clone()).await {
             Ok(()) => {
                 return Ok(JobSummary {
                     job_id: shared.job.partitioned().job_id.to_string(),
@@ -273,7 +282,7 @@ async fn supervise(
                         .and_then(|s| s.lock().ok().map(|s| s.clone())),
                 });
             }
-            Err(e) if restarts < attempts && !e.is_fenced() => {
+            Err(e) if restarts < attempts && !e.is_fenced() && !*shared.killed.borrow() => {
                 restarts += 1;
                 tracing::warn!(error = %e, restart = restarts, of = attempts, "the job failed; restarting from its latest checkpoint");
                 if let Some(s) = &shared.summary {

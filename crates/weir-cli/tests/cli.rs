@@ -226,3 +226,76 @@ fn sql_errors_name_file_line_and_column() {
         "{err}"
     );
 }
+
+#[test]
+fn checkpoint_flags_are_checked_and_reported() {
+    let work = tempfile::tempdir().expect("tempdir");
+    copy_dir(&repo_root().join("examples"), &work.path().join("examples"));
+    // The example takes no checkpoints: the flags are refused, saying what to add.
+    let out = weir(
+        &["run", "examples/bids.yaml", "--checkpoint-dir", "cp"],
+        work.path(),
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("takes no checkpoints"), "{err}");
+    let out = weir(
+        &["run", "examples/bids.yaml", "--restore", "latest"],
+        work.path(),
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot restore"), "{err}");
+
+    // With checkpoints (a SQL SET), the summary reports the mode in force and the epochs; a
+    // second run restores the final epoch of the first and publishes nothing new.
+    let sql = std::fs::read_to_string(work.path().join("examples/bids.sql")).expect("sql");
+    let sql = sql.replace(
+        "SET 'parallelism' = '2';",
+        "SET 'parallelism' = '2';\nSET 'checkpoint.interval' = '20ms';",
+    );
+    std::fs::write(work.path().join("job.sql"), sql).expect("write job");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "job.sql", "--json", "--checkpoint-dir", "cp"];
+        args.extend_from_slice(extra);
+        stdout_json(&weir(&args, work.path()))
+    };
+    let first = run(&[]);
+    assert_eq!(first["semantic_mode"], "STRICT_EXACTLY_ONCE");
+    let completed = first["checkpoints"]["completed"]
+        .as_u64()
+        .expect("completed");
+    assert!(completed >= 1, "{first}");
+    let last = first["checkpoints"]["lastDurableEpoch"]
+        .as_u64()
+        .expect("epoch");
+    let parts = |dir: &str| {
+        std::fs::read_dir(work.path().join(dir))
+            .expect("output")
+            .filter_map(|e| {
+                let name = e.expect("entry").file_name().to_string_lossy().into_owned();
+                name.starts_with("part-").then_some(name)
+            })
+            .count()
+    };
+    let published = parts("out/bids-per-auction");
+    assert!(published >= 2, "{published}");
+    let second = run(&["--restore", "latest"]);
+    assert_eq!(second["checkpoints"]["restoredFrom"], last, "{second}");
+    assert_eq!(second["source_rows"], 0, "{second}");
+    assert_eq!(parts("out/bids-per-auction"), published);
+    let out = weir(
+        &[
+            "run",
+            "job.sql",
+            "--checkpoint-dir",
+            "cp",
+            "--restore",
+            "999",
+        ],
+        work.path(),
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("epoch 999"), "{err}");
+}

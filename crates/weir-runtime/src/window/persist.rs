@@ -20,7 +20,7 @@ use super::config::WindowConfig;
 use arrow::array::ArrayRef;
 use arrow::compute::concat;
 use arrow::datatypes::DataType;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use weir_api::state::{NamespaceRange, StateAddress};
 use weir_api::{
     Error, EventTimeMs, KeyedStateStore, Result, StateKind, StateShardId, StateSpec, TaskContext,
@@ -86,12 +86,26 @@ pub struct RestoredWindows {
     pub windows: BTreeMap<(WindowId, u8), GroupColumns>,
 }
 
+/// What keyed state holds of one window of a time-window operator, so a barrier writes only
+/// what changed.
+#[derive(Debug, Default)]
+struct Persisted {
+    /// Shards holding groups of the window.
+    shards: BTreeSet<u32>,
+    /// The window's timer: its time and the shards it is registered in (`None`: none in state).
+    timer: Option<(i64, BTreeSet<u32>)>,
+}
+
 /// The keyed state of one window operator instance.
 pub struct WindowStore {
     store: Box<dyn KeyedStateStore>,
     shard_count: Option<u32>,
     owned: Vec<StateShardId>,
     timers: TimerService,
+    /// The windows in state after the last [`WindowStore::persist_changes`] (time windows).
+    persisted: BTreeMap<WindowId, Persisted>,
+    /// The watermark in state after the last `persist_changes`.
+    persisted_watermark: Option<i64>,
 }
 
 impl std::fmt::Debug for WindowStore {
@@ -144,6 +158,8 @@ impl WindowStore {
             shard_count: ctx.state_shard_count,
             owned,
             timers: TimerService::event_time(),
+            persisted: BTreeMap::new(),
+            persisted_watermark: None,
         })
     }
 
@@ -156,28 +172,134 @@ impl WindowStore {
         }
     }
 
-    /// Replaces the operator's state with `windows` (each: id, key columns, partial states)
-    /// and the watermark. Fired windows (`end - 1 <= watermark`) get their cleanup timer.
+    /// Brings the state of a time-window operator up to date at a barrier, writing only what
+    /// changed since the previous one: the groups of `changed` windows (all their groups:
+    /// a window's groups only ever grow), the removal of windows no longer `present` (fired
+    /// and past their lateness), a timer per window and shard that moved (a window that fired
+    /// is kept until `end - 1 + allowed lateness`), and the watermark. The state is then
+    /// exactly the windows in memory, as a full rewrite would leave it.
     ///
     /// # Errors
     ///
     /// State and codec errors.
-    pub fn persist_windows(
+    pub fn persist_changes(
         &mut self,
         cfg: &WindowConfig,
         watermark: i64,
-        windows: &[(WindowId, GroupColumns)],
+        changed: &[(WindowId, GroupColumns)],
+        present: &BTreeSet<WindowId>,
     ) -> Result<()> {
-        self.clear()?;
-        for (id, (keys, states)) in windows {
+        let gone: Vec<WindowId> = self
+            .persisted
+            .keys()
+            .filter(|id| !present.contains(id))
+            .copied()
+            .collect();
+        for id in gone {
+            if let Some(p) = self.persisted.remove(&id) {
+                self.remove_window(id, &p)?;
+            }
+        }
+        for (id, (keys, states)) in changed {
             let rows = states
                 .first()
                 .and_then(|s| s.first())
                 .map_or(0, |a| a.len());
-            let ids = vec![(*id, 0u8); rows];
-            self.write_rows(cfg, watermark, &ids, keys, states)?;
+            let shards = self.write_groups(*id, keys, states, rows)?;
+            self.persisted.entry(*id).or_default().shards.extend(shards);
         }
-        self.write_watermark(watermark)
+        for id in present {
+            let Some(p) = self.persisted.get_mut(id) else {
+                continue; // no group was ever written: nothing to find it by
+            };
+            let fire = if id.end - 1 <= watermark {
+                (id.end - 1).saturating_add(cfg.allowed_lateness)
+            } else {
+                id.end - 1
+            };
+            if p.timer
+                .as_ref()
+                .is_some_and(|(t, s)| *t == fire && *s == p.shards)
+            {
+                continue;
+            }
+            let ns = id.namespace(0);
+            if let Some((old, shards)) = p.timer.take() {
+                for shard in shards {
+                    self.timers
+                        .delete(self.store.as_mut(), old, StateShardId(shard), &[], &ns)?;
+                }
+            }
+            for &shard in &p.shards {
+                self.timers
+                    .register(self.store.as_mut(), fire, StateShardId(shard), &[], &ns)?;
+            }
+            p.timer = Some((fire, p.shards.clone()));
+        }
+        if self.persisted_watermark != Some(watermark) {
+            self.write_watermark(watermark)?;
+            self.persisted_watermark = Some(watermark);
+        }
+        Ok(())
+    }
+
+    /// Removes a window's groups and timers.
+    fn remove_window(&mut self, id: WindowId, p: &Persisted) -> Result<()> {
+        let ns = id.namespace(0);
+        let until = successor(&ns);
+        for &shard in &p.shards {
+            let shard = StateShardId(shard);
+            let range = NamespaceRange::new(&ns, until.as_deref());
+            for entry in self.store.scan(GROUPS, shard, range, None)? {
+                if entry.namespace != ns {
+                    continue;
+                }
+                let at = StateAddress {
+                    shard,
+                    namespace: &entry.namespace,
+                    key: &entry.key,
+                };
+                self.store.remove_at(GROUPS, at, &entry.sub_key)?;
+            }
+        }
+        if let Some((fire, shards)) = &p.timer {
+            for &shard in shards {
+                self.timers
+                    .delete(self.store.as_mut(), *fire, StateShardId(shard), &[], &ns)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes (overwrites) the groups of window `id`; returns the shards they went to.
+    fn write_groups(
+        &mut self,
+        id: WindowId,
+        keys: &[ArrayRef],
+        states: &[Vec<ArrayRef>],
+        rows: usize,
+    ) -> Result<BTreeSet<u32>> {
+        if rows == 0 {
+            return Ok(BTreeSet::new());
+        }
+        let flat: Vec<ArrayRef> = states.iter().flatten().cloned().collect();
+        let payloads = encode_rows(&flat).map_err(codec_err)?;
+        let key_bytes = if keys.is_empty() {
+            vec![Vec::new(); rows]
+        } else {
+            encode_rows(keys).map_err(codec_err)?
+        };
+        let shards = self.shards(keys, rows)?;
+        let ns = id.namespace(0);
+        for i in 0..rows {
+            let at = StateAddress {
+                shard: StateShardId(shards[i]),
+                namespace: &ns,
+                key: &key_bytes[i],
+            };
+            self.store.put_at(GROUPS, at, &[], &payloads[i])?;
+        }
+        Ok(shards.into_iter().collect())
     }
 
     /// Replaces the operator's state with one group per row: `ids[i]` is row i's window and
@@ -312,6 +434,7 @@ impl WindowStore {
         if let Some(w) = watermark {
             restored.watermark = w;
         }
+        self.persisted_watermark = watermark;
         let key_types: Vec<DataType> = cfg
             .key_schema
             .fields()
@@ -329,6 +452,12 @@ impl WindowStore {
             .pop_due(self.store.as_mut(), &self.owned, i64::MAX)?
         {
             let (id, flags) = WindowId::from_namespace(&timer.namespace)?;
+            // Its groups stay in state; its timer was just taken out of it.
+            self.persisted
+                .entry(id)
+                .or_default()
+                .shards
+                .insert(timer.shard.0);
             let ns = timer.namespace.clone();
             let until = successor(&ns);
             let range = NamespaceRange::new(&ns, until.as_deref());

@@ -15,7 +15,7 @@ use super::persist::{WindowId, WindowStore};
 use crate::event_time::event_times_ms;
 use arrow::array::{ArrayRef, BooleanArray, RecordBatch, UInt32Array};
 use datafusion::common::HashMap;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use weir_api::{Barrier, EventTimeMs, Operator, Output, Result, Watermark};
 
@@ -31,6 +31,9 @@ pub struct TimeWindowOperator {
     fired: BTreeMap<WindowId, GroupSpace>,
     late: LateRows,
     store: Option<WindowStore>,
+    /// Windows whose groups changed since the last barrier: only these are written then
+    /// (tracked only with a store).
+    dirty: BTreeSet<WindowId>,
 }
 
 impl TimeWindowOperator {
@@ -51,6 +54,7 @@ impl TimeWindowOperator {
             late,
             cfg,
             store: None,
+            dirty: BTreeSet::new(),
         };
         if let Some(store) = store.as_mut() {
             let restored = store.restore_windows(&op.cfg)?;
@@ -58,6 +62,8 @@ impl TimeWindowOperator {
             for ((id, _flags), (keys, states)) in restored.windows {
                 let mut space = op.new_space()?;
                 space.merge(&keys, &states)?;
+                // Written again at the first barrier, with its timer (restoring took it).
+                op.dirty.insert(id);
                 if id.end - 1 <= op.watermark {
                     op.fired.insert(id, space);
                 } else {
@@ -205,7 +211,11 @@ impl Operator for TimeWindowOperator {
             .iter()
             .map(|&i| Arc::clone(batch.column(i)))
             .collect();
+        let tracked = self.store.is_some();
         for (id, rows_of) in to_open {
+            if tracked {
+                self.dirty.insert(id);
+            }
             let (k, a) = take_rows(&keys, &args, rows_of, rows)?;
             if !self.open.contains_key(&id) {
                 let space = self.new_space()?;
@@ -216,6 +226,9 @@ impl Operator for TimeWindowOperator {
             }
         }
         for (id, rows_of) in to_fired {
+            if tracked {
+                self.dirty.insert(id);
+            }
             let (k, a) = take_rows(&keys, &args, rows_of, rows)?;
             self.update_fired(id, &k, &a, out)?;
         }
@@ -235,20 +248,20 @@ impl Operator for TimeWindowOperator {
         let Some(store) = self.store.as_mut() else {
             return Ok(());
         };
-        let mut windows = Vec::with_capacity(self.open.len() + self.fired.len());
-        for (id, space) in self.open.iter_mut().chain(self.fired.iter_mut()) {
-            windows.push((*id, space.drain()?));
+        let dirty = std::mem::take(&mut self.dirty);
+        let mut changed = Vec::with_capacity(dirty.len());
+        for id in dirty {
+            if let Some(space) = self.open.get_mut(&id).or_else(|| self.fired.get_mut(&id)) {
+                changed.push((id, space.drain()?));
+            }
         }
-        let result = store.persist_windows(&self.cfg, self.watermark, &windows);
-        for (id, (keys, states)) in windows {
-            let space = match self.open.get_mut(&id) {
-                Some(s) => s,
-                None => match self.fired.get_mut(&id) {
-                    Some(s) => s,
-                    None => continue,
-                },
-            };
-            space.merge(&keys, &states)?;
+        let present: BTreeSet<WindowId> =
+            self.open.keys().chain(self.fired.keys()).copied().collect();
+        let result = store.persist_changes(&self.cfg, self.watermark, &changed, &present);
+        for (id, (keys, states)) in changed {
+            if let Some(space) = self.open.get_mut(&id).or_else(|| self.fired.get_mut(&id)) {
+                space.merge(&keys, &states)?;
+            }
         }
         result
     }

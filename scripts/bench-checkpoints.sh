@@ -13,11 +13,13 @@
 #   restore     window-1m-keys.yaml, SIGKILLed right after a checkpoint with all 1,000,000 keys
 #               is durable and at most KILL_REMAINING input rows are left after its cut; then
 #               RESTORES runs of `--restore latest`, each from a fresh copy of the killed run's
-#               checkpoint directory: time from exec to the restore log line, to the end of the
-#               sink's input (all output delivered) and to the process's exit.
+#               checkpoint directory: time from exec to the restore log line, to the start of
+#               the tasks (exit - wall_time_secs: the state is loaded before), to the end of the
+#               input (final epoch triggered; the window fires its results there), to the end of
+#               the sink's input (all output delivered) and to the process's exit.
 #
 # Usage: scripts/bench-checkpoints.sh [throughput|size|restore|all]   (default all)
-# Environment: ROUNDS (default 7), SIZE_RUNS (3), RESTORES (5), KILL_REMAINING (8000000),
+# Environment: ROUNDS (default 7), SIZE_RUNS (3), RESTORES (5), KILL_REMAINING (12000000),
 #   BENCH_DIR (scratch directory, default /var/tmp/weir-bench-checkpoints; removed and
 #   recreated), WEIR (a prebuilt binary; default: build with the bench profile and use
 #   $CARGO_TARGET_DIR/release/weir).
@@ -28,12 +30,15 @@ what="${1:-all}"
 rounds="${ROUNDS:-7}"
 size_runs="${SIZE_RUNS:-3}"
 restores="${RESTORES:-5}"
-kill_remaining="${KILL_REMAINING:-8000000}"
+kill_remaining="${KILL_REMAINING:-12000000}"
 bench="${BENCH_DIR:-/var/tmp/weir-bench-checkpoints}"
 
 if [[ -z "${WEIR:-}" ]]; then
     cargo build -p weir-cli --profile bench >&2
     WEIR="$CARGO_TARGET_DIR/release/weir"
+    built="built from commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates src Cargo.toml Cargo.lock || echo ' + uncommitted changes')"
+else
+    built="prebuilt $WEIR, $(date -u -r "$WEIR" '+%Y-%m-%d %H:%M UTC')"
 fi
 rm -rf "$bench"
 mkdir -p "$bench"
@@ -46,7 +51,7 @@ loadavg() { cut -d' ' -f1-3 /proc/loadavg; }
 
 echo "machine: nproc $(nproc), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //')," \
     "$(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo);" \
-    "commit $(git rev-parse --short HEAD)$(git diff --quiet HEAD -- crates src Cargo.toml Cargo.lock || echo ' + uncommitted changes');" \
+    "binary $built;" \
     "$(date -u '+%Y-%m-%d %H:%M UTC'); load $(loadavg)"
 
 # Median, min and max of the numbers on stdin, printed with a format for one value.
@@ -255,7 +260,7 @@ EOF
         sync
         out="$bench/restore-$i"
         t0="$(now)"
-        RUST_LOG=warn,weir_runtime::checkpoint=info,weir_runtime::builtin::blackhole=debug \
+        RUST_LOG=warn,weir_runtime::checkpoint=debug,weir_runtime::builtin::blackhole=debug \
             "$W" run examples/bench/window-1m-keys.yaml -p 2 --json --checkpoint-dir "$dir" --restore latest \
             > "$out.json" 2> "$out.log"
         t1="$(now)"
@@ -270,10 +275,14 @@ def at(pattern):
             ts = line.split()[0].rstrip("Z")
             yield datetime.datetime.fromisoformat(ts).replace(tzinfo=datetime.timezone.utc).timestamp() - t0
 restoring = next(at("restoring checkpoint"), float("nan"))
+input_end = next(at("is_final=true"), float("nan"))
 sink_done = max(at("blackhole finished"), default=float("nan"))
 c = s["checkpoints"]
-print(f"  restore {i} (load {load}): exec -> 'restoring checkpoint' {restoring:.2f} s, -> sink input ended {sink_done:.2f} s,"
-      f" -> exit {t1 - t0:.2f} s; wall_time_secs {s['wall_time_secs']:.2f}, rows replayed {s['source_rows']},"
+# wall_time_secs starts when the tasks start: loading the segments into the tasks' keyed state
+# comes before, so exit - wall_time_secs is process start + choosing the manifest + that load.
+print(f"  restore {i} (load {load}): exec -> 'restoring checkpoint' {restoring:.2f} s, -> tasks start"
+      f" {t1 - t0 - s['wall_time_secs']:.2f} s, -> input read (final epoch triggered) {input_end:.2f} s,"
+      f" -> sink input ended {sink_done:.2f} s, -> exit {t1 - t0:.2f} s; rows replayed {s['source_rows']},"
       f" sink rows {s['sink_rows']}, restoredFrom {c['restoredFrom']}, checkpoints {c['completed']} (max {c['maxDurationMs']} ms)")
 EOF
     done

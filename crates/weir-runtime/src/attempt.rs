@@ -125,14 +125,57 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
         })
         .collect();
 
-    let mut tasks = Vec::new();
-    let mut restored_any = false;
+    // Each task's state, restored from the checkpoint first: all tasks at once, each on its
+    // own tokio task (decoding and loading use the blocking pool), before any task runs.
+    let mut states: HashMap<(VertexId, u32), Arc<TaskState>> = HashMap::new();
+    let mut restores = JoinSet::new();
     for vertex in &plan.vertices {
-        let splits = assigned.get(&vertex.vertex_id);
         for subtask in 0..vertex.parallelism {
             if finished.contains(&(vertex.vertex_id.clone(), subtask)) {
                 continue;
             }
+            let task_state =
+                TaskState::new(state_dir.clone(), vertex.tasks[subtask as usize].clone());
+            if let (Some(r), Some((_, setup, ..))) = (&restore_plan, &checkpointing) {
+                let segments = r.segments_for(vertex, subtask)?;
+                if !segments.is_empty() {
+                    let state = task_state.clone();
+                    let store = setup.segments.clone();
+                    let label = format!("{}[{subtask}/{}]", vertex.vertex_id, vertex.parallelism);
+                    restores.spawn(async move {
+                        state
+                            .restore(&segments, &store)
+                            .await
+                            .map(|_| ())
+                            .map_err(|source| Error::Task {
+                                task: label,
+                                source,
+                            })
+                    });
+                }
+            }
+            states.insert((vertex.vertex_id.clone(), subtask), task_state);
+        }
+    }
+    let mut restored = 0;
+    while let Some(joined) = restores.join_next().await {
+        joined.map_err(|e| Error::Panic {
+            task: "restore".into(),
+            message: e.to_string(),
+        })??;
+        restored += 1;
+        if restored == 1 && !restores.is_empty() {
+            failpoint("mid-restore");
+        }
+    }
+
+    let mut tasks = Vec::new();
+    for vertex in &plan.vertices {
+        let splits = assigned.get(&vertex.vertex_id);
+        for subtask in 0..vertex.parallelism {
+            let Some(task_state) = states.remove(&(vertex.vertex_id.clone(), subtask)) else {
+                continue; // a source subtask without splits: never started
+            };
             let task_cp = checkpointing
                 .as_ref()
                 .map(
@@ -145,24 +188,6 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
                         trigger: trigger_rx.clone(),
                     },
                 );
-            let task_state =
-                TaskState::new(state_dir.clone(), vertex.tasks[subtask as usize].clone());
-            if let (Some(r), Some(cp)) = (&restore_plan, &task_cp) {
-                let segments = r.segments_for(vertex, subtask)?;
-                if !segments.is_empty() {
-                    if restored_any {
-                        failpoint("mid-restore");
-                    }
-                    restored_any = true;
-                    task_state
-                        .restore(&segments, &cp.segments)
-                        .await
-                        .map_err(|source| Error::Task {
-                            task: format!("{}[{subtask}/{}]", vertex.vertex_id, vertex.parallelism),
-                            source,
-                        })?;
-                }
-            }
             let task = build_task(
                 job,
                 vertex,

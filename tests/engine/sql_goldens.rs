@@ -19,8 +19,7 @@
 //! job.sql:3:1: ORDER BY is not supported
 //! ```
 
-use crate::support::read_parquet_dir;
-use arrow::util::display::{ArrayFormatter, FormatOptions};
+use crate::support::{format_rows, read_parquet_dir};
 use std::path::{Path, PathBuf};
 use weir::Engine;
 
@@ -82,21 +81,7 @@ pub(crate) fn parse(path: &Path) -> Golden {
 }
 
 fn rows(dir: &Path) -> Vec<String> {
-    let options = FormatOptions::default().with_null("NULL");
-    let mut out = Vec::new();
-    for batch in read_parquet_dir(dir) {
-        let formatters: Vec<_> = batch
-            .columns()
-            .iter()
-            .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).expect("formatter"))
-            .collect();
-        for r in 0..batch.num_rows() {
-            let cells: Vec<String> = formatters.iter().map(|f| f.value(r).to_string()).collect();
-            out.push(cells.join(" | "));
-        }
-    }
-    out.sort();
-    out
+    format_rows(&read_parquet_dir(dir))
 }
 
 async fn run_golden(path: &Path) {

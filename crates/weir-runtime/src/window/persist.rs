@@ -86,6 +86,9 @@ pub struct RestoredWindows {
     pub windows: BTreeMap<(WindowId, u8), GroupColumns>,
 }
 
+/// Groups ready to write: per group its encoded partial states, encoded key and state shard.
+type EncodedGroups = (Vec<Vec<u8>>, Vec<Vec<u8>>, Vec<u32>);
+
 /// What keyed state holds of one window of a time-window operator, so a barrier writes only
 /// what changed.
 #[derive(Debug, Default)]
@@ -271,6 +274,23 @@ impl WindowStore {
         Ok(())
     }
 
+    /// Each group's encoded partial states, encoded key and state shard.
+    fn encode_groups(
+        &self,
+        keys: &[ArrayRef],
+        states: &[Vec<ArrayRef>],
+        rows: usize,
+    ) -> Result<EncodedGroups> {
+        let flat: Vec<ArrayRef> = states.iter().flatten().cloned().collect();
+        let payloads = encode_rows(&flat).map_err(codec_err)?;
+        let key_bytes = if keys.is_empty() {
+            vec![Vec::new(); rows]
+        } else {
+            encode_rows(keys).map_err(codec_err)?
+        };
+        Ok((payloads, key_bytes, self.shards(keys, rows)?))
+    }
+
     /// Writes (overwrites) the groups of window `id`; returns the shards they went to.
     fn write_groups(
         &mut self,
@@ -282,14 +302,7 @@ impl WindowStore {
         if rows == 0 {
             return Ok(BTreeSet::new());
         }
-        let flat: Vec<ArrayRef> = states.iter().flatten().cloned().collect();
-        let payloads = encode_rows(&flat).map_err(codec_err)?;
-        let key_bytes = if keys.is_empty() {
-            vec![Vec::new(); rows]
-        } else {
-            encode_rows(keys).map_err(codec_err)?
-        };
-        let shards = self.shards(keys, rows)?;
+        let (payloads, key_bytes, shards) = self.encode_groups(keys, states, rows)?;
         let ns = id.namespace(0);
         for i in 0..rows {
             let at = StateAddress {
@@ -369,14 +382,7 @@ impl WindowStore {
         if rows == 0 {
             return Ok(());
         }
-        let flat: Vec<ArrayRef> = states.iter().flatten().cloned().collect();
-        let payloads = encode_rows(&flat).map_err(codec_err)?;
-        let key_bytes = if keys.is_empty() {
-            vec![Vec::new(); rows]
-        } else {
-            encode_rows(keys).map_err(codec_err)?
-        };
-        let shards = self.shards(keys, rows)?;
+        let (payloads, key_bytes, shards) = self.encode_groups(keys, states, rows)?;
         let mut last_timer: Option<(WindowId, u8, u32)> = None;
         for i in 0..rows {
             let (id, flags) = ids[i];

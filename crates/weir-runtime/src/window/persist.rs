@@ -1,7 +1,7 @@
 //! Window contents in keyed state: what a checkpoint sees of a window operator.
 //!
-//! Window operators aggregate in memory (vectorized accumulators) and write their complete
-//! contents to keyed state on every checkpoint barrier, before the snapshot is taken; a new
+//! Window operators aggregate in memory (vectorized accumulators) and bring keyed state up to
+//! date with their windows on every checkpoint barrier, before the snapshot is taken; a new
 //! instance restores them from there. Per state shard the operator keeps:
 //!
 //! - `window.groups` (value state): namespace = the window (`end`, `start` as order-preserving
@@ -13,8 +13,10 @@
 //! - `window.watermark` (value state): the operator's watermark, so a restored instance knows
 //!   which windows already fired and never fires them twice.
 //!
-//! Each barrier rewrites the operator's state completely (the previous entries are removed in
-//! the same journal commit), so the state is exactly the in-memory windows at the barrier.
+//! After each barrier the state is exactly the in-memory windows. Time windows write only what
+//! changed since the previous barrier ([`WindowStore::persist_changes`]: the windows that got
+//! rows, the removal of windows that are gone, moved timers); session windows rewrite their
+//! state completely ([`WindowStore::persist_rows`]).
 
 use super::config::WindowConfig;
 use arrow::array::ArrayRef;

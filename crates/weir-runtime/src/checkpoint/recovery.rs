@@ -85,7 +85,7 @@ pub(crate) async fn begin_attempt(
                 );
             }
             if latest.manifest.is_none() {
-                tracing::info!(storage = %storage.display, "no checkpoint to restore: starting from the beginning");
+                tracing::warn!(storage = %storage.display, "no checkpoint to restore: starting from the beginning");
             }
             latest.manifest
         }

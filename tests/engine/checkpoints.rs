@@ -326,6 +326,11 @@ async fn a_savepoint_is_restored_by_name() {
     let running = start(&engine, &job, options(&cp, None))
         .await
         .expect("start");
+    let err = running
+        .savepoint("42")
+        .await
+        .expect_err("a number is an epoch");
+    assert!(err.to_string().contains("cannot name a savepoint"), "{err}");
     let epoch = running
         .savepoint("before-upgrade")
         .await

@@ -76,8 +76,18 @@ impl RunningJob {
     /// `RestoreFrom::Savepoint(name)`.
     ///
     /// # Errors
-    /// As [`RunningJob::checkpoint`].
+    /// A name that `--restore` would read otherwise (empty, a number, `latest`); as
+    /// [`RunningJob::checkpoint`].
     pub async fn savepoint(&self, name: &str) -> Result<Epoch> {
+        // `--restore` reads digits as an epoch and `latest` as the newest checkpoint.
+        if name.is_empty() || name.parse::<u64>().is_ok() || name.eq_ignore_ascii_case("latest") {
+            return Err(Error::Restore {
+                message: format!(
+                    "`{name}` cannot name a savepoint: use a name that is not empty, not a \
+                     number and not `latest`"
+                ),
+            });
+        }
         self.request(Some(Some(name.to_owned()))).await
     }
 

@@ -562,3 +562,27 @@ sinks: [{{ name: nowhere, connector: blackhole, input: events }}]
         .expect("prepare");
     assert_eq!(prepared.semantic_mode, weir::api::SemanticMode::AtLeastOnce);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_minimum_pause_spaces_periodic_epochs() {
+    let want = reference(100).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path());
+    let engine = Engine::new();
+    // A trigger every millisecond, but a minute's pause after each epoch: besides the final
+    // epoch, at most the first periodic one runs (without the pause there are dozens).
+    let mut job = spec(dir.path(), 2, Some(1), 100, None);
+    if let Some(c) = job.checkpoint.as_mut() {
+        c.min_pause = Some(weir::api::DurationMs(60_000));
+    }
+    let summary = run_to_end(&engine, &job, options(&dir.path().join("cp"), None))
+        .await
+        .expect("run");
+    let checkpoints = summary.checkpoints.expect("counters");
+    assert!((1..=2).contains(&checkpoints.completed), "{checkpoints:?}");
+    assert_same_rows(
+        &published_rows(&dir.path().join("out")),
+        &want,
+        "published output",
+    );
+}

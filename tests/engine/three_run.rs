@@ -141,6 +141,7 @@ fn checkpointed(mut spec: JobSpec) -> JobSpec {
         dir: None,
         retain: None,
         timeout: None,
+        min_pause: None,
     });
     spec
 }

@@ -67,6 +67,10 @@ pub struct CheckpointSpec {
     /// An epoch not durable after this long is aborted (default 10 minutes).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub timeout: Option<DurationMs>,
+    /// Least time between the end of one epoch and the start of the next periodic one
+    /// (default 0): a job whose epochs take longer than `interval` still gets time to work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_pause: Option<DurationMs>,
 }
 
 /// Default number of durable checkpoints retention keeps.

@@ -249,6 +249,7 @@ fn checkpoint_config(job: &PreparedJob, options: &RunOptions) -> Result<Option<C
     };
     Ok(Some(CheckpointConfig {
         interval: Duration::from_millis(spec.interval.0),
+        min_pause: Duration::from_millis(spec.min_pause.map_or(0, |d| d.0)),
         storage,
         retain: spec.retain.unwrap_or(DEFAULT_CHECKPOINT_RETAIN) as usize,
         timeout: Duration::from_millis(spec.timeout.unwrap_or(DEFAULT_CHECKPOINT_TIMEOUT).0),

@@ -24,6 +24,7 @@ pub(crate) struct Settings {
     pub(crate) checkpoint_dir: Option<String>,
     pub(crate) checkpoint_retain: Option<u32>,
     pub(crate) checkpoint_timeout: Option<DurationMs>,
+    pub(crate) checkpoint_min_pause: Option<DurationMs>,
     pub(crate) restart_attempts: Option<u32>,
     pub(crate) restart_delay: Option<DurationMs>,
     /// Where the first `SET 'checkpoint.*'` or `'restart.*'` was, for errors.
@@ -36,7 +37,8 @@ pub(crate) struct Settings {
 const KEYS: &str = "'job.name', 'parallelism', 'state.shards', 'channel.capacity', \
                     'semantic.mode', 'late.policy', 'late.allowed-lateness', 'late.sink', \
                     'watermark.interval', 'checkpoint.interval', 'checkpoint.dir', \
-                    'checkpoint.retain', 'checkpoint.timeout', 'restart.attempts', \
+                    'checkpoint.retain', 'checkpoint.timeout', 'checkpoint.min-pause', \
+                    'restart.attempts', \
                     'restart.delay'";
 
 impl Settings {
@@ -115,6 +117,9 @@ impl Settings {
             "checkpoint.timeout" | "execution.checkpointing.timeout" => {
                 self.checkpoint_timeout = Some(duration()?);
             }
+            "checkpoint.min-pause" | "execution.checkpointing.min-pause" => {
+                self.checkpoint_min_pause = Some(duration()?);
+            }
             "restart.attempts" | "restart-strategy.fixed-delay.attempts" => {
                 self.restart_attempts = Some(value.parse::<u32>().map_err(|_| {
                     here.invalid(format!("'{key}' is a whole number, not '{value}'"))
@@ -146,6 +151,7 @@ impl Settings {
         let uses_checkpoints = self.checkpoint_dir.is_some()
             || self.checkpoint_retain.is_some()
             || self.checkpoint_timeout.is_some()
+            || self.checkpoint_min_pause.is_some()
             || self.restart_attempts.is_some()
             || self.restart_delay.is_some();
         if uses_checkpoints && self.checkpoint_interval.is_none() {
@@ -537,6 +543,9 @@ impl JobBuilder {
             if let Some(t) = settings.checkpoint_timeout {
                 checkpoint["timeout"] = serde_json::json!(t.0);
             }
+            if let Some(p) = settings.checkpoint_min_pause {
+                checkpoint["min_pause"] = serde_json::json!(p.0);
+            }
             spec["checkpoint"] = checkpoint;
             if settings.restart_attempts.is_some() || settings.restart_delay.is_some() {
                 let mut restart = serde_json::json!({
@@ -605,6 +614,9 @@ mod tests {
         );
         cp.set("checkpoint.interval", "200ms", &here()).unwrap();
         cp.set("restart.attempts", "5", &here()).unwrap();
+        cp.set("execution.checkpointing.min-pause", "500ms", &here())
+            .unwrap();
+        assert_eq!(cp.checkpoint_min_pause, Some(DurationMs(500)));
         cp.check(&here()).unwrap();
         assert_eq!(cp.checkpoint_interval, Some(DurationMs(200)));
         assert_eq!(cp.restart_attempts, Some(5));

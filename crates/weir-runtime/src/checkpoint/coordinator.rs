@@ -135,6 +135,10 @@ impl Coordinator {
         let mut queued: Vec<CheckpointRequest> = Vec::new();
         let mut exhausted: HashSet<TaskId> = HashSet::new();
         let mut requests_open = true;
+        // The minimum pause: no periodic epoch starts before `not_before` (the end of the
+        // previous epoch plus `min_pause`); a tick that comes earlier leaves the epoch `due`.
+        let mut not_before = tokio::time::Instant::now();
+        let mut due = false;
         let requests = self.requests.clone();
         let mut requests = requests.lock_owned().await;
         loop {
@@ -163,6 +167,7 @@ impl Coordinator {
                 if is_final {
                     return Ok(());
                 }
+                not_before = tokio::time::Instant::now() + self.config.min_pause;
                 continue;
             }
             let timeout = in_flight
@@ -193,7 +198,15 @@ impl Coordinator {
                     Some(r) => queued.push(r),
                     None => requests_open = false,
                 },
-                _ = ticker.tick(), if in_flight.is_none() && !all_exhausted => {
+                _ = ticker.tick(), if in_flight.is_none() && !all_exhausted && !due => {
+                    if tokio::time::Instant::now() >= not_before {
+                        in_flight = Some(self.trigger_epoch(CheckpointKind::Checkpoint, false, Vec::new()));
+                    } else {
+                        due = true;
+                    }
+                }
+                () = tokio::time::sleep_until(not_before), if due && in_flight.is_none() && !all_exhausted => {
+                    due = false;
                     in_flight = Some(self.trigger_epoch(CheckpointKind::Checkpoint, false, Vec::new()));
                 }
                 _ = tokio::time::sleep(timeout.unwrap_or(Duration::MAX)), if timeout.is_some() => {
@@ -205,6 +218,7 @@ impl Coordinator {
                             )));
                         }
                         self.abort(flight, "timed out").await;
+                        not_before = tokio::time::Instant::now() + self.config.min_pause;
                     }
                 }
             }
@@ -509,6 +523,7 @@ sinks: [{ name: out, connector: blackhole, input: gen }]
         Coordinator {
             config: CheckpointConfig {
                 interval: Duration::from_secs(3600),
+                min_pause: Duration::ZERO,
                 storage,
                 retain: 1,
                 timeout: Duration::from_secs(3600),

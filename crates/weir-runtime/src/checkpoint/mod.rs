@@ -110,6 +110,10 @@ impl CheckpointStorage {
 pub struct CheckpointConfig {
     /// Time from one epoch's trigger to the next.
     pub interval: Duration,
+    /// Least time from the end of one epoch to the start of the next periodic one, so that a
+    /// job whose epochs take longer than the interval still gets time to process between them
+    /// (Flink's `min-pause`). Manual checkpoints and the final epoch do not wait for it.
+    pub min_pause: Duration,
     /// Where checkpoints go.
     pub storage: CheckpointStorage,
     /// Durable checkpoints kept (savepoints are never deleted).

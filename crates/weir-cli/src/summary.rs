@@ -26,6 +26,7 @@ pub(crate) fn to_json(summary: &JobSummary, peak_rss: Option<u64>) -> String {
         "rows_per_sec": if secs > 0.0 { rows as f64 / secs } else { 0.0 },
         "peak_rss_bytes": peak_rss,
         "semantic_mode": summary.semantic_mode,
+        "first_output_secs": summary.first_output.map(|d| d.as_secs_f64()),
         "checkpoints": summary.checkpoints,
         "operators": summary.metrics.operators,
     })

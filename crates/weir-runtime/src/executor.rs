@@ -34,6 +34,21 @@ pub struct JobSummary {
     /// Checkpoint counters, when the job checkpoints.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpoints: Option<CheckpointSummary>,
+    /// From the start of this run (before any restore) to the first row reaching a sink;
+    /// `None` when no row did. For a run started with `--restore`, the restart-to-first-output
+    /// time.
+    #[serde(serialize_with = "as_opt_secs")]
+    pub first_output: Option<Duration>,
+}
+
+fn as_opt_secs<S: serde::Serializer>(
+    d: &Option<Duration>,
+    s: S,
+) -> std::result::Result<S::Ok, S::Error> {
+    match d {
+        Some(d) => s.serialize_some(&d.as_secs_f64()),
+        None => s.serialize_none(),
+    }
 }
 
 fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::Ok, S::Error> {
@@ -168,6 +183,7 @@ pub async fn start(job: PreparedJob) -> Result<RunningJob> {
 /// When the checkpoint storage or the checkpoint to restore is unusable, or an operator
 /// instance or a sink writer cannot be created.
 pub async fn start_with(job: PreparedJob, options: RunOptions) -> Result<RunningJob> {
+    let started = Instant::now();
     let job = Arc::new(job);
     let plan = job.partitioned();
     let metrics = Arc::new(JobMetrics::new(
@@ -200,7 +216,7 @@ pub async fn start_with(job: PreparedJob, options: RunOptions) -> Result<Running
     };
     let first = launch(&shared, options.restore.clone()).await?;
     let restart = job.plans.restart;
-    let handle = tokio::spawn(supervise(shared, first, restart));
+    let handle = tokio::spawn(supervise(shared, first, restart, started));
     Ok(RunningJob {
         metrics,
         requests: summary.as_ref().map(|_| request_tx),
@@ -264,6 +280,7 @@ async fn supervise(
     shared: Shared,
     first: Attempt,
     restart: Option<weir_plan::RestartSpec>,
+    job_started: Instant,
 ) -> Result<JobSummary> {
     let started = Instant::now();
     let attempts = match (&shared.config, restart) {
@@ -291,6 +308,10 @@ async fn supervise(
                         .summary
                         .as_ref()
                         .and_then(|s| s.lock().ok().map(|s| s.clone())),
+                    first_output: shared
+                        .metrics
+                        .first_output()
+                        .map(|t| t.saturating_duration_since(job_started)),
                 });
             }
             Err(e) if restarts < attempts && !e.is_fenced() && !*shared.killed.borrow() => {

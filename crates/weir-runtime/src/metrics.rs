@@ -46,9 +46,21 @@ pub struct JobMetrics {
     splits_done: AtomicU64,
     source_bytes_total: AtomicU64,
     source_bytes_done: AtomicU64,
+    /// When the first row reached a sink.
+    first_output: std::sync::OnceLock<std::time::Instant>,
 }
 
 impl JobMetrics {
+    /// A sink received rows: the first call marks the time of the job's first output.
+    pub(crate) fn note_output(&self) {
+        self.first_output.get_or_init(std::time::Instant::now);
+    }
+
+    /// When the first row reached a sink, if one did.
+    pub fn first_output(&self) -> Option<std::time::Instant> {
+        self.first_output.get().copied()
+    }
+
     pub(crate) fn new(operators: impl IntoIterator<Item = (OperatorId, &'static str)>) -> Self {
         JobMetrics {
             operators: operators

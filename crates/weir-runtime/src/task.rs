@@ -459,6 +459,9 @@ impl ChainTask {
         match item {
             Item::Batch(_, batch) => {
                 if let Some(sink) = self.sink.as_mut() {
+                    if batch.num_rows() > 0 {
+                        self.job_metrics.note_output();
+                    }
                     sink.metrics.add_in(batch.num_rows());
                     sink.writer
                         .write_batch(batch)

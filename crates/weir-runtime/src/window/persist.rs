@@ -455,17 +455,37 @@ impl WindowStore {
         // Per window: (key columns, flat state columns) read from each shard.
         type Chunk = (Vec<ArrayRef>, Vec<ArrayRef>);
         let mut parts: BTreeMap<(WindowId, u8), Vec<Chunk>> = BTreeMap::new();
+        // Windows whose timers disagree on their time: their timers are set again at the next
+        // barrier.
+        let mut mismatched = BTreeSet::new();
         for timer in self
             .timers
             .pop_due(self.store.as_mut(), &self.owned, i64::MAX)?
         {
             let (id, flags) = WindowId::from_namespace(&timer.namespace)?;
-            // Its groups stay in state; its timer was just taken out of it.
-            self.persisted
-                .entry(id)
-                .or_default()
-                .shards
-                .insert(timer.shard.0);
+            // The timer goes back into state, and the window is known to be there as it is: a
+            // window that gets no rows before the next barrier need not be written again.
+            self.timers.register(
+                self.store.as_mut(),
+                timer.timestamp_ms,
+                timer.shard,
+                &timer.key,
+                &timer.namespace,
+            )?;
+            let p = self.persisted.entry(id).or_default();
+            p.shards.insert(timer.shard.0);
+            match &mut p.timer {
+                None if !mismatched.contains(&id) => {
+                    p.timer = Some((timer.timestamp_ms, BTreeSet::from([timer.shard.0])));
+                }
+                Some((ts, shards)) if *ts == timer.timestamp_ms => {
+                    shards.insert(timer.shard.0);
+                }
+                _ => {
+                    p.timer = None;
+                    mismatched.insert(id);
+                }
+            }
             let ns = timer.namespace.clone();
             let until = successor(&ns);
             let range = NamespaceRange::new(&ns, until.as_deref());

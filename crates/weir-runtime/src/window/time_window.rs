@@ -62,8 +62,6 @@ impl TimeWindowOperator {
             for ((id, _flags), (keys, states)) in restored.windows {
                 let mut space = op.new_space()?;
                 space.merge(&keys, &states)?;
-                // Written again at the first barrier, with its timer (restoring took it).
-                op.dirty.insert(id);
                 if id.end - 1 <= op.watermark {
                     op.fired.insert(id, space);
                 } else {

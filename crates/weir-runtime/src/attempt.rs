@@ -22,7 +22,7 @@ use weir_api::{
     ChannelId, OperatorId, SinkCapability, SourceSplit, StreamMessage, SubtaskIndex, TaskContext,
     TaskId, VertexId,
 };
-use weir_checkpoint::TaskSnapshot;
+use weir_checkpoint::{InputWatermark, TaskSnapshot};
 use weir_plan::{NodeKind, PartitionPolicy, PlanEdge, PlanVertex};
 
 /// One run of the job's tasks (and coordinator), from a fresh start or a restore.
@@ -114,7 +114,7 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
         };
         assigned.insert(vertex.vertex_id.clone(), per_subtask);
     }
-    let finished: HashSet<(VertexId, u32)> = assigned
+    let mut finished: HashSet<(VertexId, u32)> = assigned
         .iter()
         .flat_map(|(vertex, per_subtask)| {
             per_subtask
@@ -124,6 +124,29 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
                 .map(|(subtask, _)| (vertex.clone(), subtask as u32))
         })
         .collect();
+    // The same downstream (vertices come in topological order): a task whose every input
+    // comes from a task that never runs has nothing to read either. Started, it would hold the
+    // watermark of its downstream back until it got round to ending, so which rows are late
+    // would depend on scheduling. A task with state to restore always runs.
+    for vertex in &plan.vertices {
+        if assigned.contains_key(&vertex.vertex_id) {
+            continue;
+        }
+        for subtask in 0..vertex.parallelism {
+            let inputs = plan.input_channels(&vertex.vertex_id, subtask);
+            let idle = !inputs.is_empty()
+                && inputs.iter().all(|(edge, ch)| {
+                    finished.contains(&(edge.from_vertex.clone(), ch.upstream.0))
+                });
+            let restores = match &restore_plan {
+                Some(r) => !r.segments_for(vertex, subtask)?.is_empty(),
+                None => false,
+            };
+            if idle && !restores {
+                finished.insert((vertex.vertex_id.clone(), subtask));
+            }
+        }
+    }
 
     // Each task's state, restored from the checkpoint first: all tasks at once, each on its
     // own tokio task (decoding and loading use the blocking pool), before any task runs.
@@ -218,12 +241,22 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
                     .filter(|s| finished.contains(&(v.vertex_id.clone(), *s)))
                     .map(|s| {
                         let task = v.tasks[s as usize].clone();
+                        let input_watermarks = plan
+                            .input_channels(&v.vertex_id, s)
+                            .into_iter()
+                            .map(|(_, ch)| InputWatermark {
+                                channel: ch.clone(),
+                                watermark: None,
+                                idle: false,
+                                finished: true,
+                            })
+                            .collect();
                         (
                             task.clone(),
                             TaskSnapshot {
                                 task,
                                 segments: Vec::new(),
-                                input_watermarks: Vec::new(),
+                                input_watermarks,
                             },
                         )
                     })

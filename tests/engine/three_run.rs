@@ -40,9 +40,6 @@ const CHANNEL_CAPACITY: u32 = 1;
 const DURABLE_DEADLINE: Duration = Duration::from_secs(30);
 /// Attempts of runs (2) and (3) per pipeline, while the kill misses the middle of the input.
 const ATTEMPTS: u64 = 3;
-/// Goldens left out, with the reason (none today; a known engine bug would be listed here with
-/// its reason, reported, not hidden).
-const KNOWN_FAILURES: &[(&str, &str)] = &[];
 
 /// A job under test: where its spec comes from.
 enum Pipeline {
@@ -406,10 +403,6 @@ async fn three_run_sql_goldens() {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        if let Some((_, reason)) = KNOWN_FAILURES.iter().find(|(n, _)| *n == name) {
-            println!("three-run {name}: left out, known failure: {reason}");
-            continue;
-        }
         pipelines.push((
             name,
             Pipeline::Golden {

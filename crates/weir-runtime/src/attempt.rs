@@ -24,6 +24,7 @@ use weir_api::{
 };
 use weir_checkpoint::{InputWatermark, TaskSnapshot};
 use weir_plan::{NodeKind, PartitionPolicy, PlanEdge, PlanVertex};
+use weir_state::SegmentDescriptor;
 
 /// One run of the job's tasks (and coordinator), from a fresh start or a restore.
 pub(crate) struct Attempt {
@@ -124,6 +125,17 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
                 .map(|(subtask, _)| (vertex.clone(), subtask as u32))
         })
         .collect();
+    // The segments every task restores, by (vertex, subtask).
+    let mut to_restore: HashMap<(VertexId, u32), Vec<SegmentDescriptor>> = HashMap::new();
+    if let Some(r) = &restore_plan {
+        for vertex in &plan.vertices {
+            for (subtask, segments) in r.segments_of(vertex)?.into_iter().enumerate() {
+                if !segments.is_empty() {
+                    to_restore.insert((vertex.vertex_id.clone(), subtask as u32), segments);
+                }
+            }
+        }
+    }
     // The same downstream (vertices come in topological order): a task whose every input
     // comes from a task that never runs has nothing to read either. Started, it would hold the
     // watermark of its downstream back until it got round to ending, so which rows are late
@@ -138,12 +150,9 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
                 && inputs.iter().all(|(edge, ch)| {
                     finished.contains(&(edge.from_vertex.clone(), ch.upstream.0))
                 });
-            let restores = match &restore_plan {
-                Some(r) => !r.segments_for(vertex, subtask)?.is_empty(),
-                None => false,
-            };
-            if idle && !restores {
-                finished.insert((vertex.vertex_id.clone(), subtask));
+            let key = (vertex.vertex_id.clone(), subtask);
+            if idle && !to_restore.contains_key(&key) {
+                finished.insert(key);
             }
         }
     }
@@ -159,23 +168,22 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
             }
             let task_state =
                 TaskState::new(state_dir.clone(), vertex.tasks[subtask as usize].clone());
-            if let (Some(r), Some((_, setup, ..))) = (&restore_plan, &checkpointing) {
-                let segments = r.segments_for(vertex, subtask)?;
-                if !segments.is_empty() {
-                    let state = task_state.clone();
-                    let store = setup.segments.clone();
-                    let label = format!("{}[{subtask}/{}]", vertex.vertex_id, vertex.parallelism);
-                    restores.spawn(async move {
-                        state
-                            .restore(&segments, &store)
-                            .await
-                            .map(|_| ())
-                            .map_err(|source| Error::Task {
-                                task: label,
-                                source,
-                            })
-                    });
-                }
+            if let Some((_, setup, ..)) = &checkpointing
+                && let Some(segments) = to_restore.remove(&(vertex.vertex_id.clone(), subtask))
+            {
+                let state = task_state.clone();
+                let store = setup.segments.clone();
+                let label = format!("{}[{subtask}/{}]", vertex.vertex_id, vertex.parallelism);
+                restores.spawn(async move {
+                    state
+                        .restore(&segments, &store)
+                        .await
+                        .map(|_| ())
+                        .map_err(|source| Error::Task {
+                            task: label,
+                            source,
+                        })
+                });
             }
             states.insert((vertex.vertex_id.clone(), subtask), task_state);
         }

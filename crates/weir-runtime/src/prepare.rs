@@ -449,28 +449,37 @@ impl PreparedJob {
                 ),
             ));
         }
-        for node in nodes {
+        if let Some((node, reason)) = self.falls_short(mode, nodes) {
+            let path = self.origin_of(&node.operator_id);
+            return Err(self.prepare_error(
+                path.clone(),
+                weir_api::Error::config(
+                    path,
+                    format!(
+                        "the job's semantic_mode is {}, but `{}` {reason}",
+                        mode_name(mode),
+                        node.operator_id
+                    ),
+                ),
+            ));
+        }
+        Ok(mode)
+    }
+
+    /// The first connector that cannot give `mode`, and why.
+    fn falls_short<'n>(
+        &self,
+        mode: SemanticMode,
+        nodes: &'n [ModelNode],
+    ) -> Option<(&'n ModelNode, String)> {
+        nodes.iter().find_map(|node| {
             let reason = match &self.nodes[&node.operator_id] {
                 PreparedNode::Source(s) => source_falls_short(mode, &s.capabilities()),
                 PreparedNode::Sink(s) => sink_falls_short(mode, &s.capabilities()),
                 PreparedNode::Operator(_) => None,
             };
-            if let Some(reason) = reason {
-                let path = self.origin_of(&node.operator_id);
-                return Err(self.prepare_error(
-                    path.clone(),
-                    weir_api::Error::config(
-                        path,
-                        format!(
-                            "the job's semantic_mode is {}, but `{}` {reason}",
-                            mode_name(mode),
-                            node.operator_id
-                        ),
-                    ),
-                ));
-            }
-        }
-        Ok(mode)
+            reason.map(|r| (node, r))
+        })
     }
 
     /// The strongest mode every connector of the job can give, with or without checkpoints.
@@ -487,19 +496,7 @@ impl PreparedJob {
         candidates
             .iter()
             .copied()
-            .find(|&mode| {
-                nodes
-                    .iter()
-                    .all(|node| match &self.nodes[&node.operator_id] {
-                        PreparedNode::Source(s) => {
-                            source_falls_short(mode, &s.capabilities()).is_none()
-                        }
-                        PreparedNode::Sink(s) => {
-                            sink_falls_short(mode, &s.capabilities()).is_none()
-                        }
-                        PreparedNode::Operator(_) => true,
-                    })
-            })
+            .find(|&mode| self.falls_short(mode, nodes).is_none())
             .unwrap_or(SemanticMode::BestEffort)
     }
 

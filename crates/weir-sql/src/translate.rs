@@ -65,6 +65,19 @@ impl<'a> Translator<'a> {
         self.here().at(position).unsupported(construct, reason)
     }
 
+    /// Adds a `project` node computing `expressions` over `input`; returns its name.
+    fn project(&mut self, input: &str, expressions: Vec<String>) -> String {
+        let node = self.next_name("project");
+        self.job.operator(
+            &node,
+            "project",
+            input,
+            None,
+            serde_json::json!({ "expressions": expressions }),
+        );
+        node
+    }
+
     fn next_name(&mut self, kind: &str) -> String {
         self.counter += 1;
         format!("{}{kind}{}", self.prefix, self.counter)
@@ -121,14 +134,7 @@ impl<'a> Translator<'a> {
                 }
             })
             .collect();
-        let node = self.next_name("project");
-        self.job.operator(
-            &node,
-            "project",
-            &input.node,
-            None,
-            serde_json::json!({ "expressions": expressions }),
-        );
+        let node = self.project(&input.node, expressions);
         let stream = Stream {
             node,
             columns: sink_columns,
@@ -235,14 +241,7 @@ impl<'a> Translator<'a> {
                 if input.marker {
                     expressions.push(UPDATE_MARKER.to_owned());
                 }
-                let node = self.next_name("project");
-                self.job.operator(
-                    &node,
-                    "project",
-                    &input.node,
-                    None,
-                    serde_json::json!({ "expressions": expressions }),
-                );
+                let node = self.project(&input.node, expressions);
                 Ok(Stream {
                     node,
                     columns: names,
@@ -272,14 +271,7 @@ impl<'a> Translator<'a> {
                         .zip(&names)
                         .map(|(from, to)| format!("{} AS {}", quote(from), quote(to)))
                         .collect();
-                    let node = self.next_name("project");
-                    self.job.operator(
-                        &node,
-                        "project",
-                        &stream.node,
-                        None,
-                        serde_json::json!({ "expressions": expressions }),
-                    );
+                    let node = self.project(&stream.node, expressions);
                     inputs.push(node);
                 }
                 let node = self.next_name("union");
@@ -624,14 +616,7 @@ impl<'a> Translator<'a> {
                 names.push(time_column.clone());
             }
             window_input = names;
-            let name = self.next_name("project");
-            self.job.operator(
-                &name,
-                "project",
-                &stream.node,
-                None,
-                serde_json::json!({ "expressions": expressions }),
-            );
+            let name = self.project(&stream.node, expressions);
             stream.node = name;
         } else {
             // Aggregate the columns themselves.
@@ -675,14 +660,7 @@ impl<'a> Translator<'a> {
                 }
                 expressions.push(quote(column));
             }
-            let project = self.next_name("project");
-            self.job.operator(
-                &project,
-                "project",
-                &format!("{node}.late"),
-                None,
-                serde_json::json!({ "expressions": expressions }),
-            );
+            let project = self.project(&format!("{node}.late"), expressions);
             let name = self.next_name(&format!("{sink}_late"));
             self.job.sink(&name, sink, &project, self.here())?;
         }

@@ -245,16 +245,12 @@ impl RestorePlan {
             .collect()
     }
 
-    /// The segments subtask `subtask` of `vertex` loads: for a keyed vertex, the segments of the
-    /// shards it owns now, whatever parallelism wrote them.
+    /// The segments each subtask of `vertex` loads, indexed by subtask: for a keyed vertex, the
+    /// segments of the shards it owns now, whatever parallelism wrote them.
     ///
     /// # Errors
     /// When a segment's shard count differs from the plan's or a shard has no owner.
-    pub(crate) fn segments_for(
-        &self,
-        vertex: &PlanVertex,
-        subtask: u32,
-    ) -> Result<Vec<SegmentDescriptor>> {
+    pub(crate) fn segments_of(&self, vertex: &PlanVertex) -> Result<Vec<Vec<SegmentDescriptor>>> {
         let operators: HashSet<&OperatorId> = vertex.chain.iter().map(|n| &n.operator_id).collect();
         let mine: Vec<SegmentDescriptor> = self
             .manifest
@@ -269,10 +265,8 @@ impl RestorePlan {
                         context: format!("assigning the state of {} to subtasks", vertex.vertex_id),
                         source: e,
                     })?;
-                Ok(per_subtask
-                    .get_mut(subtask as usize)
-                    .map(std::mem::take)
-                    .unwrap_or_default())
+                per_subtask.resize(vertex.parallelism as usize, Vec::new());
+                Ok(per_subtask)
             }
             None => {
                 // State of a vertex that is not keyed belongs to its subtask: it can only come
@@ -286,10 +280,11 @@ impl RestorePlan {
                         ),
                     });
                 }
-                Ok(mine
-                    .into_iter()
-                    .filter(|d| d.subtask.0 == subtask)
-                    .collect())
+                let mut per_subtask = vec![Vec::new(); vertex.parallelism as usize];
+                for d in mine {
+                    per_subtask[d.subtask.0 as usize].push(d);
+                }
+                Ok(per_subtask)
             }
         }
     }

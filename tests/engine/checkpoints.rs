@@ -261,6 +261,24 @@ async fn checkpointed_run_commits_exactly_the_output_through_epochs() {
     // Everything staged was published: nothing is left in the staging directories.
     let staged: Vec<_> = walk(&dir.path().join("out/_staging"));
     assert!(staged.is_empty(), "left in staging: {staged:?}");
+    // The epoch log holds DURABLE and COMMITTED for the last epoch.
+    let storage = CheckpointStorage::local(&dir.path().join("cp")).expect("storage");
+    let store =
+        weir::checkpoint::CheckpointStore::try_new(storage.store, storage.base, "checkpointed")
+            .expect("store");
+    let log = store.epoch_log().read().await.expect("epoch log");
+    let last = weir::api::Epoch(checkpoints.last_durable_epoch.expect("an epoch"));
+    assert_eq!(
+        log.state_of(last),
+        Some(weir::checkpoint::EpochState::Committed),
+        "{:?}",
+        log.records().get(&last)
+    );
+    let recorded: Vec<_> = log.records()[&last].iter().map(|r| r.state).collect();
+    assert!(
+        recorded.contains(&weir::checkpoint::EpochState::Durable),
+        "{recorded:?}"
+    );
 }
 
 fn walk(dir: &Path) -> Vec<PathBuf> {

@@ -6,10 +6,8 @@
 //! out-of-orderness, so no row is late wherever a cut falls) into a tumbling window and writes
 //! Parquet. The reference is the same job run once without checkpoints.
 
-use crate::support::Rng;
+use crate::support::{Rng, format_rows, read_published_parts};
 use arrow::array::RecordBatch;
-use arrow::util::display::{ArrayFormatter, FormatOptions};
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -105,30 +103,7 @@ fn options(checkpoints: &Path, restore: Option<RestoreFrom>) -> RunOptions {
 /// The published rows of `dir` (part files directly in it, never `_staging`), one string per
 /// row, sorted.
 fn published_rows(dir: &Path) -> Vec<String> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return Vec::new();
-    };
-    let mut rows = Vec::new();
-    for entry in entries {
-        let path = entry.expect("dir entry").path();
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        if !name.starts_with("part-") {
-            continue;
-        }
-        let file = std::fs::File::open(&path).expect("open part file");
-        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-            .expect("parquet footer")
-            .build()
-            .expect("reader");
-        for batch in reader {
-            rows.extend(render(&batch.expect("batch")));
-        }
-    }
-    rows.sort();
-    rows
+    format_rows(&read_published_parts(dir))
 }
 
 /// Fails with the rows missing from and repeated in `got`, not both lists.
@@ -157,24 +132,6 @@ fn assert_same_rows(got: &[String], want: &[String], what: &str) {
         extra.len(),
         extra.iter().take(5).collect::<Vec<_>>()
     );
-}
-
-fn render(batch: &RecordBatch) -> Vec<String> {
-    let options = FormatOptions::default();
-    let formatters: Vec<ArrayFormatter> = batch
-        .columns()
-        .iter()
-        .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).expect("formatter"))
-        .collect();
-    (0..batch.num_rows())
-        .map(|row| {
-            formatters
-                .iter()
-                .map(|f| f.value(row).to_string())
-                .collect::<Vec<_>>()
-                .join(" | ")
-        })
-        .collect()
 }
 
 /// The output of the job run once, without checkpoints.

@@ -3,6 +3,7 @@
 use crate::error::{Error, Result};
 use crate::ids::{JobId, OperatorId, SubtaskIndex};
 use crate::state::KeyedStateStore;
+use crate::state_image::StateRows;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
@@ -36,6 +37,10 @@ pub struct TaskContext {
     /// Rows the operator dropped by policy (late rows, null event times): the runtime reports
     /// this count in the job summary. Add to it with `fetch_add(n, Ordering::Relaxed)`.
     pub dropped_rows: Arc<AtomicU64>,
+    /// The rows of the operator's [`StateImage`](crate::StateImage)s in the checkpoint this
+    /// instance restores, only those of the state shards it owns (`None`: a fresh start, or
+    /// the checkpoint holds no image of this operator).
+    pub restored_image: Option<Arc<Vec<StateRows>>>,
 }
 
 impl TaskContext {
@@ -54,6 +59,7 @@ impl TaskContext {
             state: None,
             state_shard_count: None,
             dropped_rows: Arc::default(),
+            restored_image: None,
         }
     }
 

@@ -33,6 +33,7 @@ mod options;
 mod sink;
 mod source;
 pub mod state;
+mod state_image;
 mod watermark;
 
 pub use capability::{Boundedness, SemanticMode, SinkCapability, SourceCapability};
@@ -58,6 +59,7 @@ pub use state::{
     KeyedStateStore, NamespaceRange, ScannedEntry, StateAddress, StateDescriptor, StateKind,
     StateSpec,
 };
+pub use state_image::{StateImage, StateRows};
 pub use watermark::watermark_for;
 
 /// Re-export of the arrow crate this API is built against, so plugins use the same version.

@@ -4,6 +4,7 @@ use crate::context::TaskContext;
 use crate::error::Result;
 use crate::ids::OperatorId;
 use crate::message::{Barrier, Watermark};
+use crate::state_image::StateImage;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use std::sync::Arc;
@@ -105,6 +106,18 @@ pub trait Operator: Send {
     /// As [`Operator::process_batch`].
     fn on_barrier(&mut self, _barrier: Barrier, _out: &mut Output) -> Result<()> {
         Ok(())
+    }
+
+    /// Called after [`Operator::on_barrier`] in a job that checkpoints: an operator that keeps
+    /// its state in memory (not in [`TaskContext::keyed_state`]) returns its state as of the
+    /// barrier; the runtime encodes and writes it in the background, and hands its rows back
+    /// through [`TaskContext::restored_image`] on a restore. `None` (the default): the operator
+    /// keeps no state of its own.
+    ///
+    /// # Errors
+    /// As [`Operator::process_batch`].
+    fn snapshot_image(&mut self, _barrier: Barrier) -> Result<Option<StateImage>> {
+        Ok(None)
     }
 
     /// Called once when every input has ended; emit what is still held.

@@ -4,12 +4,15 @@
 //! ```text
 //! {base}/checkpoint/{namespace}/{epoch}/manifest.json                          the epoch manifest
 //! {base}/checkpoint/{namespace}/{epoch}/{operator}/{subtask}/{shard}/{state}.parquet  segments
+//! {base}/checkpoint/{namespace}/{epoch}/{operator}/{subtask}/{first}-{last}/{state}.parquet
+//!                                                       image segments (in-memory operators)
 //! {base}/checkpoint/{namespace}/log/{epoch}-{STATE}.json                       epoch log records
 //! {base}/checkpoint/{namespace}/attempts/{attempt:020}                         attempt fences
 //! ```
 //!
 //! `epoch` is decimal without padding because the segment paths of
-//! [`weir_state::segment::segment_path`] already are; readers parse directory names as numbers
+//! [`weir_state::segment::segment_path`] and [`weir_state::segment::image_segment_path`]
+//! already are; readers parse directory names as numbers
 //! and accept only the canonical form (`7`, never `007`), so listing order does not matter.
 //! Each part is percent-encoded by `object_store::path` exactly as `weir-state` encodes it, so
 //! a namespace or id with a `/` stays one path part. `log` and `attempts` are not numbers, so
@@ -124,11 +127,26 @@ mod tests {
             StateShardId(3),
             "count",
         );
-        let dir = epoch_path("ns/1", Epoch(42));
-        assert!(
-            segment.prefix_matches(&dir),
-            "{segment} must be under {dir}: one layout for segments and manifests"
+        let image = weir_state::segment::image_segment_path(
+            "ns/1",
+            Epoch(42),
+            &OperatorId::new("win"),
+            SubtaskIndex(1),
+            StateShardId(4),
+            StateShardId(7),
+            "groups",
         );
+        assert_eq!(
+            image.to_string(),
+            "checkpoint/ns%2F1/42/win/1/4-7/groups.parquet"
+        );
+        let dir = epoch_path("ns/1", Epoch(42));
+        for segment in [&segment, &image] {
+            assert!(
+                segment.prefix_matches(&dir),
+                "{segment} must be under {dir}: one layout for segments and manifests"
+            );
+        }
         assert_eq!(dir.to_string(), "checkpoint/ns%2F1/42");
         assert_eq!(
             manifest_path("ns/1", Epoch(42)).to_string(),

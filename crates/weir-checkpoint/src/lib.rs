@@ -81,6 +81,8 @@ pub use validate::{ExpectedCheckpoint, structural_problems};
 #[cfg(test)]
 mod fencing_tests;
 #[cfg(test)]
+mod image_tests;
+#[cfg(test)]
 mod log_tests;
 #[cfg(test)]
 mod restore_tests;

@@ -33,8 +33,9 @@ use weir_api::{TaskId, VertexId};
 use weir_state::SegmentDescriptor;
 
 /// The manifest format this build writes and reads (`formatVersion`). Version 2 added
-/// `logicalFingerprint` and the `epoch` of sink transactions.
-pub const MANIFEST_FORMAT_VERSION: u32 = 2;
+/// `logicalFingerprint` and the `epoch` of sink transactions; version 3 image segments
+/// (`lastShard`), in which window operators keep their state instead of keyed state.
+pub const MANIFEST_FORMAT_VERSION: u32 = 3;
 
 /// What every stored manifest ends with before the checksum's hex digits.
 const CHECKSUM_OPEN: &[u8] = b",\"checksum\":\"";
@@ -95,8 +96,9 @@ pub struct InputWatermark {
 pub struct TaskSnapshot {
     /// The stable task identity (no attempt id).
     pub task: TaskId,
-    /// The task's state segments, written by `weir_state::PendingSnapshot::write`; each lies
-    /// in this manifest's epoch directory.
+    /// The task's state segments, written by `weir_state::PendingSnapshot::write` (per shard)
+    /// and `weir_state::SegmentStore::write_image` (image segments of in-memory operators);
+    /// each lies in this manifest's epoch directory.
     pub segments: Vec<SegmentDescriptor>,
     /// One entry per input channel of the task in the plan (none for a source task).
     pub input_watermarks: Vec<InputWatermark>,

@@ -48,7 +48,7 @@ fn canonical_json_round_trips_and_follows_the_documented_checksum_rule() -> Test
         !text.contains('\n') && !text.contains(": "),
         "compact: {text}"
     );
-    assert!(text.starts_with(r#"{"formatVersion":2,"namespace":"bids-euro/main","epoch":7,"#));
+    assert!(text.starts_with(r#"{"formatVersion":3,"namespace":"bids-euro/main","epoch":7,"#));
     assert!(text.contains(r#""kind":{"type":"checkpoint"}"#), "{text}");
     assert!(
         text.contains(r#""cursor":{"a":1.5,"nextRecord":70}"#),
@@ -105,7 +105,7 @@ fn savepoints_serialize_with_their_name_and_unknown_fields_are_refused() -> Test
             err,
             CheckpointError::FormatVersion {
                 found: 1,
-                expected: 2,
+                expected: 3,
                 ..
             }
         ),
@@ -493,7 +493,7 @@ async fn a_manifest_of_another_format_version_stops_recovery() -> TestResult {
         let m2 = full_manifest(&plan, 2);
         checkpoint(&store, &m2).await?;
         let mut value: serde_json::Value = serde_json::from_slice(&m2.to_json()?)?;
-        value["formatVersion"] = serde_json::json!(3);
+        value["formatVersion"] = serde_json::json!(4);
         store
             .object_store()
             .put(
@@ -506,7 +506,7 @@ async fn a_manifest_of_another_format_version_stops_recovery() -> TestResult {
             .await
             .expect_err("newer release");
         assert!(
-            matches!(err, CheckpointError::FormatVersion { found: 3, .. }),
+            matches!(err, CheckpointError::FormatVersion { found: 4, .. }),
             "{name}: {err}"
         );
         // Retention leaves it alone.

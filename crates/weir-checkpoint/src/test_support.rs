@@ -163,6 +163,7 @@ fn descriptor(
         operator: operator.clone(),
         subtask,
         shard: StateShardId(shard),
+        last_shard: None,
         state: "count".to_owned(),
         rows: 1,
         bytes: 100 + u64::from(shard),

@@ -13,7 +13,8 @@ use weir_api::{
     ChannelId, EdgeId, Epoch, JobId, OperatorId, PipelineId, SubtaskIndex, TaskId, VertexId,
 };
 use weir_plan::{NodeKind, PartitionedPlan, Plan, ShardAssignment};
-use weir_state::STATE_FORMAT_VERSION;
+use weir_state::segment::overlapping_segments;
+use weir_state::{STATE_FORMAT_VERSION, SegmentDescriptor};
 
 /// What the plan expects of a vertex.
 #[derive(Debug, Clone)]
@@ -499,7 +500,8 @@ impl ExpectedCheckpoint {
 }
 
 /// Segments of one task against its vertex; `shards` is the vertex's `stateShardCount` and the
-/// owner subtask of every shard, for keyed vertices.
+/// owner subtask of every shard, for keyed vertices: every shard a segment covers (all of an
+/// image segment's range) must exist and be owned by the task's subtask.
 fn segment_problems(
     snapshot: &crate::TaskSnapshot,
     vertex: &ExpectedVertex,
@@ -535,24 +537,82 @@ fn segment_problems(
                     ),
                 ));
             }
-            match owners.get(d.shard.0 as usize) {
-                None => out.push(ManifestProblem::entry(
-                    &entry,
-                    format!(
-                        "shard {} does not exist (stateShardCount {count})",
-                        d.shard.0
-                    ),
-                )),
-                Some(&owner) if owner != task.subtask.0 => out.push(ManifestProblem::entry(
-                    &entry,
-                    format!(
-                        "shard {} is owned by subtask {owner}, not {}",
-                        d.shard.0, task.subtask
-                    ),
-                )),
-                Some(_) => {}
-            }
+            shard_owner_problems(d, task.subtask, count, owners, &entry, out);
         }
+    }
+}
+
+/// Every shard `d` covers exists among the `count` shards and is owned by `subtask`. An empty
+/// range is structural ([`structural_problems`]).
+fn shard_owner_problems(
+    d: &SegmentDescriptor,
+    subtask: SubtaskIndex,
+    count: u32,
+    owners: &[u32],
+    entry: &str,
+    out: &mut Vec<ManifestProblem>,
+) {
+    let range = d.shard_range();
+    if range.is_empty() {
+        return;
+    }
+    if !d.is_image() {
+        match owners.get(d.shard.0 as usize) {
+            None => out.push(ManifestProblem::entry(
+                entry,
+                format!(
+                    "shard {} does not exist (stateShardCount {count})",
+                    d.shard.0
+                ),
+            )),
+            Some(&owner) if owner != subtask.0 => out.push(ManifestProblem::entry(
+                entry,
+                format!(
+                    "shard {} is owned by subtask {owner}, not {subtask}",
+                    d.shard.0
+                ),
+            )),
+            Some(_) => {}
+        }
+        return;
+    }
+    let (first, last) = (*range.start(), *range.end());
+    if last >= count || owners.len() <= last as usize {
+        out.push(ManifestProblem::entry(
+            entry,
+            format!("shards {first}..={last} do not all exist (stateShardCount {count})"),
+        ));
+        return;
+    }
+    // Foreign shards as runs of one owner: `shards 4..=7 are owned by subtask 1`.
+    let mut runs: Vec<(u32, u32, u32)> = Vec::new();
+    for (shard, &owner) in (first..=last).zip(&owners[first as usize..=last as usize]) {
+        if owner == subtask.0 {
+            continue;
+        }
+        match runs.last_mut() {
+            Some((_, end, o)) if *o == owner && *end + 1 == shard => *end = shard,
+            _ => runs.push((shard, shard, owner)),
+        }
+    }
+    if !runs.is_empty() {
+        let runs: Vec<String> = runs
+            .into_iter()
+            .map(|(a, b, owner)| {
+                if a == b {
+                    format!("shard {a} is owned by subtask {owner}")
+                } else {
+                    format!("shards {a}..={b} are owned by subtask {owner}")
+                }
+            })
+            .collect();
+        out.push(ManifestProblem::entry(
+            entry,
+            format!(
+                "covers shards {first}..={last}, but {}, not {subtask}",
+                runs.join(", ")
+            ),
+        ));
     }
 }
 
@@ -598,8 +658,11 @@ pub(crate) fn invalid_if_any(path: &str, problems: Vec<ManifestProblem>) -> Chec
 }
 
 /// Problems a manifest has on its own, without a plan: duplicate tasks, segments, channels,
-/// splits, enumerators and sink transactions (per sink operator, subtask and epoch); segment
-/// paths that are not the stable state path in this manifest's epoch directory; enumerators
+/// splits, enumerators and sink transactions (per sink operator, subtask and epoch); segments
+/// of one (operator, state) covering a common shard (two of one shard, or overlapping image
+/// segment ranges) and image segments whose last shard is before their first; segment paths
+/// that are not the stable state path in this manifest's epoch directory
+/// (`weir_state::segment::segment_path`, or `image_segment_path` for image segments); enumerators
 /// whose split sets contradict each other; sink transactions of an epoch after the manifest's.
 pub fn structural_problems(m: &EpochManifest) -> Vec<ManifestProblem> {
     let mut out = Vec::new();
@@ -616,14 +679,17 @@ pub fn structural_problems(m: &EpochManifest) -> Vec<ManifestProblem> {
     let mut paths = BTreeSet::new();
     for t in &m.task_snapshots {
         for d in &t.segments {
-            let expected = weir_state::segment::segment_path(
-                &m.namespace,
-                m.epoch,
-                &d.operator,
-                d.subtask,
-                d.shard,
-                &d.state,
-            );
+            let expected = d.stable_path(&m.namespace, m.epoch);
+            if d.shard_range().is_empty() {
+                out.push(ManifestProblem::entry(
+                    format!("segment {}", d.path),
+                    format!(
+                        "its last shard {} is before its first shard {}",
+                        d.last_shard.map_or(d.shard.0, |l| l.0),
+                        d.shard.0
+                    ),
+                ));
+            }
             if d.path != expected.as_ref() {
                 out.push(ManifestProblem::entry(
                     format!("segment {}", d.path),
@@ -652,6 +718,18 @@ pub fn structural_problems(m: &EpochManifest) -> Vec<ManifestProblem> {
                     format!("input channel {} listed more than once", w.channel),
                 ));
             }
+        }
+    }
+    // The same path twice is reported above; other overlaps would restore a shard twice.
+    for (first, second) in overlapping_segments(m.segments()) {
+        if first.path != second.path {
+            out.push(ManifestProblem::entry(
+                format!("segment {}", second.path),
+                format!(
+                    "covers a shard of operator `{}`, state `{}` that segment {} also covers",
+                    second.operator, second.state, first.path
+                ),
+            ));
         }
     }
     let mut splits = BTreeMap::new();

@@ -19,8 +19,8 @@ use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
 use weir_api::{
-    ChannelId, OperatorId, SinkCapability, SourceSplit, StreamMessage, SubtaskIndex, TaskContext,
-    TaskId, VertexId,
+    ChannelId, OperatorId, SinkCapability, SourceSplit, StateRows, StateShardId, StreamMessage,
+    SubtaskIndex, TaskContext, TaskId, VertexId,
 };
 use weir_checkpoint::{InputWatermark, TaskSnapshot};
 use weir_plan::{NodeKind, PartitionPolicy, PlanEdge, PlanVertex};
@@ -158,27 +158,31 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
     }
 
     // Each task's state, restored from the checkpoint first: all tasks at once, each on its
-    // own tokio task (decoding and loading use the blocking pool), before any task runs.
+    // own tokio task (decoding and loading use the blocking pool), before any task runs. Keyed
+    // state goes into the task's redb file; the images of operators that keep their state in
+    // memory are decoded for the operators to take when they are created.
     let mut states: HashMap<(VertexId, u32), Arc<TaskState>> = HashMap::new();
+    let mut images: HashMap<(VertexId, u32), TaskImages> = HashMap::new();
     let mut restores = JoinSet::new();
     for vertex in &plan.vertices {
         for subtask in 0..vertex.parallelism {
-            if finished.contains(&(vertex.vertex_id.clone(), subtask)) {
+            let key = (vertex.vertex_id.clone(), subtask);
+            if finished.contains(&key) {
                 continue;
             }
             let task_state =
                 TaskState::new(state_dir.clone(), vertex.tasks[subtask as usize].clone());
             if let Some((_, setup, ..)) = &checkpointing
-                && let Some(segments) = to_restore.remove(&(vertex.vertex_id.clone(), subtask))
+                && let Some(segments) = to_restore.remove(&key)
             {
                 let state = task_state.clone();
                 let store = setup.segments.clone();
                 let label = format!("{}[{subtask}/{}]", vertex.vertex_id, vertex.parallelism);
+                let owned = owned_shards(vertex, subtask);
                 restores.spawn(async move {
-                    state
-                        .restore(&segments, &store)
+                    restore_task(&state, &segments, &store, &owned)
                         .await
-                        .map(|_| ())
+                        .map(|images| (key, images))
                         .map_err(|source| Error::Task {
                             task: label,
                             source,
@@ -190,10 +194,11 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
     }
     let mut restored = 0;
     while let Some(joined) = restores.join_next().await {
-        joined.map_err(|e| Error::Panic {
+        let (key, task_images) = joined.map_err(|e| Error::Panic {
             task: "restore".into(),
             message: e.to_string(),
         })??;
+        images.insert(key, task_images);
         restored += 1;
         if restored == 1 && !restores.is_empty() {
             failpoint("mid-restore");
@@ -231,6 +236,9 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
                 &shared.metrics,
                 &finished,
                 task_cp,
+                images
+                    .get(&(vertex.vertex_id.clone(), subtask))
+                    .unwrap_or(&HashMap::new()),
             )
             .await?;
             tasks.push(task);
@@ -407,6 +415,48 @@ impl Attempt {
 
 /// The sink operators whose writers run in epoch mode (they stage and commit by epoch), with
 /// their parallelism.
+/// The restored images of one task's in-memory operators, by operator.
+type TaskImages = HashMap<OperatorId, Arc<Vec<StateRows>>>;
+
+/// Restores one task: keyed-state segments into its redb file, image segments decoded (only the
+/// rows of `owned` shards) for its operators.
+async fn restore_task(
+    state: &TaskState,
+    segments: &[SegmentDescriptor],
+    store: &weir_state::SegmentStore,
+    owned: &[StateShardId],
+) -> weir_api::Result<TaskImages> {
+    let (image, keyed): (Vec<SegmentDescriptor>, Vec<SegmentDescriptor>) =
+        segments.iter().cloned().partition(|d| d.is_image());
+    if !keyed.is_empty() {
+        state.restore(&keyed, store).await?;
+    }
+    let mut by_operator: BTreeMap<OperatorId, Vec<SegmentDescriptor>> = BTreeMap::new();
+    for d in image {
+        by_operator.entry(d.operator.clone()).or_default().push(d);
+    }
+    let mut images = HashMap::new();
+    for (operator, segments) in by_operator {
+        let rows = store.read_image(&segments, owned).await?;
+        images.insert(operator, Arc::new(rows));
+    }
+    Ok(images)
+}
+
+/// The state shards subtask `subtask` of `vertex` owns (shard 0 when the vertex is not keyed).
+pub(crate) fn owned_shards(vertex: &PlanVertex, subtask: u32) -> Vec<StateShardId> {
+    match &vertex.shards {
+        Some(shards) => shards
+            .owners
+            .iter()
+            .filter(|r| r.subtask == subtask)
+            .flat_map(|r| r.first_shard..=r.last_shard)
+            .map(StateShardId)
+            .collect(),
+        None => vec![StateShardId(0)],
+    }
+}
+
 fn epoch_sinks(job: &PreparedJob) -> BTreeMap<OperatorId, SinkHandle> {
     if job.plans.checkpoint.is_none() {
         return BTreeMap::new();
@@ -476,6 +526,7 @@ async fn build_task(
     metrics: &Arc<JobMetrics>,
     finished: &HashSet<(VertexId, u32)>,
     checkpointing: Option<TaskCheckpointing>,
+    images: &HashMap<OperatorId, Arc<Vec<StateRows>>>,
 ) -> Result<ChainTask> {
     let plan = job.partitioned();
     let ctx_of = |id: &weir_api::OperatorId| TaskContext {
@@ -486,6 +537,7 @@ async fn build_task(
         state: Some(task_state.clone() as Arc<dyn weir_api::StateBackendHandle>),
         state_shard_count: vertex.shards.as_ref().map(|s| s.state_shard_count),
         dropped_rows: metrics.operator(id).dropped_rows(),
+        restored_image: images.get(id).cloned(),
     };
 
     // Writers for every edge leaving this vertex, from this subtask's channels.
@@ -601,6 +653,7 @@ async fn build_task(
                     .collect();
                 links.push(Link {
                     op,
+                    operator: id.clone(),
                     label,
                     metrics: metrics.operator(id),
                     output_schema: prepared.output_schema(),

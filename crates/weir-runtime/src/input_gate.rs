@@ -110,6 +110,13 @@ impl InputGate {
     pub(crate) async fn next(&mut self) -> Result<GateEvent, GateError> {
         loop {
             if self.finished || self.channels.iter().all(|c| c.ended) {
+                // The end of every input completes event time, even when no upstream said so:
+                // channels of tasks that never ran (a restore after every split was read)
+                // deliver no watermark, and windows still open must fire.
+                if self.watermark < EventTimeMs::MAX {
+                    self.watermark = EventTimeMs::MAX;
+                    return Ok(GateEvent::Watermark(Watermark(EventTimeMs::MAX)));
+                }
                 self.finished = true;
                 return Ok(GateEvent::End);
             }
@@ -310,6 +317,11 @@ mod tests {
             Ok(GateEvent::Watermark(Watermark(EventTimeMs(20))))
         ));
         txs[1].send(StreamMessage::EndOfInput).await.expect("send");
+        assert_eq!(
+            watermark_of(g.next().await),
+            Some(i64::MAX),
+            "the end completes event time"
+        );
         assert!(matches!(g.next().await, Ok(GateEvent::End)));
     }
 
@@ -427,6 +439,11 @@ mod tests {
         assert!(matches!(g.next().await, Ok(GateEvent::Idle)));
         txs[1].send(StreamMessage::EndOfInput).await.expect("send");
         txs[0].send(StreamMessage::EndOfInput).await.expect("send");
+        assert_eq!(
+            watermark_of(g.next().await),
+            Some(i64::MAX),
+            "the end completes event time"
+        );
         assert!(matches!(g.next().await, Ok(GateEvent::End)));
     }
 
@@ -440,7 +457,22 @@ mod tests {
         txs[1].send(StreamMessage::EndOfInput).await.expect("send");
         assert!(matches!(g.next().await, Ok(GateEvent::Idle)));
         txs[0].send(StreamMessage::EndOfInput).await.expect("send");
+        assert_eq!(
+            watermark_of(g.next().await),
+            Some(i64::MAX),
+            "the end completes event time"
+        );
         assert!(matches!(g.next().await, Ok(GateEvent::End)));
+    }
+
+    #[tokio::test]
+    async fn channels_of_tasks_that_never_ran_still_complete_event_time() {
+        let (tx, rx) = mpsc::channel(4);
+        let mut g = InputGate::new(vec![InputChannel::finished(rx, 0)]);
+        assert_eq!(watermark_of(g.next().await), Some(i64::MAX));
+        assert!(matches!(g.next().await, Ok(GateEvent::End)));
+        assert!(matches!(g.next().await, Ok(GateEvent::End)));
+        drop(tx);
     }
 
     #[tokio::test]

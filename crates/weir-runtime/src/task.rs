@@ -43,6 +43,7 @@ pub(crate) enum Head {
 /// An operator in the chain.
 pub(crate) struct Link {
     pub(crate) op: Box<dyn Operator>,
+    pub(crate) operator: OperatorId,
     pub(crate) label: String,
     pub(crate) metrics: Arc<OperatorMetrics>,
     pub(crate) output_schema: SchemaRef,
@@ -138,7 +139,7 @@ impl ChainTask {
                 }
                 self.drive(0, Item::Watermark(Watermark::END)).await?;
                 self.commit_state()?;
-                self.await_final_epoch(&progress, generators.as_ref())
+                self.await_final_epoch(Some((&progress, generators.as_ref())), &[])
                     .await?;
             }
             Head::Gate(mut gate) => loop {
@@ -159,6 +160,12 @@ impl ChainTask {
                     Ok(GateEvent::Idle) => self.send_idle().await?,
                     Ok(GateEvent::End) => {
                         let inputs = gate.channel_states();
+                        if self.checkpointing.is_some() && !self.flushed {
+                            // Every input came from a task that never ran (restored after all
+                            // input was read): no barrier will arrive, so this task brings the
+                            // job's remaining epochs, the final one last, to its downstream.
+                            self.await_final_epoch(None, &inputs).await?;
+                        }
                         self.finish().await?;
                         self.report_finished(inputs).await;
                         return Ok(());
@@ -346,13 +353,13 @@ impl ChainTask {
         }
     }
 
-    /// A source subtask that read all its splits: with checkpoints it stays until the final
-    /// epoch, answering every trigger with a barrier whose cut finishes all its splits, so that
-    /// its output is committed through an epoch like all other output (seed 000 §5.9).
+    /// After the end of the input: takes part in every epoch still triggered, injecting each
+    /// barrier itself, until the final one. `source` is the source subtask's progress (its cut);
+    /// `inputs` the ended input channels of a task whose upstream never ran.
     async fn await_final_epoch(
         &mut self,
-        progress: &SourceProgress,
-        watermarks: Option<&SourceWatermarks>,
+        source: Option<(&SourceProgress, Option<&SourceWatermarks>)>,
+        inputs: &[InputWatermark],
     ) -> Result<()> {
         let Some(cp) = self.checkpointing.clone() else {
             return Ok(());
@@ -361,7 +368,11 @@ impl ChainTask {
         let mut trigger = cp.trigger.clone();
         loop {
             if let Some(t) = self.take_trigger() {
-                self.inject(t, progress, watermarks).await?;
+                let cut = match source {
+                    Some((progress, watermarks)) => SourceCut::seal(progress, watermarks)?,
+                    None => SourceCut::default(),
+                };
+                self.inject(t, cut, inputs.to_vec()).await?;
                 if t.is_final {
                     return Ok(());
                 }

@@ -2,14 +2,14 @@
 //! snapshot every task takes at an aligned barrier (seed 000 §5.3–§5.5).
 
 use crate::checkpoint::recovery::StoredCursor;
-use crate::checkpoint::{TaskAck, TaskReport, Trigger, failpoint};
+use crate::checkpoint::{TaskAck, TaskCheckpointing, TaskReport, Trigger, failpoint};
 use crate::error::{Error, Result};
 use crate::event_time::SourceWatermarks;
 use crate::task::{ChainTask, SourceProgress};
-use weir_api::{Barrier, OperatorId, StreamMessage};
+use weir_api::{Barrier, Epoch, OperatorId, StateImage, StreamMessage};
 use weir_checkpoint::{InputWatermark, SinkTransaction, SourceSplitOffset, TaskSnapshot};
 use weir_plan::{ShardAssignment, ShardRange};
-use weir_state::SnapshotScope;
+use weir_state::{PendingSnapshot, SegmentDescriptor, SnapshotScope};
 
 /// What a source subtask seals with its barrier: each unfinished split's next-to-read cursor
 /// and event-time progress, and the splits it finished.
@@ -20,7 +20,10 @@ pub(crate) struct SourceCut {
 }
 
 impl SourceCut {
-    fn seal(progress: &SourceProgress, watermarks: Option<&SourceWatermarks>) -> Result<Self> {
+    pub(crate) fn seal(
+        progress: &SourceProgress,
+        watermarks: Option<&SourceWatermarks>,
+    ) -> Result<Self> {
         let mut cut = SourceCut::default();
         for p in &progress.splits {
             if p.finished {
@@ -70,26 +73,28 @@ impl ChainTask {
             return Ok(());
         }
         match self.take_trigger() {
-            Some(t) if !t.is_final => self.inject(t, progress, watermarks).await,
+            Some(t) if !t.is_final => {
+                let cut = SourceCut::seal(progress, watermarks)?;
+                self.inject(t, cut, Vec::new()).await
+            }
             // The final epoch comes after every split is read (`await_final_epoch`).
             _ => Ok(()),
         }
     }
 
-    /// Seals the cut of this source subtask and runs the epoch's barrier through the chain.
+    /// Runs the epoch's barrier, with the cut it seals, through the chain from here.
     pub(crate) async fn inject(
         &mut self,
         trigger: Trigger,
-        progress: &SourceProgress,
-        watermarks: Option<&SourceWatermarks>,
+        cut: SourceCut,
+        input_watermarks: Vec<InputWatermark>,
     ) -> Result<()> {
         self.last_injected = Some(trigger.epoch);
-        let cut = SourceCut::seal(progress, watermarks)?;
         let barrier = Barrier {
             epoch: trigger.epoch,
             is_final: trigger.is_final,
         };
-        self.checkpoint(barrier, cut, Vec::new()).await
+        self.checkpoint(barrier, cut, input_watermarks).await
     }
 
     /// The task's part of epoch `barrier.epoch`, at the aligned barrier: flush at the final
@@ -115,6 +120,20 @@ impl ChainTask {
         }
         self.call_every_link(|op, out| op.on_barrier(barrier, out))
             .await?;
+        // Operators that keep their state in memory hand over an image of it, encoded later.
+        let mut images = Vec::new();
+        for link in &mut self.links {
+            let image = link
+                .op
+                .snapshot_image(barrier)
+                .map_err(|source| Error::Task {
+                    task: link.label.clone(),
+                    source,
+                })?;
+            if let Some(image) = image {
+                images.push((link.operator.clone(), link.label.clone(), image));
+            }
+        }
         self.commit_state()?;
         let mut sink_transactions = Vec::new();
         if let Some(sink) = self.sink.as_mut().filter(|s| s.epochs) {
@@ -134,30 +153,30 @@ impl ChainTask {
             });
             failpoint("after-pre-commit");
         }
+        // A vertex that is not keyed keeps its operators' state in shard 0 of its own.
+        let shards = cp.shards.clone().unwrap_or_else(|| ShardAssignment {
+            hash_policy: weir_plan::HASH_POLICY.to_owned(),
+            state_shard_count: 1,
+            owners: vec![ShardRange {
+                subtask: self.task_id.subtask.0,
+                first_shard: 0,
+                last_shard: 0,
+            }],
+        });
+        let scope_of = |operator: &OperatorId| SnapshotScope {
+            namespace: cp.namespace.clone(),
+            epoch: barrier.epoch,
+            job: self.task_id.job.clone(),
+            operator: operator.clone(),
+            subtask: self.task_id.subtask,
+            shards: shards.clone(),
+        };
         let mut pending = Vec::new();
         if let Some(backend) = self.state.opened() {
-            // A vertex that is not keyed keeps its operators' state in shard 0 of its own.
-            let shards = cp.shards.clone().unwrap_or_else(|| ShardAssignment {
-                hash_policy: weir_plan::HASH_POLICY.to_owned(),
-                state_shard_count: 1,
-                owners: vec![ShardRange {
-                    subtask: self.task_id.subtask.0,
-                    first_shard: 0,
-                    last_shard: 0,
-                }],
-            });
             for operator in &self.operators {
-                let scope = SnapshotScope {
-                    namespace: cp.namespace.clone(),
-                    epoch: barrier.epoch,
-                    job: self.task_id.job.clone(),
-                    operator: operator.clone(),
-                    subtask: self.task_id.subtask,
-                    shards: shards.clone(),
-                };
                 pending.push(
                     cp.segments
-                        .begin_snapshot(backend, scope)
+                        .begin_snapshot(backend, scope_of(operator))
                         .map_err(|source| Error::State {
                             context: format!(
                                 "snapshotting {} at epoch {}",
@@ -168,6 +187,10 @@ impl ChainTask {
                 );
             }
         }
+        let images: Vec<_> = images
+            .into_iter()
+            .map(|(operator, label, image)| (scope_of(&operator), label, image))
+            .collect();
         for i in 0..self.writers.len() {
             self.send_control(i, StreamMessage::Barrier(barrier))
                 .await?;
@@ -188,23 +211,58 @@ impl ChainTask {
         // Finished handles are dropped as epochs go by; the last ones are awaited at the end.
         self.snapshot_writes.retain(|h| !h.is_finished());
         self.snapshot_writes.push(tokio::spawn(async move {
-            for snapshot in pending {
-                match snapshot.write().await {
-                    Ok(segments) => ack.snapshot.segments.extend(segments),
-                    Err(source) => {
-                        cp.report(TaskReport::Failed(Error::State {
-                            context: format!(
-                                "writing the state of {label} for epoch {}",
-                                ack.epoch
-                            ),
-                            source,
-                        }));
-                        return;
-                    }
+            let epoch = ack.epoch;
+            let written = write_snapshots(&cp, pending, images, &label, epoch).await;
+            match written {
+                Ok(segments) => {
+                    ack.snapshot.segments = segments;
+                    cp.report(TaskReport::Ack(Box::new(ack)));
                 }
+                Err(e) => cp.report(TaskReport::Failed(e)),
             }
-            cp.report(TaskReport::Ack(Box::new(ack)));
         }));
         Ok(())
     }
+}
+
+/// Writes a task's snapshot of one epoch: the keyed-state segments of the redb view, then each
+/// image, encoded on the blocking pool. Returns every segment written.
+async fn write_snapshots(
+    cp: &TaskCheckpointing,
+    pending: Vec<PendingSnapshot>,
+    images: Vec<(SnapshotScope, String, StateImage)>,
+    label: &str,
+    epoch: Epoch,
+) -> Result<Vec<SegmentDescriptor>> {
+    let state_error = |source| Error::State {
+        context: format!("writing the state of {label} for epoch {epoch}"),
+        source,
+    };
+    let mut segments = Vec::new();
+    for snapshot in pending {
+        segments.extend(snapshot.write().await.map_err(state_error)?);
+    }
+    for (scope, operator_label, image) in images {
+        let rows = tokio::task::spawn_blocking(move || image.encode())
+            .await
+            .map_err(|e| Error::Panic {
+                task: operator_label.clone(),
+                message: e.to_string(),
+            })?
+            .map_err(|source| Error::Task {
+                task: operator_label.clone(),
+                source,
+            })?;
+        for state in rows {
+            if let Some(d) = cp
+                .segments
+                .write_image(&scope, state)
+                .await
+                .map_err(state_error)?
+            {
+                segments.push(d);
+            }
+        }
+    }
+    Ok(segments)
 }

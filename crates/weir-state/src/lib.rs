@@ -17,7 +17,10 @@
 //!   states) kept in keyed state;
 //! - snapshots ([`SegmentStore`]): one Parquet segment per (operator, subtask, shard, state) in
 //!   an object store, with a SHA-256 each ([`SegmentDescriptor`]); restore into a fresh backend;
-//!   rescale by moving whole shards ([`assign_segments`]).
+//!   rescale by moving whole shards ([`assign_segments`]);
+//! - image segments of in-memory operators: the [`weir_api::StateRows`] of one state of one
+//!   subtask, all its shards in one Parquet file ([`SegmentStore::write_image`]), read back
+//!   for the shards a restoring subtask owns ([`SegmentStore::read_image`]).
 //!
 //! Among Weir crates it depends on `weir-api` and `weir-plan` (shard ownership for snapshots and
 //! rescale). It must not depend on the runtime, on a transport, on connectors or on DataFusion.
@@ -52,6 +55,7 @@ mod clock;
 pub mod codec;
 mod error;
 mod handle;
+mod image;
 mod journal;
 pub mod layout;
 mod rescale;
@@ -83,6 +87,8 @@ pub use timers::{
 };
 pub use view::{EntryScan, RawEntry, StateReadView};
 
+#[cfg(test)]
+mod image_tests;
 #[cfg(test)]
 mod scan_tests;
 #[cfg(test)]

@@ -8,22 +8,28 @@
 use crate::backend::RedbStateBackend;
 use crate::error::{StateError, StateResult};
 use crate::layout::EntryKey;
-use crate::restore::{Registrations, RestoreOptions, RestoreReport, check_segments, load_entries};
-use crate::segment::{DecodedSegment, SegmentDescriptor};
+use crate::restore::{
+    Registrations, RestoreOptions, RestoreReport, check_segments, load_entries, refuse_images,
+};
+use crate::segment::{DecodedSegment, SegmentDescriptor, check_disjoint};
 use crate::snapshot::SegmentStore;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use weir_api::{JobId, OperatorId, StateShardId, StateSpec, SubtaskIndex};
 use weir_plan::ShardAssignment;
 
 /// The segments each subtask of `target` restores, indexed by subtask: exactly the segments of
-/// the shards it owns, whatever parallelism wrote them.
+/// the shards it owns, whatever parallelism wrote them. A per-shard segment goes to the owner of
+/// its shard; an image segment ([`SegmentDescriptor::is_image`]) goes to every subtask that owns
+/// at least one shard of its range, once, and each keeps the rows of its own shards when it
+/// reads the segment ([`SegmentStore::read_image`]).
 ///
 /// # Errors
 ///
 /// [`StateError::ShardCountChanged`] (naming the operator and both counts) when a segment was
 /// written with another `stateShardCount` than `target`'s; [`StateError::Segment`] for a shard
-/// out of range, a shard no subtask owns, or two segments of one (operator, shard, state).
+/// out of range, an empty shard range, a shard no subtask owns, or two segments of one
+/// (operator, state) covering a common shard (for per-shard segments: two of one shard).
 pub fn assign_segments(
     segments: &[SegmentDescriptor],
     target: &ShardAssignment,
@@ -35,8 +41,6 @@ pub fn assign_segments(
         .map(|r| r.subtask + 1)
         .max()
         .unwrap_or(0);
-    let mut out = vec![Vec::new(); parallelism as usize];
-    let mut seen = HashSet::new();
     for d in segments {
         if d.state_shard_count != target.state_shard_count {
             return Err(StateError::ShardCountChanged {
@@ -45,26 +49,40 @@ pub fn assign_segments(
                 requested: target.state_shard_count,
             });
         }
-        if !seen.insert((&d.operator, d.shard, d.state.as_str())) {
+    }
+    check_disjoint(segments)?;
+    let mut out = vec![Vec::new(); parallelism as usize];
+    for d in segments {
+        let range = d.shard_range();
+        // A range beyond the count is refused before it is walked.
+        let targets: BTreeSet<u32> = owners
+            .get(*range.start() as usize..=*range.end() as usize)
+            .map(|o| o.iter().copied().collect())
+            .unwrap_or_default();
+        let mut assigned = false;
+        for owner in targets {
+            if let Some(mine) = out.get_mut(owner as usize) {
+                mine.push(d.clone());
+                assigned = true;
+            }
+        }
+        if !assigned {
             return Err(StateError::Segment {
                 path: d.path.clone(),
-                message: format!(
-                    "a second segment of operator `{}`, shard {}, state `{}`",
-                    d.operator, d.shard.0, d.state
-                ),
+                message: if d.is_image() {
+                    format!(
+                        "shards {} have no owner among {} shards",
+                        d.shards_shown(),
+                        target.state_shard_count
+                    )
+                } else {
+                    format!(
+                        "shard {} has no owner among {} shards",
+                        d.shard.0, target.state_shard_count
+                    )
+                },
             });
         }
-        let owner = owners
-            .get(d.shard.0 as usize)
-            .and_then(|owner| out.get_mut(*owner as usize))
-            .ok_or_else(|| StateError::Segment {
-                path: d.path.clone(),
-                message: format!(
-                    "shard {} has no owner among {} shards",
-                    d.shard.0, target.state_shard_count
-                ),
-            })?;
-        owner.push(d.clone());
     }
     Ok(out)
 }
@@ -85,8 +103,8 @@ impl SegmentStore {
     ///
     /// # Errors
     ///
-    /// As [`restore`](Self::restore); [`StateError::Migration`] when `key_hash` fails on a key
-    /// (naming the operator and state).
+    /// As [`restore`](Self::restore) (image segments included: they are refused);
+    /// [`StateError::Migration`] when `key_hash` fails on a key (naming the operator and state).
     pub async fn restore_rehashed(
         &self,
         backend: &RedbStateBackend,
@@ -96,6 +114,7 @@ impl SegmentStore {
         key_hash: Arc<KeyHashFn>,
         options: &RestoreOptions,
     ) -> StateResult<RestoreReport> {
+        refuse_images(segments)?;
         // Shard counts may differ here; that is the point of the migration.
         let mut uniform: Vec<SegmentDescriptor> = segments.to_vec();
         for d in &mut uniform {

@@ -3,12 +3,14 @@
 
 use crate::backend::RedbStateBackend;
 use crate::error::{StateError, StateResult};
-use crate::segment::{DecodedSegment, SegmentDescriptor, decode_segment, sha256_hex};
+use crate::segment::{
+    DecodedSegment, SegmentDescriptor, check_disjoint, decode_segment, sha256_hex,
+};
 use crate::snapshot::SegmentStore;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use weir_api::{JobId, OperatorId, StateShardId, StateSpec};
 
 /// Segments fetched and decoded ahead of the one being loaded into redb.
@@ -65,8 +67,9 @@ impl SegmentStore {
     ///
     /// Before any download: [`StateError::SchemaVersion`] when a segment's schema version
     /// differs from the one `options` expects and no migration is registered,
-    /// [`StateError::Segment`] when two descriptors name the same (operator, shard, state) or
-    /// one operator's segments disagree on `stateShardCount`. While loading:
+    /// [`StateError::Segment`] for an image segment (of an in-memory operator: see
+    /// [`read_image`](Self::read_image)), when two descriptors name the same (operator, shard,
+    /// state) or one operator's segments disagree on `stateShardCount`. While loading:
     /// [`StateError::Checksum`] naming the path and both sums, [`StateError::ObjectStore`],
     /// [`StateError::Segment`] for an unreadable file or one that contradicts its descriptor,
     /// [`StateError::FormatVersion`], [`StateError::KindMismatch`], [`StateError::Storage`],
@@ -77,6 +80,7 @@ impl SegmentStore {
         segments: &[SegmentDescriptor],
         options: &RestoreOptions,
     ) -> StateResult<RestoreReport> {
+        refuse_images(segments)?;
         check_segments(backend, segments, options)?;
         let mut report = RestoreReport::default();
         let mut reregister = Registrations::default();
@@ -158,25 +162,33 @@ pub(crate) fn background(context: &str, e: tokio::task::JoinError) -> StateError
     }
 }
 
-/// Refuses, before any download, duplicate segments, mixed shard counts and schema versions
-/// that differ from the expected ones without a registered migration.
+/// Refuses image segments: they hold the rows of an in-memory operator, which get back to the
+/// operator ([`SegmentStore::read_image`]), not into redb.
+pub(crate) fn refuse_images(segments: &[SegmentDescriptor]) -> StateResult<()> {
+    match segments.iter().find(|d| d.is_image()) {
+        Some(d) => Err(StateError::Segment {
+            path: d.path.clone(),
+            message: format!(
+                "an image segment of an in-memory operator (shards {}); it is restored into the \
+                 operator, not into keyed state",
+                d.shards_shown()
+            ),
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Refuses, before any download, empty shard ranges, segments of one (operator, state) that
+/// cover a common shard, mixed shard counts and schema versions that differ from the expected
+/// ones without a registered migration.
 pub(crate) fn check_segments(
     backend: &RedbStateBackend,
     segments: &[SegmentDescriptor],
     options: &RestoreOptions,
 ) -> StateResult<()> {
-    let mut seen = HashSet::new();
+    check_disjoint(segments)?;
     let mut counts: HashMap<&OperatorId, u32> = HashMap::new();
     for d in segments {
-        if !seen.insert((&d.operator, d.shard, d.state.as_str())) {
-            return Err(StateError::Segment {
-                path: d.path.clone(),
-                message: format!(
-                    "a second segment of operator `{}`, shard {}, state `{}`",
-                    d.operator, d.shard.0, d.state
-                ),
-            });
-        }
         let count = *counts.entry(&d.operator).or_insert(d.state_shard_count);
         if count != d.state_shard_count {
             return Err(StateError::Segment {

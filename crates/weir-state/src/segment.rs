@@ -1,9 +1,18 @@
-//! State segments: the immutable Parquet files a snapshot writes, one per
-//! (operator, subtask, shard, state), their stable paths, their descriptors and checksums.
+//! State segments: the immutable Parquet files a snapshot writes, their stable paths, their
+//! descriptors and checksums. There are two kinds:
+//!
+//! - **per-shard segments**, one per (operator, subtask, shard, state), written from redb by
+//!   [`PendingSnapshot::write`](crate::PendingSnapshot::write) and restored into redb;
+//! - **image segments**, one per (operator, subtask, state) covering every shard the subtask
+//!   owns, written from the rows an in-memory operator hands over at a barrier
+//!   ([`SegmentStore::write_image`](crate::SegmentStore::write_image)) and handed back to the
+//!   operator on restore ([`SegmentStore::read_image`](crate::SegmentStore::read_image)).
+//!
+//! # Per-shard segments
 //!
 //! A segment holds the committed, unexpired entries of one state of one shard of one operator at
-//! one epoch. Its rows are the parts of the entry key that vary inside that (job, operator,
-//! shard, state) range, plus the payload and the TTL deadline:
+//! one epoch, at [`segment_path`]. Its rows are the parts of the entry key that vary inside that
+//! (job, operator, shard, state) range, plus the payload and the TTL deadline:
 //!
 //! | column      | Arrow type        | meaning                                                 |
 //! |-------------|-------------------|---------------------------------------------------------|
@@ -17,6 +26,26 @@
 //! metadata (see the `META_*` constants), with the state's spec as JSON, the state format version
 //! and the codec. The layout key of a row is `EntryKey { job, operator, shard, state, namespace,
 //! key, sub_key }` ([`crate::layout`]), so restore rebuilds byte-identical keys and values.
+//!
+//! # Image segments
+//!
+//! An image segment holds the rows of one state of an in-memory operator (a
+//! [`weir_api::StateRows`]) for *all* the shards one subtask owns, a contiguous range
+//! `first..=last`, at [`image_segment_path`]. One file per subtask and state instead of one per
+//! shard: a subtask owning 128 shards would otherwise write 128 tiny files per epoch. Its
+//! descriptor has [`SegmentDescriptor::last_shard`] set. Columns:
+//!
+//! | column      | Arrow type        | meaning                                            |
+//! |-------------|-------------------|----------------------------------------------------|
+//! | `shard`     | `UInt32` not null | the state shard of the row's key, in `first..=last` |
+//! | `namespace` | `Binary` not null | the row's namespace (e.g. the window)              |
+//! | `key`       | `Binary` not null | the row's key (empty for operator-wide values)     |
+//! | `payload`   | `Binary` not null | the row's value, in the operator's own encoding    |
+//!
+//! The key-value metadata is that of a per-shard segment, with [`META_SHARD`] the first shard,
+//! plus [`META_LAST_SHARD`]. Rows are in the operator's order, not sorted by shard; a restoring
+//! subtask keeps the rows of the shards it owns, so an image written at one parallelism restores
+//! at another. Both kinds are Snappy-compressed without dictionaries on keys and payloads.
 
 use crate::backend::STATE_FORMAT_VERSION;
 use crate::error::{StateError, StateResult};
@@ -34,6 +63,8 @@ use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
+use std::collections::BTreeMap;
+use std::ops::RangeInclusive;
 use std::sync::Arc;
 use weir_api::{Epoch, JobId, OperatorId, StateShardId, StateSpec, SubtaskIndex};
 
@@ -45,8 +76,10 @@ pub const META_JOB: &str = "weir.job";
 pub const META_OPERATOR: &str = "weir.operator";
 /// Metadata key: the subtask that wrote the segment (decimal).
 pub const META_SUBTASK: &str = "weir.subtask";
-/// Metadata key: the state shard (decimal).
+/// Metadata key: the state shard (decimal); the first shard of an image segment.
 pub const META_SHARD: &str = "weir.shard";
+/// Metadata key: the last shard an image segment covers (decimal); absent in per-shard segments.
+pub const META_LAST_SHARD: &str = "weir.lastShard";
 /// Metadata key: the operator's `stateShardCount` when the segment was written (decimal).
 pub const META_SHARD_COUNT: &str = "weir.stateShardCount";
 /// Metadata key: the checkpoint epoch (decimal).
@@ -62,7 +95,7 @@ pub const CODEC: &str = "postcard-1";
 /// File name suffix of a segment; the state name is percent-encoded before it.
 pub const SEGMENT_SUFFIX: &str = ".parquet";
 
-/// Rows per Arrow batch (and at most per Parquet page run) while encoding a segment.
+/// Rows per Arrow batch (and at most per Parquet page run) while encoding or decoding a segment.
 pub(crate) const BATCH_ROWS: usize = 64 * 1024;
 
 /// A written segment, as the epoch manifest records it.
@@ -72,15 +105,21 @@ pub(crate) const BATCH_ROWS: usize = 64 * 1024;
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct SegmentDescriptor {
-    /// The stable state path, `checkpoint/{namespace}/{epoch}/{operatorId}/{subtask}/{shard}/{state}.parquet`,
-    /// each part percent-encoded by `object_store::path`.
+    /// The stable state path, `checkpoint/{namespace}/{epoch}/{operatorId}/{subtask}/{shard}/{state}.parquet`
+    /// ([`segment_path`]; `{first}-{last}` instead of `{shard}` for an image segment:
+    /// [`image_segment_path`]), each part percent-encoded by `object_store::path`.
     pub path: String,
     /// The operator whose state this is.
     pub operator: OperatorId,
     /// The subtask that wrote it.
     pub subtask: SubtaskIndex,
-    /// The state shard.
+    /// The state shard; the first shard an image segment covers.
     pub shard: StateShardId,
+    /// `None` for a per-shard segment; for an image segment the last shard it covers: it holds
+    /// rows of shards `shard..=last_shard` (both inclusive). Absent from the JSON when `None`,
+    /// so manifests without image segments are unchanged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_shard: Option<StateShardId>,
     /// The state name.
     pub state: String,
     /// Number of entries (rows).
@@ -93,6 +132,140 @@ pub struct SegmentDescriptor {
     pub state_shard_count: u32,
     /// The state's schema version when written; restore checks it before downloading.
     pub schema_version: u32,
+}
+
+impl SegmentDescriptor {
+    /// Whether this is an image segment of an in-memory operator (restored into the operator
+    /// with [`SegmentStore::read_image`](crate::SegmentStore::read_image)), not a per-shard
+    /// segment of keyed state.
+    pub fn is_image(&self) -> bool {
+        self.last_shard.is_some()
+    }
+
+    /// The shards the segment covers, both ends inclusive: `shard..=shard` for a per-shard
+    /// segment, `shard..=last_shard` for an image segment (empty if a malformed descriptor has
+    /// its last shard before its first).
+    pub fn shard_range(&self) -> RangeInclusive<u32> {
+        self.shard.0..=self.last_shard.unwrap_or(self.shard).0
+    }
+
+    /// Whether the segment may hold rows of `shard`.
+    pub fn covers(&self, shard: u32) -> bool {
+        self.shard_range().contains(&shard)
+    }
+
+    /// Whether `self` and `other` hold the same state of the same operator for at least one
+    /// common shard: two such segments in one checkpoint would restore a shard twice.
+    pub fn overlaps(&self, other: &SegmentDescriptor) -> bool {
+        let (a, b) = (self.shard_range(), other.shard_range());
+        self.operator == other.operator
+            && self.state == other.state
+            && !a.is_empty()
+            && !b.is_empty()
+            && a.start() <= b.end()
+            && b.start() <= a.end()
+    }
+
+    /// The stable state path this descriptor's segment has in `epoch` of `namespace`:
+    /// [`segment_path`] or, for an image segment, [`image_segment_path`]. A manifest checks
+    /// every `path` against it.
+    pub fn stable_path(&self, namespace: &str, epoch: Epoch) -> ObjectPath {
+        match self.last_shard {
+            None => segment_path(
+                namespace,
+                epoch,
+                &self.operator,
+                self.subtask,
+                self.shard,
+                &self.state,
+            ),
+            Some(last) => image_segment_path(
+                namespace,
+                epoch,
+                &self.operator,
+                self.subtask,
+                self.shard,
+                last,
+                &self.state,
+            ),
+        }
+    }
+
+    /// The shards for messages: `3` or `0..=7`.
+    pub(crate) fn shards_shown(&self) -> String {
+        match self.last_shard {
+            None => self.shard.0.to_string(),
+            Some(last) => format!("{}..={}", self.shard.0, last.0),
+        }
+    }
+}
+
+/// The pairs of segments that [overlap](SegmentDescriptor::overlaps): for every segment that
+/// shares a shard of its (operator, state) with a segment before it in shard order, one pair
+/// `(earlier, later)` (the earlier one being the overlapping segment reaching furthest).
+/// Segments with a malformed range (last shard before the first) cover nothing and are skipped.
+/// Among segments with the same range, input order decides which is the later one.
+pub fn overlapping_segments<'a>(
+    segments: impl IntoIterator<Item = &'a SegmentDescriptor>,
+) -> Vec<(&'a SegmentDescriptor, &'a SegmentDescriptor)> {
+    let mut groups: BTreeMap<(&OperatorId, &str), Vec<&SegmentDescriptor>> = BTreeMap::new();
+    for d in segments {
+        if !d.shard_range().is_empty() {
+            groups.entry((&d.operator, &d.state)).or_default().push(d);
+        }
+    }
+    let mut out = Vec::new();
+    for mut group in groups.into_values() {
+        // Stable: equal ranges keep their input order.
+        group.sort_by_key(|d| (*d.shard_range().start(), *d.shard_range().end()));
+        let mut widest: Option<&SegmentDescriptor> = None;
+        for d in group {
+            if let Some(w) = widest {
+                if d.shard_range().start() <= w.shard_range().end() {
+                    out.push((w, d));
+                }
+                if d.shard_range().end() <= w.shard_range().end() {
+                    continue;
+                }
+            }
+            widest = Some(d);
+        }
+    }
+    out
+}
+
+/// Refuses malformed shard ranges and [overlapping](overlapping_segments) segments, naming the
+/// later segment of the first overlapping pair.
+pub(crate) fn check_disjoint(segments: &[SegmentDescriptor]) -> StateResult<()> {
+    if let Some(d) = segments.iter().find(|d| d.shard_range().is_empty()) {
+        return Err(StateError::Segment {
+            path: d.path.clone(),
+            message: format!("shard range {} is empty", d.shards_shown()),
+        });
+    }
+    let Some((first, second)) = overlapping_segments(segments).into_iter().next() else {
+        return Ok(());
+    };
+    let message = if !first.is_image() && !second.is_image() {
+        format!(
+            "a second segment of operator `{}`, shard {}, state `{}`",
+            second.operator, second.shard.0, second.state
+        )
+    } else {
+        format!(
+            "covers shards {} of operator `{}`, state `{}`, which segment {} (shards {}) also \
+             covers",
+            second.shards_shown(),
+            second.operator,
+            second.state,
+            first.path,
+            first.shards_shown()
+        )
+    };
+    Err(StateError::Segment {
+        path: second.path.clone(),
+        message,
+    })
 }
 
 /// Where a segment goes and what it describes: the constant columns of its rows.
@@ -129,6 +302,31 @@ pub fn segment_path(
     ])
 }
 
+/// The stable state path of an image segment covering shards `first..=last`, relative to a
+/// store's base path: `checkpoint/{namespace}/{epoch}/{operator}/{subtask}/{first}-{last}/{state}.parquet`,
+/// each part percent-encoded by `object_store::path` as in [`segment_path`]. The `-` keeps it
+/// apart from every per-shard path, and it lies in the same epoch directory.
+pub fn image_segment_path(
+    namespace: &str,
+    epoch: Epoch,
+    operator: &OperatorId,
+    subtask: SubtaskIndex,
+    first: StateShardId,
+    last: StateShardId,
+    state: &str,
+) -> ObjectPath {
+    let file = format!("{state}{SEGMENT_SUFFIX}");
+    ObjectPath::from_iter([
+        "checkpoint",
+        namespace,
+        &epoch.0.to_string(),
+        operator.as_str(),
+        &subtask.0.to_string(),
+        &format!("{}-{}", first.0, last.0),
+        &file,
+    ])
+}
+
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     Sha256::digest(bytes)
@@ -147,11 +345,52 @@ fn schema() -> SchemaRef {
     ]))
 }
 
-fn parquet_error(path: &str, e: impl std::fmt::Display) -> StateError {
+pub(crate) fn parquet_error(path: &str, e: impl std::fmt::Display) -> StateError {
     StateError::Segment {
         path: path.to_owned(),
         message: e.to_string(),
     }
+}
+
+/// Writer properties of a segment: Snappy, the key-value metadata of `header` (with
+/// [`META_LAST_SHARD`] for an image segment, `last` set) and no dictionary on the `plain`
+/// columns.
+pub(crate) fn writer_properties(
+    header: &SegmentHeader,
+    last: Option<StateShardId>,
+    plain: &[&str],
+) -> StateResult<WriterProperties> {
+    let spec = serde_json::to_string(&header.spec)
+        .map_err(|e| StateError::corrupt(format!("encoding a state spec: {e}")))?;
+    let mut meta: Vec<KeyValue> = [
+        (META_SPEC, spec),
+        (META_JOB, header.job.to_string()),
+        (META_OPERATOR, header.operator.to_string()),
+        (META_SUBTASK, header.subtask.0.to_string()),
+        (META_SHARD, header.shard.0.to_string()),
+        (META_SHARD_COUNT, header.state_shard_count.to_string()),
+        (META_EPOCH, header.epoch.0.to_string()),
+        (META_NAMESPACE, header.namespace.clone()),
+        (META_FORMAT_VERSION, STATE_FORMAT_VERSION.to_string()),
+        (META_CODEC, CODEC.to_owned()),
+    ]
+    .into_iter()
+    .map(|(k, v)| KeyValue::new(k.to_owned(), v))
+    .collect();
+    if let Some(last) = last {
+        meta.push(KeyValue::new(
+            META_LAST_SHARD.to_owned(),
+            last.0.to_string(),
+        ));
+    }
+    // Keys, sub-keys and payloads are mostly distinct: dictionaries would only cost time.
+    let mut props = WriterProperties::builder()
+        .set_compression(Compression::SNAPPY)
+        .set_key_value_metadata(Some(meta));
+    for column in plain {
+        props = props.set_column_dictionary_enabled(ColumnPath::from(*column), false);
+    }
+    Ok(props.build())
 }
 
 /// Encodes one segment incrementally: rows in, Parquet bytes out.
@@ -178,31 +417,8 @@ impl SegmentEncoder {
             header.shard,
             &header.spec.name,
         );
-        let spec = serde_json::to_string(&header.spec)
-            .map_err(|e| StateError::corrupt(format!("encoding a state spec: {e}")))?;
-        let meta = [
-            (META_SPEC, spec),
-            (META_JOB, header.job.to_string()),
-            (META_OPERATOR, header.operator.to_string()),
-            (META_SUBTASK, header.subtask.0.to_string()),
-            (META_SHARD, header.shard.0.to_string()),
-            (META_SHARD_COUNT, header.state_shard_count.to_string()),
-            (META_EPOCH, header.epoch.0.to_string()),
-            (META_NAMESPACE, header.namespace.clone()),
-            (META_FORMAT_VERSION, STATE_FORMAT_VERSION.to_string()),
-            (META_CODEC, CODEC.to_owned()),
-        ]
-        .into_iter()
-        .map(|(k, v)| KeyValue::new(k.to_owned(), v))
-        .collect();
-        // Keys, sub-keys and payloads are mostly distinct: dictionaries would only cost time.
-        let mut props = WriterProperties::builder()
-            .set_compression(Compression::SNAPPY)
-            .set_key_value_metadata(Some(meta));
-        for column in ["key", "sub_key", "payload"] {
-            props = props.set_column_dictionary_enabled(ColumnPath::from(column), false);
-        }
-        let writer = ArrowWriter::try_new(Vec::new(), schema(), Some(props.build()))
+        let props = writer_properties(&header, None, &["key", "sub_key", "payload"])?;
+        let writer = ArrowWriter::try_new(Vec::new(), schema(), Some(props))
             .map_err(|e| parquet_error(path.as_ref(), e))?;
         Ok(Self {
             header,
@@ -281,6 +497,7 @@ impl SegmentEncoder {
             operator: self.header.operator,
             subtask: self.header.subtask,
             shard: self.header.shard,
+            last_shard: None,
             state: self.header.spec.name,
             rows: self.rows,
             bytes: bytes.len() as u64,
@@ -289,6 +506,102 @@ impl SegmentEncoder {
             schema_version: self.header.spec.schema_version,
         };
         Ok((path, Bytes::from(bytes), descriptor))
+    }
+}
+
+/// What a segment file's key-value metadata says, its format version and codec checked.
+#[derive(Debug)]
+pub(crate) struct FileMeta {
+    pub(crate) job: JobId,
+    pub(crate) operator: OperatorId,
+    pub(crate) shard: StateShardId,
+    pub(crate) last_shard: Option<StateShardId>,
+    pub(crate) state_shard_count: u32,
+    pub(crate) spec: StateSpec,
+}
+
+impl FileMeta {
+    /// Reads the metadata of the file at `path`; refuses another format version or codec.
+    pub(crate) fn read(path: &str, kv: Option<&Vec<KeyValue>>) -> StateResult<Self> {
+        let find = |key: &str| {
+            kv.and_then(|kv| kv.iter().find(|e| e.key == key))
+                .and_then(|e| e.value.as_deref())
+        };
+        let get = |key: &str| -> StateResult<&str> {
+            find(key).ok_or_else(|| parquet_error(path, format!("metadata key `{key}` is missing")))
+        };
+        let parse = |key: &str, raw: &str| -> StateResult<u64> {
+            raw.parse().map_err(|_| {
+                parquet_error(path, format!("metadata `{key}` = `{raw}` is not a number"))
+            })
+        };
+        let number = |key: &str| parse(key, get(key)?);
+        let shard = |key: &str, raw: &str| -> StateResult<StateShardId> {
+            u32::try_from(parse(key, raw)?)
+                .map(StateShardId)
+                .map_err(|_| parquet_error(path, "shard overflows"))
+        };
+        let format = number(META_FORMAT_VERSION)?;
+        if format != u64::from(STATE_FORMAT_VERSION) {
+            return Err(StateError::FormatVersion {
+                path: path.into(),
+                found: u32::try_from(format).unwrap_or(u32::MAX),
+                expected: STATE_FORMAT_VERSION,
+            });
+        }
+        if get(META_CODEC)? != CODEC {
+            return Err(parquet_error(
+                path,
+                format!(
+                    "payload codec `{}`, this Weir reads `{CODEC}`",
+                    get(META_CODEC)?
+                ),
+            ));
+        }
+        let spec: StateSpec = serde_json::from_str(get(META_SPEC)?)
+            .map_err(|e| parquet_error(path, format!("state spec: {e}")))?;
+        Ok(Self {
+            job: JobId::new(get(META_JOB)?),
+            operator: OperatorId::new(get(META_OPERATOR)?),
+            shard: shard(META_SHARD, get(META_SHARD)?)?,
+            last_shard: find(META_LAST_SHARD)
+                .map(|raw| shard(META_LAST_SHARD, raw))
+                .transpose()?,
+            state_shard_count: u32::try_from(number(META_SHARD_COUNT)?)
+                .map_err(|_| parquet_error(path, "stateShardCount overflows"))?,
+            spec,
+        })
+    }
+
+    /// Refuses a file whose operator, shards, state, `stateShardCount` or schema version
+    /// differ from its descriptor's (an image file described as a per-shard segment included).
+    pub(crate) fn check(self, path: &str, descriptor: &SegmentDescriptor) -> StateResult<Self> {
+        let found = (
+            &self.operator,
+            self.shard,
+            self.last_shard,
+            self.spec.name.as_str(),
+            self.state_shard_count,
+            self.spec.schema_version,
+        );
+        let described = (
+            &descriptor.operator,
+            descriptor.shard,
+            descriptor.last_shard,
+            descriptor.state.as_str(),
+            descriptor.state_shard_count,
+            descriptor.schema_version,
+        );
+        if found != described {
+            return Err(parquet_error(
+                path,
+                format!(
+                    "file holds (operator, shard, lastShard, state, stateShardCount, \
+                     schemaVersion) = {found:?}, its descriptor says {described:?}"
+                ),
+            ));
+        }
+        Ok(self)
     }
 }
 
@@ -311,66 +624,17 @@ pub(crate) fn decode_segment(
     let path = descriptor.path.as_str();
     let builder =
         ParquetRecordBatchReaderBuilder::try_new(bytes).map_err(|e| parquet_error(path, e))?;
-    let kv = builder.metadata().file_metadata().key_value_metadata();
-    let get = |key: &str| -> StateResult<&str> {
-        kv.and_then(|kv| kv.iter().find(|e| e.key == key))
-            .and_then(|e| e.value.as_deref())
-            .ok_or_else(|| parquet_error(path, format!("metadata key `{key}` is missing")))
-    };
-    let number = |key: &str| -> StateResult<u64> {
-        let raw = get(key)?;
-        raw.parse()
-            .map_err(|_| parquet_error(path, format!("metadata `{key}` = `{raw}` is not a number")))
-    };
-    let format = number(META_FORMAT_VERSION)?;
-    if format != u64::from(STATE_FORMAT_VERSION) {
-        return Err(StateError::FormatVersion {
-            path: path.into(),
-            found: u32::try_from(format).unwrap_or(u32::MAX),
-            expected: STATE_FORMAT_VERSION,
-        });
-    }
-    if get(META_CODEC)? != CODEC {
-        return Err(parquet_error(
-            path,
-            format!(
-                "payload codec `{}`, this Weir reads `{CODEC}`",
-                get(META_CODEC)?
-            ),
-        ));
-    }
-    let spec: StateSpec = serde_json::from_str(get(META_SPEC)?)
-        .map_err(|e| parquet_error(path, format!("state spec: {e}")))?;
-    let job = JobId::new(get(META_JOB)?);
-    let operator = OperatorId::new(get(META_OPERATOR)?);
-    let shard = StateShardId(
-        u32::try_from(number(META_SHARD)?).map_err(|_| parquet_error(path, "shard overflows"))?,
-    );
-    let state_shard_count = u32::try_from(number(META_SHARD_COUNT)?)
-        .map_err(|_| parquet_error(path, "stateShardCount overflows"))?;
-    let found = (
-        &operator,
+    let FileMeta {
+        job,
+        operator,
         shard,
-        spec.name.as_str(),
-        state_shard_count,
-        spec.schema_version,
-    );
-    let described = (
-        &descriptor.operator,
-        descriptor.shard,
-        descriptor.state.as_str(),
-        descriptor.state_shard_count,
-        descriptor.schema_version,
-    );
-    if found != described {
-        return Err(parquet_error(
-            path,
-            format!(
-                "file holds (operator, shard, state, stateShardCount, schemaVersion) = {found:?}, \
-                 its descriptor says {described:?}"
-            ),
-        ));
-    }
+        spec,
+        ..
+    } = FileMeta::read(
+        path,
+        builder.metadata().file_metadata().key_value_metadata(),
+    )?
+    .check(path, descriptor)?;
     let reader = builder
         .with_batch_size(BATCH_ROWS)
         .build()

@@ -4,8 +4,8 @@
 mod aggregate;
 mod assign;
 mod config;
+mod image;
 mod output;
-mod persist;
 mod session;
 mod time_window;
 
@@ -20,8 +20,8 @@ pub use config::{
     AggregateOption, LATE_OUTPUT, LATE_REASON, LateOptions, LatePolicyKind, REASON_LATE,
     REASON_NULL_TIME, UPDATE_MARKER, WindowConfig, WindowOptions, WindowSpec,
 };
+pub use image::{ImageWindows, RestoredWindows, WindowId, WindowState};
 pub use output::LateRows;
-pub use persist::{WindowId, WindowStore};
 pub use session::SessionWindowOperator;
 pub use time_window::TimeWindowOperator;
 
@@ -126,19 +126,23 @@ impl PreparedOperator for PreparedWindow {
                 },
             ));
         }
-        let store = match &ctx.state {
-            Some(_) => Some(WindowStore::open(ctx)?),
-            None => None,
-        };
+        let state = WindowState::new(ctx)?;
+        let restored = WindowState::restore(ctx, &self.cfg)?;
         let late = LateRows::new(&self.cfg, Arc::clone(&ctx.dropped_rows));
         Ok(match self.cfg.kind {
             WindowKind::Session { gap } => Box::new(SessionWindowOperator::new(
                 Arc::clone(&self.cfg),
                 gap,
                 late,
-                store,
+                state,
+                restored,
             )?),
-            _ => Box::new(TimeWindowOperator::new(Arc::clone(&self.cfg), late, store)?),
+            _ => Box::new(TimeWindowOperator::new(
+                Arc::clone(&self.cfg),
+                late,
+                state,
+                restored,
+            )?),
         })
     }
 }

@@ -1,7 +1,7 @@
 //! What window operators emit: result batches and late rows.
 
 use super::config::{LatePolicyKind, REASON_LATE, REASON_NULL_TIME, WindowConfig};
-use super::persist::WindowId;
+use super::image::WindowId;
 use arrow::array::{
     Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
     UInt32Array,

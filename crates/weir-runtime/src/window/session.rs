@@ -9,15 +9,15 @@
 
 use super::aggregate::GroupSpace;
 use super::config::{LatePolicyKind, WindowConfig};
+use super::image::{ImageWindows, RestoredWindows, WindowId, WindowState};
 use super::output::{LateRows, result_batch_bounds, take_all};
-use super::persist::{WindowId, WindowStore};
 use crate::event_time::event_times_ms;
 use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
 use arrow::datatypes::Schema;
 use arrow::row::{RowConverter, SortField};
 use std::collections::HashMap;
 use std::sync::Arc;
-use weir_api::{Barrier, Error, EventTimeMs, Operator, Output, RecordLocation, Result, Watermark};
+use weir_api::{Barrier, Error, Operator, Output, RecordLocation, Result, StateImage, Watermark};
 
 /// Session flag persisted with a session: a result of it was emitted before.
 const FLAG_EMITTED: u8 = 1;
@@ -46,7 +46,8 @@ pub struct SessionWindowOperator {
     /// Slots allocated in `space` (some may be empty after merges until the next compaction).
     slots: usize,
     late: LateRows,
-    store: Option<WindowStore>,
+    /// Where its sessions go in checkpoints.
+    state: WindowState,
 }
 
 impl std::fmt::Debug for SessionWindowOperator {
@@ -68,16 +69,18 @@ fn find(parent: &mut [usize], mut x: usize) -> usize {
 }
 
 impl SessionWindowOperator {
-    /// A new instance with inactivity gap `gap` ms; `store` persists and restores sessions.
+    /// A new instance with inactivity gap `gap` ms and the sessions of `restored` (from a
+    /// checkpoint; empty on a fresh start); `state` says where its sessions go in checkpoints.
     ///
     /// # Errors
     ///
-    /// Errors of creating the key converter or of restoring sessions from `store`.
+    /// Errors of creating the key converter or of merging the restored sessions.
     pub fn new(
         cfg: Arc<WindowConfig>,
         gap: i64,
         late: LateRows,
-        mut store: Option<WindowStore>,
+        state: WindowState,
+        restored: RestoredWindows,
     ) -> Result<Self> {
         let converter = RowConverter::new(
             cfg.key_schema
@@ -91,24 +94,19 @@ impl SessionWindowOperator {
         let mut op = Self {
             cfg,
             gap,
-            watermark: EventTimeMs::MIN.0,
+            watermark: restored.watermark,
             converter,
             sessions: HashMap::new(),
             space,
             slots: 0,
             late,
-            store: None,
+            state,
         };
-        if let Some(store) = store.as_mut() {
-            op.restore(store)?;
-        }
-        op.store = store;
+        op.restore(restored)?;
         Ok(op)
     }
 
-    fn restore(&mut self, store: &mut WindowStore) -> Result<()> {
-        let restored = store.restore_windows(&self.cfg)?;
-        self.watermark = restored.watermark;
+    fn restore(&mut self, restored: RestoredWindows) -> Result<()> {
         for ((id, flags), (keys, states)) in restored.windows {
             let rows = self.key_rows(&keys, states.first().and_then(|s| s.first()))?;
             let n = rows.len();
@@ -381,19 +379,9 @@ impl Operator for SessionWindowOperator {
         Ok(())
     }
 
-    fn on_barrier(&mut self, _barrier: Barrier, _out: &mut Output) -> Result<()> {
-        let Some(mut store) = self.store.take() else {
-            return Ok(());
-        };
-        let result = self.persist(&mut store);
-        self.store = Some(store);
-        result
-    }
-}
-
-impl SessionWindowOperator {
-    /// Writes every session (keys, bounds, flags, partial states) to keyed state.
-    fn persist(&mut self, store: &mut WindowStore) -> Result<()> {
+    fn snapshot_image(&mut self, _barrier: Barrier) -> Result<Option<StateImage>> {
+        // Every session (keys, bounds, flags, partial states) is taken out and put back; the
+        // columns are the image, encoded and written in the background.
         let (_, states) = self.space.drain()?;
         let mut entries: Vec<(WindowId, u8, Box<[u8]>, u32)> = Vec::new();
         for (key, list) in &self.sessions {
@@ -418,10 +406,10 @@ impl SessionWindowOperator {
             .iter()
             .map(|s| take_all(s, &idx))
             .collect::<Result<_>>()?;
-        let ids: Vec<(WindowId, u8)> = entries.iter().map(|e| (e.0, e.1)).collect();
-        let result = store.persist_rows(&self.cfg, self.watermark, &ids, &keys, &rows_states);
         let groups: Vec<usize> = (0..self.slots).collect();
         self.space.merge_indexed(&groups, self.slots, &states)?;
-        result
+        let ids: Vec<(WindowId, u8)> = entries.iter().map(|e| (e.0, e.1)).collect();
+        let parts = vec![(ImageWindows::PerRow(ids), (keys, rows_states))];
+        Ok(Some(self.state.image(self.watermark, parts)))
     }
 }

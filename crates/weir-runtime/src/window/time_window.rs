@@ -10,14 +10,14 @@
 use super::aggregate::GroupSpace;
 use super::assign::assign_windows;
 use super::config::{LatePolicyKind, WindowConfig};
+use super::image::{ImageWindows, RestoredWindows, WindowId, WindowState};
 use super::output::{LateRows, result_batch, take_all};
-use super::persist::{WindowId, WindowStore};
 use crate::event_time::event_times_ms;
 use arrow::array::{ArrayRef, BooleanArray, RecordBatch, UInt32Array};
 use datafusion::common::HashMap;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
-use weir_api::{Barrier, EventTimeMs, Operator, Output, Result, Watermark};
+use weir_api::{Barrier, Operator, Output, Result, StateImage, Watermark};
 
 /// A window operator instance (one subtask) for tumble, hop and cumulate windows.
 #[derive(Debug)]
@@ -30,46 +30,40 @@ pub struct TimeWindowOperator {
     /// Fired windows kept for late updates (policy update), by `(end, start)`.
     fired: BTreeMap<WindowId, GroupSpace>,
     late: LateRows,
-    store: Option<WindowStore>,
-    /// Windows whose groups changed since the last barrier: only these are written then
-    /// (tracked only with a store).
-    dirty: BTreeSet<WindowId>,
+    /// Where its windows go in checkpoints.
+    state: WindowState,
 }
 
 impl TimeWindowOperator {
-    /// A new instance; `store` persists and restores its windows (keyed state).
+    /// A new instance with the windows of `restored` (from a checkpoint; empty on a fresh
+    /// start); `state` says where its windows go in checkpoints.
     ///
     /// # Errors
     ///
-    /// Errors of restoring the windows from `store`.
+    /// Errors of merging the restored groups.
     pub fn new(
         cfg: Arc<WindowConfig>,
         late: LateRows,
-        mut store: Option<WindowStore>,
+        state: WindowState,
+        restored: RestoredWindows,
     ) -> Result<Self> {
         let mut op = Self {
-            watermark: EventTimeMs::MIN.0,
+            watermark: restored.watermark,
             open: BTreeMap::new(),
             fired: BTreeMap::new(),
             late,
             cfg,
-            store: None,
-            dirty: BTreeSet::new(),
+            state,
         };
-        if let Some(store) = store.as_mut() {
-            let restored = store.restore_windows(&op.cfg)?;
-            op.watermark = restored.watermark;
-            for ((id, _flags), (keys, states)) in restored.windows {
-                let mut space = op.new_space()?;
-                space.merge(&keys, &states)?;
-                if id.end - 1 <= op.watermark {
-                    op.fired.insert(id, space);
-                } else {
-                    op.open.insert(id, space);
-                }
+        for ((id, _flags), (keys, states)) in restored.windows {
+            let mut space = op.new_space()?;
+            space.merge(&keys, &states)?;
+            if id.end - 1 <= op.watermark {
+                op.fired.insert(id, space);
+            } else {
+                op.open.insert(id, space);
             }
         }
-        op.store = store;
         Ok(op)
     }
 
@@ -209,11 +203,7 @@ impl Operator for TimeWindowOperator {
             .iter()
             .map(|&i| Arc::clone(batch.column(i)))
             .collect();
-        let tracked = self.store.is_some();
         for (id, rows_of) in to_open {
-            if tracked {
-                self.dirty.insert(id);
-            }
             let (k, a) = take_rows(&keys, &args, rows_of, rows)?;
             if !self.open.contains_key(&id) {
                 let space = self.new_space()?;
@@ -224,9 +214,6 @@ impl Operator for TimeWindowOperator {
             }
         }
         for (id, rows_of) in to_fired {
-            if tracked {
-                self.dirty.insert(id);
-            }
             let (k, a) = take_rows(&keys, &args, rows_of, rows)?;
             self.update_fired(id, &k, &a, out)?;
         }
@@ -242,26 +229,19 @@ impl Operator for TimeWindowOperator {
         Ok(())
     }
 
-    fn on_barrier(&mut self, _barrier: Barrier, _out: &mut Output) -> Result<()> {
-        let Some(store) = self.store.as_mut() else {
-            return Ok(());
-        };
-        let dirty = std::mem::take(&mut self.dirty);
-        let mut changed = Vec::with_capacity(dirty.len());
-        for id in dirty {
-            if let Some(space) = self.open.get_mut(&id).or_else(|| self.fired.get_mut(&id)) {
-                changed.push((id, space.drain()?));
+    fn snapshot_image(&mut self, _barrier: Barrier) -> Result<Option<StateImage>> {
+        // Each window's groups are taken out and put back: the columns are the image (shared,
+        // not copied), encoded and written in the background.
+        let mut parts = Vec::with_capacity(self.open.len() + self.fired.len());
+        for (id, space) in self.fired.iter_mut().chain(self.open.iter_mut()) {
+            if space.is_empty() {
+                continue;
             }
+            let (keys, states) = space.drain()?;
+            space.merge(&keys, &states)?;
+            parts.push((ImageWindows::One(*id, 0), (keys, states)));
         }
-        let present: BTreeSet<WindowId> =
-            self.open.keys().chain(self.fired.keys()).copied().collect();
-        let result = store.persist_changes(&self.cfg, self.watermark, &changed, &present);
-        for (id, (keys, states)) in changed {
-            if let Some(space) = self.open.get_mut(&id).or_else(|| self.fired.get_mut(&id)) {
-                space.merge(&keys, &states)?;
-            }
-        }
-        result
+        Ok(Some(self.state.image(self.watermark, parts)))
     }
 }
 

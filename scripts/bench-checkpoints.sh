@@ -10,16 +10,15 @@
 #               baseline window-1m-keys-no-checkpoint.yaml interleaved: every checkpoint's
 #               duration and state bytes, the keys in state (rows of the `window.groups`
 #               segments of each manifest), maxDurationMs and maxStateBytes.
-#   restore     window-1m-keys.yaml, SIGKILLed right after a checkpoint with all 1,000,000 keys
-#               is durable and at most KILL_REMAINING input rows are left after its cut; then
-#               RESTORES runs of `--restore latest`, each from a fresh copy of the killed run's
-#               checkpoint directory: time from exec to the restore log line, to the start of
-#               the tasks (exit - wall_time_secs: the state is loaded before), to the end of the
-#               input (final epoch triggered; the window fires its results there), to the end of
-#               the sink's input (all output delivered) and to the process's exit.
+#   restore     window-1m-keys-rolling.yaml (1,000 s windows of 1,000,000 keys), parked by the
+#               fail point after-manifest@KILL_EPOCH right after that epoch is durable and
+#               SIGKILLed there; then RESTORES runs of `--restore latest`, each from a fresh copy
+#               of the killed run's checkpoint directory: the summary's first_output_secs (start
+#               of the run, before the restore, to the first row at the sink), the start of the
+#               tasks (exit - wall_time_secs: the state is loaded before) and the exit.
 #
 # Usage: scripts/bench-checkpoints.sh [throughput|size|restore|all]   (default all)
-# Environment: ROUNDS (default 7), SIZE_RUNS (3), RESTORES (5), KILL_REMAINING (12000000),
+# Environment: ROUNDS (default 7), SIZE_RUNS (3), RESTORES (5), KILL_EPOCH (2),
 #   BENCH_DIR (scratch directory, default /var/tmp/weir-bench-checkpoints; removed and
 #   recreated), WEIR (a prebuilt binary; default: build with the bench profile and use
 #   $CARGO_TARGET_DIR/release/weir).
@@ -30,7 +29,7 @@ what="${1:-all}"
 rounds="${ROUNDS:-7}"
 size_runs="${SIZE_RUNS:-3}"
 restores="${RESTORES:-5}"
-kill_remaining="${KILL_REMAINING:-12000000}"
+kill_epoch="${KILL_EPOCH:-2}"
 bench="${BENCH_DIR:-/var/tmp/weir-bench-checkpoints}"
 
 if [[ -z "${WEIR:-}" ]]; then
@@ -203,55 +202,41 @@ size() {
 }
 
 # --- 1M keys: kill and restore ---------------------------------------------------------------
+# The rolling job (1,000 s windows of 1,000,000 keys each, one firing every 1,000,000 rows per
+# source subtask) is parked by the fail point right after the manifest of epoch KILL_EPOCH is
+# durable, and SIGKILLed there; each restore then runs from a fresh copy of its directory.
 restore() {
     echo
     echo "== 1,000,000 keys: restart after kill -9, parallelism 2 =="
-    local cp="$bench/cp-kill" seen="$bench/manifests-kill" pid killed="" try e line
-    for try in 1 2 3; do
-        rm -rf "$cp" "$seen"
-        mkdir -p "$seen"
-        "$W" run examples/bench/window-1m-keys.yaml -p 2 --json --checkpoint-dir "$cp" \
-            > "$bench/kill.json" 2> "$bench/kill.log" &
-        pid=$!
-        while kill -0 "$pid" 2> /dev/null; do
-            for f in "$cp"/checkpoint/*/log/*-DURABLE.json; do
-                [[ -e "$f" ]] || continue
-                e="$(basename "$f" -DURABLE.json)"
-                [[ -e "$seen/$e" ]] && continue
-                touch "$seen/$e"
-                # epoch keys size read ms of this epoch's manifest
-                line="$(python3 - "$cp" "$e" <<'EOF'
+    local job=examples/bench/window-1m-keys-rolling.yaml cp="$bench/cp-kill" pid line
+    rm -rf "$cp"
+    WEIR_FAILPOINT="after-manifest@$kill_epoch" "$W" run "$job" -p 2 --json --checkpoint-dir "$cp" \
+        > "$bench/kill.json" 2> "$bench/kill.log" &
+    pid=$!
+    until grep -q "failpoint after-manifest reached" "$bench/kill.log"; do
+        if ! kill -0 "$pid" 2> /dev/null; then
+            echo "  the job ended before epoch $kill_epoch was durable" >&2
+            return 1
+        fi
+        sleep 0.01
+    done
+    kill -9 "$pid"
+    wait "$pid" 2> /dev/null || true
+    line="$(python3 - "$cp" <<'EOF'
 import glob, json, sys
 rows, splits = 40_000_000, 40
-m = json.load(open(glob.glob(f"{sys.argv[1]}/checkpoint/*/{sys.argv[2]}/manifest.json")[0]))
+m = max((json.load(open(f)) for f in glob.glob(f"{sys.argv[1]}/checkpoint/*/*/manifest.json")), key=lambda m: m["epoch"])
 groups = sum(s["rows"] for t in m["taskSnapshots"] for s in t["segments"] if s["state"] == "window.groups")
 size = sum(s["bytes"] for t in m["taskSnapshots"] for s in t["segments"])
 finished = set(m["sourceEnumeratorSnapshots"][0]["finished"]) if m["sourceEnumeratorSnapshots"] else set()
 read = sum(rows // splits for s in finished) + sum(o["cursor"]["next_record"] for o in m["sourceOffsets"] if o["split"] not in finished)
 print(m["epoch"], groups, size, read)
 EOF
-)" || continue
-                read -r _ keys _ rread <<< "$line"
-                if (( keys == 1000000 && 40000000 - rread <= kill_remaining )); then
-                    kill -9 "$pid"
-                    killed="$line"
-                    break
-                fi
-            done
-            [[ -n "$killed" ]] && break
-            sleep 0.02
-        done
-        wait "$pid" 2> /dev/null || true
-        [[ -n "$killed" ]] && break
-        echo "  try $try: the job ended before a full checkpoint with at most $kill_remaining rows left; again"
-    done
-    if [[ -z "$killed" ]]; then
-        echo "  no kill point reached; raise KILL_REMAINING" >&2
-        return 1
-    fi
-    read -r e keys bytes rread <<< "$killed"
-    echo "  killed after epoch $e was durable: $keys keys in state, $bytes segment bytes," \
-        "cut after $rread of 40,000,000 rows ($((40000000 - rread)) left)"
+)"
+    local e keys bytes rread
+    read -r e keys bytes rread <<< "$line"
+    echo "  killed after epoch $e was durable: $keys keys in state (window.groups rows), $bytes segment" \
+        "bytes, cut after $rread of 40,000,000 rows"
     local i t0 t1 dir out
     for i in $(seq 1 "$restores"); do
         dir="$bench/cp-restore-$i"
@@ -260,30 +245,19 @@ EOF
         sync
         out="$bench/restore-$i"
         t0="$(now)"
-        RUST_LOG=warn,weir_runtime::checkpoint=debug,weir_runtime::builtin::blackhole=debug \
-            "$W" run examples/bench/window-1m-keys.yaml -p 2 --json --checkpoint-dir "$dir" --restore latest \
-            > "$out.json" 2> "$out.log"
+        "$W" run "$job" -p 2 --json --checkpoint-dir "$dir" --restore latest > "$out.json" 2> "$out.log"
         t1="$(now)"
         python3 - "$t0" "$t1" "$out" "$i" "$(loadavg)" <<'EOF'
-import datetime, json, re, sys
+import json, sys
 t0, t1, out, i, load = float(sys.argv[1]), float(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 s = json.load(open(out + ".json"))
-def at(pattern):
-    for line in open(out + ".log"):
-        line = re.sub(r"\x1b\[[0-9;]*m", "", line)
-        if re.search(pattern, line):
-            ts = line.split()[0].rstrip("Z")
-            yield datetime.datetime.fromisoformat(ts).replace(tzinfo=datetime.timezone.utc).timestamp() - t0
-restoring = next(at("restoring checkpoint"), float("nan"))
-input_end = next(at("is_final=true"), float("nan"))
-sink_done = max(at("blackhole finished"), default=float("nan"))
 c = s["checkpoints"]
-# wall_time_secs starts when the tasks start: loading the segments into the tasks' keyed state
-# comes before, so exit - wall_time_secs is process start + choosing the manifest + that load.
-print(f"  restore {i} (load {load}): exec -> 'restoring checkpoint' {restoring:.2f} s, -> tasks start"
-      f" {t1 - t0 - s['wall_time_secs']:.2f} s, -> input read (final epoch triggered) {input_end:.2f} s,"
-      f" -> sink input ended {sink_done:.2f} s, -> exit {t1 - t0:.2f} s; rows replayed {s['source_rows']},"
-      f" sink rows {s['sink_rows']}, restoredFrom {c['restoredFrom']}, checkpoints {c['completed']} (max {c['maxDurationMs']} ms)")
+# first_output_secs runs from the start of the run (before the restore) to the first row at a
+# sink; wall_time_secs from the start of the tasks (after the state was loaded) to the end.
+print(f"  restore {i} (load {load}): first output {s['first_output_secs']:.2f} s, tasks start"
+      f" {t1 - t0 - s['wall_time_secs']:.2f} s after exec, exit {t1 - t0:.2f} s; rows replayed"
+      f" {s['source_rows']}, restoredFrom {c['restoredFrom']}, checkpoints {c['completed']}"
+      f" (max {c['maxDurationMs']} ms)")
 EOF
     done
 }

@@ -317,12 +317,7 @@ mod tests {
             Ok(GateEvent::Watermark(Watermark(EventTimeMs(20))))
         ));
         txs[1].send(StreamMessage::EndOfInput).await.expect("send");
-        assert_eq!(
-            watermark_of(g.next().await),
-            Some(i64::MAX),
-            "the end completes event time"
-        );
-        assert!(matches!(g.next().await, Ok(GateEvent::End)));
+        assert_ends(&mut g).await;
     }
 
     #[tokio::test]
@@ -373,6 +368,16 @@ mod tests {
 
     fn wm(t: i64) -> StreamMessage {
         StreamMessage::Watermark(Watermark(EventTimeMs(t)))
+    }
+
+    /// Every channel ended: the gate completes event time, then ends.
+    async fn assert_ends(g: &mut InputGate) {
+        assert_eq!(
+            watermark_of(g.next().await),
+            Some(i64::MAX),
+            "the end completes event time"
+        );
+        assert!(matches!(g.next().await, Ok(GateEvent::End)));
     }
 
     fn watermark_of(e: Result<GateEvent, GateError>) -> Option<i64> {
@@ -439,12 +444,7 @@ mod tests {
         assert!(matches!(g.next().await, Ok(GateEvent::Idle)));
         txs[1].send(StreamMessage::EndOfInput).await.expect("send");
         txs[0].send(StreamMessage::EndOfInput).await.expect("send");
-        assert_eq!(
-            watermark_of(g.next().await),
-            Some(i64::MAX),
-            "the end completes event time"
-        );
-        assert!(matches!(g.next().await, Ok(GateEvent::End)));
+        assert_ends(&mut g).await;
     }
 
     #[tokio::test]
@@ -457,20 +457,14 @@ mod tests {
         txs[1].send(StreamMessage::EndOfInput).await.expect("send");
         assert!(matches!(g.next().await, Ok(GateEvent::Idle)));
         txs[0].send(StreamMessage::EndOfInput).await.expect("send");
-        assert_eq!(
-            watermark_of(g.next().await),
-            Some(i64::MAX),
-            "the end completes event time"
-        );
-        assert!(matches!(g.next().await, Ok(GateEvent::End)));
+        assert_ends(&mut g).await;
     }
 
     #[tokio::test]
     async fn channels_of_tasks_that_never_ran_still_complete_event_time() {
         let (tx, rx) = mpsc::channel(4);
         let mut g = InputGate::new(vec![InputChannel::finished(rx, 0)]);
-        assert_eq!(watermark_of(g.next().await), Some(i64::MAX));
-        assert!(matches!(g.next().await, Ok(GateEvent::End)));
+        assert_ends(&mut g).await;
         assert!(matches!(g.next().await, Ok(GateEvent::End)));
         drop(tx);
     }

@@ -290,16 +290,14 @@ pub fn segment_path(
     shard: StateShardId,
     state: &str,
 ) -> ObjectPath {
-    let file = format!("{state}{SEGMENT_SUFFIX}");
-    ObjectPath::from_iter([
-        "checkpoint",
+    stable_path(
         namespace,
-        &epoch.0.to_string(),
-        operator.as_str(),
-        &subtask.0.to_string(),
+        epoch,
+        operator,
+        subtask,
         &shard.0.to_string(),
-        &file,
-    ])
+        state,
+    )
 }
 
 /// The stable state path of an image segment covering shards `first..=last`, relative to a
@@ -315,6 +313,19 @@ pub fn image_segment_path(
     last: StateShardId,
     state: &str,
 ) -> ObjectPath {
+    let shards = format!("{}-{}", first.0, last.0);
+    stable_path(namespace, epoch, operator, subtask, &shards, state)
+}
+
+/// `checkpoint/{namespace}/{epoch}/{operator}/{subtask}/{shards}/{state}.parquet`.
+fn stable_path(
+    namespace: &str,
+    epoch: Epoch,
+    operator: &OperatorId,
+    subtask: SubtaskIndex,
+    shards: &str,
+    state: &str,
+) -> ObjectPath {
     let file = format!("{state}{SEGMENT_SUFFIX}");
     ObjectPath::from_iter([
         "checkpoint",
@@ -322,7 +333,7 @@ pub fn image_segment_path(
         &epoch.0.to_string(),
         operator.as_str(),
         &subtask.0.to_string(),
-        &format!("{}-{}", first.0, last.0),
+        shards,
         &file,
     ])
 }

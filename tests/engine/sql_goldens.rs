@@ -183,3 +183,22 @@ async fn sql_calls_scalar_functions_registered_from_rust() {
     engine.run(&job.spec, Some("udf.sql")).await.expect("runs");
     assert_eq!(rows(&dir.path().join("out")), vec!["21 | 43", "5 | 11"]);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watermark_options_of_a_table_reach_its_source() {
+    let sql = "CREATE TABLE t (ts BIGINT NOT NULL, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) \
+               WITH ('connector' = 'filesystem', 'path' = 'in.csv', 'format' = 'csv', \
+               'scan.watermark.idle-timeout' = '5s', \
+               'scan.watermark.alignment.max-drift' = '30s', 'watermark.interval' = '1s');\n\
+               CREATE TABLE o (ts BIGINT) WITH ('connector' = 'filesystem', 'path' = 'out', \
+               'format' = 'parquet');\n\
+               INSERT INTO o SELECT ts FROM t;";
+    let job = Engine::new()
+        .compile_sql(sql, "wm.sql")
+        .await
+        .expect("compiles");
+    let w = job.spec.sources[0].watermark.clone().expect("watermark");
+    assert_eq!(w.idle_timeout, Some(weir::api::DurationMs(5_000)));
+    assert_eq!(w.max_drift, Some(weir::api::DurationMs(30_000)));
+    assert_eq!(w.interval, weir::api::DurationMs(1_000));
+}

@@ -400,8 +400,9 @@ impl SplitReader for StallingReader {
     }
 }
 
-/// Runs the stalling source at parallelism 2 into one recorder; returns what it saw.
-fn run_stalling(watermark: &str) -> Vec<Seen> {
+/// Runs the stalling source at parallelism 2 into one recorder; returns what it saw and how
+/// often a source subtask paused for watermark alignment.
+fn run_stalling(watermark: &str) -> (Vec<Seen>, u64) {
     let (mut engine, log, stalled) = engine_with_recorder();
     engine
         .registry_mut()
@@ -429,7 +430,11 @@ sinks:
         seen.windows(2).all(|w| w[0].watermark < w[1].watermark),
         "the watermark only moves forward: {seen:?}"
     );
-    seen
+    let pauses = summary
+        .metrics
+        .operator("events")
+        .map_or(0, |o| o.alignment_pauses);
+    (seen, pauses)
 }
 
 /// The slow split's watermark after its first row is 499. With an idle timeout, the downstream
@@ -438,14 +443,15 @@ sinks:
 /// stall (1.5 s) is more than seven idle timeouts long.
 #[test]
 fn an_idle_split_stops_holding_the_downstream_watermark_back() {
-    let idle = run_stalling("{ column: ts, interval: 1, idle_timeout: 200ms }");
+    let (idle, _) = run_stalling("{ column: ts, interval: 1, idle_timeout: 200ms }");
     assert!(
         idle.iter()
             .any(|s| s.stalled && !s.after_600 && s.watermark > 500),
         "past the slow split's 500 while it was stalled: {idle:?}"
     );
 
-    let held = run_stalling("{ column: ts, interval: 1 }");
+    let (held, pauses) = run_stalling("{ column: ts, interval: 1 }");
+    assert_eq!(pauses, 0, "no alignment without max_drift");
     // Deterministic: nothing above 499 can pass before the slow split moves on.
     assert!(
         held.iter()
@@ -457,5 +463,24 @@ fn an_idle_split_stops_holding_the_downstream_watermark_back() {
         held.iter()
             .any(|s| s.watermark > 500 && s.watermark < i64::MAX),
         "it advances once the slow split moves on: {held:?}"
+    );
+}
+
+/// Watermark alignment: the fast split's subtask may run at most `max_drift` (1 s) ahead of the
+/// slow one's 499, so it pauses after its row at 2000 (watermark 1999) until the slow split
+/// moves on and ends. Deterministic: the fast reader cannot pass its second row while the slow
+/// split's watermark is 499 (or none yet), whatever the scheduling.
+#[test]
+fn a_source_subtask_ahead_by_more_than_the_drift_waits_for_the_others() {
+    let (aligned, pauses) = run_stalling("{ column: ts, interval: 1, max_drift: 1s }");
+    assert!(pauses >= 1, "the fast subtask paused: {pauses}");
+    let first_past = aligned
+        .iter()
+        .find(|s| s.watermark > 499)
+        .expect("the watermark passes 499");
+    assert!(
+        first_past.after_600 && first_past.rows <= 4,
+        "at most the fast split's rows 1000 and 2000 came before the slow split moved on: \
+         {aligned:?}"
     );
 }

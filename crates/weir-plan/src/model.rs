@@ -104,6 +104,10 @@ pub struct ModelWatermark {
     pub idle_timeout: Option<DurationMs>,
     /// Emission granularity in event time, in ms.
     pub interval: DurationMs,
+    /// Watermark alignment: how far a subtask's watermark may run ahead of the lowest of the
+    /// source's running subtasks before it pauses, in ms; `None`: no alignment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_drift: Option<DurationMs>,
 }
 
 impl From<&WatermarkSpec> for ModelWatermark {
@@ -113,6 +117,7 @@ impl From<&WatermarkSpec> for ModelWatermark {
             max_out_of_orderness: spec.max_out_of_orderness,
             idle_timeout: spec.idle_timeout,
             interval: spec.interval,
+            max_drift: spec.max_drift,
         }
     }
 }
@@ -447,6 +452,12 @@ impl StreamModel {
 fn check_watermark(w: &WatermarkSpec) -> std::result::Result<(), (&'static str, &'static str)> {
     if w.column.trim().is_empty() {
         return Err(("column", "must name the source's event-time column"));
+    }
+    if w.max_drift == Some(DurationMs(0)) {
+        return Err((
+            "max_drift",
+            "must be more than 0 ms; leave it out for no watermark alignment",
+        ));
     }
     if w.idle_timeout == Some(DurationMs(0)) {
         return Err((

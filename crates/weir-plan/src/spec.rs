@@ -205,6 +205,11 @@ pub struct WatermarkSpec {
     /// at least this much since the last one emitted (default 200 ms; 0 or 1: on every advance).
     #[serde(default = "default_watermark_interval")]
     pub interval: DurationMs,
+    /// Watermark alignment: a source subtask whose watermark is more than this ahead of the
+    /// lowest watermark of the source's other running subtasks pauses reading until they catch
+    /// up, so that downstream windows do not hold state for the gap. Absent: no alignment.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_drift: Option<DurationMs>,
 }
 
 fn default_watermark_interval() -> DurationMs {
@@ -220,12 +225,19 @@ impl WatermarkSpec {
             max_out_of_orderness: DurationMs(0),
             idle_timeout: None,
             interval: DEFAULT_WATERMARK_INTERVAL,
+            max_drift: None,
         }
     }
 
     /// Sets how far out of order events may arrive.
     pub fn max_out_of_orderness(mut self, duration: DurationMs) -> Self {
         self.max_out_of_orderness = duration;
+        self
+    }
+
+    /// Sets the watermark alignment bound between the source's subtasks.
+    pub fn max_drift(mut self, duration: DurationMs) -> Self {
+        self.max_drift = Some(duration);
         self
     }
 
@@ -610,7 +622,7 @@ sinks:
         let yaml = YAML.replace(
             "    connector: file\n    options: { path: data/bids.csv",
             "    connector: file\n    watermark: { column: ts, max_out_of_orderness: 5s, \
-             idle_timeout: 250ms }\n    options: { path: data/bids.csv",
+             idle_timeout: 250ms, max_drift: 30s }\n    options: { path: data/bids.csv",
         );
         let spec = JobSpec::from_yaml_str(&yaml, "demo.yaml").expect("valid");
         let w = spec.sources[0].watermark.clone().expect("watermark");
@@ -619,6 +631,7 @@ sinks:
             WatermarkSpec::new("ts")
                 .max_out_of_orderness(DurationMs(5_000))
                 .idle_timeout(DurationMs(250))
+                .max_drift(DurationMs(30_000))
         );
         assert_eq!(w.interval, DEFAULT_WATERMARK_INTERVAL);
         let json = serde_json::to_string(&spec).expect("serializes");
@@ -632,7 +645,8 @@ sinks:
         assert_eq!(
             node["watermark"],
             serde_json::json!({
-                "column": "ts", "maxOutOfOrderness": 5000, "idleTimeout": 250, "interval": 200
+                "column": "ts", "maxOutOfOrderness": 5000, "idleTimeout": 250, "interval": 200,
+                "maxDrift": 30000
             })
         );
         // A node without watermarks has no `watermark` key at all (fingerprints stay).
@@ -680,6 +694,10 @@ sinks:
             (
                 "{ column: ts, idle_timeout: 0 }",
                 "sources[0].watermark.idle_timeout",
+            ),
+            (
+                "{ column: ts, max_drift: 0 }",
+                "sources[0].watermark.max_drift",
             ),
         ] {
             let spec = JobSpec::from_yaml_str(&with(w), "demo.yaml").expect("parses");

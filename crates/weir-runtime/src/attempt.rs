@@ -6,6 +6,7 @@ use crate::checkpoint::recovery::{self, RestorePlan, SplitResume};
 use crate::checkpoint::{RestoreFrom, TaskCheckpointing, failpoint};
 use crate::edge_writer::{Distribution, EdgeWriter};
 use crate::error::{Error, Result};
+use crate::event_time::SourceAlignment;
 use crate::executor::Shared;
 use crate::input_gate::{InputChannel, InputGate};
 use crate::metrics::JobMetrics;
@@ -205,6 +206,23 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
         }
     }
 
+    // Watermark alignment between the subtasks of each source that bounds the drift; subtasks
+    // that never run hold nobody back.
+    let alignments: HashMap<VertexId, Arc<SourceAlignment>> = plan
+        .vertices
+        .iter()
+        .filter_map(|v| {
+            let drift = v.chain[0].watermark.as_ref()?.max_drift?;
+            let running: Vec<bool> = (0..v.parallelism)
+                .map(|s| !finished.contains(&(v.vertex_id.clone(), s)))
+                .collect();
+            Some((
+                v.vertex_id.clone(),
+                Arc::new(SourceAlignment::new(drift, &running)),
+            ))
+        })
+        .collect();
+
     let mut tasks = Vec::new();
     for vertex in &plan.vertices {
         let splits = assigned.get(&vertex.vertex_id);
@@ -239,6 +257,7 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
                 images
                     .get(&(vertex.vertex_id.clone(), subtask))
                     .unwrap_or(&HashMap::new()),
+                alignments.get(&vertex.vertex_id),
             )
             .await?;
             tasks.push(task);
@@ -527,6 +546,7 @@ async fn build_task(
     finished: &HashSet<(VertexId, u32)>,
     checkpointing: Option<TaskCheckpointing>,
     images: &HashMap<OperatorId, Arc<Vec<StateRows>>>,
+    alignment: Option<&Arc<SourceAlignment>>,
 ) -> Result<ChainTask> {
     let plan = job.partitioned();
     let ctx_of = |id: &weir_api::OperatorId| TaskContext {
@@ -634,6 +654,7 @@ async fn build_task(
                         .cloned()
                         .unwrap_or_default(),
                     watermark: node.watermark.clone(),
+                    alignment: alignment.cloned(),
                 });
             }
             (NodeKind::Operator, Some(PreparedNode::Operator(prepared))) => {

@@ -16,6 +16,7 @@ pub struct OperatorMetrics {
     dead_letters: AtomicU64,
     /// Shared with the operator's `TaskContext::dropped_rows`.
     dropped: Arc<AtomicU64>,
+    alignment_pauses: AtomicU64,
 }
 
 impl OperatorMetrics {
@@ -31,6 +32,11 @@ impl OperatorMetrics {
     /// The counter an operator adds the rows it dropped by policy to.
     pub(crate) fn dropped_rows(&self) -> Arc<AtomicU64> {
         Arc::clone(&self.dropped)
+    }
+
+    /// A source subtask paused for watermark alignment.
+    pub(crate) fn add_alignment_pause(&self) {
+        self.alignment_pauses.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(crate) fn add_dead_letters(&self, rows: usize) {
@@ -110,6 +116,7 @@ impl JobMetrics {
                     batches_in: m.batches_in.load(Ordering::Relaxed),
                     dead_letters: m.dead_letters.load(Ordering::Relaxed),
                     dropped: m.dropped.load(Ordering::Relaxed),
+                    alignment_pauses: m.alignment_pauses.load(Ordering::Relaxed),
                 })
                 .collect(),
         }
@@ -133,6 +140,9 @@ pub struct OperatorSnapshot {
     pub dead_letters: u64,
     /// Rows the operator dropped by policy (late rows, null event times).
     pub dropped: u64,
+    /// Times a subtask of this source paused because its watermark ran more than the allowed
+    /// drift ahead of the others (watermark alignment).
+    pub alignment_pauses: u64,
 }
 
 /// Every counter of a job at one moment.

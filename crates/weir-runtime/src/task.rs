@@ -5,7 +5,7 @@ use crate::checkpoint::recovery::SplitResume;
 use crate::checkpoint::{TaskCheckpointing, TaskReport, Trigger};
 use crate::edge_writer::{EdgeWriter, SendError};
 use crate::error::{Error, Result};
-use crate::event_time::{SourceStep, SourceWatermarks};
+use crate::event_time::{SourceAlignment, SourceStep, SourceWatermarks};
 use crate::input_gate::{GateError, GateEvent, InputGate};
 use crate::metrics::{JobMetrics, OperatorMetrics};
 use crate::task_checkpoint::SourceCut;
@@ -35,6 +35,8 @@ pub(crate) enum Head {
         dead_letter_writers: Vec<usize>,
         /// Per-split event-time watermarks, when the source node declares them.
         watermark: Option<ModelWatermark>,
+        /// Watermark alignment with the source's other subtasks, when the spec bounds the drift.
+        alignment: Option<Arc<SourceAlignment>>,
     },
     /// Input channels from upstream tasks.
     Gate(InputGate),
@@ -118,12 +120,14 @@ impl ChainTask {
                 metrics,
                 dead_letter_writers,
                 watermark,
+                alignment,
             } => {
                 let reading = SourceReading {
                     source: &source,
                     ctx: &ctx,
                     metrics: &metrics,
                     dead_letter_writers: &dead_letter_writers,
+                    alignment: alignment.as_deref(),
                 };
                 let mut progress = SourceProgress::new(&ctx, &splits);
                 let mut generators = watermark.as_ref().map(|spec| {
@@ -231,6 +235,9 @@ impl ChainTask {
     ) -> Result<()> {
         let clock = tokio::time::Instant::now();
         let now_ms = || u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
+        if let Some(m) = watermarks.as_deref().and_then(SourceWatermarks::current) {
+            reading.published(m); // restored progress
+        }
         for index in 0..progress.splits.len() {
             let split = progress.splits[index].split.clone();
             let mut reader = reading
@@ -241,11 +248,22 @@ impl ChainTask {
             if let Some(w) = watermarks.as_deref_mut() {
                 w.open_split(&split.id, now_ms());
             }
-            while let Some(read) = self
-                .next_read(&mut reader, watermarks.as_deref_mut(), &now_ms, progress)
-                .await
-                .map_err(|e| e.into_error(reading))?
-            {
+            loop {
+                self.await_alignment(reading, progress, watermarks.as_deref())
+                    .await?;
+                let Some(read) = self
+                    .next_read(
+                        reading,
+                        &mut reader,
+                        watermarks.as_deref_mut(),
+                        &now_ms,
+                        progress,
+                    )
+                    .await
+                    .map_err(|e| e.into_error(reading))?
+                else {
+                    break;
+                };
                 if let Some(dead) = read.dead_letters
                     && dead.num_rows() > 0
                 {
@@ -264,7 +282,10 @@ impl ChainTask {
                         for step in steps {
                             let item = match step {
                                 SourceStep::Rows(batch) => Item::Batch(0, batch),
-                                SourceStep::Watermark(m) => Item::Watermark(m),
+                                SourceStep::Watermark(m) => {
+                                    reading.published(m);
+                                    Item::Watermark(m)
+                                }
                             };
                             self.drive(0, item).await?;
                         }
@@ -285,6 +306,7 @@ impl ChainTask {
                 .as_deref_mut()
                 .and_then(|w| w.finish_split(&split.id))
             {
+                reading.published(m);
                 self.drive(0, Item::Watermark(m)).await?;
                 self.commit_state()?;
             }
@@ -293,7 +315,49 @@ impl ChainTask {
             self.inject_if_triggered(progress, watermarks.as_deref())
                 .await?;
         }
+        reading.release();
         Ok(())
+    }
+
+    /// Watermark alignment: while this subtask's watermark is more than the allowed drift ahead
+    /// of the source's slowest running subtask, waits for the others to publish, still injecting
+    /// the barriers of checkpoints triggered meanwhile (nothing is being read: a safe point).
+    async fn await_alignment(
+        &mut self,
+        reading: &SourceReading<'_>,
+        progress: &SourceProgress,
+        watermarks: Option<&SourceWatermarks>,
+    ) -> Result<()> {
+        let Some(alignment) = reading.alignment else {
+            return Ok(());
+        };
+        let subtask = reading.ctx.subtask.0;
+        if !alignment.must_wait(subtask) {
+            return Ok(());
+        }
+        reading.metrics.add_alignment_pause();
+        let mut changes = alignment.subscribe();
+        let mut trigger = self.checkpointing.as_ref().map(|c| c.trigger.clone());
+        loop {
+            changes.borrow_and_update();
+            if !alignment.must_wait(subtask) {
+                return Ok(());
+            }
+            tokio::select! {
+                changed = changes.changed() => {
+                    if changed.is_err() {
+                        return Ok(());
+                    }
+                }
+                changed = wait_for_trigger(trigger.as_mut()), if trigger.is_some() => {
+                    if changed.is_err() {
+                        trigger = None;
+                        continue;
+                    }
+                    self.inject_if_triggered(progress, watermarks).await?;
+                }
+            }
+        }
     }
 
     /// The reader's next batch. Without idle timeout and checkpoints, just the read. Otherwise
@@ -306,6 +370,7 @@ impl ChainTask {
     /// Idleness is measured in processing time, so where it is declared is not deterministic.
     async fn next_read(
         &mut self,
+        reading: &SourceReading<'_>,
         reader: &mut Box<dyn SplitReader>,
         mut watermarks: Option<&mut SourceWatermarks>,
         now_ms: &impl Fn() -> u64,
@@ -330,12 +395,14 @@ impl ChainTask {
                     let Some(w) = watermarks.as_deref_mut() else { continue };
                     let (advanced, idle) = w.on_silence(now_ms());
                     if let Some(m) = advanced {
+                        reading.published(m);
                         self.drive(0, Item::Watermark(m))
                             .await
                             .map_err(ReadError::Task)?;
                         self.commit_state().map_err(ReadError::Task)?;
                     }
                     if idle {
+                        reading.release();
                         self.send_idle().await.map_err(ReadError::Task)?;
                     }
                 }
@@ -629,6 +696,23 @@ struct SourceReading<'a> {
     ctx: &'a TaskContext,
     metrics: &'a Arc<OperatorMetrics>,
     dead_letter_writers: &'a [usize],
+    alignment: Option<&'a SourceAlignment>,
+}
+
+impl SourceReading<'_> {
+    /// Tells the source's other subtasks (watermark alignment) that this one emitted `m`.
+    fn published(&self, m: Watermark) {
+        if let Some(a) = self.alignment {
+            a.publish(self.ctx.subtask.0, m.0.0);
+        }
+    }
+
+    /// This subtask holds nobody back any more (idle, or done reading).
+    fn release(&self) {
+        if let Some(a) = self.alignment {
+            a.release(self.ctx.subtask.0);
+        }
+    }
 }
 
 impl SourceReading<'_> {

@@ -8,6 +8,15 @@ use std::collections::{BTreeMap, BTreeSet};
 use weir_api::{DurationMs, SemanticMode};
 use weir_plan::JobSpec;
 
+/// The watermark options a table's WITH clause may set (Flink's `scan.` names too).
+const WATERMARK_OPTIONS: [&str; 5] = [
+    "watermark.interval",
+    "watermark.idle-timeout",
+    "scan.watermark.idle-timeout",
+    "watermark.alignment.max-drift",
+    "scan.watermark.alignment.max-drift",
+];
+
 /// Job options set with `SET 'key' = 'value'`.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Settings {
@@ -301,8 +310,17 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
     };
     let mut out = serde_json::Map::new();
     for (key, (value, at)) in &table.options {
-        if key == "connector" || key.starts_with("watermark.") || key.starts_with("scan.watermark.")
-        {
+        if key.starts_with("watermark.") || key.starts_with("scan.watermark.") {
+            if !WATERMARK_OPTIONS.contains(&key.as_str()) {
+                return Err(table.here.at(*at).invalid(format!(
+                    "unknown watermark option '{key}' for table `{}`\nknown: {}",
+                    table.name,
+                    WATERMARK_OPTIONS.join(", ")
+                )));
+            }
+            continue;
+        }
+        if key == "connector" {
             continue;
         }
         if let Some((_, spec_key, numeric)) = known.iter().find(|(k, _, _)| k == key) {
@@ -402,6 +420,11 @@ impl JobBuilder {
                 option(def, "watermark.idle-timeout").or(option(def, "scan.watermark.idle-timeout"))
             {
                 watermark["idle_timeout"] = serde_json::json!(v);
+            }
+            if let Some(v) = option(def, "watermark.alignment.max-drift")
+                .or(option(def, "scan.watermark.alignment.max-drift"))
+            {
+                watermark["max_drift"] = serde_json::json!(v);
             }
             source["watermark"] = watermark;
         }

@@ -83,6 +83,11 @@ impl SourceWatermarks {
         })
     }
 
+    /// The source watermark emitted last (after a restore: the restored floor).
+    pub(crate) fn current(&self) -> Option<Watermark> {
+        self.partitions.current()
+    }
+
     /// How long a split may stay silent before it is idle, in ms; `None`: never idle.
     pub(crate) fn idle_timeout_ms(&self) -> Option<u64> {
         self.spec.idle_timeout.map(|d| d.0)
@@ -186,6 +191,7 @@ mod tests {
             max_out_of_orderness: DurationMs(ooo),
             idle_timeout: idle.map(DurationMs),
             interval: DurationMs(interval),
+            max_drift: None,
         }
     }
 

@@ -432,8 +432,6 @@ impl Attempt {
     }
 }
 
-/// The sink operators whose writers run in epoch mode (they stage and commit by epoch), with
-/// their parallelism.
 /// The restored images of one task's in-memory operators, by operator.
 type TaskImages = HashMap<OperatorId, Arc<Vec<StateRows>>>;
 
@@ -476,6 +474,8 @@ pub(crate) fn owned_shards(vertex: &PlanVertex, subtask: u32) -> Vec<StateShardI
     }
 }
 
+/// The sink operators whose writers run in epoch mode (they stage and commit by epoch), with
+/// their parallelism.
 fn epoch_sinks(job: &PreparedJob) -> BTreeMap<OperatorId, SinkHandle> {
     if job.plans.checkpoint.is_none() {
         return BTreeMap::new();

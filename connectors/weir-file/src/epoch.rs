@@ -1,13 +1,15 @@
 //! The file sink's epoch transactions (for checkpoints): staged part files, their pre-commit
 //! record, and the idempotent publish and recovery cleanup.
 //!
-//! In epoch mode a writer's part files are written below `{path}/_staging/{subtask:05}/{unique}/`
-//! (the file source skips names starting with `_`). `pre_commit(N)` closes the open part file and
-//! names every file staged since the last pre-commit with its deterministic final name
-//! `part-{subtask:05}-e{N:010}-{seq:05}.{ext}` (`seq` counts the epoch's files from 0). The
-//! pre-commit value lists `{staged, final, size}` per file, paths relative to `{path}`.
-//! Publishing renames each staged file to its final name with create-only semantics, so a repeat
-//! is a no-op.
+//! In epoch mode a writer's part files are written below
+//! `{path}/_staging/{sink}-{subtask:05}/{unique}/` (the file source skips names starting with
+//! `_`). `{sink}` is 8 hex digits of a stable hash of `{job}:{operator}`, so several sinks (or
+//! jobs) can write into one directory without touching each other's files. `pre_commit(N)`
+//! closes the open part file and names every file staged since the last pre-commit with its
+//! deterministic final name `part-{sink}-{subtask:05}-e{N:010}-{seq:05}.{ext}` (`seq` counts the
+//! epoch's files from 0). The pre-commit value lists `{staged, final, size}` per file, paths
+//! relative to `{path}`. Publishing renames each staged file to its final name with create-only
+//! semantics, so a repeat is a no-op.
 
 use crate::location::{FileLocation, store_error};
 use futures::TryStreamExt;
@@ -15,24 +17,49 @@ use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
-use weir_api::{Error, Result};
+use weir_api::{Error, Result, TaskContext};
 
 /// The directory below the sink's `path` that holds staged files.
 pub(crate) const STAGING_DIR: &str = "_staging";
 
-/// The staging directory of one subtask, relative to the sink's `path`.
-pub(crate) fn subtask_staging(subtask: u32) -> String {
-    format!("{STAGING_DIR}/{subtask:05}")
+/// One subtask of one file sink: whose staged and final files are whose.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SinkSubtask {
+    /// 8 hex digits of the FNV-1a hash of `{job}:{operator}`: stable across runs and builds.
+    sink: String,
+    subtask: u32,
 }
 
-/// The staged name (relative to the sink's `path`) of a writer's `seq`-th file.
-pub(crate) fn staged_name(subtask: u32, unique: &str, seq: u32, extension: &str) -> String {
-    format!("{}/{unique}/{seq:05}.{extension}", subtask_staging(subtask))
-}
+impl SinkSubtask {
+    /// The sink subtask `ctx` runs.
+    pub(crate) fn of(ctx: &TaskContext) -> Self {
+        let id = format!("{}:{}", ctx.job_id, ctx.operator_id);
+        let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        SinkSubtask {
+            sink: format!("{:08x}", hash >> 32),
+            subtask: ctx.subtask.0,
+        }
+    }
 
-/// The final name of the `seq`-th file of `epoch` written by `subtask`.
-pub(crate) fn final_name(subtask: u32, epoch: u64, seq: usize, extension: &str) -> String {
-    format!("part-{subtask:05}-e{epoch:010}-{seq:05}.{extension}")
+    /// Its staging directory, relative to the sink's `path`.
+    fn staging(&self) -> String {
+        format!("{STAGING_DIR}/{}-{:05}", self.sink, self.subtask)
+    }
+
+    /// The staged name (relative to the sink's `path`) of a writer's `seq`-th file.
+    pub(crate) fn staged_name(&self, unique: &str, seq: u32, extension: &str) -> String {
+        format!("{}/{unique}/{seq:05}.{extension}", self.staging())
+    }
+
+    /// The final name of its `seq`-th file of `epoch`.
+    pub(crate) fn final_name(&self, epoch: u64, seq: usize, extension: &str) -> String {
+        format!(
+            "part-{}-{:05}-e{epoch:010}-{seq:05}.{extension}",
+            self.sink, self.subtask
+        )
+    }
 }
 
 /// One subtask's pre-commit of one epoch: the JSON that goes into the manifest.
@@ -61,12 +88,13 @@ pub(crate) struct StagedFile {
 }
 
 impl Transaction {
-    /// Parses and checks a pre-commit value of `subtask`: staged files must lie in the subtask's
-    /// staging directory and final names directly in the sink's directory.
+    /// Parses and checks a pre-commit value of `owner`: staged files must lie in its staging
+    /// directory and final names directly in the sink's directory.
     ///
     /// # Errors
     /// [`Error::Internal`] when the value is not a pre-commit of this sink's subtask.
-    pub(crate) fn parse(value: &serde_json::Value, subtask: u32) -> Result<Self> {
+    pub(crate) fn parse(value: &serde_json::Value, owner: &SinkSubtask) -> Result<Self> {
+        let subtask = owner.subtask;
         let tx: Transaction = serde_json::from_value(value.clone())
             .map_err(|e| Error::Internal(format!("not a file sink pre-commit: {e}: {value}")))?;
         if tx.subtask != subtask {
@@ -75,7 +103,7 @@ impl Transaction {
                 tx.epoch, tx.subtask
             )));
         }
-        let staging = format!("{}/", subtask_staging(subtask));
+        let staging = format!("{}/", owner.staging());
         for file in &tx.files {
             let staged_ok = file.staged.starts_with(&staging)
                 && !file.staged.split('/').any(|p| p.is_empty() || p == "..");
@@ -102,17 +130,17 @@ impl Transaction {
 /// and its final file does not exist, or a final file of another size is in the way.
 pub(crate) async fn commit(
     location: &FileLocation,
-    subtask: u32,
+    owner: &SinkSubtask,
     transactions: &[serde_json::Value],
 ) -> Result<()> {
     for value in transactions {
-        let tx = Transaction::parse(value, subtask)?;
+        let tx = Transaction::parse(value, owner)?;
         for file in &tx.files {
             publish_file(location, file).await?;
         }
         tracing::debug!(
             epoch = tx.epoch,
-            subtask,
+            subtask = owner.subtask,
             files = tx.files.len(),
             "published file sink epoch"
         );
@@ -203,22 +231,23 @@ async fn delete_if_present(store: &dyn ObjectStore, path: &Path, id: &str) -> Re
     }
 }
 
-/// Recovery: deletes every staged file of `subtask` that no transaction in `keep` lists.
+/// Recovery: deletes every staged file of `owner` that no transaction in `keep` lists; other
+/// sinks' staged files in the same directory are left alone.
 ///
 /// # Errors
 /// [`Error::Internal`] for a malformed `keep` value; external errors from the store.
 pub(crate) async fn abort_uncommitted(
     location: &FileLocation,
-    subtask: u32,
+    owner: &SinkSubtask,
     keep: &[serde_json::Value],
 ) -> Result<()> {
     let mut kept = HashSet::new();
     for value in keep {
-        for file in Transaction::parse(value, subtask)?.files {
+        for file in Transaction::parse(value, owner)?.files {
             kept.insert(location.child(&file.staged)?);
         }
     }
-    let dir = subtask_staging(subtask);
+    let dir = owner.staging();
     let prefix = location.child(&dir)?;
     let store = location.store();
     let listed = match store.list(Some(&prefix)).try_collect::<Vec<_>>().await {
@@ -239,6 +268,10 @@ pub(crate) async fn abort_uncommitted(
         delete_if_present(store.as_ref(), &meta.location, meta.location.as_ref()).await?;
         deleted += 1;
     }
-    tracing::debug!(subtask, deleted, "deleted uncommitted staged files");
+    tracing::debug!(
+        subtask = owner.subtask,
+        deleted,
+        "deleted uncommitted staged files"
+    );
     Ok(())
 }

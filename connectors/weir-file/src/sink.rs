@@ -1,7 +1,7 @@
 //! The `file` sink: each subtask writes rolling part files into one directory, each published
 //! atomically (see [`crate::part_file`]).
 
-use crate::epoch::{self, StagedFile, Transaction};
+use crate::epoch::{self, SinkSubtask, StagedFile, Transaction};
 use crate::location::{FileLocation, store_error};
 use crate::options::{FileFormat, FileSinkOptions};
 use crate::part_file::{PartFile, writable_csv_type};
@@ -149,6 +149,7 @@ impl PreparedSink for FileSink {
             schema: self.schema.clone(),
             upload_bytes: self.upload_bytes,
             subtask: ctx.subtask.0,
+            owner: SinkSubtask::of(ctx),
             unique: unique_suffix(ctx),
             seq: 0,
             current: None,
@@ -161,7 +162,7 @@ impl PreparedSink for FileSink {
         task: &TaskContext,
         transactions: &[serde_json::Value],
     ) -> Result<()> {
-        epoch::commit(&self.location, task.subtask.0, transactions).await
+        epoch::commit(&self.location, &SinkSubtask::of(task), transactions).await
     }
 
     async fn abort_uncommitted(
@@ -169,7 +170,7 @@ impl PreparedSink for FileSink {
         task: &TaskContext,
         keep: &[serde_json::Value],
     ) -> Result<()> {
-        epoch::abort_uncommitted(&self.location, task.subtask.0, keep).await
+        epoch::abort_uncommitted(&self.location, &SinkSubtask::of(task), keep).await
     }
 }
 
@@ -190,6 +191,8 @@ struct FileSinkWriter {
     schema: SchemaRef,
     upload_bytes: usize,
     subtask: u32,
+    /// Whose staged and final files this writer's are (epoch mode).
+    owner: SinkSubtask,
     /// Distinguishes this writer's files from those of earlier runs of the same subtask.
     unique: String,
     /// Sequence number of the next part file.
@@ -204,7 +207,7 @@ impl FileSinkWriter {
     fn open_part(&mut self) -> Result<(PartFile, Option<String>)> {
         let extension = self.options.format.extension();
         let (name, staged) = if self.epochs.is_some() {
-            let name = epoch::staged_name(self.subtask, &self.unique, self.seq, extension);
+            let name = self.owner.staged_name(&self.unique, self.seq, extension);
             (name.clone(), Some(name))
         } else {
             let name = format!(
@@ -366,7 +369,7 @@ impl SinkWriter for FileSinkWriter {
         for (seq, staged) in closed.into_iter().enumerate() {
             files.push(StagedFile {
                 size: staged_size(&self.location, &staged).await?,
-                final_name: epoch::final_name(self.subtask, epoch.0, seq, extension),
+                final_name: self.owner.final_name(epoch.0, seq, extension),
                 staged,
             });
         }

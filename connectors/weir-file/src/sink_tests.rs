@@ -302,17 +302,20 @@ async fn epoch_transactions_publish_only_on_commit_and_idempotently() {
     assert_eq!(
         final_names(&t1),
         [
-            "part-00001-e0000000001-00000.json",
-            "part-00001-e0000000001-00001.json"
+            "part-0558a5b2-00001-e0000000001-00000.json",
+            "part-0558a5b2-00001-e0000000001-00001.json"
         ]
     );
-    assert_eq!(final_names(&t2), ["part-00001-e0000000002-00000.json"]);
+    assert_eq!(
+        final_names(&t2),
+        ["part-0558a5b2-00001-e0000000002-00000.json"]
+    );
     for file in t1["files"].as_array().unwrap() {
         assert!(
             file["staged"]
                 .as_str()
                 .unwrap()
-                .starts_with("_staging/00001/"),
+                .starts_with("_staging/0558a5b2-00001/"),
             "{file}"
         );
         assert!(file["size"].as_u64().unwrap() > 0, "{file}");
@@ -364,24 +367,43 @@ async fn epoch_transactions_publish_only_on_commit_and_idempotently() {
     assert!(
         all_files(&out)
             .iter()
-            .any(|f| f.starts_with("_staging/00001/"))
+            .any(|f| f.starts_with("_staging/0558a5b2-00001/"))
     );
     // Another subtask's staged files are not this subtask's to delete.
     let mut other = sink.create_writer(&ctx(0)).await.unwrap();
     other.begin_epochs().await.unwrap();
     other.write_batch(batch(0..1)).await.unwrap();
     let t_other = other.pre_commit(Epoch(3)).await.unwrap();
+    // Nor are the staged files of another sink writing into the same directory, whose final
+    // names differ from this sink's.
+    let mut other_sink_ctx = ctx(1);
+    other_sink_ctx.operator_id = "other-sink".into();
+    let mut other_sink = sink.create_writer(&other_sink_ctx).await.unwrap();
+    other_sink.begin_epochs().await.unwrap();
+    other_sink.write_batch(batch(0..1)).await.unwrap();
+    let t_other_sink = other_sink.pre_commit(Epoch(2)).await.unwrap();
+    assert_ne!(final_names(&t_other_sink), final_names(&t2));
     sink.abort_uncommitted(&ctx(1), std::slice::from_ref(&t2))
         .await
         .unwrap();
-    let left = all_files(&out);
+    let staged_other_sink = t_other_sink["files"][0]["staged"].as_str().unwrap();
     assert!(
-        !left.iter().any(|f| f.starts_with("_staging/00001/")),
+        all_files(&out).iter().any(|f| f == staged_other_sink),
+        "another sink's staged file survives: {:?}",
+        all_files(&out)
+    );
+    sink.abort_uncommitted(&other_sink_ctx, &[]).await.unwrap();
+    let left = all_files(&out);
+    assert!(!left.iter().any(|f| f == staged_other_sink), "{left:?}");
+    assert!(
+        !left
+            .iter()
+            .any(|f| f.starts_with("_staging/0558a5b2-00001/")),
         "{left:?}"
     );
     assert_eq!(
         left.iter()
-            .filter(|f| f.starts_with("_staging/00000/"))
+            .filter(|f| f.starts_with("_staging/0558a5b2-00000/"))
             .count(),
         1,
         "{left:?}"
@@ -393,7 +415,7 @@ async fn epoch_transactions_publish_only_on_commit_and_idempotently() {
     let staged = t3["files"][0]["staged"].as_str().unwrap();
     let text = err.to_string();
     assert!(
-        text.contains(staged) && text.contains("part-00001-e0000000003-00000.json"),
+        text.contains(staged) && text.contains("part-0558a5b2-00001-e0000000003-00000.json"),
         "{text}"
     );
     // A transaction of another subtask is refused.
@@ -458,7 +480,11 @@ async fn epoch_mode_contract_errors() {
     writer.begin_epochs().await.unwrap();
     writer.write_batch(batch(0..2)).await.unwrap();
     let tx = writer.pre_commit(Epoch(7)).await.unwrap();
-    std::fs::write(dir.path().join("part-00000-e0000000007-00000.csv"), "x").unwrap();
+    std::fs::write(
+        dir.path().join("part-0558a5b2-00000-e0000000007-00000.csv"),
+        "x",
+    )
+    .unwrap();
     let err = sink.commit_epoch(&ctx(0), &[tx]).await.unwrap_err();
     assert!(err.to_string().contains("already exists"), "{err}");
 }
@@ -493,8 +519,8 @@ async fn epoch_transactions_on_an_object_store() {
     assert_eq!(
         splits.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
         [
-            "memory:///epochs/part-00001-e0000000001-00000.parquet",
-            "memory:///epochs/part-00001-e0000000001-00001.parquet"
+            "memory:///epochs/part-0558a5b2-00001-e0000000001-00000.parquet",
+            "memory:///epochs/part-0558a5b2-00001-e0000000001-00001.parquet"
         ]
     );
     assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..6)));

@@ -312,8 +312,13 @@ impl ChainTask {
             }
             progress.splits[index].finished = true;
             self.job_metrics.split_done(split.size_bytes.unwrap_or(0));
-            self.inject_if_triggered(progress, watermarks.as_deref())
-                .await?;
+            // After the last split the end-of-input watermark goes first (the caller then
+            // injects pending barriers): a cut in which every split is finished always follows
+            // it, so downstream windows have fired before such a barrier.
+            if index + 1 < progress.splits.len() {
+                self.inject_if_triggered(progress, watermarks.as_deref())
+                    .await?;
+            }
         }
         reading.release();
         Ok(())

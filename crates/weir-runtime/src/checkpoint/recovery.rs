@@ -67,8 +67,10 @@ pub(crate) async fn begin_attempt(
         .acquire_attempt()
         .await
         .map_err(|e| store_error("starting a new attempt", e))?;
-    let restored = match restore {
-        None => None,
+    // `listed`: when choosing the manifest listed the epochs, the newest of them, so that the
+    // next epoch number needs no second listing.
+    let (restored, listed) = match restore {
+        None => (None, None),
         Some(RestoreFrom::Latest) => {
             let latest = store.latest_durable(&expected).await.map_err(|e| {
                 store_error(
@@ -87,13 +89,24 @@ pub(crate) async fn begin_attempt(
             if latest.manifest.is_none() {
                 tracing::warn!(storage = %storage.display, "no checkpoint to restore: starting from the beginning");
             }
-            latest.manifest
+            // Every epoch newer than the chosen one was passed over, so the newest listed is
+            // the first skipped one, or the chosen one.
+            let newest = latest
+                .skipped
+                .iter()
+                .map(|s| s.epoch)
+                .chain(latest.manifest.as_ref().map(|m| m.epoch))
+                .max();
+            (latest.manifest, Some(newest))
         }
-        Some(RestoreFrom::Epoch(epoch)) => Some(
-            store
-                .restorable(*epoch, &expected)
-                .await
-                .map_err(|e| store_error(format!("restoring epoch {epoch}"), e))?,
+        Some(RestoreFrom::Epoch(epoch)) => (
+            Some(
+                store
+                    .restorable(*epoch, &expected)
+                    .await
+                    .map_err(|e| store_error(format!("restoring epoch {epoch}"), e))?,
+            ),
+            None,
         ),
         Some(RestoreFrom::Savepoint(name)) => {
             let epoch = store
@@ -107,15 +120,18 @@ pub(crate) async fn begin_attempt(
                         store.namespace()
                     ),
                 })?;
-            Some(
-                store
-                    .restorable(epoch, &expected)
-                    .await
-                    .map_err(|e| store_error(format!("restoring savepoint `{name}`"), e))?,
+            (
+                Some(
+                    store
+                        .restorable(epoch, &expected)
+                        .await
+                        .map_err(|e| store_error(format!("restoring savepoint `{name}`"), e))?,
+                ),
+                None,
             )
         }
     };
-    let next_epoch = next_epoch(&store).await?;
+    let next_epoch = next_epoch(&store, listed).await?;
     recover_sinks(plan, &store, restored.as_ref(), sinks).await?;
     if let Some(m) = &restored {
         tracing::info!(epoch = %m.epoch, attempt = %attempt, "restoring checkpoint");
@@ -130,18 +146,24 @@ pub(crate) async fn begin_attempt(
     })
 }
 
-/// One past every epoch the namespace has used (manifests and log records).
-async fn next_epoch(store: &CheckpointStore) -> Result<Epoch> {
-    let listed = store
-        .list_epochs()
-        .await
-        .map_err(|e| store_error("listing checkpoints", e))?;
+/// One past every epoch the namespace has used (manifests and log records). `listed` is the
+/// newest epoch with a manifest when the caller listed them already (`Some(None)`: none).
+async fn next_epoch(store: &CheckpointStore, listed: Option<Option<Epoch>>) -> Result<Epoch> {
+    let newest = match listed {
+        Some(newest) => newest,
+        None => store
+            .list_epochs()
+            .await
+            .map_err(|e| store_error("listing checkpoints", e))?
+            .last()
+            .copied(),
+    };
     let log = store
         .epoch_log()
         .read()
         .await
         .map_err(|e| store_error("reading the epoch log", e))?;
-    let after_manifests = listed.last().map_or(1, |e| e.0 + 1);
+    let after_manifests = newest.map_or(1, |e| e.0 + 1);
     Ok(Epoch(after_manifests.max(log.next_epoch().0).max(1)))
 }
 

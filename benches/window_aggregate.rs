@@ -39,9 +39,9 @@ use weir::api::{
     Emitted, EventTimeMs, JobId, Operator, OperatorId, Output, PreparedOperator, SubtaskIndex,
     TaskContext, Watermark, watermark_for,
 };
+use weir::operators::window::{PreparedWindow, WindowConfig, WindowOptions};
 use weir::plan::ShardAssignment;
 use weir::runtime::partition::HashPartitioner;
-use weir::runtime::window::{PreparedWindow, WindowConfig, WindowOptions};
 use weir::{Engine, JobSpec, JobSummary};
 
 /// Default input rows of an operator-alone run.

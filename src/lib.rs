@@ -8,7 +8,7 @@
 //! # async fn demo() -> Result<(), weir::Error> {
 //! let engine = weir::Engine::new();
 //! let summary = engine.run_file(std::path::Path::new("examples/bids.yaml")).await?;
-//! println!("{} rows/s", summary.metrics.operators.len());
+//! println!("{} rows written", summary.metrics.sink_rows());
 //! # Ok(()) }
 //! ```
 
@@ -16,13 +16,15 @@ use std::path::Path;
 use std::sync::Arc;
 
 pub use weir_api as api;
+pub use weir_builtin as builtin;
 pub use weir_checkpoint as checkpoint;
 pub use weir_file as file;
-pub use weir_plan as plan;
-pub use weir_runtime as runtime;
+pub use weir_operators as operators;
 /// The DataFusion crate Weir plans SQL expressions with: build [`Engine::register_udf`]'s
 /// functions with it (`weir::datafusion::logical_expr::create_udf`, `ScalarUDFImpl`).
-pub use weir_runtime::operators::datafusion;
+pub use weir_operators::datafusion;
+pub use weir_plan as plan;
+pub use weir_runtime as runtime;
 pub use weir_sql as sql;
 pub use weir_state as state;
 
@@ -32,10 +34,15 @@ pub use weir_runtime::{
     Result, RunOptions, RunningJob,
 };
 
-/// The registry with every built-in operator and connector: `filter`, `project`, `union`,
-/// sources `file` and `datagen`, sinks `file` and `blackhole`.
+/// The registry with every built-in operator and connector: operators `filter`, `project`,
+/// `union` and `window`, sources `file` and `datagen`, sinks `file` and `blackhole`.
 pub fn default_registry() -> Registry {
-    let mut r = Registry::with_builtins();
+    let mut r = Registry::with_builtin_operators();
+    r.register_source("datagen", Arc::new(weir_builtin::DatagenSourceFactory));
+    r.register_sink(
+        "blackhole",
+        Arc::new(weir_builtin::BlackholeSinkFactory::new()),
+    );
     // One object store registry for the file source and sink, so that a URL (e.g. `memory://`)
     // names the same store on both sides.
     let stores: Arc<dyn object_store::registry::ObjectStoreRegistry> =

@@ -181,3 +181,69 @@ sinks:
         .sum();
     assert_eq!(rows, bids.len());
 }
+
+/// The runtime runs the DeploymentPlan it is given: every task on the local node. A plan that
+/// places a task elsewhere, or deploys another partitioned plan, is refused before anything
+/// starts, naming what does not fit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_plan_for_another_node_or_plan_is_refused() {
+    let spec = JobSpec::from_yaml_str(
+        r#"
+job: placed
+parallelism: 2
+sources:
+  - name: gen
+    connector: datagen
+    schema: [{ name: x, type: int64 }]
+    options: { rows: 10 }
+sinks: [{ name: out, connector: blackhole, input: gen }]
+"#,
+        "placed.yaml",
+    )
+    .expect("spec");
+    let engine = Engine::new();
+
+    let mut job = engine
+        .prepare(&spec, Some("placed.yaml"))
+        .await
+        .expect("prepare");
+    job.plans.deployment.assignments[1].node_id = "agent-7".into();
+    let err = engine
+        .start(job)
+        .await
+        .err()
+        .expect("a task on another node is refused");
+    let message = err.to_string();
+    assert!(
+        message.contains("placed on node `agent-7`") && message.contains("placed/placed/gen/1"),
+        "{message}"
+    );
+
+    let mut job = engine
+        .prepare(&spec, Some("placed.yaml"))
+        .await
+        .expect("prepare");
+    job.plans.deployment.assignments.pop();
+    let err = engine
+        .start(job)
+        .await
+        .err()
+        .expect("an unplaced task is refused");
+    assert!(err.to_string().contains("is placed on no node"), "{err}");
+
+    let mut job = engine
+        .prepare(&spec, Some("placed.yaml"))
+        .await
+        .expect("prepare");
+    job.plans.deployment.partitioned_plan_fingerprint = "0".repeat(64);
+    let err = engine
+        .start(job)
+        .await
+        .err()
+        .expect("another plan's deployment is refused");
+    assert!(err.to_string().contains("not this job's"), "{err}");
+
+    // The plan as compiled runs.
+    let summary = engine.run(&spec, Some("placed.yaml")).await.expect("runs");
+    assert_eq!(summary.metrics.sink_rows(), 10);
+}

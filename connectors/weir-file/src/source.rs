@@ -17,7 +17,7 @@ use weir_api::{
 /// Creates `file` sources: bounded, replayable reads of CSV, JSON-lines and Parquet files from the
 /// local file system or any object store, one split per file.
 ///
-/// URLs (`s3://…`, `memory://…`) are resolved through an [`ObjectStoreRegistry`]; share one
+/// URLs (`file://…`, `memory://…`) are resolved through an [`ObjectStoreRegistry`]; share one
 /// registry between the source and sink factories (and with anything else that registers
 /// stores) so that they see the same stores.
 #[derive(Debug, Clone)]

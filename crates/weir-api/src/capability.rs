@@ -1,4 +1,5 @@
-//! Source and sink capabilities and the job's semantic mode (seed 000 §6.1, §7.1, §13).
+//! Source and sink capabilities and the job's semantic mode (docs/fault-tolerance.md, "Semantic
+//! modes").
 
 use serde::{Deserialize, Serialize};
 

@@ -1,4 +1,4 @@
-//! Stable identities (seed 000 §3): newtypes so that ids never travel as bare strings or integers.
+//! Stable identities (docs/architecture.md, "Stable ids"): newtypes so that ids never travel as bare strings or integers.
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -127,7 +127,7 @@ impl fmt::Display for TaskId {
     }
 }
 
-/// Stable channel identity `edgeId/upstreamSubtask/downstreamSubtask/channelIndex` (seed 000 §4.2).
+/// Stable channel identity `edgeId/upstreamSubtask/downstreamSubtask/channelIndex`.
 ///
 /// `channel_index` is the channel's position in the downstream subtask's ordered input list, the
 /// unit of barrier alignment and watermark merging.

@@ -73,11 +73,12 @@ impl Output {
 
 /// A running instance of an operator: one per subtask, driven by one task.
 ///
-/// The runtime contract (checked in debug builds by the runtime):
+/// The runtime contract:
 /// - Calls on one instance are never concurrent; the instance MUST NOT block on I/O (it runs on
 ///   the task's thread and would stall every operator chained with it).
 /// - `process_batch` MUST emit only batches with the schema its [`PreparedOperator`] declared
-///   for that port; a mismatch fails the job with an internal error.
+///   for that port; the runtime checks every port (once per distinct `SchemaRef`, so it costs a
+///   pointer comparison per batch), and a mismatch fails the job with an internal error.
 /// - Watermarks arrive non-decreasing; an operator MUST NOT emit a watermark lower than one it
 ///   emitted before. The default `process_watermark` forwards the input watermark unchanged, which
 ///   is right for every operator that does not hold rows back.

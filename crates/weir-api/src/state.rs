@@ -1,6 +1,6 @@
 //! The keyed-state API every stateful operator uses: descriptors and the byte-level store trait.
 //!
-//! Weir has exactly one state API, one key layout and one value codec (seed 003). This module
+//! Weir has exactly one state API, one key layout and one value codec (docs/state.md). This module
 //! holds the parts that need no storage engine and no codec:
 //!
 //! - [`StateDescriptor`]: a state's name, kind, schema version and optional TTL, typed by a

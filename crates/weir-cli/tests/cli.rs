@@ -3,7 +3,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use weir_plan::{CompiledPlans, JobSpec, Plan};
+use weir::plan::{CompiledPlans, JobSpec, Plan};
 
 fn weir(args: &[&str], cwd: &Path) -> Output {
     Command::new(env!("CARGO_BIN_EXE_weir"))
@@ -96,7 +96,7 @@ fn plan_fingerprints_are_the_same_in_every_process() {
     assert_eq!(a["fingerprints"]["streamModel"], here.model.fingerprint());
     // The printed plan is the plan: it decodes and re-encodes to the same fingerprint.
     let printed =
-        weir_plan::PartitionedPlan::from_json(&a["partitionedPlan"].to_string()).expect("decodes");
+        weir::plan::PartitionedPlan::from_json(&a["partitionedPlan"].to_string()).expect("decodes");
     assert_eq!(printed.fingerprint(), here.partitioned.fingerprint());
 }
 

@@ -1,4 +1,5 @@
-//! The DeploymentPlan: which node runs each task, over which transport (seed 000 §2.3).
+//! The DeploymentPlan: which node runs each task, over which transport. The runtime runs the
+//! tasks it places on the local node and refuses a plan that places them anywhere else.
 
 use crate::fingerprint::Plan;
 use crate::partitioned::PartitionedPlan;
@@ -49,15 +50,13 @@ pub struct DeploymentPlan {
     pub assignments: Vec<TaskAssignment>,
     /// Capacity of each channel in messages.
     pub channel_capacity: u32,
-    /// Write token of this deployment's tasks; a newer deployment gets a larger one.
-    pub fencing_token: u64,
 }
 
 impl Plan for DeploymentPlan {}
 
 impl DeploymentPlan {
     /// Places every task on the single local node with in-process queues.
-    pub fn local(plan: &PartitionedPlan, fencing_token: u64) -> DeploymentPlan {
+    pub fn local(plan: &PartitionedPlan) -> DeploymentPlan {
         DeploymentPlan {
             job_id: plan.job_id.clone(),
             pipeline_id: plan.pipeline_id.clone(),
@@ -75,7 +74,6 @@ impl DeploymentPlan {
                 })
                 .collect(),
             channel_capacity: plan.channel_capacity,
-            fencing_token,
         }
     }
 }

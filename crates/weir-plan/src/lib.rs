@@ -1,4 +1,4 @@
-//! Weir's plan pipeline (seed 000 §2): [`JobSpec`] -> [`StreamModel`] -> [`StreamGraph`] ->
+//! Weir's plan pipeline (docs/architecture.md): [`JobSpec`] -> [`StreamModel`] -> [`StreamGraph`] ->
 //! [`JobGraph`] -> [`PartitionedPlan`] -> [`DeploymentPlan`], plus the stable key hash that routes
 //! keys to state shards.
 //!
@@ -91,7 +91,7 @@ impl CompiledPlans {
         let stream_graph = StreamGraph::from_model(&model, origin)?;
         let job_graph = JobGraph::from_stream_graph(&stream_graph)?;
         let partitioned = PartitionedPlan::from_job_graph(&job_graph, &stream_graph, origin)?;
-        let deployment = DeploymentPlan::local(&partitioned, 1);
+        let deployment = DeploymentPlan::local(&partitioned);
         spec::check_execution(spec, origin)?;
         Ok(CompiledPlans {
             model,

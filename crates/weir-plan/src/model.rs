@@ -1,4 +1,4 @@
-//! The StreamModel: canonical user intent, the one entry point of every front end (seed 000 §12).
+//! The StreamModel: canonical user intent, the one entry point of every front end.
 
 use crate::error::{Error, Result};
 use crate::fingerprint::{Plan, canonicalize, hex};
@@ -30,7 +30,7 @@ pub enum NodeKind {
     Sink,
 }
 
-/// Where a node's operator id came from (seed 000 §3.2), strongest first.
+/// Where a node's operator id came from, strongest first (docs/architecture.md, "Stable ids").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum IdOrigin {

@@ -1,5 +1,5 @@
-//! The PartitionedPlan: the one source of parallelism, shards, edge channels and checkpoint ACKs
-//! (seed 000 §2.2). The runtime executes it and never re-derives topology.
+//! The PartitionedPlan: the one source of parallelism, shards, edge channels and checkpoint ACKs.
+//! The runtime executes it and never re-derives topology.
 
 use crate::error::{Error, Result};
 use crate::fingerprint::{Plan, sha256_hex};

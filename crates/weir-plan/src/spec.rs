@@ -56,8 +56,9 @@ pub struct JobSpec {
 pub struct CheckpointSpec {
     /// Time between the start of one epoch and the trigger of the next (`"1s"`, `"200ms"`).
     pub interval: DurationMs,
-    /// Where manifests, state segments and the epoch log go: a directory or an object store URL
-    /// (`s3://bucket/prefix`, `file:///dir`). Default: `weir-checkpoints` in the working
+    /// Where manifests, state segments and the epoch log go: a local directory or a `file://`
+    /// URL (no other object store is built in; a Rust user can pass any store through the
+    /// runtime's `RunOptions`). Default: `weir-checkpoints` in the working
     /// directory. `weir run --checkpoint-dir` overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<String>,
@@ -78,7 +79,7 @@ pub const DEFAULT_CHECKPOINT_RETAIN: u32 = 3;
 /// Default time after which an epoch that is not durable is aborted.
 pub const DEFAULT_CHECKPOINT_TIMEOUT: DurationMs = DurationMs(600_000);
 
-/// The `restart` section: the bounded restart policy (seed 000 §10.1, global restart from the
+/// The `restart` section: the bounded restart policy (global restart from the
 /// newest durable epoch). Only a job with checkpoints restarts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

@@ -7,7 +7,7 @@ use crate::spec::PartitionSpec;
 use serde::{Deserialize, Serialize};
 use weir_api::{EdgeId, JobId, OperatorId, PipelineId, SemanticMode};
 
-/// How rows travel along an edge, resolved (seed 000 §4.1).
+/// How rows travel along an edge, resolved.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE", tag = "policy")]
 pub enum EdgePolicy {

@@ -12,6 +12,7 @@ use crate::input_gate::{InputChannel, InputGate};
 use crate::metrics::JobMetrics;
 use crate::partition::{HashPartitioner, RoundRobin};
 use crate::prepare::{PreparedJob, PreparedNode};
+use crate::schema_check::SchemaCheck;
 use crate::task::{ChainTask, Head, Link, SinkLink};
 use crate::task_state::TaskState;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -63,7 +64,7 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
             (dir, true)
         }
     };
-    let capacity = plan.channel_capacity.max(1) as usize;
+    let capacity = job.plans.deployment.channel_capacity.max(1) as usize;
     let sinks = epoch_sinks(job);
 
     // Checkpointing: a new attempt, the manifest to restore, the coordinator's channels.
@@ -677,7 +678,10 @@ async fn build_task(
                     operator: id.clone(),
                     label,
                     metrics: metrics.operator(id),
-                    output_schema: prepared.output_schema(),
+                    port_schemas: std::iter::once(prepared.output_schema())
+                        .chain(prepared.side_outputs().iter().map(|s| s.schema.clone()))
+                        .map(SchemaCheck::new)
+                        .collect(),
                     side_writers,
                 });
             }

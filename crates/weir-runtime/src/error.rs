@@ -82,6 +82,13 @@ pub enum Error {
         /// What differs or is missing.
         message: String,
     },
+    /// The deployment plan does not place the job on this process: it belongs to another
+    /// partitioned plan, or puts a task on a node or transport this runtime does not run.
+    #[error("cannot run the deployment plan: {message}")]
+    Deployment {
+        /// What does not fit.
+        message: String,
+    },
     /// A broken invariant of the runtime (a bug).
     #[error("internal error: {0}")]
     Internal(String),
@@ -96,13 +103,12 @@ impl Error {
             Error::Panic { .. } | Error::ChannelClosed { .. } | Error::Internal(_) => {
                 ErrorKind::Internal
             }
-            Error::Restore { .. } => ErrorKind::User,
+            Error::Restore { .. } | Error::Deployment { .. } => ErrorKind::User,
             Error::Checkpoint { source, .. } if source.is_incompatible() => ErrorKind::User,
             Error::Checkpoint { .. } | Error::State { .. } => ErrorKind::External,
         }
     }
 
-    /// Whether the error only follows from another task's failure.
     /// Whether a newer attempt of the job took over: restarting would fence that one in turn.
     pub fn is_fenced(&self) -> bool {
         matches!(
@@ -114,6 +120,7 @@ impl Error {
         )
     }
 
+    /// Whether the error only follows from another task's failure.
     pub(crate) fn is_secondary(&self) -> bool {
         matches!(self, Error::ChannelClosed { .. })
     }

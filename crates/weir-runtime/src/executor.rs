@@ -7,16 +7,17 @@ use crate::checkpoint::{CheckpointConfig, CheckpointStorage, RestoreFrom};
 use crate::error::{Error, Result};
 use crate::metrics::{JobMetrics, MetricsSnapshot};
 use crate::prepare::PreparedJob;
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 use weir_api::{Epoch, SemanticMode};
-use weir_plan::NodeKind;
 use weir_plan::{
     DEFAULT_CHECKPOINT_RETAIN, DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_RESTART_ATTEMPTS,
     DEFAULT_RESTART_DELAY,
 };
+use weir_plan::{NodeKind, Plan, Transport};
 
 /// What a finished job reports.
 #[derive(Debug, Clone, serde::Serialize)]
@@ -29,7 +30,7 @@ pub struct JobSummary {
     pub wall_time: Duration,
     /// Final counters (rows read again after a restore are counted again).
     pub metrics: MetricsSnapshot,
-    /// The delivery guarantee in force (seed 000 §13).
+    /// The delivery guarantee in force (docs/fault-tolerance.md, "Semantic modes").
     pub semantic_mode: SemanticMode,
     /// Checkpoint counters, when the job checkpoints.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -184,6 +185,7 @@ pub async fn start(job: PreparedJob) -> Result<RunningJob> {
 /// instance or a sink writer cannot be created.
 pub async fn start_with(job: PreparedJob, options: RunOptions) -> Result<RunningJob> {
     let started = Instant::now();
+    check_deployment(&job)?;
     let job = Arc::new(job);
     let plan = job.partitioned();
     let metrics = Arc::new(JobMetrics::new(
@@ -224,6 +226,53 @@ pub async fn start_with(job: PreparedJob, options: RunOptions) -> Result<Running
         kill,
         handle,
     })
+}
+
+/// The node this runtime runs: every task in one process, over in-process queues.
+const LOCAL_NODE: &str = "local";
+
+/// Checks that the job's DeploymentPlan is the one this process can run: it deploys the job's
+/// PartitionedPlan (same fingerprint), places every task of it exactly once, and on the local
+/// node with in-process queues. The channels are then sized by its `channelCapacity`.
+fn check_deployment(job: &PreparedJob) -> Result<()> {
+    let deployment = &job.plans.deployment;
+    let plan = job.partitioned();
+    let refuse = |message: String| Err(Error::Deployment { message });
+    let fingerprint = plan.fingerprint();
+    if deployment.partitioned_plan_fingerprint != fingerprint {
+        return refuse(format!(
+            "it deploys partitioned plan {}, not this job's {fingerprint}",
+            deployment.partitioned_plan_fingerprint
+        ));
+    }
+    for node in &deployment.nodes {
+        if node.node_id != LOCAL_NODE || node.transport != Transport::LocalQueue {
+            return refuse(format!(
+                "node `{}` with transport {:?}: this process runs only node `{LOCAL_NODE}` with \
+                 in-process queues",
+                node.node_id, node.transport
+            ));
+        }
+    }
+    let mut placed = HashSet::new();
+    for assignment in &deployment.assignments {
+        if assignment.node_id != LOCAL_NODE {
+            return refuse(format!(
+                "task {} is placed on node `{}`; this process runs only node `{LOCAL_NODE}`",
+                assignment.task, assignment.node_id
+            ));
+        }
+        if !placed.insert(&assignment.task) {
+            return refuse(format!("task {} is placed twice", assignment.task));
+        }
+    }
+    if let Some(missing) = plan.checkpoint_ack_set.iter().find(|t| !placed.contains(t)) {
+        return refuse(format!("task {missing} of the plan is placed on no node"));
+    }
+    if placed.len() != plan.checkpoint_ack_set.len() {
+        return refuse("it places tasks the partitioned plan does not have".into());
+    }
+    Ok(())
 }
 
 /// What every attempt of a job shares.

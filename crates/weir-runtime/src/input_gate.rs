@@ -1,5 +1,5 @@
 //! The input side of a task: its ordered input channels, merged fairly, with watermark merging
-//! (minimum over live, non-idle channels) and barrier alignment (seed 000 §5.4).
+//! (minimum over live, non-idle channels) and barrier alignment.
 //!
 //! A channel whose sender declared itself idle ([`StreamMessage::Idle`]) is left out of the
 //! watermark minimum until it delivers data or a watermark again. Idleness is decided by the
@@ -199,7 +199,8 @@ impl InputGate {
         }
     }
 
-    /// Every named channel's watermark state, for a checkpoint (seed 000 §8.5).
+    /// Every named channel's watermark state, for a checkpoint (a manifest's
+    /// `inputWatermarks`, docs/checkpoints.md).
     pub(crate) fn channel_states(&self) -> Vec<InputWatermark> {
         self.channels
             .iter()

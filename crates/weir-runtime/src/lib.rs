@@ -1,11 +1,14 @@
-//! Weir's local runtime: prepares a job against a [`Registry`] of operators and connectors (the
-//! deep build behind `weir validate`), then runs every subtask of its PartitionedPlan as a tokio
-//! task, connected by bounded, ordered channels.
+//! Weir's runtime: prepares a job against a [`Registry`] of operators and connectors (the deep
+//! build behind `weir validate`), then runs every subtask of its PartitionedPlan as a tokio task,
+//! connected by bounded, ordered channels through input gates that merge watermarks and align
+//! barriers. With checkpoints on, the coordinator runs epochs and recovery restores a job from
+//! its newest durable one (docs/fault-tolerance.md).
 //!
-//! Depends on `weir-api` and `weir-plan` only; connectors plug in through the registry.
+//! Depends on `weir-api`, `weir-plan`, `weir-state` (each task's keyed state), `weir-checkpoint`
+//! (manifests, fencing, the epoch log) and `weir-operators` (the built-in operators the
+//! registry starts with). Connectors plug in through the registry; this crate depends on none.
 
 mod attempt;
-pub mod builtin;
 pub mod checkpoint;
 mod edge_writer;
 mod error;
@@ -13,15 +16,13 @@ pub mod event_time;
 mod executor;
 mod input_gate;
 mod metrics;
-pub mod operators;
 pub mod partition;
 mod prepare;
 mod registry;
+mod schema_check;
 mod task;
 mod task_checkpoint;
 mod task_state;
-mod union;
-pub mod window;
 
 pub use checkpoint::coordinator::CheckpointSummary;
 pub use checkpoint::{CheckpointConfig, CheckpointStorage, RestoreFrom};
@@ -30,4 +31,3 @@ pub use executor::{DEFAULT_CHECKPOINT_DIR, JobSummary, RunOptions, RunningJob, s
 pub use metrics::{JobMetrics, MetricsSnapshot, OperatorSnapshot};
 pub use prepare::{PreparedJob, PreparedNode};
 pub use registry::Registry;
-pub use union::UnionFactory;

@@ -151,7 +151,7 @@ impl PreparedJob {
                     .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
                 // Computed columns extend the source's schema before anything downstream (the
                 // watermark column check included) sees it.
-                let source = crate::operators::with_computed_columns(
+                let source = weir_operators::with_computed_columns(
                     source,
                     &node.computed,
                     &node.origin,
@@ -427,8 +427,8 @@ impl PreparedJob {
         Ok(())
     }
 
-    /// Checks the declared semantic mode against the connectors and checkpointing (seed 000
-    /// §13) and returns the mode in force: the declared one, or the strongest the job can give.
+    /// Checks the declared semantic mode against the connectors and checkpointing
+    /// (docs/fault-tolerance.md, "Semantic modes") and returns the mode in force: the declared one, or the strongest the job can give.
     fn check_semantic_mode(&self, nodes: &[ModelNode]) -> Result<SemanticMode> {
         let checkpoints = self.plans.checkpoint.is_some();
         let Some(mode) = self.plans.model.semantic_mode else {

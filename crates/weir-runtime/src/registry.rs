@@ -1,14 +1,12 @@
 //! Named factories: how job specs find operators and connectors, built-in or plugin.
 
-use crate::builtin::{BlackholeSinkFactory, DatagenSourceFactory};
-use crate::operators::{ExprCompiler, FilterFactory, ProjectFactory, SharedSession};
-use crate::union::UnionFactory;
-use crate::window::WindowFactory;
 use datafusion::execution::SessionState;
 use datafusion::logical_expr::ScalarUDF;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use weir_api::{OperatorFactory, SinkFactory, SourceFactory};
+use weir_operators::window::WindowFactory;
+use weir_operators::{ExprCompiler, FilterFactory, ProjectFactory, SharedSession, UnionFactory};
 
 /// Creates a built-in operator factory that plans with the registry's session.
 type BoundFactory = fn(SharedSession) -> Arc<dyn OperatorFactory>;
@@ -28,7 +26,7 @@ pub struct Registry {
     sources: BTreeMap<String, Arc<dyn SourceFactory>>,
     sinks: BTreeMap<String, Arc<dyn SinkFactory>>,
     session: SharedSession,
-    /// Operators registered by [`Registry::with_builtins`] that plan with `session` and have not
+    /// Operators registered by [`Registry::with_builtin_operators`] that plan with `session` and have not
     /// been replaced since: a clone rebuilds them on its own copy of the session.
     bound: BTreeMap<String, BoundFactory>,
 }
@@ -66,15 +64,15 @@ impl Registry {
         Self::default()
     }
 
-    /// The built-ins: operators `filter`, `project`, `union`; source `datagen`; sink `blackhole`.
-    pub fn with_builtins() -> Self {
+    /// The built-in operators `filter`, `project`, `union` and `window`. Connectors, built-in
+    /// (`datagen`, `blackhole`, `file`) or not, live in their own crates and are registered by
+    /// whoever assembles the registry (the `weir` facade's `default_registry`).
+    pub fn with_builtin_operators() -> Self {
         let mut r = Self::empty();
         r.register_bound("filter", |s| Arc::new(FilterFactory::shared(s)));
         r.register_bound("project", |s| Arc::new(ProjectFactory::shared(s)));
         r.register_operator("union", Arc::new(UnionFactory));
         r.register_operator("window", Arc::new(WindowFactory));
-        r.register_source("datagen", Arc::new(DatagenSourceFactory));
-        r.register_sink("blackhole", Arc::new(BlackholeSinkFactory::new()));
         r
     }
 
@@ -191,7 +189,7 @@ mod tests {
 
     #[test]
     fn functions_reach_the_built_ins_registered_before_them_and_clones_are_independent() {
-        let mut registry = Registry::with_builtins();
+        let mut registry = Registry::with_builtin_operators();
         assert!(filter_plans(&registry, "x > 1"));
         assert!(!filter_plans(&registry, "odd(x)"));
         let before = registry.clone();
@@ -219,7 +217,7 @@ mod tests {
 
     #[test]
     fn a_replaced_built_in_is_left_alone() {
-        let mut registry = Registry::with_builtins();
+        let mut registry = Registry::with_builtin_operators();
         registry.register_operator("filter", Arc::new(FilterFactory::new()));
         registry.register_udf(udf("odd"));
         // The user's own factory plans with its own session, also in clones.

@@ -8,9 +8,9 @@ use crate::error::{Error, Result};
 use crate::event_time::{SourceAlignment, SourceStep, SourceWatermarks};
 use crate::input_gate::{GateError, GateEvent, InputGate};
 use crate::metrics::{JobMetrics, OperatorMetrics};
+use crate::schema_check::SchemaCheck;
 use crate::task_checkpoint::SourceCut;
 use crate::task_state::TaskState;
-use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -48,7 +48,9 @@ pub(crate) struct Link {
     pub(crate) operator: OperatorId,
     pub(crate) label: String,
     pub(crate) metrics: Arc<OperatorMetrics>,
-    pub(crate) output_schema: SchemaRef,
+    /// The declared schema of each output port: the main output, then the side outputs in
+    /// side-output order.
+    pub(crate) port_schemas: Vec<SchemaCheck>,
     /// Writers per side output, in side-output order.
     pub(crate) side_writers: Vec<Vec<usize>>,
 }
@@ -491,16 +493,25 @@ impl ChainTask {
         let emitted: Vec<Emitted> = out.drain().collect();
         for e in emitted {
             match e {
+                Emitted::Data { port, batch }
+                    if !self.links[pos]
+                        .port_schemas
+                        .get_mut(port)
+                        .is_none_or(|check| check.accepts(&batch.schema())) =>
+                {
+                    let label = &self.links[pos].label;
+                    let output = match port {
+                        0 => "main output".to_owned(),
+                        _ => format!("side output {}", port - 1),
+                    };
+                    return Err(self.internal(format!(
+                        "{label} emitted a batch whose schema differs from the schema it declared \
+                         for its {output}: {}",
+                        batch.schema()
+                    )));
+                }
                 Emitted::Data { port: 0, batch } => {
                     let link = &self.links[pos];
-                    if cfg!(debug_assertions)
-                        && batch.schema().fields() != link.output_schema.fields()
-                    {
-                        return Err(self.internal(format!(
-                            "{} emitted a batch whose schema differs from its declared output schema",
-                            link.label
-                        )));
-                    }
                     link.metrics.add_out(batch.num_rows());
                     queue.push_back((pos + 1, Item::Batch(0, batch)));
                 }

@@ -1,5 +1,6 @@
 //! A task's part of an epoch: barrier injection by source subtasks at a safe point, and the
-//! snapshot every task takes at an aligned barrier (seed 000 §5.3–§5.5).
+//! snapshot every task takes at an aligned barrier (docs/fault-tolerance.md, "What happens at an
+//! epoch").
 
 use crate::checkpoint::recovery::StoredCursor;
 use crate::checkpoint::{TaskAck, TaskCheckpointing, TaskReport, Trigger, failpoint};

@@ -16,7 +16,7 @@
 //!
 //! Statements are parsed with sqlparser, `INSERT`s are planned and optimized by DataFusion,
 //! and the optimized plans are translated into the operators of one [`JobSpec`]: the same
-//! canonical model a YAML job spec gives (seed 000 §12: one model, many front ends).
+//! canonical model a YAML job spec gives (one model, many front ends).
 
 mod ddl;
 mod error;

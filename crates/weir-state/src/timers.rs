@@ -1,17 +1,16 @@
 //! Event-time and processing-time timers, kept as keyed state so checkpoints carry them.
 //!
 //! A window or CEP operator registers a timer per (key, window) and fires it when the watermark
-//! (event time) or the wall clock (processing time) passes its timestamp. Seed 000 §8.4 requires
-//! timers to be checkpointed: a window whose timers are lost after a restore never fires, and
-//! one whose timers are restored twice fires twice. Here a timer is an ordinary keyed-state
+//! (event time) or the wall clock (processing time) passes its timestamp. Timers must be
+//! checkpointed: a window whose timers are lost after a restore never fires, and one whose timers are restored twice fires twice. Here a timer is an ordinary keyed-state
 //! entry, so the journal, snapshot segments, restore and rescale by shard handle timers exactly
 //! as they handle other state, with nothing timer-specific in the checkpoint path.
 //!
 //! # Layout
 //!
-//! The fields of §8.4 map onto the key layout of [`crate::layout`] as follows:
+//! A timer's fields map onto the key layout of [`crate::layout`] as follows:
 //!
-//! | §8.4 field        | where it is stored                                                      |
+//! | timer field       | where it is stored                                                      |
 //! |-------------------|-------------------------------------------------------------------------|
 //! | timer domain      | the state name: [`EVENT_TIME_TIMERS`] or [`PROCESSING_TIME_TIMERS`]     |
 //! | timestamp         | the key namespace: 8 bytes, [`encode_timestamp`]                        |
@@ -21,7 +20,7 @@
 //!
 //! The stored payload is empty and timers have no TTL. Each domain is one state of kind
 //! [`StateKind::Set`] with schema version 1, registered by the [`TimerService`] on first use,
-//! so a snapshot writes one segment per (shard, domain): the timer segment of seed 000 §8.2.
+//! so a snapshot writes one segment per (shard, domain): a timer segment.
 //! The state names start with `__`, which is reserved for such service states.
 //!
 //! The timestamp is the `i64` in milliseconds with its sign bit flipped, big-endian. All

@@ -1,6 +1,6 @@
-//! The checkpoint coordinator of one attempt of a job (seed 000 §5.2, §5.7, §5.8): triggers one
-//! epoch at a time, collects the tasks' acknowledgements, publishes the manifest, commits the
-//! sinks' transactions, and ends a bounded job with its final epoch.
+//! The checkpoint coordinator of one attempt of a job: triggers one epoch at a time, collects the
+//! tasks' acknowledgements, publishes the manifest, commits the sinks' transactions, and ends a
+//! bounded job with its final epoch.
 
 use super::{CheckpointConfig, TaskAck, TaskReport, Trigger, failpoint};
 use crate::error::{Error, Result};
@@ -249,7 +249,7 @@ impl Coordinator {
 
     fn on_ack(&mut self, ack: TaskAck, flight: Option<&mut InFlight>) {
         if ack.attempt != self.attempt {
-            // Fencing: a report of another attempt never counts (seed 000 §10.2).
+            // Fencing: a report of another attempt never counts.
             tracing::warn!(
                 task = %ack.snapshot.task,
                 attempt = %ack.attempt,
@@ -271,7 +271,7 @@ impl Coordinator {
             }
             _ => {
                 // A late acknowledgement of an aborted epoch: its sink pre-commit stays
-                // pending and a later durable epoch subsumes it (seed 000 §7.3).
+                // pending and a later durable epoch subsumes it.
                 for t in &ack.sink_transactions {
                     self.pending
                         .insert((t.operator.clone(), t.subtask, t.epoch), t.clone());

@@ -1,4 +1,4 @@
-//! Epoch checkpoints in the local runtime (seed 000 §5–§7, §10): the coordinator, what tasks
+//! Epoch checkpoints in the runtime (docs/fault-tolerance.md): the coordinator, what tasks
 //! report at a barrier, recovery from a durable manifest, and fail points for crash tests.
 //!
 //! The flow of one epoch: the [`coordinator`] publishes a trigger; every source subtask sees it
@@ -72,8 +72,9 @@ impl CheckpointStorage {
         })
     }
 
-    /// Checkpoints in any object store under `base` (S3, GCS, Azure or in-memory through
-    /// `object_store`); the store must support create-if-absent puts.
+    /// Checkpoints in an object store the caller built, under `base`; the store must support
+    /// create-if-absent puts. Weir itself builds only the local file system and in-memory
+    /// stores of `object_store`.
     pub fn object_store(store: Arc<dyn ObjectStore>, base: ObjectPath) -> Self {
         let display = format!("{store}/{base}");
         CheckpointStorage {

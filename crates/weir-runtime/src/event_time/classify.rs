@@ -1,4 +1,4 @@
-//! Row classification against the watermark in force before each row (DESIGN "Time").
+//! Row classification against the watermark in force before each row (docs/event-time.md).
 //!
 //! The watermark in force before row `i` of an input is derived from the largest event time of
 //! all rows before it on that input (a running prefix maximum) through

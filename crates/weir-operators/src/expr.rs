@@ -29,7 +29,7 @@ use weir_api::Error;
 /// The session is built on first use, and again after a function was registered, so a registry
 /// whose jobs plan no expression never builds one.
 #[derive(Clone, Default)]
-pub(crate) struct SharedSession {
+pub struct SharedSession {
     inner: Arc<RwLock<SessionSlot>>,
 }
 
@@ -45,7 +45,7 @@ struct SessionSlot {
 
 impl SharedSession {
     /// A session starting from `state` instead of DataFusion's defaults.
-    pub(crate) fn with_base(state: SessionState) -> Self {
+    pub fn with_base(state: SessionState) -> Self {
         let slot = SessionSlot {
             base: Some(state),
             ..SessionSlot::default()
@@ -56,7 +56,7 @@ impl SharedSession {
     }
 
     /// An independent copy: functions registered on it afterwards are not seen by `self`.
-    pub(crate) fn deep_clone(&self) -> Self {
+    pub fn deep_clone(&self) -> Self {
         let slot = self
             .inner
             .read()
@@ -68,14 +68,14 @@ impl SharedSession {
     }
 
     /// Adds a scalar function; it replaces one of the same name (or alias).
-    pub(crate) fn register_udf(&self, udf: Arc<ScalarUDF>) {
+    pub fn register_udf(&self, udf: Arc<ScalarUDF>) {
         let mut slot = self.inner.write().unwrap_or_else(PoisonError::into_inner);
         slot.udfs.push(udf);
         slot.built = None;
     }
 
     /// The session with every registered function, built if needed.
-    pub(crate) fn state(&self) -> Arc<SessionState> {
+    pub fn state(&self) -> Arc<SessionState> {
         if let Some(state) = &self
             .inner
             .read()
@@ -109,7 +109,7 @@ impl SharedSession {
 /// The session is built on first use, so registering the built-in factories costs nothing for
 /// jobs that do not use them.
 #[derive(Default)]
-pub(crate) struct ExprCompiler {
+pub struct ExprCompiler {
     session: SharedSession,
 }
 
@@ -141,7 +141,7 @@ impl ExprCompiler {
 
     /// A compiler over a session shared with a registry: it sees the functions registered there,
     /// also those registered after it was created.
-    pub(crate) fn shared(session: SharedSession) -> Self {
+    pub fn shared(session: SharedSession) -> Self {
         Self { session }
     }
 

@@ -52,7 +52,7 @@ impl FilterFactory {
 
     /// A factory planning with a session shared with its registry, so that it sees the scalar
     /// functions registered there, before or after it was created.
-    pub(crate) fn shared(session: SharedSession) -> Self {
+    pub fn shared(session: SharedSession) -> Self {
         Self {
             compiler: ExprCompiler::shared(session),
         }

@@ -39,7 +39,7 @@ pub struct WindowFactory;
 impl OperatorFactory for WindowFactory {
     fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let options: WindowOptions = decode_options(spec.options, spec.options_path)?;
-        let input = crate::operators::single_input("window", spec.operator_id, spec.input_schemas)?;
+        let input = crate::expr::single_input("window", spec.operator_id, spec.input_schemas)?;
         let cfg = WindowConfig::resolve(&options, &input, spec.options_path)?;
         Ok(Arc::new(PreparedWindow::new(cfg)))
     }

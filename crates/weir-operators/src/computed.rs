@@ -27,7 +27,7 @@ use weir_plan::ComputedColumn;
 /// The JSON path of the offending field and the error: a name that is already a column
 /// (`<origin>.computed[j].name`), or an expression that does not plan, has an `AS` alias
 /// (`<origin>.computed[j].expression`).
-pub(crate) fn with_computed_columns(
+pub fn with_computed_columns(
     source: Arc<dyn PreparedSource>,
     columns: &[ComputedColumn],
     origin: &str,

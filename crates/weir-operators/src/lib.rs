@@ -1,0 +1,37 @@
+//! The built-in operators a job is built from, and the expression planning they share.
+//!
+//! - [`FilterFactory`] (`filter`): keeps rows whose SQL predicate is true.
+//! - [`ProjectFactory`] (`project`): computes output columns from SQL expressions.
+//! - [`UnionFactory`] (`union`): merges inputs of the same columns into one stream.
+//! - [`window::WindowFactory`] (`window`): event-time windows with vectorized aggregates and
+//!   late-data policies (docs/windows.md).
+//! - [`with_computed_columns`]: sources' computed columns (`sources[i].computed`).
+//!
+//! `filter`, `project` and computed columns plan their SQL once, in
+//! [`weir_api::OperatorFactory::prepare`], with a DataFusion session (dialect, type coercion,
+//! simplification and the full scalar function registry). Each subtask's operator then only
+//! evaluates the shared physical expressions on every batch; nothing is re-planned per batch.
+//! Errors name the option's JSON path and the expression text, with DataFusion's message (which
+//! carries the position of a parse error). Scalar functions registered with the runtime's
+//! `Registry::register_udf` can be called from all of them.
+//!
+//! This crate stands on `weir-api`, `weir-plan` and `weir-state` (the windows' state images) and
+//! DataFusion; it knows nothing of tasks, channels or checkpoints, which are the runtime's.
+
+mod computed;
+pub mod event_time;
+mod expr;
+mod filter;
+mod project;
+mod union;
+pub mod window;
+
+pub use computed::with_computed_columns;
+/// The DataFusion crate the expressions are planned with, so that user scalar functions
+/// ([`ScalarUDF`](datafusion::logical_expr::ScalarUDF), for `Registry::register_udf`) are built
+/// against the same version.
+pub use datafusion;
+pub use expr::{ExprCompiler, SharedSession};
+pub use filter::FilterFactory;
+pub use project::ProjectFactory;
+pub use union::UnionFactory;

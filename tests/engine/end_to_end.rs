@@ -208,11 +208,9 @@ sinks: [{ name: out, connector: blackhole, input: gen }]
         .await
         .expect("prepare");
     job.plans.deployment.assignments[1].node_id = "agent-7".into();
-    let err = engine
-        .start(job)
-        .await
-        .err()
-        .expect("a task on another node is refused");
+    let Err(err) = engine.start(job).await else {
+        panic!("a task on another node is refused");
+    };
     let message = err.to_string();
     assert!(
         message.contains("placed on node `agent-7`") && message.contains("placed/placed/gen/1"),
@@ -224,11 +222,9 @@ sinks: [{ name: out, connector: blackhole, input: gen }]
         .await
         .expect("prepare");
     job.plans.deployment.assignments.pop();
-    let err = engine
-        .start(job)
-        .await
-        .err()
-        .expect("an unplaced task is refused");
+    let Err(err) = engine.start(job).await else {
+        panic!("an unplaced task is refused");
+    };
     assert!(err.to_string().contains("is placed on no node"), "{err}");
 
     let mut job = engine
@@ -236,11 +232,9 @@ sinks: [{ name: out, connector: blackhole, input: gen }]
         .await
         .expect("prepare");
     job.plans.deployment.partitioned_plan_fingerprint = "0".repeat(64);
-    let err = engine
-        .start(job)
-        .await
-        .err()
-        .expect("another plan's deployment is refused");
+    let Err(err) = engine.start(job).await else {
+        panic!("another plan's deployment is refused");
+    };
     assert!(err.to_string().contains("not this job's"), "{err}");
 
     // The plan as compiled runs.

@@ -1,7 +1,7 @@
 //! Epoch checkpoints in the runtime (docs/fault-tolerance.md): the coordinator, what tasks
 //! report at a barrier, recovery from a durable manifest, and fail points for crash tests.
 //!
-//! The flow of one epoch: the [`coordinator`] publishes a trigger; every source subtask sees it
+//! The flow of one epoch: the coordinator publishes a trigger; every source subtask sees it
 //! at its next safe point (after the batch in hand was handed on, or while it waits for a read),
 //! seals its cut (each split's next-to-read cursor and watermark progress) and sends the barrier
 //! down every channel. Tasks align barriers in their input gate, let their operators write

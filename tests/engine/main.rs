@@ -7,6 +7,7 @@ mod checkpoints;
 mod computed;
 mod end_to_end;
 mod keyed_state;
+mod plugin_contract;
 mod routing;
 mod sql_goldens;
 mod support;

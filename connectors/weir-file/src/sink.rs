@@ -9,7 +9,6 @@ use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use object_store::ObjectStoreExt;
 use object_store::registry::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
-use std::hash::{BuildHasher, Hasher};
 use std::sync::Arc;
 use weir_api::{
     ConnectorSpec, Epoch, Error, PreparedSink, Result, SinkCapability, SinkFactory, SinkWriter,
@@ -150,7 +149,7 @@ impl PreparedSink for FileSink {
             upload_bytes: self.upload_bytes,
             subtask: ctx.subtask.0,
             owner: SinkSubtask::of(ctx),
-            unique: unique_suffix(ctx),
+            unique: uuid::Uuid::new_v4().to_string(),
             seq: 0,
             current: None,
             epochs: None,
@@ -384,45 +383,6 @@ impl SinkWriter for FileSinkWriter {
         serde_json::to_value(&tx)
             .map_err(|e| Error::Internal(format!("encoding a file sink pre-commit: {e}")))
     }
-}
-
-/// A 128-bit hex id, unique per writer: OS randomness, or (where the OS has none to give) hashes
-/// of the time, process and task under randomly keyed std hashers.
-fn unique_suffix(ctx: &TaskContext) -> String {
-    let mut random = [0u8; 16];
-    if getrandom::fill(&mut random).is_ok() {
-        let a = u64::from_le_bytes(random[..8].try_into().unwrap_or_default());
-        let b = u64::from_le_bytes(random[8..].try_into().unwrap_or_default());
-        return format_id(a, b);
-    }
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or_default();
-    let mut halves = [0u64; 2];
-    for (i, half) in halves.iter_mut().enumerate() {
-        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
-        hasher.write_u128(nanos);
-        hasher.write_u32(std::process::id());
-        hasher.write(ctx.job_id.as_str().as_bytes());
-        hasher.write(ctx.operator_id.as_str().as_bytes());
-        hasher.write_u32(ctx.subtask.0);
-        hasher.write_usize(i);
-        *half = hasher.finish();
-    }
-    let [a, b] = halves;
-    format_id(a, b)
-}
-
-fn format_id(a: u64, b: u64) -> String {
-    format!(
-        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0xffff,
-        b >> 48,
-        b & 0xffff_ffff_ffff
-    )
 }
 
 #[cfg(test)]

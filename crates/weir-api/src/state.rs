@@ -178,8 +178,9 @@ impl<S> fmt::Debug for StateDescriptor<S> {
 ///   key; the shard MUST be the key's `weir_plan::key_hash` shard (also in a [`StateAddress`]),
 ///   or a snapshot and a rescale put the key in the wrong subtask. The `*_at` methods and
 ///   [`scan`](Self::scan) address entries explicitly and leave the current key alone.
-/// - Writes are staged in the task's journal and become durable only when the runtime commits
-///   the batch; reads see staged writes (read-your-writes).
+/// - Writes are staged in the task's journal and are committed only when the runtime commits
+///   the batch (its output was handed on); reads see staged writes (read-your-writes). What
+///   survives a crash is what the last checkpoint captured, not the local store.
 /// - An entry whose TTL has passed is never returned.
 ///
 /// # Errors

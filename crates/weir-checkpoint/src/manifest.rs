@@ -25,11 +25,11 @@
 
 use crate::error::{CheckpointError, CheckpointResult};
 use serde::{Deserialize, Serialize, Serializer};
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 use weir_api::{ChannelId, Epoch, EventTimeMs, JobId, OperatorId, PipelineId, SubtaskIndex};
 use weir_api::{TaskId, VertexId};
+use weir_plan::sha256_hex;
 use weir_state::SegmentDescriptor;
 
 /// The manifest format this build writes and reads (`formatVersion`). Version 2 added
@@ -224,18 +224,6 @@ fn canonical_opt_value<S: Serializer>(
     value.clone().map(weir_plan::canonicalize).serialize(s)
 }
 
-fn sha256_hex(parts: &[&[u8]]) -> String {
-    let mut hasher = Sha256::new();
-    for part in parts {
-        hasher.update(part);
-    }
-    hasher
-        .finalize()
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
-}
-
 /// The checksum of stored manifest bytes and the checksum they record, by the module's rule.
 ///
 /// # Errors
@@ -261,7 +249,7 @@ pub(crate) fn stored_checksums(bytes: &[u8], path: &str) -> CheckpointResult<(St
              truncated or reformatted?)",
         ));
     }
-    let computed = sha256_hex(&[body, EMPTY_CHECKSUM_TAIL]);
+    let computed = sha256_hex(&[body, EMPTY_CHECKSUM_TAIL].concat());
     Ok((String::from_utf8_lossy(hex).into_owned(), computed))
 }
 
@@ -363,7 +351,7 @@ impl EpochManifest {
             .checked_sub(tail.len())
             .filter(|&n| full[n..] == tail[..])
             .ok_or_else(|| failed("`checksum` is not the last field".to_owned()))?;
-        let checksum = sha256_hex(&[&full[..body_len], EMPTY_CHECKSUM_TAIL]);
+        let checksum = sha256_hex(&[&full[..body_len], EMPTY_CHECKSUM_TAIL].concat());
         Ok((full, body_len, checksum))
     }
 }

@@ -7,7 +7,6 @@ use crate::{
     PublishOutcome, TaskSnapshot,
 };
 use object_store::{ObjectStoreExt, PutPayload};
-use sha2::{Digest, Sha256};
 use weir_api::{Epoch, SubtaskIndex};
 use weir_plan::NodeKind;
 
@@ -61,10 +60,7 @@ fn canonical_json_round_trips_and_follows_the_documented_checksum_rule() -> Test
     let tail = format!(r#","checksum":"{checksum}"}}"#);
     assert!(text.ends_with(&tail), "checksum is the last field: {text}");
     let blank = format!(r#"{},"checksum":""}}"#, &text[..text.len() - tail.len()]);
-    let digest: String = Sha256::digest(blank.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let digest = weir_plan::sha256_hex(blank.as_bytes());
     assert_eq!(digest, checksum);
 
     let back = EpochManifest::from_json(&bytes, "m.json")?;
@@ -120,10 +116,7 @@ fn reseal(value: &serde_json::Value) -> Vec<u8> {
     value.as_object_mut().expect("object").remove("checksum");
     let text = serde_json::to_string(&value).expect("encodes");
     let body = text.strip_suffix('}').expect("object");
-    let digest: String = Sha256::digest(format!(r#"{body},"checksum":""}}"#).as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect();
+    let digest = weir_plan::sha256_hex(format!(r#"{body},"checksum":""}}"#).as_bytes());
     format!(r#"{body},"checksum":"{digest}"}}"#).into_bytes()
 }
 

@@ -37,18 +37,10 @@ pub trait Plan: Serialize + DeserializeOwned {
     }
 }
 
-/// Lower-case hex SHA-256 of `bytes`.
-pub(crate) fn sha256_hex(bytes: &[u8]) -> String {
-    hex(&Sha256::digest(bytes))
-}
-
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write;
-    let mut s = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(s, "{b:02x}");
-    }
-    s
+/// Lower-case hex SHA-256 of `bytes`: the one digest Weir writes into plans, manifests and
+/// segment descriptors, so that `sha256sum` on the same bytes prints the same string.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    format!("{:x}", Sha256::digest(bytes))
 }
 
 /// Sorts the keys of every object in `value`, recursively, so that options written in any key

@@ -37,7 +37,7 @@ mod stream_graph;
 
 pub use deployment::{DeploymentPlan, RuntimeNode, TaskAssignment, Transport};
 pub use error::{Error, Result};
-pub use fingerprint::{Plan, canonicalize};
+pub use fingerprint::{Plan, canonicalize, sha256_hex};
 pub use job_graph::{JobEdge, JobGraph, JobVertex};
 pub use model::{
     DEFAULT_CHANNEL_CAPACITY, DEFAULT_STATE_SHARDS, IdOrigin, MAX_PARALLELISM, ModelInput,

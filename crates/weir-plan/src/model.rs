@@ -1,13 +1,12 @@
 //! The StreamModel: canonical user intent, the one entry point of every front end.
 
 use crate::error::{Error, Result};
-use crate::fingerprint::{Plan, canonicalize, hex};
+use crate::fingerprint::{Plan, canonicalize, sha256_hex};
 use crate::schema_spec::{FieldSpec, schema_from_fields};
 use crate::spec::{
     BUILDER_ORIGIN, ComputedColumn, InputSpec, JobSpec, PartitionSpec, WatermarkSpec,
 };
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use weir_api::{BadRecordPolicy, DurationMs, JobId, OperatorId, PipelineId, SemanticMode};
 
@@ -584,8 +583,8 @@ fn structural_id(d: &Draft<'_>, upstream: &[serde_json::Value]) -> OperatorId {
         "options": canonicalize(d.options.clone()),
         "inputs": upstream,
     });
-    let digest = Sha256::digest(canonical.to_string().as_bytes());
-    OperatorId::new(format!("h{}", &hex(&digest)[..16]))
+    let digest = sha256_hex(canonical.to_string().as_bytes());
+    OperatorId::new(format!("h{}", &digest[..16]))
 }
 
 /// Kahn's algorithm, ties broken by declaration order; `Err` is a cycle (first node repeated).

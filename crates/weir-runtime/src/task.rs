@@ -144,7 +144,7 @@ impl ChainTask {
                         .await?;
                 }
                 self.drive(0, Item::Watermark(Watermark::END)).await?;
-                self.commit_state()?;
+                self.commit_state().await?;
                 self.await_final_epoch(Some((&progress, generators.as_ref())), &[])
                     .await?;
             }
@@ -153,11 +153,11 @@ impl ChainTask {
                 match event {
                     Ok(GateEvent::Data { input, batch }) => {
                         self.drive(0, Item::Batch(input, batch)).await?;
-                        self.commit_state()?;
+                        self.commit_state().await?;
                     }
                     Ok(GateEvent::Watermark(w)) => {
                         self.drive(0, Item::Watermark(w)).await?;
-                        self.commit_state()?;
+                        self.commit_state().await?;
                     }
                     Ok(GateEvent::Barrier(b)) => {
                         let inputs = gate.channel_states();
@@ -209,9 +209,22 @@ impl ChainTask {
     }
 
     /// Commits the state journal: the input just handled had its output handed on (to the sink
-    /// or into the outgoing channels), so its mutations are acknowledged.
-    pub(crate) fn commit_state(&self) -> Result<()> {
-        self.state.commit().map_err(|source| Error::Task {
+    /// or into the outgoing channels), so its mutations are acknowledged. The commit is not
+    /// fsynced; when no barrier made the state durable for a while, this does (off the async
+    /// workers).
+    pub(crate) async fn commit_state(&mut self) -> Result<()> {
+        let task_error = |source| Error::Task {
+            task: self.label.clone(),
+            source,
+        };
+        self.state.commit().map_err(task_error)?;
+        self.state.sync_if_due().await.map_err(task_error)
+    }
+
+    /// Makes every state commit so far durable, on the blocking pool (at barriers and at the
+    /// end of input).
+    pub(crate) async fn sync_state(&mut self) -> Result<()> {
+        self.state.sync().await.map_err(|source| Error::Task {
             task: self.label.clone(),
             source,
         })
@@ -291,12 +304,12 @@ impl ChainTask {
                             };
                             self.drive(0, item).await?;
                         }
-                        self.commit_state()?;
+                        self.commit_state().await?;
                     }
                     None if rows > 0 => {
                         reading.metrics.add_out(rows);
                         self.drive(0, Item::Batch(0, read.data)).await?;
-                        self.commit_state()?;
+                        self.commit_state().await?;
                     }
                     None => {}
                 }
@@ -310,7 +323,7 @@ impl ChainTask {
             {
                 reading.published(m);
                 self.drive(0, Item::Watermark(m)).await?;
-                self.commit_state()?;
+                self.commit_state().await?;
             }
             progress.splits[index].finished = true;
             self.job_metrics.split_done(split.size_bytes.unwrap_or(0));
@@ -406,7 +419,7 @@ impl ChainTask {
                         self.drive(0, Item::Watermark(m))
                             .await
                             .map_err(ReadError::Task)?;
-                        self.commit_state().map_err(ReadError::Task)?;
+                        self.commit_state().await.map_err(ReadError::Task)?;
                     }
                     if idle {
                         reading.release();
@@ -623,7 +636,8 @@ impl ChainTask {
             self.call_every_link(|op, out| op.on_end_of_input(out))
                 .await?;
         }
-        self.commit_state()?;
+        self.commit_state().await?;
+        self.sync_state().await?;
         if let Some(sink) = self.sink.as_mut() {
             sink.writer.finish().await.map_err(|source| Error::Task {
                 task: sink.label.clone(),

@@ -100,8 +100,8 @@ impl ChainTask {
 
     /// The task's part of epoch `barrier.epoch`, at the aligned barrier: flush at the final
     /// barrier, let every operator write its state, commit the journal, pre-commit the sink,
-    /// take the state view, forward the barrier, then write the segments and acknowledge in the
-    /// background.
+    /// take the state view, forward the barrier, write the segments and acknowledge in the
+    /// background, and make the local state file durable on the blocking pool.
     pub(crate) async fn checkpoint(
         &mut self,
         barrier: Barrier,
@@ -135,7 +135,7 @@ impl ChainTask {
                 images.push((link.operator.clone(), link.label.clone(), image));
             }
         }
-        self.commit_state()?;
+        self.commit_state().await?;
         let mut sink_transactions = Vec::new();
         if let Some(sink) = self.sink.as_mut().filter(|s| s.epochs) {
             let pre_commit = sink
@@ -222,7 +222,9 @@ impl ChainTask {
                 Err(e) => cp.report(TaskReport::Failed(e)),
             }
         }));
-        Ok(())
+        // The snapshot reads the committed state through its own view; the fsync that makes
+        // the local file durable at the barrier runs meanwhile, off the async workers.
+        self.sync_state().await
     }
 }
 

@@ -1,10 +1,17 @@
 //! The keyed-state backend of one task: opened on first use, its journal committed after every
-//! input whose output was handed on, rolled back when the task fails.
+//! input whose output was handed on, rolled back when the task fails, and made durable on the
+//! blocking pool at every checkpoint barrier and at least every [`SYNC_EVERY`] of commits.
 
 use std::path::PathBuf;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 use weir_api::{JobId, KeyedStateStore, OperatorId, StateBackendHandle, TaskId};
 use weir_state::{RedbStateBackend, SystemClock};
+
+/// The longest a task's commits stay without a durable commit when no barrier comes (jobs
+/// without checkpoints): redb reuses the pages freed since the last durable commit only after
+/// the next one, so this bounds the growth of the file.
+pub(crate) const SYNC_EVERY: Duration = Duration::from_secs(5);
 
 /// One task's redb state, shared by the operators of its chain.
 #[derive(Debug)]
@@ -12,6 +19,8 @@ pub(crate) struct TaskState {
     dir: PathBuf,
     task: TaskId,
     backend: OnceLock<RedbStateBackend>,
+    /// When the last durable commit was made (or the task started).
+    synced_at: Mutex<Instant>,
 }
 
 impl TaskState {
@@ -20,6 +29,7 @@ impl TaskState {
             dir,
             task,
             backend: OnceLock::new(),
+            synced_at: Mutex::new(Instant::now()),
         })
     }
 
@@ -61,17 +71,47 @@ impl TaskState {
             }
         }
         let backend = self.backend()?;
-        Ok(store
+        let report = store
             .restore(backend, segments, &weir_state::RestoreOptions::new())
-            .await?)
+            .await?;
+        self.sync().await?;
+        Ok(report)
     }
 
-    /// Makes the mutations staged since the last commit durable (no-op for stateless chains).
+    /// Commits the mutations staged since the last commit, without an fsync (no-op for
+    /// stateless chains): visible to every later read and snapshot, durable after [`Self::sync`].
     pub(crate) fn commit(&self) -> weir_api::Result<()> {
         match self.backend.get() {
             Some(b) if b.staged_len() > 0 => Ok(b.commit()?),
             _ => Ok(()),
         }
+    }
+
+    /// Makes every commit so far durable, on the blocking pool: the fsync never holds an async
+    /// worker. The task awaits it, so no commit of its own waits on redb's writer meanwhile.
+    pub(crate) async fn sync(&self) -> weir_api::Result<()> {
+        let Some(backend) = self.backend.get().filter(|b| b.needs_sync()).cloned() else {
+            return Ok(());
+        };
+        tokio::task::spawn_blocking(move || backend.sync())
+            .await
+            .map_err(|e| weir_api::Error::Internal(format!("syncing keyed state: {e}")))??;
+        *self
+            .synced_at
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()) = Instant::now();
+        Ok(())
+    }
+
+    /// [`Self::sync`] when the last durable commit is [`SYNC_EVERY`] old.
+    pub(crate) async fn sync_if_due(&self) -> weir_api::Result<()> {
+        let due = self
+            .synced_at
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .elapsed()
+            >= SYNC_EVERY;
+        if due { self.sync().await } else { Ok(()) }
     }
 
     /// Discards the mutations staged since the last commit.

@@ -15,6 +15,7 @@ use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
 use datafusion::sql::sqlparser::tokenizer::Token;
 use std::collections::BTreeMap;
+use weir_api::DurationMs;
 
 /// A physical column of a table.
 #[derive(Debug, Clone)]
@@ -148,29 +149,15 @@ pub(crate) fn sql_interval_ms(interval: &ast::Interval) -> Option<u64> {
     interval_text_ms(&text, unit.as_deref())
 }
 
-/// Milliseconds of `amount [unit]` with the unit given separately or inside the text.
+/// Milliseconds of `amount [unit]` with the unit given separately or inside the text, read by
+/// the one duration parser that job specs and `SET` use too.
 pub(crate) fn interval_text_ms(text: &str, unit: Option<&str>) -> Option<u64> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(text.len());
-    let (amount, inner_unit) = text.split_at(split);
-    let unit = unit.unwrap_or(inner_unit).trim().to_ascii_uppercase();
-    let base = match unit.strip_suffix('S') {
-        Some(stripped) if unit != "MS" => stripped,
-        _ => unit.as_str(),
-    };
-    let factor = match base {
-        "MILLISECOND" | "MS" => 1.0,
-        "SECOND" | "SEC" | "S" => 1_000.0,
-        "MINUTE" | "MIN" | "M" => 60_000.0,
-        "HOUR" | "H" => 3_600_000.0,
-        "DAY" | "D" => 86_400_000.0,
-        _ => return None,
-    };
-    let amount: f64 = amount.parse().ok()?;
-    let ms = amount * factor;
-    (ms >= 0.0 && ms.fract() == 0.0 && ms < 9.0e15).then_some(ms as u64)
+    match unit {
+        Some(unit) => DurationMs::parse_amount(text, unit),
+        None => DurationMs::parse(text),
+    }
+    .ok()
+    .map(|d| d.0)
 }
 
 fn watermark_delay(column: &str, expr: &SqlExpr) -> std::result::Result<u64, String> {

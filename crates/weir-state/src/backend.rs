@@ -7,7 +7,8 @@ use crate::layout::{self, EntryKey};
 use crate::store::RedbKeyedStore;
 use crate::view::StateReadView;
 use redb::{
-    Database, ReadOnlyTable, ReadableDatabase, ReadableTable, TableDefinition, WriteTransaction,
+    Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, TableDefinition,
+    WriteTransaction,
 };
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -48,13 +49,16 @@ pub(crate) type ReadTable = ReadOnlyTable<&'static [u8], &'static [u8]>;
 
 /// Everything behind the backend's lock.
 pub(crate) struct Inner {
-    pub(crate) db: Database,
+    /// Shared so that [`RedbStateBackend::sync`] can wait on the disk without holding the lock.
+    pub(crate) db: Arc<Database>,
     pub(crate) path: PathBuf,
     pub(crate) clock: Arc<dyn StateClock>,
     pub(crate) journal: Journal,
     migrations: HashMap<(String, String, u32), Migration>,
     /// A read transaction over committed data, reused until the next write to redb.
     read: Option<ReadTable>,
+    /// A write transaction committed since the last durable commit.
+    unsynced: bool,
 }
 
 /// The keyed-state backend of one task: one redb file, one journal shared by the task's
@@ -63,8 +67,15 @@ pub(crate) struct Inner {
 /// Cloning is cheap and shares the same file and journal. The runtime calls [`commit`] when the
 /// output of a batch is acknowledged and [`rollback`] when it fails.
 ///
+/// Commits are not fsynced: they are visible to every later read and snapshot, and a crash
+/// loses them, which costs nothing because recovery never reads a task's file (it restores the
+/// checkpoint's segments into a new one). [`sync`] makes everything committed durable; the
+/// runtime calls it off the async workers at every checkpoint barrier and now and then
+/// between, which also lets redb reuse the pages that earlier commits freed.
+///
 /// [`commit`]: RedbStateBackend::commit
 /// [`rollback`]: RedbStateBackend::rollback
+/// [`sync`]: RedbStateBackend::sync
 #[derive(Clone)]
 pub struct RedbStateBackend {
     inner: Arc<Mutex<Inner>>,
@@ -168,12 +179,13 @@ impl RedbStateBackend {
         txn.commit().map_err(|e| StateError::storage(ctx(), e))?;
         Ok(Self {
             inner: Arc::new(Mutex::new(Inner {
-                db,
+                db: Arc::new(db),
                 path: path.to_path_buf(),
                 clock,
                 journal: Journal::default(),
                 migrations: HashMap::new(),
                 read: None,
+                unsynced: false,
             })),
         })
     }
@@ -199,7 +211,8 @@ impl RedbStateBackend {
     /// Writes every staged mutation to redb in one write transaction, with the size accounting.
     ///
     /// Called by the runtime when the output of the batch that caused the mutations has been
-    /// acknowledged downstream. Either all mutations become durable or none.
+    /// acknowledged downstream. Either all mutations are committed or none. The commit is not
+    /// fsynced (redb's `Durability::None`): it is durable after the next [`sync`](Self::sync).
     ///
     /// # Errors
     ///
@@ -265,6 +278,39 @@ impl RedbStateBackend {
         })();
         if result.is_err() {
             inner.journal.restore(staged);
+        }
+        result
+    }
+
+    /// Whether a commit happened since the last [`sync`](Self::sync).
+    pub fn needs_sync(&self) -> bool {
+        self.lock().unsynced
+    }
+
+    /// Makes every commit so far durable: one empty redb write transaction with
+    /// `Durability::Immediate` (an fsync), after which redb also reuses the pages freed by the
+    /// commits before it. It blocks on the disk (milliseconds): call it off the async workers.
+    /// The lock is not held meanwhile, so reads of committed state go on.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Storage`] when redb fails; the commits stay committed but not durable.
+    pub fn sync(&self) -> StateResult<()> {
+        let db = {
+            let mut inner = self.lock();
+            if !inner.unsynced {
+                return Ok(());
+            }
+            inner.unsynced = false;
+            inner.db.clone()
+        };
+        let ctx = "making committed state durable";
+        let result = db
+            .begin_write()
+            .map_err(|e| StateError::storage(ctx, e))
+            .and_then(|txn| txn.commit().map_err(|e| StateError::storage(ctx, e)));
+        if result.is_err() {
+            self.lock().unsynced = true;
         }
         result
     }
@@ -443,10 +489,16 @@ impl RedbStateBackend {
 }
 
 impl Inner {
-    fn begin_write(&self, context: &str) -> StateResult<WriteTransaction> {
-        self.db
+    /// A write transaction whose commit is not fsynced (see [`RedbStateBackend::sync`]).
+    fn begin_write(&mut self, context: &str) -> StateResult<WriteTransaction> {
+        let mut txn = self
+            .db
             .begin_write()
-            .map_err(|e| StateError::storage(context, e))
+            .map_err(|e| StateError::storage(context, e))?;
+        txn.set_durability(Durability::None)
+            .map_err(|e| StateError::storage(context, e))?;
+        self.unsynced = true;
+        Ok(txn)
     }
 
     /// The entries table of the cached read transaction over committed data.

@@ -11,7 +11,7 @@ use crate::error::{StateError, StateResult};
 use crate::restore::background;
 use crate::segment::{
     BATCH_ROWS, FileMeta, SegmentDescriptor, SegmentHeader, check_disjoint, image_segment_path,
-    parquet_error, sha256_hex, writer_properties,
+    parquet_error, writer_properties,
 };
 use crate::snapshot::{SegmentStore, SnapshotScope};
 use arrow::array::{Array, ArrayRef, BinaryArray, BinaryBuilder, BooleanArray, UInt32Array};
@@ -24,6 +24,7 @@ use parquet::arrow::ArrowWriter;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::sync::Arc;
 use weir_api::{StateRows, StateShardId};
+use weir_plan::sha256_hex;
 
 /// Image segments fetched and decoded at once by [`SegmentStore::read_image`].
 const IMAGE_CONCURRENCY: usize = 4;

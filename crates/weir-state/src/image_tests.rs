@@ -122,7 +122,7 @@ async fn an_image_round_trips_through_a_local_directory() -> TestResult {
     assert_eq!((d.subtask, d.state.as_str()), (SubtaskIndex(1), "windows"));
     let file = std::fs::read(root.path().join("base").join(&d.path))?;
     assert_eq!(file.len() as u64, d.bytes);
-    assert_eq!(crate::segment::sha256_hex(&file), d.sha256);
+    assert_eq!(weir_plan::sha256_hex(&file), d.sha256);
 
     // The key-value metadata names the range.
     let bytes = store.fetch_verified(&d).await?;

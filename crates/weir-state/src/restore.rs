@@ -3,15 +3,14 @@
 
 use crate::backend::RedbStateBackend;
 use crate::error::{StateError, StateResult};
-use crate::segment::{
-    DecodedSegment, SegmentDescriptor, check_disjoint, decode_segment, sha256_hex,
-};
+use crate::segment::{DecodedSegment, SegmentDescriptor, check_disjoint, decode_segment};
 use crate::snapshot::SegmentStore;
 use bytes::Bytes;
 use futures::{StreamExt, TryStreamExt};
 use object_store::ObjectStoreExt;
 use std::collections::{BTreeMap, HashMap};
 use weir_api::{JobId, OperatorId, StateShardId, StateSpec};
+use weir_plan::sha256_hex;
 
 /// Segments fetched and decoded ahead of the one being loaded into redb.
 const PREFETCH: usize = 2;

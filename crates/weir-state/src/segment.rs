@@ -62,11 +62,11 @@ use parquet::file::metadata::KeyValue;
 use parquet::file::properties::WriterProperties;
 use parquet::schema::types::ColumnPath;
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
 use std::ops::RangeInclusive;
 use std::sync::Arc;
 use weir_api::{Epoch, JobId, OperatorId, StateShardId, StateSpec, SubtaskIndex};
+use weir_plan::sha256_hex;
 
 /// Metadata key: the state's [`StateSpec`] as JSON (`{"name","kind","schemaVersion","ttlMs"}`).
 pub const META_SPEC: &str = "weir.state.spec";
@@ -90,7 +90,8 @@ pub const META_NAMESPACE: &str = "weir.checkpointNamespace";
 pub const META_FORMAT_VERSION: &str = "weir.stateFormatVersion";
 /// Metadata key: the payload codec, always [`CODEC`].
 pub const META_CODEC: &str = "weir.codec";
-/// The payload codec named in every segment (seed 000 §8.3: a descriptor names its codec).
+/// The payload codec named in every segment: a descriptor names its codec, so a reader of
+/// another build knows how the payloads are encoded.
 pub const CODEC: &str = "postcard-1";
 /// File name suffix of a segment; the state name is percent-encoded before it.
 pub const SEGMENT_SUFFIX: &str = ".parquet";
@@ -336,14 +337,6 @@ fn stable_path(
         shards,
         &file,
     ])
-}
-
-/// Lowercase hex SHA-256 of `bytes`.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 fn schema() -> SchemaRef {

@@ -91,7 +91,7 @@ impl SegmentStore {
 /// What one snapshot covers: one operator of one subtask at one epoch.
 #[derive(Debug, Clone)]
 pub struct SnapshotScope {
-    /// The checkpoint namespace (by default derived from job and pipeline, seed 000 §14.2).
+    /// The checkpoint namespace (by default derived from job and pipeline; docs/checkpoints.md).
     pub namespace: String,
     /// The epoch being checkpointed.
     pub epoch: Epoch,
@@ -144,7 +144,7 @@ impl PendingSnapshot {
     /// encoding fails, [`StateError::Corrupt`] for an entry of an unregistered state or of a
     /// shard this subtask does not own (a routing bug: the entry would otherwise be lost on
     /// restore), [`StateError::Storage`] when redb fails. Segments uploaded before the error
-    /// stay behind as orphans, unreferenced by any manifest (seed 000 §14.1).
+    /// stay behind as orphans, unreferenced by any manifest (the manifest is the commit point).
     ///
     /// # Cancel safety
     ///

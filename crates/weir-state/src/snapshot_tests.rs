@@ -147,7 +147,7 @@ async fn round_trip(store: Arc<dyn ObjectStore>, files: Option<&std::path::Path>
         if let Some(root) = files {
             let bytes = std::fs::read(root.join("base").join(&d.path))?;
             assert_eq!(bytes.len() as u64, d.bytes);
-            assert_eq!(crate::segment::sha256_hex(&bytes), d.sha256);
+            assert_eq!(weir_plan::sha256_hex(&bytes), d.sha256);
         }
     }
     // The descriptor is manifest JSON with camelCase fields.

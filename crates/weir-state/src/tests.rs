@@ -77,6 +77,46 @@ fn value_and_map_state_survive_reopen() -> TestResult {
 }
 
 #[test]
+fn commits_are_visible_at_once_and_durable_after_sync() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("t.redb");
+    let clock = ManualClock::new(1_000);
+    {
+        let backend = open(&path, &clock)?;
+        assert!(!backend.needs_sync(), "a fresh file has nothing to sync");
+        let mut s = store(&backend, "job", "op");
+        set_key(&mut s, "alice");
+        s.value_state(&count())?.update(&7)?;
+        backend.commit()?;
+        assert!(backend.needs_sync(), "a commit is not fsynced");
+        // Reads and snapshot views see the commit before any sync.
+        let shard = s_shard("alice");
+        assert_eq!(committed(&backend, "job", "op", shard).len(), 1);
+        set_key(&mut s, "alice");
+        assert_eq!(s.value_state(&count())?.value()?, Some(7));
+        backend.sync()?;
+        assert!(!backend.needs_sync());
+        backend.sync()?;
+        assert!(
+            !backend.needs_sync(),
+            "a sync with nothing to do stays a no-op"
+        );
+        set_key(&mut s, "bob");
+        s.value_state(&count())?.update(&1)?;
+        backend.commit()?;
+        assert!(backend.needs_sync());
+        backend.sync()?;
+    }
+    let backend = open(&path, &clock)?;
+    let mut s = store(&backend, "job", "op");
+    set_key(&mut s, "alice");
+    assert_eq!(s.value_state(&count())?.value()?, Some(7));
+    set_key(&mut s, "bob");
+    assert_eq!(s.value_state(&count())?.value()?, Some(1));
+    Ok(())
+}
+
+#[test]
 fn jobs_operators_and_namespaces_never_see_each_other() -> TestResult {
     let dir = tempfile::tempdir()?;
     let backend = open(&dir.path().join("t.redb"), &ManualClock::new(0))?;

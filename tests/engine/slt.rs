@@ -244,7 +244,12 @@ fn rows(schema: &Schema, batches: &[RecordBatch]) -> Result<DBOutput<DefaultColu
 fn column_type(data_type: &DataType) -> DefaultColumnType {
     if data_type.is_integer() {
         DefaultColumnType::Integer
-    } else if data_type.is_floating() || matches!(data_type, DataType::Decimal128(..)) {
+    } else if data_type.is_floating()
+        || matches!(
+            data_type,
+            DataType::Decimal128(..) | DataType::Decimal256(..)
+        )
+    {
         DefaultColumnType::FloatingPoint
     } else {
         DefaultColumnType::Text

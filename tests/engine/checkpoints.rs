@@ -173,10 +173,14 @@ async fn run_to_end(
         .await
 }
 
+/// How long [`run_and_kill`] waits for its epochs (or the job's end) before failing.
+const KILL_DEADLINE: Duration = Duration::from_secs(60);
+
 /// Starts `job` and kills it once `epochs` epochs are durable (or lets it end first); returns
-/// whether it was killed.
+/// whether it was killed. Fails when neither happens within `KILL_DEADLINE`.
 async fn run_and_kill(engine: &Engine, job: JobSpec, options: RunOptions, epochs: u64) -> bool {
     let running = start(engine, &job, options).await.expect("start");
+    let started = std::time::Instant::now();
     loop {
         let durable = running
             .checkpoint_summary()
@@ -190,6 +194,10 @@ async fn run_and_kill(engine: &Engine, job: JobSpec, options: RunOptions, epochs
             running.wait().await.expect("the job ended by itself");
             return false;
         }
+        assert!(
+            started.elapsed() < KILL_DEADLINE,
+            "the job neither made {epochs} epochs durable nor ended within {KILL_DEADLINE:?}"
+        );
         tokio::time::sleep(Duration::from_millis(1)).await;
     }
 }

@@ -77,7 +77,7 @@ pub fn read_published_parts(dir: &Path) -> Vec<RecordBatch> {
     out
 }
 
-/// Rows as the SQL goldens write them: cells joined by `" | "`, nulls as `NULL`, sorted.
+/// Rows as strings, cells joined by `" | "`, nulls as `NULL`; sorted, to compare as multisets.
 pub fn format_rows(batches: &[RecordBatch]) -> Vec<String> {
     use arrow::util::display::{ArrayFormatter, FormatOptions};
     let options = FormatOptions::default().with_null("NULL");

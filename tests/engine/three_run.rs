@@ -1,9 +1,12 @@
-//! The three-run recovery harness (STYLE.md), applied to every example and every golden
-//! pipeline with results:
+//! The three-run recovery harness, applied to every example and every SQL golden (`sql/*.slt`)
+//! whose job succeeds and has queried results:
 //!
 //! 1. run to the end at parallelism 1, without checkpoints: the reference output;
-//! 2. run at parallelism 2 with a checkpoint every millisecond, killed (as a crash: no flush,
-//!    no commit) as soon as an epoch is durable;
+//! 2. run at parallelism 2 with a checkpoint every millisecond, its sources held mid-input
+//!    (see [`Hold`]), killed (as a crash: no flush, no commit) once an epoch taken while they
+//!    were held is durable. The run has a tokio runtime of its own, shut down after the kill:
+//!    that waits for every file write a task had handed to a blocking thread, so nothing of
+//!    run (2) is still running when run (3) starts;
 //! 3. restore the latest checkpoint at parallelism 3 into the same output directories and run
 //!    to the end.
 //!
@@ -11,21 +14,28 @@
 //! after (1), as multisets, and nothing may be left staged.
 //!
 //! All three runs read their sources with the same options. A source without a `batch_size`
-//! reads one row per batch in every run, so that tiny inputs give the kill many places to land;
-//! a golden that sets its own batch size keeps it, because its watermarks advance per batch and
-//! its hand-computed results depend on it. Runs (2) and (3) also use one-message channels, so
-//! that backpressure holds sources back until the first barrier; that changes no result.
+//! reads one row per batch in every run, so that the hold after the first batch cuts tiny
+//! inputs after their first row; a golden that sets its own batch size keeps it, because its
+//! watermarks advance per batch and its hand-computed results depend on it. Runs (2) and (3)
+//! also use one-message channels (backpressure); that changes no result.
 //!
-//! Where the restored checkpoint was not strictly inside the input (taken before the first row
-//! or after the last), runs (2) and (3) are tried again in fresh directories, see
-//! [`check_all`]. Run with `--nocapture` to see where each kill landed.
+//! A pipeline whose restored checkpoint was not strictly inside its input (every split read to
+//! its end before the hold) fails the test: its recovery was not tested. Run with `--nocapture`
+//! to see where each kill landed.
 
-use crate::sql_goldens::{golden_files, parse};
+use crate::slt::{at_dir, golden, golden_files};
 use crate::support::{format_rows, read_published_parts};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use weir::api::DurationMs;
+use weir::api::arrow::datatypes::SchemaRef;
+use weir::api::{
+    Boundedness, ConnectorSpec, PreparedSource, SourceCapability, SourceFactory, SourceSplit,
+    SplitBatch, SplitReader, TaskContext,
+};
 use weir::plan::CheckpointSpec;
 use weir::{CheckpointStorage, Engine, JobSpec, RestoreFrom, RunOptions};
 
@@ -36,10 +46,12 @@ const CHECKPOINT_INTERVAL: DurationMs = DurationMs(1);
 /// Channel capacity in runs (2) and (3): backpressure keeps sources from racing through tiny
 /// inputs before the first barrier.
 const CHANNEL_CAPACITY: u32 = 1;
-/// How long run (2) may take to make the epoch it waits for durable.
+/// How long run (2) may take to hold its sources and make an epoch taken then durable.
 const DURABLE_DEADLINE: Duration = Duration::from_secs(30);
-/// Attempts of runs (2) and (3) per pipeline, while the kill misses the middle of the input.
-const ATTEMPTS: u64 = 3;
+/// Batches with rows each split reader of run (2) emits before it holds.
+const HOLD_AFTER: u64 = 1;
+/// Worker threads of run (2)'s own runtime.
+const KILLED_RUN_THREADS: usize = 2;
 
 /// A job under test: where its spec comes from.
 enum Pipeline {
@@ -48,8 +60,8 @@ enum Pipeline {
     Yaml(PathBuf),
     /// A SQL script, with the same path rules as `Yaml`.
     Sql(PathBuf),
-    /// A golden: input files written to the run's directory, `$DIR` in the script replaced
-    /// by it.
+    /// A golden: its `WRITE FILE` inputs written and its job script compiled, with the
+    /// runner's `$__TEST_DIR__` replaced by the run's directory.
     Golden {
         sql: String,
         inputs: Vec<(String, String)>,
@@ -71,9 +83,9 @@ impl Pipeline {
             }
             Pipeline::Golden { sql, inputs } => {
                 for (file, content) in inputs {
-                    std::fs::write(dir.join(file), content).expect("write input");
+                    std::fs::write(at_dir(file, dir), content).expect("write input");
                 }
-                compile(&sql.replace("$DIR", &dir.display().to_string()), name).await
+                compile(&at_dir(sql, dir), name).await
             }
         };
         for source in &mut spec.sources {
@@ -197,15 +209,15 @@ async fn reference(engine: &Engine, name: &str, pipeline: &Pipeline) -> Referenc
     }
 }
 
-/// Runs (2) and (3) in fresh directories: parallelism 2 killed once `kill_after` epochs are
-/// durable, then parallelism 3 restored from the latest checkpoint to the end; compares the
+/// Runs (2) and (3) in fresh directories: parallelism 2 with every split reader held after
+/// `hold_after` batches, killed once an epoch taken while held is durable, then parallelism 3 restored from the latest checkpoint to the end; compares the
 /// published output with `reference`.
 async fn kill_and_restore(
     engine: &Engine,
     name: &str,
     pipeline: &Pipeline,
     reference: &Reference,
-    kill_after: u64,
+    hold_after: u64,
 ) -> Attempt {
     let file = Some(name);
     let dir = tempfile::tempdir().expect("tempdir");
@@ -213,36 +225,18 @@ async fn kill_and_restore(
     let spec = checkpointed(pipeline.spec(name, dir.path()).await);
 
     let state = tempfile::tempdir().expect("tempdir");
-    let prepared = engine
-        .prepare(&at_parallelism(spec.clone(), 2), file)
+    let killed = {
+        let (spec, name) = (at_parallelism(spec.clone(), 2), name.to_owned());
+        let (checkpoints, state) = (checkpoints.clone(), state.path().to_path_buf());
+        tokio::task::spawn_blocking(move || {
+            run_killed(&spec, &name, &checkpoints, &state, hold_after)
+        })
         .await
-        .unwrap_or_else(|e| panic!("{name}: prepare (2): {e:#}"));
-    let job = engine
-        .start_with(prepared, run_options(&checkpoints, state.path(), None))
-        .await
-        .unwrap_or_else(|e| panic!("{name}: start (2): {e:#}"));
-    let started = Instant::now();
-    let killed_at = loop {
-        let summary = job.checkpoint_summary().unwrap_or_default();
-        if summary.completed >= kill_after && summary.last_durable_epoch.is_some() {
-            job.kill().await;
-            // Every task has stopped, but a file write a task had handed to a blocking thread
-            // may still land (a process kill would stop it too): let it, before run (3)
-            // cleans up the staging directory.
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            break summary.last_durable_epoch;
-        }
-        if job.is_finished() {
-            job.wait()
-                .await
-                .unwrap_or_else(|e| panic!("{name}: run (2): {e:#}"));
-            break None;
-        }
-        assert!(
-            started.elapsed() < DURABLE_DEADLINE,
-            "{name}: run (2) made no {kill_after} epochs durable in {DURABLE_DEADLINE:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(1)).await;
+    };
+    let killed_at = match killed {
+        Ok(killed_at) => killed_at,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => panic!("{name}: run (2): {e}"),
     };
 
     let state = tempfile::tempdir().expect("tempdir");
@@ -294,6 +288,184 @@ async fn kill_and_restore(
     }
 }
 
+/// Run (2) on a runtime of its own: `spec` with checkpoints in `checkpoints`, every split
+/// reader held after `hold_after` batches, killed once two more epochs have completed since the
+/// first reader was held and one is durable; returns that durable epoch, or `None` when the job
+/// ended first (nothing was held). The second of those epochs was triggered after the hold, so
+/// the held readers' cut is at the hold. The runtime is shut down before this returns, which
+/// waits for the blocking threads (file writes) of the killed tasks.
+fn run_killed(
+    spec: &JobSpec,
+    name: &str,
+    checkpoints: &Path,
+    state: &Path,
+    hold_after: u64,
+) -> Option<u64> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(KILLED_RUN_THREADS)
+        .enable_all()
+        .build()
+        .expect("runtime of run (2)");
+    let killed_at = runtime.block_on(async {
+        let hold = Arc::new(Hold {
+            after: hold_after,
+            held: AtomicU64::new(0),
+        });
+        let mut engine = Engine::new();
+        hold.wrap_sources(&mut engine);
+        let prepared = engine
+            .prepare(spec, Some(name))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: prepare (2): {e:#}"));
+        let job = engine
+            .start_with(prepared, run_options(checkpoints, state, None))
+            .await
+            .unwrap_or_else(|e| panic!("{name}: start (2): {e:#}"));
+        let started = Instant::now();
+        let mut completed_at_hold = None;
+        loop {
+            let summary = job.checkpoint_summary().unwrap_or_default();
+            if completed_at_hold.is_none() && hold.held.load(Ordering::Acquire) > 0 {
+                completed_at_hold = Some(summary.completed);
+            }
+            if let Some(at_hold) = completed_at_hold
+                && summary.completed >= at_hold + 2
+                && summary.last_durable_epoch.is_some()
+            {
+                job.kill().await;
+                break summary.last_durable_epoch;
+            }
+            if job.is_finished() {
+                job.wait()
+                    .await
+                    .unwrap_or_else(|e| panic!("{name}: run (2): {e:#}"));
+                break None;
+            }
+            assert!(
+                started.elapsed() < DURABLE_DEADLINE,
+                "{name}: run (2) neither ended nor made an epoch taken while its sources were \
+                 held durable in {DURABLE_DEADLINE:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+    });
+    drop(runtime);
+    killed_at
+}
+
+/// Where run (2)'s sources stop: every split reader emits its first `after` batches with rows,
+/// then its next read never completes, until the kill. A source task injects checkpoint
+/// barriers while a read is pending, so every epoch triggered after the hold cuts that split
+/// right after those batches: inside the input whenever the split has more.
+#[derive(Debug)]
+struct Hold {
+    /// Batches with rows each reader emits before it holds.
+    after: u64,
+    /// Readers holding now.
+    held: AtomicU64,
+}
+
+impl Hold {
+    /// Replaces every source connector of `engine` with one whose readers hold.
+    fn wrap_sources(self: &Arc<Self>, engine: &mut Engine) {
+        for connector in ["file", "datagen"] {
+            let inner = Arc::clone(
+                engine
+                    .registry_mut()
+                    .source(connector)
+                    .unwrap_or_else(|| panic!("no `{connector}` source")),
+            );
+            let factory = HoldingFactory {
+                inner,
+                hold: Arc::clone(self),
+            };
+            engine
+                .registry_mut()
+                .register_source(connector, Arc::new(factory));
+        }
+    }
+}
+
+/// A source factory whose sources' readers hold (see [`Hold`]).
+struct HoldingFactory {
+    inner: Arc<dyn SourceFactory>,
+    hold: Arc<Hold>,
+}
+
+#[async_trait::async_trait]
+impl SourceFactory for HoldingFactory {
+    async fn prepare(&self, spec: ConnectorSpec<'_>) -> weir::api::Result<Arc<dyn PreparedSource>> {
+        Ok(Arc::new(HoldingSource {
+            inner: self.inner.prepare(spec).await?,
+            hold: Arc::clone(&self.hold),
+        }))
+    }
+}
+
+/// A prepared source whose readers hold (see [`Hold`]); everything else is the inner source's.
+#[derive(Debug)]
+struct HoldingSource {
+    inner: Arc<dyn PreparedSource>,
+    hold: Arc<Hold>,
+}
+
+#[async_trait::async_trait]
+impl PreparedSource for HoldingSource {
+    fn schema(&self) -> SchemaRef {
+        self.inner.schema()
+    }
+
+    fn capabilities(&self) -> Vec<SourceCapability> {
+        self.inner.capabilities()
+    }
+
+    fn boundedness(&self) -> Boundedness {
+        self.inner.boundedness()
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    async fn enumerate_splits(&self) -> weir::api::Result<Vec<SourceSplit>> {
+        self.inner.enumerate_splits().await
+    }
+
+    async fn open_split(
+        &self,
+        split: &SourceSplit,
+        ctx: &TaskContext,
+    ) -> weir::api::Result<Box<dyn SplitReader>> {
+        Ok(Box::new(HoldingReader {
+            inner: self.inner.open_split(split, ctx).await?,
+            hold: Arc::clone(&self.hold),
+            emitted: 0,
+        }))
+    }
+}
+
+/// A split reader that holds after `hold.after` batches with rows.
+struct HoldingReader {
+    inner: Box<dyn SplitReader>,
+    hold: Arc<Hold>,
+    emitted: u64,
+}
+
+#[async_trait::async_trait]
+impl SplitReader for HoldingReader {
+    async fn next_batch(&mut self) -> weir::api::Result<Option<SplitBatch>> {
+        if self.emitted >= self.hold.after {
+            self.hold.held.fetch_add(1, Ordering::AcqRel);
+            std::future::pending::<()>().await;
+        }
+        let batch = self.inner.next_batch().await?;
+        if batch.as_ref().is_some_and(|b| b.data.num_rows() > 0) {
+            self.emitted += 1;
+        }
+        Ok(batch)
+    }
+}
+
 /// The rows of sorted `a` not matched by a row of sorted `b` (multiset difference).
 fn difference(a: &[String], b: &[String]) -> Vec<String> {
     let mut out = Vec::new();
@@ -324,58 +496,38 @@ fn staged_files(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// Runs every pipeline through the three runs, prints how many the kill caught mid-way, and
-/// fails with every difference found.
-///
-/// When a kill misses the middle of the input, runs (2) and (3) are tried again, up to
-/// `ATTEMPTS` times: waiting for one more epoch when the restored cut was at the start, as is
-/// when it was at the end (the race may land elsewhere next time). Every attempt is checked.
+/// Runs every pipeline through the three runs, prints where each kill landed, and fails with
+/// every difference found and every pipeline the kill did not cut strictly inside its input.
 async fn check_all(pipelines: Vec<(String, Pipeline)>) {
     let engine = Engine::new();
     let mut failures = Vec::new();
-    let mut mid_way = Vec::new();
     let mut missed = Vec::new();
     for (name, pipeline) in &pipelines {
         let started = Instant::now();
         let reference = reference(&engine, name, pipeline).await;
-        let mut kill_after = 1;
-        let mut report = Vec::new();
-        let mut caught = false;
-        for _ in 0..ATTEMPTS {
-            let attempt = kill_and_restore(&engine, name, pipeline, &reference, kill_after).await;
-            caught = attempt.mid_way(&reference);
-            report.push(format!(
-                "killed with epoch {:?} durable, restored {:?}, {} rows read after it{}",
-                attempt.killed_at,
-                attempt.restored_from,
-                attempt.read_after_restore,
-                if caught { " (mid-way)" } else { "" },
-            ));
-            failures.extend(attempt.failures);
-            if caught {
-                break;
-            }
-            if attempt.read_after_restore >= reference.rows_read {
-                kill_after += 1;
-            }
-        }
+        let attempt = kill_and_restore(&engine, name, pipeline, &reference, HOLD_AFTER).await;
+        let mid_way = attempt.mid_way(&reference);
         println!(
-            "three-run {name}: {} rows read; {} ({:.1?})",
+            "three-run {name}: {} rows read; held after {HOLD_AFTER} batches, killed with epoch \
+             {:?} durable, restored {:?}, {} rows read after it{} ({:.1?})",
             reference.rows_read,
-            report.join("; "),
+            attempt.killed_at,
+            attempt.restored_from,
+            attempt.read_after_restore,
+            if mid_way { " (mid-way)" } else { "" },
             started.elapsed()
         );
-        if caught {
-            mid_way.push(name.as_str());
-        } else {
+        failures.extend(attempt.failures);
+        if !mid_way {
             missed.push(name.as_str());
         }
     }
-    println!(
-        "three-run: {} pipelines, {} killed mid-way; not mid-way in {ATTEMPTS} attempts: {missed:?}",
-        pipelines.len(),
-        mid_way.len(),
-    );
+    if !missed.is_empty() {
+        failures.push(format!(
+            "the restored checkpoint was not strictly inside the input of {missed:?}: their \
+             recovery was not tested"
+        ));
+    }
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
 
@@ -395,18 +547,20 @@ async fn three_run_examples() {
 async fn three_run_sql_goldens() {
     let mut pipelines: Vec<(String, Pipeline)> = Vec::new();
     for path in golden_files() {
-        let golden = parse(&path);
-        if golden.results.is_empty() || !golden.error.is_empty() {
+        let golden = golden(&path);
+        if golden.queries == 0 || golden.fails {
             continue;
         }
         let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
+        let [sql] = <[String; 1]>::try_from(golden.jobs)
+            .unwrap_or_else(|jobs| panic!("{name}: {} job scripts, not one", jobs.len()));
         pipelines.push((
             name,
             Pipeline::Golden {
-                sql: golden.sql,
+                sql,
                 inputs: golden.inputs,
             },
         ));

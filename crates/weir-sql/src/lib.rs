@@ -31,6 +31,10 @@ use crate::script::Statement;
 use crate::spec::{JobBuilder, Settings, Table};
 use crate::tvf::{KINDS, Schemas, StreamTable, WindowTvf, function_name};
 use arrow::datatypes::{Field, Schema};
+use datafusion::catalog::{
+    CatalogProvider, CatalogProviderList, MemoryCatalogProvider, MemoryCatalogProviderList,
+    MemorySchemaProvider,
+};
 use datafusion::execution::SessionState;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::SessionContext;
@@ -92,6 +96,24 @@ impl SqlCompiler {
         Self { state }
     }
 
+    /// The compiler's state with an empty catalog of its own: the tables a script declares are
+    /// registered there, so they neither leak into the state's owner (the runtime's registry
+    /// shares its catalog with every clone) nor clash with those of a later script.
+    fn fresh_state(&self) -> SessionState {
+        let options = self.state.config().options();
+        let schema = MemoryCatalogProvider::new();
+        // A fresh schema provider never refuses a registration.
+        let _ = schema.register_schema(
+            &options.catalog.default_schema,
+            Arc::new(MemorySchemaProvider::new()),
+        );
+        let catalogs = MemoryCatalogProviderList::new();
+        catalogs.register_catalog(options.catalog.default_catalog.clone(), Arc::new(schema));
+        SessionStateBuilder::new_from_existing(self.state.clone())
+            .with_catalog_list(Arc::new(catalogs))
+            .build()
+    }
+
     /// Compiles a script; `file` names it in errors.
     ///
     /// # Errors
@@ -100,7 +122,7 @@ impl SqlCompiler {
     /// bad options, and constructs a streaming job cannot run.
     pub async fn compile(&self, sql: &str, file: &str) -> Result<SqlJob> {
         let statements = script::split(sql, file)?;
-        let ctx = SessionContext::new_with_state(self.state.clone());
+        let ctx = SessionContext::new_with_state(self.fresh_state());
         let schemas: Schemas = Arc::new(RwLock::new(Default::default()));
         for kind in KINDS {
             ctx.register_udtf(
@@ -311,4 +333,33 @@ fn planning_error(stmt: &Statement, message: &str) -> SqlError {
         .and_then(|n| stmt.find_word(&n))
         .unwrap_or(stmt.here.position);
     stmt.here.at(position).invalid(cleaned)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SCRIPT: &str = "CREATE TABLE t (a BIGINT) WITH ('connector' = 'filesystem', \
+        'path' = 'in.csv', 'format' = 'csv');\n\
+        CREATE TABLE o (a BIGINT) WITH ('connector' = 'filesystem', 'path' = 'out', \
+        'format' = 'parquet');\n\
+        INSERT INTO o SELECT a FROM t;";
+
+    #[tokio::test]
+    async fn each_script_compiles_against_a_catalog_of_its_own() {
+        let state = SessionStateBuilder::new().with_default_features().build();
+        let compiler = SqlCompiler::with_session_state(state.clone());
+        let first = compiler.compile(SCRIPT, "first.sql").await.expect("first");
+        // The same table names again, on the same compiler: no "already exists".
+        let second = compiler
+            .compile(SCRIPT, "second.sql")
+            .await
+            .expect("second");
+        assert_eq!(first.spec.sinks.len(), 1);
+        assert_eq!(second.spec.sinks.len(), 1);
+        // The state the compiler was made from (the registry's, in the engine) saw no table.
+        let ctx = SessionContext::new_with_state(state);
+        assert!(!ctx.table_exist("t").expect("lookup"));
+        assert!(!ctx.table_exist("o").expect("lookup"));
+    }
 }

@@ -114,11 +114,22 @@ mod tests {
     #[tokio::test]
     async fn a_publication_wakes_a_paused_subtask() {
         let a = std::sync::Arc::new(SourceAlignment::new(DurationMs(10), &[true, true]));
+        a.publish(0, 100);
+        assert!(a.must_wait(0), "subtask 1 has no watermark yet");
         let mut rx = a.subscribe();
         rx.borrow_and_update();
+        assert!(
+            !rx.has_changed().expect("sender alive"),
+            "nothing published yet"
+        );
         let other = std::sync::Arc::clone(&a);
-        let publisher = tokio::spawn(async move { other.publish(1, 5) });
-        rx.changed().await.expect("sender alive");
+        let publisher = tokio::spawn(async move { other.publish(1, 95) });
+        // The paused subtask wakes up, and then sees that it may read on.
+        tokio::time::timeout(std::time::Duration::from_secs(10), rx.changed())
+            .await
+            .expect("the publication wakes the receiver within 10 s")
+            .expect("sender alive");
         publisher.await.expect("publisher");
+        assert!(!a.must_wait(0), "100 is within 10 of 95");
     }
 }

@@ -220,3 +220,48 @@ async fn damaged_segments_are_found_by_their_checksums() -> TestResult {
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn a_durable_epoch_whose_manifest_object_is_gone_is_found_through_the_log() -> TestResult {
+    let (stores, _dir) = stores();
+    for (name, store) in stores {
+        durable(&store, 1).await?;
+        durable(&store, 2).await?;
+        store
+            .object_store()
+            .delete(&store.manifest_location(Epoch(2)))
+            .await?;
+        assert_eq!(store.list_epochs().await?, vec![Epoch(1)], "{name}");
+        assert_eq!(
+            store.published_epochs().await?,
+            vec![Epoch(1), Epoch(2)],
+            "{name}"
+        );
+        let latest = store.latest_durable(&expected()).await?;
+        assert_eq!(latest.manifest.map(|m| m.epoch), Some(Epoch(2)), "{name}");
+        assert!(matches!(
+            latest.manifest_damage,
+            Some(CheckpointError::ManifestNotFound { .. })
+        ));
+        // Without the copy as well, the epoch is passed over, not forgotten.
+        store
+            .object_store()
+            .delete(
+                &store
+                    .epoch_log()
+                    .record_location(Epoch(2), EpochState::Durable),
+            )
+            .await?;
+        let record = EpochRecord::new(Epoch(2), EpochState::Durable, 1);
+        store.epoch_log().record(&record).await?;
+        let latest = store.latest_durable(&expected()).await?;
+        assert_eq!(latest.manifest.map(|m| m.epoch), Some(Epoch(1)), "{name}");
+        assert_eq!(latest.skipped.len(), 1, "{name}");
+        assert_eq!(latest.skipped[0].epoch, Epoch(2), "{name}");
+        assert!(matches!(
+            latest.skipped[0].reason,
+            CheckpointError::ManifestNotFound { .. }
+        ));
+    }
+    Ok(())
+}

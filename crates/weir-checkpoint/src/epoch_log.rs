@@ -413,6 +413,33 @@ impl EpochLog {
         Ok(view)
     }
 
+    /// The epochs that have a DURABLE record, from one listing (no record is read), oldest
+    /// first.
+    ///
+    /// # Errors
+    /// [`CheckpointError::ObjectStore`] when the store fails.
+    pub async fn durable_epochs(&self) -> CheckpointResult<Vec<Epoch>> {
+        let prefix = layout::join(&self.base, &layout::log_path(&self.namespace));
+        let objects: Vec<_> = self
+            .store
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|e| CheckpointError::store("listing the epoch log", &prefix, e))?;
+        let mut epochs: Vec<Epoch> = objects
+            .iter()
+            .filter_map(|m| {
+                m.location
+                    .filename()
+                    .and_then(layout::parse_log_record_name)
+            })
+            .filter(|(_, state)| *state == EpochState::Durable)
+            .map(|(epoch, _)| epoch)
+            .collect();
+        epochs.sort();
+        Ok(epochs)
+    }
+
     /// The records of one epoch (at most one per persisted state), in lifecycle order.
     async fn read_epoch(&self, epoch: Epoch) -> CheckpointResult<Vec<EpochRecord>> {
         let mut records = Vec::new();

@@ -330,6 +330,20 @@ impl CheckpointStore {
         Ok(epochs)
     }
 
+    /// Epochs that were made durable, oldest first: those with a manifest
+    /// ([`CheckpointStore::list_epochs`]) and those whose DURABLE epoch log record is there
+    /// although the manifest object is gone ([`EpochLog::durable_epochs`]).
+    ///
+    /// # Errors
+    /// [`CheckpointError::ObjectStore`] when the store fails.
+    pub async fn published_epochs(&self) -> CheckpointResult<Vec<Epoch>> {
+        let mut epochs = self.list_epochs().await?;
+        epochs.extend(self.epoch_log().durable_epochs().await?);
+        epochs.sort();
+        epochs.dedup();
+        Ok(epochs)
+    }
+
     /// Reads the manifest of `epoch`: verifies its checksum and format, that it is where its
     /// namespace and epoch say, and that it is consistent on its own (no duplicates, segments
     /// at their stable paths). Validation against a plan is
@@ -519,9 +533,12 @@ impl CheckpointStore {
     /// The manifest to recover from: the newest one that reads back intact, that `expected`
     /// can restore from ([`ExpectedCheckpoint::validate_restore`]: the same plan, or the same
     /// job's logic at another parallelism) and whose segments all exist with their sizes
-    /// ([`CheckpointStore::restorable`]). A newer manifest that is corrupt, invalid or
-    /// incomplete is passed over and reported in [`LatestDurable::skipped`] with the reason and
-    /// what the epoch log says about it.
+    /// ([`CheckpointStore::restorable`]). Candidates are the
+    /// [published epochs](CheckpointStore::published_epochs); a manifest object that is damaged
+    /// or gone is replaced by its copy in the epoch log when that is intact
+    /// ([`LatestDurable::manifest_damage`] says so). A newer epoch that is corrupt (both
+    /// copies), invalid or incomplete is passed over and reported in
+    /// [`LatestDurable::skipped`] with the reason and what the epoch log says about it.
     ///
     /// # Errors
     /// When the store fails (a transient failure must not silently pick an older epoch);
@@ -537,7 +554,7 @@ impl CheckpointStore {
         let mut skipped = Vec::new();
         let mut chosen = None;
         let mut manifest_damage = None;
-        for epoch in self.list_epochs().await?.into_iter().rev() {
+        for epoch in self.published_epochs().await?.into_iter().rev() {
             match self.restore_point(epoch, expected).await {
                 Ok(point) => {
                     chosen = Some(point.manifest);

@@ -177,6 +177,7 @@ fn run_options(checkpoints: &Path, state: &Path, restore: Option<RestoreFrom>) -
         state_dir: Some(state.to_path_buf()),
         checkpoint_storage: Some(CheckpointStorage::local(checkpoints).expect("checkpoint dir")),
         restore,
+        accept_duplicates: false,
     }
 }
 

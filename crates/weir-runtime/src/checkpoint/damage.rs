@@ -110,7 +110,10 @@ mod tests {
             older: vec![Epoch(7), Epoch(8)],
         };
         let text = err.to_string();
-        assert!(text.contains("checkpoint of epoch 9 in /data/cp is damaged"), "{text}");
+        assert!(
+            text.contains("checkpoint of epoch 9 in /data/cp is damaged"),
+            "{text}"
+        );
         assert!(text.contains("state segment x is missing"), "{text}");
         assert!(
             text.contains("epochs 7, 8") && text.contains("--restore <epoch>"),
@@ -123,7 +126,8 @@ mod tests {
             older: vec![],
         };
         assert!(
-            none.to_string().contains("no older checkpoint can be restored"),
+            none.to_string()
+                .contains("no older checkpoint can be restored"),
             "{none}"
         );
         assert_eq!(none.kind(), weir_api::ErrorKind::External);

@@ -168,7 +168,15 @@ pub(crate) async fn begin_attempt(
             .filter(|e| *e > after)
             .collect();
         if !report.passed_over.is_empty() {
-            withdraw(plan, &storage.display, after, sinks, accept_duplicates, &mut report).await?;
+            withdraw(
+                plan,
+                &storage.display,
+                after,
+                sinks,
+                accept_duplicates,
+                &mut report,
+            )
+            .await?;
         }
     }
     recover_sinks(plan, &store, restored.as_ref(), sinks).await?;

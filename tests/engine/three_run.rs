@@ -1,5 +1,5 @@
-//! The three-run recovery harness (STYLE.md), applied to every example and every golden
-//! pipeline with results:
+//! The three-run recovery harness (docs/fault-tolerance.md, "Crash testing"), applied to every
+//! example and every golden pipeline with results:
 //!
 //! 1. run to the end at parallelism 1, without checkpoints: the reference output;
 //! 2. run at parallelism 2 with a checkpoint every millisecond, killed (as a crash: no flush,

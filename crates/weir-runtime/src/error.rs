@@ -170,6 +170,6 @@ fn older_advice(older: &[weir_api::Epoch]) -> String {
     let noun = if older.len() == 1 { "epoch" } else { "epochs" };
     format!(
         "older checkpoints that could be restored: {noun} {list} (restore one with --restore \
-         <epoch>; the output sinks published for later epochs is withdrawn first)"
+         <epoch>; the output that sinks published for later epochs is withdrawn first)"
     )
 }

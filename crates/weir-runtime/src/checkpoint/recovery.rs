@@ -91,6 +91,8 @@ pub(crate) async fn begin_attempt(
     // `listed`: when choosing the manifest listed the epochs, the newest of them, so that the
     // next epoch number needs no second listing.
     let mut from_copy = None;
+    // The durable epochs newer than the restored one, when choosing it found them already.
+    let mut passed_over = None;
     let (restored, listed) = match restore {
         None => (None, None),
         Some(RestoreFrom::Latest) => {
@@ -112,6 +114,9 @@ pub(crate) async fn begin_attempt(
                 tracing::warn!(storage = %storage.display, "no checkpoint to restore: starting from the beginning");
             }
             from_copy = latest.manifest_damage;
+            // `latest_durable` walked every published epoch from the newest down to the chosen
+            // one: those it skipped are exactly the newer ones.
+            passed_over = Some(latest.skipped.iter().map(|s| s.epoch).collect::<Vec<_>>());
             // Every epoch newer than the chosen one was passed over, so the newest listed is
             // the first skipped one, or the chosen one.
             let newest = latest
@@ -160,13 +165,18 @@ pub(crate) async fn begin_attempt(
     };
     if restore.is_some() {
         let after = restored.as_ref().map_or(Epoch(0), |m| m.epoch);
-        report.passed_over = store
-            .published_epochs()
-            .await
-            .map_err(|e| store_error("listing checkpoints", e))?
-            .into_iter()
-            .filter(|e| *e > after)
-            .collect();
+        let mut newer = match passed_over {
+            Some(skipped) => skipped,
+            None => store
+                .published_epochs()
+                .await
+                .map_err(|e| store_error("listing checkpoints", e))?
+                .into_iter()
+                .filter(|e| *e > after)
+                .collect(),
+        };
+        newer.sort();
+        report.passed_over = newer;
         if !report.passed_over.is_empty() {
             withdraw(
                 plan,
@@ -230,7 +240,11 @@ async fn withdraw(
             };
             return Err(Error::Restore {
                 message: format!(
-                    "restoring from {from} passes over durable epoch(s) {passed_over} in                      {storage}, whose output sink(s) {names} may already have published and                      cannot withdraw: the replay would publish it again. Repair or restore a                      newer checkpoint, or accept duplicate output with --accept-duplicates                      (RunOptions::accept_duplicates)"
+                    "restoring from {from} passes over durable epoch(s) {passed_over} in \
+                     {storage}, whose output sink(s) {names} may already have published and \
+                     cannot withdraw: the replay would publish it again. Repair or restore a \
+                     newer checkpoint, or accept duplicate output with --accept-duplicates \
+                     (RunOptions::accept_duplicates)"
                 ),
             });
         }

@@ -265,3 +265,36 @@ async fn a_durable_epoch_whose_manifest_object_is_gone_is_found_through_the_log(
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn a_damaged_savepoint_is_found_by_name_through_its_copy() -> TestResult {
+    let (stores, _dir) = stores();
+    for (name, store) in stores {
+        durable(&store, 1).await?;
+        let m = savepoint(&plan(), 2, "before-upgrade");
+        checkpoint(&store, &m).await?;
+        let record = EpochRecord::new(Epoch(2), EpochState::Durable, 1).with_manifest(&m)?;
+        store.epoch_log().record(&record).await?;
+        flip(&store, &store.manifest_location(Epoch(2)), 40).await?;
+        assert_eq!(
+            store.find_savepoint("before-upgrade").await?,
+            Some(Epoch(2)),
+            "{name}"
+        );
+        // Without the copy its name is unknown.
+        store
+            .object_store()
+            .delete(
+                &store
+                    .epoch_log()
+                    .record_location(Epoch(2), EpochState::Durable),
+            )
+            .await?;
+        assert_eq!(
+            store.find_savepoint("before-upgrade").await?,
+            None,
+            "{name}"
+        );
+    }
+    Ok(())
+}

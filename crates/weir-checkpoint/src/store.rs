@@ -619,16 +619,18 @@ impl CheckpointStore {
         })
     }
 
-    /// The newest epoch whose manifest is a savepoint named `name`, or `None`. Manifests that
-    /// cannot be read (damaged, another format) are passed over: their names are unknown.
-    /// Reads manifests newest first until one matches.
+    /// The newest epoch whose manifest is a savepoint named `name`, or `None`. A damaged
+    /// manifest is read from its copy in the epoch log
+    /// ([`CheckpointStore::read_manifest_or_copy`]); manifests that cannot be read either way
+    /// (damaged, another format) are passed over: their names are unknown. Reads the
+    /// [published epochs](CheckpointStore::published_epochs) newest first until one matches.
     ///
     /// # Errors
     /// [`CheckpointError::ObjectStore`] when the store fails.
     pub async fn find_savepoint(&self, name: &str) -> CheckpointResult<Option<Epoch>> {
-        for epoch in self.list_epochs().await?.into_iter().rev() {
-            match self.read_manifest(epoch).await {
-                Ok(m) => {
+        for epoch in self.published_epochs().await?.into_iter().rev() {
+            match self.read_manifest_or_copy(epoch).await {
+                Ok((m, _)) => {
                     if matches!(&m.kind, CheckpointKind::Savepoint { name: Some(n) } if n == name) {
                         return Ok(Some(epoch));
                     }

@@ -298,3 +298,22 @@ async fn a_damaged_savepoint_is_found_by_name_through_its_copy() -> TestResult {
     }
     Ok(())
 }
+
+#[tokio::test]
+async fn retention_counts_a_damaged_manifest_with_an_intact_copy() -> TestResult {
+    let (stores, _dir) = stores();
+    for (name, store) in stores {
+        for epoch in 1..=3 {
+            durable(&store, epoch).await?;
+        }
+        flip(&store, &store.manifest_location(Epoch(2)), 40).await?;
+        let report = store.retain(2).await?;
+        assert!(report.unreadable.is_empty(), "{name}: {report:?}");
+        assert_eq!(report.kept, vec![Epoch(2), Epoch(3)], "{name}");
+        assert_eq!(report.deleted_checkpoints, vec![Epoch(1)], "{name}");
+        // Kept objects of epoch 2 are its manifest and the segments its copy references.
+        let point = store.restore_point(Epoch(2), &expected()).await?;
+        assert!(point.manifest_damage.is_some(), "{name}");
+    }
+    Ok(())
+}

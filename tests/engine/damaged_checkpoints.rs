@@ -470,20 +470,29 @@ async fn a_damaged_state_segment_is_refused_as_damage_naming_the_file_and_older_
     );
     assert!(text.contains(&file), "names {file}: {text}");
     assert!(!text.contains("internal error"), "{text}");
-    let older: Vec<String> = all
-        .iter()
-        .filter(|e| **e < epoch)
-        .map(ToString::to_string)
-        .collect();
+    let older: Vec<u64> = all.iter().copied().filter(|e| *e < epoch).collect();
     if older.is_empty() {
         assert!(
             text.contains("no older checkpoint can be restored"),
             "{text}"
         );
     } else {
+        // The epochs the message offers: every older one with an intact manifest (a kill in
+        // the middle of retention may leave one more, restorable from its copy), none newer.
+        let offered: Vec<u64> = text
+            .split_once("could be restored: ")
+            .and_then(|(_, rest)| rest.split_once(" (restore one with --restore <epoch>"))
+            .map(|(list, _)| {
+                list.trim_start_matches("epochs ")
+                    .trim_start_matches("epoch ")
+                    .split(", ")
+                    .map(|e| e.parse().expect("an epoch number"))
+                    .collect()
+            })
+            .unwrap_or_else(|| panic!("no list of older epochs: {text}"));
         assert!(
-            text.contains(&older.join(", ")) && text.contains("--restore <epoch>"),
-            "{text}"
+            older.iter().all(|e| offered.contains(e)) && offered.iter().all(|e| *e < epoch),
+            "older {older:?}, offered {offered:?}: {text}"
         );
     }
 }

@@ -97,6 +97,7 @@ fn options(checkpoints: &Path, restore: Option<RestoreFrom>) -> RunOptions {
         state_dir: None,
         checkpoint_storage: Some(CheckpointStorage::local(checkpoints).expect("checkpoint dir")),
         restore,
+        accept_duplicates: false,
     }
 }
 

@@ -5,6 +5,7 @@
 mod bad_input;
 mod checkpoints;
 mod computed;
+mod damaged_checkpoints;
 mod end_to_end;
 mod keyed_state;
 mod plugin_contract;

@@ -1,5 +1,5 @@
-//! The three-run recovery harness, applied to every example and every SQL golden (`sql/*.slt`)
-//! whose job succeeds and has queried results:
+//! The three-run recovery harness (docs/fault-tolerance.md, "Crash testing"), applied to every
+//! example and every SQL golden (`sql/*.slt`) whose job succeeds and has queried results:
 //!
 //! 1. run to the end at parallelism 1, without checkpoints: the reference output;
 //! 2. run at parallelism 2 with a checkpoint every millisecond, its sources held mid-input
@@ -189,6 +189,7 @@ fn run_options(checkpoints: &Path, state: &Path, restore: Option<RestoreFrom>) -
         state_dir: Some(state.to_path_buf()),
         checkpoint_storage: Some(CheckpointStorage::local(checkpoints).expect("checkpoint dir")),
         restore,
+        accept_duplicates: false,
     }
 }
 

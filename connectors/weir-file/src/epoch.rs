@@ -10,6 +10,10 @@
 //! epoch's files from 0). The pre-commit value lists `{staged, final, size}` per file, paths
 //! relative to `{path}`. Publishing renames each staged file to its final name with create-only
 //! semantics, so a repeat is a no-op.
+//!
+//! Final names carry their epoch, so a restore from an older epoch than the newest durable one
+//! can withdraw (delete) the published files of the epochs it passes over before the replay
+//! publishes their rows again ([`withdraw_after`]).
 
 use crate::location::{FileLocation, store_error};
 use futures::TryStreamExt;
@@ -51,6 +55,26 @@ impl SinkSubtask {
     /// The staged name (relative to the sink's `path`) of a writer's `seq`-th file.
     pub(crate) fn staged_name(&self, unique: &str, seq: u32, extension: &str) -> String {
         format!("{}/{unique}/{seq:05}.{extension}", self.staging())
+    }
+
+    /// The subtask and epoch of a final name of this sink (any subtask), or `None` for every
+    /// other name: the inverse of [`SinkSubtask::final_name`].
+    pub(crate) fn parse_final_name(&self, name: &str) -> Option<(u32, u64)> {
+        let rest = name
+            .strip_prefix("part-")?
+            .strip_prefix(self.sink.as_str())?;
+        let rest = rest.strip_prefix('-')?;
+        let (subtask, rest) = rest.split_at_checked(5)?;
+        let rest = rest.strip_prefix("-e")?;
+        let (epoch, rest) = rest.split_at_checked(10)?;
+        let rest = rest.strip_prefix('-')?;
+        let (seq, extension) = rest.split_at_checked(5)?;
+        let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
+        let extension = extension.strip_prefix('.')?;
+        if !digits(subtask) || !digits(epoch) || !digits(seq) || extension.is_empty() {
+            return None;
+        }
+        Some((subtask.parse().ok()?, epoch.parse().ok()?))
     }
 
     /// The final name of its `seq`-th file of `epoch`.
@@ -274,4 +298,49 @@ pub(crate) async fn abort_uncommitted(
         "deleted uncommitted staged files"
     );
     Ok(())
+}
+
+/// Recovery from `epoch` when newer epochs were durable: deletes the published files of every
+/// subtask of `sink`'s sink (the job and operator it names) whose final names carry an epoch
+/// after `epoch`, and returns their names as users see them, sorted. Other sinks' files and
+/// files written without checkpoints (other names) are left alone; only the sink's own
+/// directory is listed, not below it.
+///
+/// # Errors
+/// External errors from the store.
+pub(crate) async fn withdraw_after(
+    location: &FileLocation,
+    sink: &SinkSubtask,
+    epoch: u64,
+) -> Result<Vec<String>> {
+    let store = location.store();
+    let base = location.base();
+    let prefix = (!base.as_ref().is_empty()).then_some(base);
+    let listed = match store.list_with_delimiter(prefix).await {
+        Ok(listed) => listed.objects,
+        Err(object_store::Error::NotFound { .. }) => Vec::new(),
+        Err(e) => return Err(store_error(format!("listing `{}`", location.given()), e)),
+    };
+    let mut withdrawn = Vec::new();
+    for meta in listed {
+        let Some(name) = meta.location.filename() else {
+            continue;
+        };
+        let Some((_, file_epoch)) = sink.parse_final_name(name) else {
+            continue;
+        };
+        if file_epoch <= epoch {
+            continue;
+        }
+        let shown = location.display(name);
+        delete_if_present(store.as_ref(), &meta.location, &shown).await?;
+        withdrawn.push(shown);
+    }
+    withdrawn.sort();
+    tracing::info!(
+        after = epoch,
+        files = withdrawn.len(),
+        "withdrew published files of passed-over epochs"
+    );
+    Ok(withdrawn)
 }

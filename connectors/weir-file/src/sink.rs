@@ -171,6 +171,15 @@ impl PreparedSink for FileSink {
     ) -> Result<()> {
         epoch::abort_uncommitted(&self.location, &SinkSubtask::of(task), keep).await
     }
+
+    fn can_withdraw(&self) -> bool {
+        // Final names carry their epoch (epoch.rs): the files of an epoch can be found again.
+        true
+    }
+
+    async fn withdraw_after(&self, task: &TaskContext, epoch: Epoch) -> Result<Vec<String>> {
+        epoch::withdraw_after(&self.location, &SinkSubtask::of(task), epoch.0).await
+    }
 }
 
 /// A writer's epoch mode (see [`crate::epoch`]).

@@ -546,3 +546,95 @@ async fn epoch_transactions_on_an_object_store() {
         .unwrap();
     assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..9)));
 }
+
+#[tokio::test]
+async fn withdrawal_deletes_the_published_files_of_later_epochs_of_this_sink_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let path = out.display().to_string();
+    let options = json!({ "path": path, "format": "json", "rows_per_file": 4 });
+    let sink = sink(&FileSinkFactory::new(), options).await.unwrap();
+    assert!(sink.can_withdraw());
+    // Subtask 1: epochs 1 (two files) and 2; subtask 0: epoch 3.
+    let (t1, t2) = two_epochs(&sink).await;
+    sink.commit_epoch(&ctx(1), &[t1.clone(), t2.clone()])
+        .await
+        .unwrap();
+    let mut writer = sink.create_writer(&ctx(0)).await.unwrap();
+    writer.begin_epochs().await.unwrap();
+    writer.write_batch(batch(9..10)).await.unwrap();
+    let t3 = writer.pre_commit(Epoch(3)).await.unwrap();
+    sink.commit_epoch(&ctx(0), std::slice::from_ref(&t3))
+        .await
+        .unwrap();
+    // Another sink's epoch 5 and a file written without checkpoints, in the same directory.
+    let mut other_ctx = ctx(1);
+    other_ctx.operator_id = "other-sink".into();
+    let mut other = sink.create_writer(&other_ctx).await.unwrap();
+    other.begin_epochs().await.unwrap();
+    other.write_batch(batch(0..1)).await.unwrap();
+    let t5 = other.pre_commit(Epoch(5)).await.unwrap();
+    sink.commit_epoch(&other_ctx, std::slice::from_ref(&t5))
+        .await
+        .unwrap();
+    std::fs::write(out.join("part-00000-00000-abc.json"), "{}\n").unwrap();
+    std::fs::write(out.join("part-0558a5b2-00001-e00000002-00000.json"), "{}\n").unwrap();
+
+    // Restoring epoch 1 from subtask 0's view withdraws every subtask's later files.
+    let withdrawn = sink.withdraw_after(&ctx(0), Epoch(1)).await.unwrap();
+    let mut expected: Vec<String> = final_names(&t2)
+        .into_iter()
+        .chain(final_names(&t3))
+        .map(|n| format!("{}/{n}", out.display()))
+        .collect();
+    expected.sort();
+    assert_eq!(withdrawn, expected);
+    let mut left = final_names(&t1);
+    left.extend(final_names(&t5));
+    left.push("part-00000-00000-abc.json".into());
+    // A name that only resembles a final name (a short epoch) is not this sink's.
+    left.push("part-0558a5b2-00001-e00000002-00000.json".into());
+    left.sort();
+    assert_eq!(published(&out), left);
+    // Again: nothing more to withdraw.
+    assert!(
+        sink.withdraw_after(&ctx(1), Epoch(1))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // Withdrawing after epoch 0 takes epoch 1 too; a directory that does not exist is empty.
+    assert_eq!(
+        sink.withdraw_after(&ctx(1), Epoch(0)).await.unwrap().len(),
+        2
+    );
+    let missing =
+        json!({ "path": dir.path().join("none").display().to_string(), "format": "json" });
+    let empty = self::sink(&FileSinkFactory::new(), missing).await.unwrap();
+    assert!(
+        empty
+            .withdraw_after(&ctx(0), Epoch(0))
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn final_names_parse_back_to_subtask_and_epoch() {
+    let owner = SinkSubtask::of(&ctx(3));
+    let name = owner.final_name(42, 7, "parquet");
+    assert_eq!(owner.parse_final_name(&name), Some((3, 42)));
+    let other = SinkSubtask::of(&ctx(1));
+    // Any subtask of the same sink.
+    assert_eq!(other.parse_final_name(&name), Some((3, 42)));
+    for bad in [
+        "part-0558a5b2-00003-e0000000042-00007",
+        "part-0558a5b2-0003-e0000000042-00007.parquet",
+        "part-0558a5b2-00003-e000000004x-00007.parquet",
+        "part-ffffffff-00003-e0000000042-00007.parquet",
+        "x-part-0558a5b2-00003-e0000000042-00007.parquet",
+    ] {
+        assert_eq!(owner.parse_final_name(bad), None, "{bad}");
+    }
+}

@@ -114,6 +114,32 @@ pub trait PreparedSink: Send + Sync + std::fmt::Debug {
         let _ = (task, keep);
         Err(no_epoch_transactions())
     }
+
+    /// Whether [`PreparedSink::withdraw_after`] works: the sink can take back output it
+    /// already published. A restore from an older epoch than the newest durable one (a
+    /// damaged checkpoint passed over, `--restore <epoch>`) needs it to keep its output
+    /// exactly-once; with a sink that cannot, such a restore is refused unless the run accepts
+    /// duplicates. By default `false`.
+    fn can_withdraw(&self) -> bool {
+        false
+    }
+
+    /// Recovery from epoch `epoch` when newer epochs were durable: removes the output that
+    /// every subtask of this sink (the job and operator `task` names; its subtask is ignored)
+    /// published for epochs after `epoch`, before the replay publishes it again. Returns what
+    /// was withdrawn, one entry per object (for the run's report). Idempotent: output already
+    /// withdrawn is not reported again.
+    ///
+    /// # Errors
+    /// By default, a configuration error: the sink cannot withdraw published output.
+    /// Otherwise external errors when listing or deleting fails.
+    async fn withdraw_after(&self, task: &TaskContext, epoch: Epoch) -> Result<Vec<String>> {
+        let _ = (task, epoch);
+        Err(Error::config(
+            "sinks",
+            "the sink cannot withdraw output it has published",
+        ))
+    }
 }
 
 /// Prepares sinks of one connector type from their options.
@@ -176,5 +202,9 @@ mod tests {
             assert!(matches!(err, Error::Config { .. }), "{err}");
             assert!(err.to_string().contains("epoch transactions"), "{err}");
         }
+        assert!(!Plain.can_withdraw());
+        let err = Plain.withdraw_after(&task, Epoch(3)).await.unwrap_err();
+        assert!(matches!(err, Error::Config { .. }), "{err}");
+        assert!(err.to_string().contains("cannot withdraw"), "{err}");
     }
 }

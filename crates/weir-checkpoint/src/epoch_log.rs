@@ -1,4 +1,5 @@
-//! The epoch lifecycle (seed 000 §5.2) and the persisted epoch log (§5.7, §10.3).
+//! The epoch lifecycle and the persisted epoch log (docs/checkpoints.md, "Epoch lifecycle and
+//! the epoch log").
 //!
 //! ```text
 //! CREATED -> INJECTING -> ALIGNING -> SNAPSHOTTING -> PRECOMMITTED -> DURABLE -> COMMITTED
@@ -9,14 +10,16 @@
 //! A phase with nothing to do (no multi-input task to align, no two-phase sink) is passed
 //! through, not skipped, so the sequence is the same for every job. An epoch is DURABLE once
 //! its manifest is published; from then on it can only be COMMITTED: a durable epoch's sink
-//! transactions must never be aborted (seed 000 §7.4), so DURABLE -> ABORTED is refused even
-//! though the seed's diagram says "any state -> ABORTED".
+//! transactions must never be aborted, so DURABLE -> ABORTED is refused: no state after
+//! DURABLE can lead to ABORTED.
 //!
 //! Object stores cannot append, so the log is one small immutable object per persisted
 //! transition, `checkpoint/{namespace}/log/{epoch}-{STATE}.json`, written with create-if-absent.
 //! Persisted are CREATED (so a new coordinator never reuses an epoch id), DURABLE, COMMITTED and
 //! ABORTED; the phases in between live only in the coordinator's memory. [`EpochLog::read`]
-//! rebuilds the log from a listing.
+//! rebuilds the log from a listing. A DURABLE record may carry a second copy of the epoch's
+//! manifest ([`EpochRecord::manifest`]), which recovery reads when the manifest object is
+//! damaged or gone ([`EpochLog::manifest_copy`]).
 
 use crate::error::{CheckpointError, CheckpointResult};
 use crate::layout;
@@ -182,6 +185,11 @@ pub struct EpochRecord {
     pub at_ms: u64,
     /// Why, for ABORTED (a task failure, a timeout); `None` otherwise.
     pub reason: Option<String>,
+    /// For DURABLE: the exact stored bytes of the epoch's manifest (they are UTF-8 JSON), a
+    /// second copy that recovery uses when the manifest object fails its checksum or is gone.
+    /// Left out of the JSON when `None` (records of other states, records written without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manifest: Option<String>,
 }
 
 impl EpochRecord {
@@ -193,7 +201,23 @@ impl EpochRecord {
             state,
             at_ms,
             reason: None,
+            manifest: None,
         }
+    }
+
+    /// The same record carrying a copy of the epoch's manifest: the bytes
+    /// [`EpochManifest::to_json`](crate::EpochManifest::to_json) stores (for DURABLE).
+    ///
+    /// # Errors
+    /// [`CheckpointError::Encode`] if the manifest cannot be encoded (it can).
+    pub fn with_manifest(mut self, manifest: &crate::EpochManifest) -> CheckpointResult<Self> {
+        let bytes = manifest.to_json()?;
+        let text = String::from_utf8(bytes).map_err(|e| CheckpointError::Encode {
+            context: format!("the manifest copy of epoch {}", manifest.epoch),
+            message: e.to_string(),
+        })?;
+        self.manifest = Some(text);
+        Ok(self)
     }
 
     /// The same record with a reason (for ABORTED).
@@ -389,6 +413,33 @@ impl EpochLog {
         Ok(view)
     }
 
+    /// The epochs that have a DURABLE record, from one listing (no record is read), oldest
+    /// first.
+    ///
+    /// # Errors
+    /// [`CheckpointError::ObjectStore`] when the store fails.
+    pub async fn durable_epochs(&self) -> CheckpointResult<Vec<Epoch>> {
+        let prefix = layout::join(&self.base, &layout::log_path(&self.namespace));
+        let objects: Vec<_> = self
+            .store
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|e| CheckpointError::store("listing the epoch log", &prefix, e))?;
+        let mut epochs: Vec<Epoch> = objects
+            .iter()
+            .filter_map(|m| {
+                m.location
+                    .filename()
+                    .and_then(layout::parse_log_record_name)
+            })
+            .filter(|(_, state)| *state == EpochState::Durable)
+            .map(|(epoch, _)| epoch)
+            .collect();
+        epochs.sort();
+        Ok(epochs)
+    }
+
     /// The records of one epoch (at most one per persisted state), in lifecycle order.
     async fn read_epoch(&self, epoch: Epoch) -> CheckpointResult<Vec<EpochRecord>> {
         let mut records = Vec::new();
@@ -412,6 +463,31 @@ impl EpochLog {
             }
         }
         Ok(records)
+    }
+
+    /// The manifest copy the DURABLE record of `epoch` carries, with the record's path (for
+    /// messages); `None` when there is no DURABLE record or it carries no copy.
+    ///
+    /// # Errors
+    /// [`CheckpointError::Corrupt`] when the record cannot be read as a record;
+    /// [`CheckpointError::ObjectStore`] when the store fails.
+    pub async fn manifest_copy(&self, epoch: Epoch) -> CheckpointResult<Option<(String, String)>> {
+        let location = self.record_location(epoch, EpochState::Durable);
+        match self.store.get(&location).await {
+            Ok(result) => {
+                let bytes = result.bytes().await.map_err(|e| {
+                    CheckpointError::store("reading epoch log record", &location, e)
+                })?;
+                let record = parse_record(&bytes, &location)?;
+                Ok(record.manifest.map(|m| (m, location.to_string())))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(CheckpointError::store(
+                "reading epoch log record",
+                &location,
+                e,
+            )),
+        }
     }
 
     async fn read_record(&self, location: &ObjectPath) -> CheckpointResult<EpochRecord> {

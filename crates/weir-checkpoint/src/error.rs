@@ -90,6 +90,15 @@ pub enum CheckpointError {
         /// The top-level fields whose values differ.
         differing: Vec<String>,
     },
+    /// The manifest object of an epoch is damaged or gone, and so is the copy its DURABLE epoch
+    /// log record carries.
+    #[error("{primary}; its copy in the epoch log cannot be used either: {copy}")]
+    CopyDamaged {
+        /// What is wrong with the manifest object.
+        primary: Box<CheckpointError>,
+        /// What is wrong with the copy.
+        copy: Box<CheckpointError>,
+    },
     /// State segments a manifest references are missing or have another size.
     #[error("checkpoint manifest {manifest} is incomplete: {}", list(segments))]
     MissingSegments {
@@ -118,8 +127,8 @@ pub enum CheckpointError {
         /// What is wrong and what would be accepted.
         message: String,
     },
-    /// A newer attempt of the job exists: this attempt is a zombie and must stop (seed 000
-    /// §10.2). Nothing was written.
+    /// A newer attempt of the job exists: this attempt is a zombie and must stop. Nothing
+    /// was written.
     #[error(
         "attempt {attempt} was superseded by attempt {current}: checkpoint namespace          `{namespace}` holds {}, so this attempt may not publish; a newer run of the job owns          the namespace and this one must stop",
         layout::attempt_path(namespace, *current)
@@ -217,6 +226,7 @@ impl CheckpointError {
             | CheckpointError::Io { .. }
             | CheckpointError::Corrupt { .. }
             | CheckpointError::Checksum { .. }
+            | CheckpointError::CopyDamaged { .. }
             | CheckpointError::MissingSegments { .. } => ErrorKind::External,
             CheckpointError::ManifestNotFound { .. }
             | CheckpointError::FormatVersion { .. }
@@ -271,6 +281,7 @@ impl CheckpointError {
             CheckpointError::ManifestNotFound { .. }
             | CheckpointError::Corrupt { .. }
             | CheckpointError::Checksum { .. }
+            | CheckpointError::CopyDamaged { .. }
             | CheckpointError::MissingSegments { .. } => true,
             CheckpointError::Invalid { .. } => !self.is_incompatible(),
             _ => false,

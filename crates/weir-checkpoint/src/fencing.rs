@@ -1,4 +1,4 @@
-//! Attempt fencing (seed 000 §10.2) on any object store with create-if-absent: every run of a
+//! Attempt fencing (docs/checkpoints.md) on any object store with create-if-absent: every run of a
 //! job claims the next attempt number by creating `checkpoint/{namespace}/attempts/{n:020}`,
 //! and an attempt may publish only while no newer attempt object exists.
 

@@ -1,4 +1,4 @@
-//! Weir's checkpoint storage (seed 000 §5.6, §5.7, §14): the epoch manifest, its validation,
+//! Weir's checkpoint storage (docs/checkpoints.md): the epoch manifest, its validation,
 //! atomic publication, recovery's choice of manifest, the epoch log and retention, in an object
 //! store next to the state segments of `weir-state`.
 //!
@@ -75,9 +75,13 @@ pub use manifest::{
 };
 pub use problem::ManifestProblem;
 pub use retention::RetentionReport;
-pub use store::{CheckpointStore, LatestDurable, PublishOutcome, SkippedManifest};
+pub use store::{
+    CheckpointStore, DamagedSegment, LatestDurable, PublishOutcome, RestorePoint, SkippedManifest,
+};
 pub use validate::{ExpectedCheckpoint, structural_problems};
 
+#[cfg(test)]
+mod copy_tests;
 #[cfg(test)]
 mod fencing_tests;
 #[cfg(test)]

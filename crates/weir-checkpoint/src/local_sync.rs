@@ -1,7 +1,7 @@
 //! `fsync` of checkpoint files on a local file system
 //! ([`CheckpointStore::with_local_root`](crate::CheckpointStore::with_local_root)):
 //! `object_store`'s `LocalFileSystem` writes and links files but never syncs them, so a power
-//! loss after a put returned may lose them (seed 000 §14.1 asks for write, fsync, rename).
+//! loss after a put returned may lose them. Publishing a checkpoint is write, fsync, rename.
 
 use crate::error::{CheckpointError, CheckpointResult};
 use object_store::path::Path as ObjectPath;

@@ -1,4 +1,4 @@
-//! The epoch manifest: the one entry point of recovery (seed 000 §5.6), as checksummed canonical
+//! The epoch manifest: the one entry point of recovery, as checksummed canonical
 //! JSON.
 //!
 //! # Canonical JSON and the checksum rule
@@ -45,7 +45,7 @@ const CHECKSUM_CLOSE: &[u8] = b"\"}";
 const HEX_LEN: usize = 64;
 
 /// One run of a job: a restart gets a new attempt id, so output and reports of an older attempt
-/// can be told apart and fenced (seed 000 §10.2): see
+/// can be told apart and fenced: see
 /// [`CheckpointStore::acquire_attempt`](crate::CheckpointStore::acquire_attempt).
 #[derive(
     Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
@@ -76,7 +76,7 @@ pub enum CheckpointKind {
     },
 }
 
-/// The watermark state of one input channel of a task at the cut (seed 000 §8.5).
+/// The watermark state of one input channel of a task at the cut.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct InputWatermark {
@@ -90,7 +90,7 @@ pub struct InputWatermark {
     pub finished: bool,
 }
 
-/// Everything one task contributed to an epoch (seed 000 §5.5).
+/// Everything one task contributed to an epoch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct TaskSnapshot {
@@ -104,7 +104,7 @@ pub struct TaskSnapshot {
     pub input_watermarks: Vec<InputWatermark>,
 }
 
-/// The read position of one split of a source subtask at the cut (seed 000 §6.4): the
+/// The read position of one split of a source subtask at the cut: the
 /// next-to-read position (exclusive cut), in the connector's own JSON form.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -122,7 +122,7 @@ pub struct SourceSplitOffset {
     pub watermark: Option<EventTimeMs>,
 }
 
-/// The global split registry of one source operator at the cut (seed 000 §6.3).
+/// The global split registry of one source operator at the cut.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct EnumeratorSnapshot {
@@ -139,7 +139,7 @@ pub struct EnumeratorSnapshot {
     pub discovery_cursor: Option<serde_json::Value>,
 }
 
-/// A pending transaction of one sink subtask (seed 000 §7.3): what the sink needs to commit it
+/// A pending transaction of one sink subtask: what the sink needs to commit it
 /// after the manifest is durable, or to abort it on recovery.
 ///
 /// A manifest may list several transactions of one sink subtask: when an epoch is aborted while
@@ -160,7 +160,7 @@ pub struct SinkTransaction {
 }
 
 /// The manifest of one epoch: the complete, self-checking description of a consistent cut
-/// (seed 000 §5.6). Fields are public plain data; build one with
+/// (docs/checkpoints.md). Fields are public plain data; build one with
 /// [`ExpectedCheckpoint::manifest_template`](crate::ExpectedCheckpoint::manifest_template) and
 /// fill in the snapshots.
 ///
@@ -171,7 +171,7 @@ pub struct SinkTransaction {
 pub struct EpochManifest {
     /// [`MANIFEST_FORMAT_VERSION`] of the writer.
     pub format_version: u32,
-    /// The checkpoint namespace (seed 000 §14.2); must match the manifest's path.
+    /// The checkpoint namespace; must match the manifest's path.
     pub namespace: String,
     /// The epoch; must match the manifest's path.
     pub epoch: Epoch,

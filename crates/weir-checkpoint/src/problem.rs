@@ -4,7 +4,8 @@ use std::fmt;
 use weir_api::{OperatorId, TaskId, VertexId};
 
 /// Fields whose mismatch means the manifest belongs to another job, plan or state format:
-/// recovery must be refused, not fall back to an older manifest (seed 000 §10.4).
+/// recovery must be refused, not fall back to an older manifest (an older one would be as
+/// foreign as this one).
 const INCOMPATIBLE_FIELDS: [&str; 4] = [
     "jobId",
     "pipelineId",

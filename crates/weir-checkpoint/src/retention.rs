@@ -1,6 +1,6 @@
-//! Retention (seed 000 §14.2): keep the newest N checkpoints of one namespace and every
-//! savepoint, delete the rest and the segments no manifest references, and all but the newest
-//! attempt objects.
+//! Retention (docs/checkpoints.md, "Retention"): keep the newest N checkpoints of one namespace
+//! and every savepoint, delete the rest and the segments no manifest references, and all but the
+//! newest attempt objects.
 
 use crate::error::{CheckpointError, CheckpointResult};
 use crate::fencing::KEPT_ATTEMPTS;
@@ -52,8 +52,8 @@ impl CheckpointStore {
     /// manifests. Objects already gone are skipped, so a
     /// retention interrupted midway can simply run again.
     ///
-    /// Only manifests that read back intact count towards `keep`; their segments are not
-    /// looked for here.
+    /// Only manifests that read back intact (or whose copy in the epoch log does) count
+    /// towards `keep`; their segments are not looked for here.
     ///
     /// # Errors
     /// [`CheckpointError::InvalidArgument`] for `keep == 0` (that would delete the restore
@@ -72,8 +72,10 @@ impl CheckpointStore {
             if !objects.contains(&location) {
                 continue;
             }
-            match self.read_manifest(*epoch).await {
-                Ok(m) => {
+            // A damaged manifest whose copy in the epoch log is intact counts like an intact
+            // one: recovery restores it from the copy.
+            match self.read_manifest_or_copy(*epoch).await {
+                Ok((m, _)) => {
                     manifests.insert(*epoch, m);
                 }
                 Err(e)

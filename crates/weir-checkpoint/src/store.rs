@@ -23,7 +23,7 @@
 //!   `NotImplemented` and nothing is published. GCS: `x-goog-if-generation-match: 0`. Azure:
 //!   `If-None-Match: *`.
 //!
-//! The manifest key is the one commit point (seed 000 §14.1): segments are written first, and an
+//! The manifest key is the one commit point: segments are written first, and an
 //! epoch without a manifest does not exist for recovery.
 
 use crate::epoch_log::{EpochLog, EpochState};
@@ -31,6 +31,7 @@ use crate::error::{CheckpointError, CheckpointResult, SegmentIssue};
 use crate::layout;
 use crate::local_sync;
 use crate::manifest::{CheckpointKind, EpochManifest};
+use weir_plan::sha256_hex;
 use crate::problem::ManifestProblem;
 use crate::validate::{ExpectedCheckpoint, invalid_if_any, structural_problems};
 use futures::{StreamExt, TryStreamExt};
@@ -65,12 +66,39 @@ pub struct SkippedManifest {
     pub log_state: Option<EpochState>,
 }
 
+/// A manifest a restore can start from ([`CheckpointStore::restore_point`]).
+#[derive(Debug)]
+pub struct RestorePoint {
+    /// The manifest.
+    pub manifest: EpochManifest,
+    /// Why the manifest object could not be used when the manifest came from its copy in the
+    /// epoch log; `None` when the object was intact.
+    pub manifest_damage: Option<CheckpointError>,
+}
+
+/// A state segment whose bytes are not what its descriptor records
+/// ([`CheckpointStore::damaged_segments`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DamagedSegment {
+    /// Its full object path.
+    pub path: String,
+    /// Its path relative to the store's base, as the descriptor records it.
+    pub relative_path: String,
+    /// The SHA-256 its descriptor records.
+    pub recorded: String,
+    /// The SHA-256 of its bytes; `None` when the object does not exist.
+    pub actual: Option<String>,
+}
+
 /// The manifest to restore, and the newer ones that could not be used.
 #[derive(Debug)]
 pub struct LatestDurable {
     /// The newest manifest that is intact, complete and matches the plan; `None` when there is
     /// none (a fresh start if `skipped` is empty, otherwise a decision for the operator).
     pub manifest: Option<EpochManifest>,
+    /// When `manifest` came from its copy in the epoch log: why the manifest object could not
+    /// be used. `None` when the object was intact.
+    pub manifest_damage: Option<CheckpointError>,
     /// Newer manifests passed over, newest first.
     pub skipped: Vec<SkippedManifest>,
 }
@@ -121,8 +149,7 @@ impl CheckpointStore {
 
     /// Declares that the object store is an `object_store::local::LocalFileSystem` rooted at
     /// `root` (the directory given to `LocalFileSystem::new_with_prefix`), so that
-    /// publication is durable on a local file system (seed 000 §14.1: write, `fsync`,
-    /// rename). `LocalFileSystem` never calls `fsync`; with a local root,
+    /// publication is durable on a local file system (write, `fsync`, rename). `LocalFileSystem` never calls `fsync`; with a local root,
     /// [`CheckpointStore::publish_manifest`] itself
     ///
     /// 1. before publishing, `fsync`s every segment file the manifest references and every
@@ -304,6 +331,20 @@ impl CheckpointStore {
         Ok(epochs)
     }
 
+    /// Epochs that were made durable, oldest first: those with a manifest
+    /// ([`CheckpointStore::list_epochs`]) and those whose DURABLE epoch log record is there
+    /// although the manifest object is gone ([`EpochLog::durable_epochs`]).
+    ///
+    /// # Errors
+    /// [`CheckpointError::ObjectStore`] when the store fails.
+    pub async fn published_epochs(&self) -> CheckpointResult<Vec<Epoch>> {
+        let mut epochs = self.list_epochs().await?;
+        epochs.extend(self.epoch_log().durable_epochs().await?);
+        epochs.sort();
+        epochs.dedup();
+        Ok(epochs)
+    }
+
     /// Reads the manifest of `epoch`: verifies its checksum and format, that it is where its
     /// namespace and epoch say, and that it is consistent on its own (no duplicates, segments
     /// at their stable paths). Validation against a plan is
@@ -326,7 +367,36 @@ impl CheckpointStore {
             }
             Err(e) => return Err(CheckpointError::store("reading manifest", &location, e)),
         };
-        let manifest = EpochManifest::from_json(&bytes, &path)?;
+        self.parse_manifest(&bytes, epoch, &path)
+    }
+
+    /// Reads the second copy of the manifest of `epoch`, the one its DURABLE epoch log record
+    /// carries ([`EpochRecord::manifest`](crate::EpochRecord::manifest)), checked exactly like
+    /// [`CheckpointStore::read_manifest`] checks the manifest object. `Ok(None)` when there is
+    /// no copy (no DURABLE record, or one written without a copy).
+    ///
+    /// # Errors
+    /// [`CheckpointError::Corrupt`], [`CheckpointError::Checksum`],
+    /// [`CheckpointError::FormatVersion`] or [`CheckpointError::Invalid`] naming the log record
+    /// when the copy is damaged; [`CheckpointError::ObjectStore`].
+    pub async fn read_manifest_copy(
+        &self,
+        epoch: Epoch,
+    ) -> CheckpointResult<Option<EpochManifest>> {
+        match self.epoch_log().manifest_copy(epoch).await? {
+            Some((copy, path)) => self.parse_manifest(copy.as_bytes(), epoch, &path).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Verifies stored manifest bytes (read from `path`) as the manifest of `epoch`.
+    fn parse_manifest(
+        &self,
+        bytes: &[u8],
+        epoch: Epoch,
+        path: &str,
+    ) -> CheckpointResult<EpochManifest> {
+        let manifest = EpochManifest::from_json(bytes, path)?;
         let mut problems = Vec::new();
         if manifest.namespace != self.namespace {
             problems.push(ManifestProblem::Mismatch {
@@ -343,8 +413,81 @@ impl CheckpointStore {
             });
         }
         problems.extend(structural_problems(&manifest));
-        invalid_if_any(&path, problems)?;
+        invalid_if_any(path, problems)?;
         Ok(manifest)
+    }
+
+    /// The manifest of `epoch`, from the manifest object or, when that is damaged or gone
+    /// (`ManifestNotFound`, `Corrupt`, `Checksum`), from the copy in the epoch log; with the
+    /// object's error when the copy was used. When the copy is missing or damaged too, the
+    /// object's error is returned.
+    ///
+    /// # Errors
+    /// Those of [`CheckpointStore::read_manifest`]; [`CheckpointError::ObjectStore`] when
+    /// reading the copy fails (a transient failure must not pick an older epoch).
+    pub async fn read_manifest_or_copy(
+        &self,
+        epoch: Epoch,
+    ) -> CheckpointResult<(EpochManifest, Option<CheckpointError>)> {
+        match self.read_manifest(epoch).await {
+            Ok(manifest) => Ok((manifest, None)),
+            Err(
+                damage @ (CheckpointError::ManifestNotFound { .. }
+                | CheckpointError::Corrupt { .. }
+                | CheckpointError::Checksum { .. }),
+            ) => match self.read_manifest_copy(epoch).await {
+                Ok(Some(copy)) => Ok((copy, Some(damage))),
+                Ok(None) => Err(damage),
+                Err(e @ CheckpointError::ObjectStore { .. }) => Err(e),
+                Err(copy_damage) => Err(CheckpointError::CopyDamaged {
+                    primary: Box::new(damage),
+                    copy: Box::new(copy_damage),
+                }),
+            },
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Downloads every segment of `segments` and compares its SHA-256 with the one its
+    /// descriptor records: what a restore that failed uses to tell damaged state from other
+    /// failures. Segments that are missing are reported with `actual: None`.
+    ///
+    /// # Errors
+    /// [`CheckpointError::ObjectStore`] when the store fails otherwise.
+    pub async fn damaged_segments(
+        &self,
+        segments: &[weir_state::SegmentDescriptor],
+    ) -> CheckpointResult<Vec<DamagedSegment>> {
+        let segments = segments.to_vec();
+        let checks = futures::stream::iter(segments)
+            .map(|d| async move {
+                let location = self.location(&d.path)?;
+                let damaged = |actual| DamagedSegment {
+                    path: location.to_string(),
+                    relative_path: d.path.clone(),
+                    recorded: d.sha256.clone(),
+                    actual,
+                };
+                let bytes = match self.store.get(&location).await {
+                    Ok(result) => result.bytes().await,
+                    Err(e) => Err(e),
+                };
+                match bytes {
+                    Ok(bytes) => {
+                        let actual = sha256_hex(&bytes);
+                        Ok((actual != d.sha256).then(|| damaged(Some(actual))))
+                    }
+                    Err(object_store::Error::NotFound { .. }) => Ok(Some(damaged(None))),
+                    Err(e) => Err(CheckpointError::store("reading segment", &location, e)),
+                }
+            })
+            .buffer_unordered(CONCURRENCY);
+        let mut damaged: Vec<DamagedSegment> = checks
+            .try_filter_map(|d| async move { Ok(d) })
+            .try_collect()
+            .await?;
+        damaged.sort_by(|a, b| a.path.cmp(&b.path));
+        Ok(damaged)
     }
 
     /// Checks with one HEAD per segment (16 at a time) that every segment `manifest`
@@ -391,16 +534,19 @@ impl CheckpointStore {
     /// The manifest to recover from: the newest one that reads back intact, that `expected`
     /// can restore from ([`ExpectedCheckpoint::validate_restore`]: the same plan, or the same
     /// job's logic at another parallelism) and whose segments all exist with their sizes
-    /// ([`CheckpointStore::restorable`]). A newer manifest that is corrupt, invalid or
-    /// incomplete is passed over and reported in [`LatestDurable::skipped`] with the reason and
-    /// what the epoch log says about it.
+    /// ([`CheckpointStore::restorable`]). Candidates are the
+    /// [published epochs](CheckpointStore::published_epochs); a manifest object that is damaged
+    /// or gone is replaced by its copy in the epoch log when that is intact
+    /// ([`LatestDurable::manifest_damage`] says so). A newer epoch that is corrupt (both
+    /// copies), invalid or incomplete is passed over and reported in
+    /// [`LatestDurable::skipped`] with the reason and what the epoch log says about it.
     ///
     /// # Errors
     /// When the store fails (a transient failure must not silently pick an older epoch);
     /// [`CheckpointError::Invalid`] when the newest readable manifest belongs to another job,
     /// pipeline, job logic or state format, and [`CheckpointError::FormatVersion`] when
     /// it was written by a release with another manifest format: recovery must be refused
-    /// then (seed 000 §10.4), not fall back. A corrupt epoch log record fails the call when there is
+    /// then, not fall back. A corrupt epoch log record fails the call when there is
     /// something to report about it.
     pub async fn latest_durable(
         &self,
@@ -408,10 +554,12 @@ impl CheckpointStore {
     ) -> CheckpointResult<LatestDurable> {
         let mut skipped = Vec::new();
         let mut chosen = None;
-        for epoch in self.list_epochs().await?.into_iter().rev() {
-            match self.restorable(epoch, expected).await {
-                Ok(manifest) => {
-                    chosen = Some(manifest);
+        let mut manifest_damage = None;
+        for epoch in self.published_epochs().await?.into_iter().rev() {
+            match self.restore_point(epoch, expected).await {
+                Ok(point) => {
+                    chosen = Some(point.manifest);
+                    manifest_damage = point.manifest_damage;
                     break;
                 }
                 Err(reason) if reason.is_unusable_manifest() => skipped.push(SkippedManifest {
@@ -431,6 +579,7 @@ impl CheckpointStore {
         }
         Ok(LatestDurable {
             manifest: chosen,
+            manifest_damage,
             skipped,
         })
     }
@@ -448,22 +597,41 @@ impl CheckpointStore {
         epoch: Epoch,
         expected: &ExpectedCheckpoint,
     ) -> CheckpointResult<EpochManifest> {
-        let manifest = self.read_manifest(epoch).await?;
-        expected.validate_restore(&manifest, self.manifest_location(epoch).as_ref())?;
-        self.verify_segments(&manifest).await?;
-        Ok(manifest)
+        Ok(self.restore_point(epoch, expected).await?.manifest)
     }
 
-    /// The newest epoch whose manifest is a savepoint named `name`, or `None`. Manifests that
-    /// cannot be read (damaged, another format) are passed over: their names are unknown.
-    /// Reads manifests newest first until one matches.
+    /// As [`CheckpointStore::restorable`], saying whether the manifest object was damaged or
+    /// gone and its copy in the epoch log was used
+    /// ([`CheckpointStore::read_manifest_or_copy`]).
+    ///
+    /// # Errors
+    /// As [`CheckpointStore::restorable`].
+    pub async fn restore_point(
+        &self,
+        epoch: Epoch,
+        expected: &ExpectedCheckpoint,
+    ) -> CheckpointResult<RestorePoint> {
+        let (manifest, manifest_damage) = self.read_manifest_or_copy(epoch).await?;
+        expected.validate_restore(&manifest, self.manifest_location(epoch).as_ref())?;
+        self.verify_segments(&manifest).await?;
+        Ok(RestorePoint {
+            manifest,
+            manifest_damage,
+        })
+    }
+
+    /// The newest epoch whose manifest is a savepoint named `name`, or `None`. A damaged
+    /// manifest is read from its copy in the epoch log
+    /// ([`CheckpointStore::read_manifest_or_copy`]); manifests that cannot be read either way
+    /// (damaged, another format) are passed over: their names are unknown. Reads the
+    /// [published epochs](CheckpointStore::published_epochs) newest first until one matches.
     ///
     /// # Errors
     /// [`CheckpointError::ObjectStore`] when the store fails.
     pub async fn find_savepoint(&self, name: &str) -> CheckpointResult<Option<Epoch>> {
-        for epoch in self.list_epochs().await?.into_iter().rev() {
-            match self.read_manifest(epoch).await {
-                Ok(m) => {
+        for epoch in self.published_epochs().await?.into_iter().rev() {
+            match self.read_manifest_or_copy(epoch).await {
+                Ok((m, _)) => {
                     if matches!(&m.kind, CheckpointKind::Savepoint { name: Some(n) } if n == name) {
                         return Ok(Some(epoch));
                     }

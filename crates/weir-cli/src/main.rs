@@ -45,6 +45,12 @@ enum Command {
         /// start when there is none), an epoch number, or a savepoint name.
         #[arg(long, value_name = "latest|EPOCH|SAVEPOINT")]
         restore: Option<weir::RestoreFrom>,
+        /// Let a restore pass over durable epochs (a damaged newest checkpoint, an older epoch
+        /// asked for) even when a sink cannot withdraw what it published for them: that output
+        /// may then appear twice. Without it such a restore is refused. Sinks that can withdraw
+        /// (the file sink) withdraw their output either way.
+        #[arg(long)]
+        accept_duplicates: bool,
     },
     /// Check a job the way `run` would start it (types, options, schemas, edges), starting nothing.
     Validate {
@@ -182,6 +188,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
             state_dir,
             checkpoint_dir,
             restore,
+            accept_duplicates,
         } => {
             let Loaded {
                 spec,
@@ -208,6 +215,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 state_dir,
                 checkpoint_storage,
                 restore,
+                accept_duplicates,
             };
             let running = engine
                 .start_with(prepared, options)

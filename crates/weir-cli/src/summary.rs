@@ -71,6 +71,35 @@ pub(crate) fn render(summary: &JobSummary, peak_rss: Option<u64>) -> String {
             "checkpoints: {} completed, {} aborted{last}{restored} (attempt {}, {} restarts)",
             c.completed, c.aborted, c.attempt, c.restarts
         );
+        if c.restored_from_copy {
+            let _ = writeln!(
+                s,
+                "restore: the manifest of the restored epoch was damaged; its copy in the epoch \
+                 log was used"
+            );
+        }
+        if !c.passed_over_epochs.is_empty() {
+            let epochs = c
+                .passed_over_epochs
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join(", ");
+            let duplicates = if c.duplicates_accepted {
+                "; duplicates accepted for sinks that cannot withdraw"
+            } else {
+                ""
+            };
+            let _ = writeln!(
+                s,
+                "restore: passed over durable epoch(s) {epochs}; withdrew {} published file(s) \
+                 of them before the replay{duplicates}",
+                c.withdrawn_files.len()
+            );
+            for file in &c.withdrawn_files {
+                let _ = writeln!(s, "  withdrawn: {file}");
+            }
+        }
     }
     if let Some(rss) = peak_rss {
         let _ = writeln!(s, "peak memory: {:.1} MiB", rss as f64 / (1024.0 * 1024.0));

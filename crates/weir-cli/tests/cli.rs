@@ -299,3 +299,131 @@ fn checkpoint_flags_are_checked_and_reported() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("epoch 999"), "{err}");
 }
+
+/// Epochs with a manifest under `cp` (one checkpoint namespace), oldest first, with its directory.
+fn checkpoint_epochs(cp: &Path) -> (PathBuf, Vec<u64>) {
+    let namespace = std::fs::read_dir(cp.join("checkpoint"))
+        .expect("checkpoint directory")
+        .next()
+        .expect("one namespace")
+        .expect("entry")
+        .path();
+    let mut epochs: Vec<u64> = std::fs::read_dir(&namespace)
+        .expect("namespace")
+        .filter_map(|e| {
+            let e = e.expect("entry");
+            let epoch = e.file_name().to_string_lossy().parse().ok()?;
+            e.path().join("manifest.json").exists().then_some(epoch)
+        })
+        .collect();
+    epochs.sort_unstable();
+    (namespace, epochs)
+}
+
+#[test]
+fn a_restore_past_damaged_checkpoints_withdraws_their_output_and_says_so() {
+    let work = tempfile::tempdir().expect("tempdir");
+    copy_dir(&repo_root().join("examples"), &work.path().join("examples"));
+    let sql = std::fs::read_to_string(work.path().join("examples/bids.sql")).expect("sql");
+    let sql = sql.replace(
+        "SET 'parallelism' = '2';",
+        "SET 'parallelism' = '2';\nSET 'checkpoint.interval' = '20ms';",
+    );
+    std::fs::write(work.path().join("job.sql"), sql).expect("write job");
+    let run = |extra: &[&str]| {
+        let mut args = vec!["run", "job.sql", "--json", "--checkpoint-dir", "cp"];
+        args.extend_from_slice(extra);
+        stdout_json(&weir(&args, work.path()))
+    };
+    let first = run(&[]);
+    let out = work.path().join("out/bids-per-auction");
+    let parts = || {
+        let mut names: Vec<String> = std::fs::read_dir(&out)
+            .expect("output")
+            .filter_map(|e| {
+                let name = e.expect("entry").file_name().to_string_lossy().into_owned();
+                name.starts_with("part-").then_some(name)
+            })
+            .collect();
+        names.sort();
+        names
+    };
+    let published = parts();
+    assert!(!published.is_empty());
+
+    // Every manifest damaged, one copy damaged and the others gone: nothing can be restored.
+    let (namespace, epochs) = checkpoint_epochs(&work.path().join("cp"));
+    for epoch in &epochs {
+        let manifest = namespace.join(format!("{epoch}/manifest.json"));
+        let mut bytes = std::fs::read(&manifest).expect("manifest");
+        bytes[40] ^= 0x01;
+        std::fs::write(&manifest, bytes).expect("damage");
+        std::fs::remove_file(namespace.join(format!("log/{epoch}-DURABLE.json")))
+            .expect("remove the copy");
+    }
+    let second = run(&["--restore", "latest", "--accept-duplicates"]);
+    let c = &second["checkpoints"];
+    assert_eq!(c["restoredFrom"], serde_json::Value::Null, "{second}");
+    assert_eq!(c["passedOverEpochs"], serde_json::json!(epochs), "{second}");
+    assert_eq!(
+        c["duplicatesAccepted"], false,
+        "the file sink withdraws: {second}"
+    );
+    let withdrawn: Vec<String> = c["withdrawnFiles"]
+        .as_array()
+        .expect("withdrawn files")
+        .iter()
+        .map(|f| {
+            Path::new(f.as_str().expect("a path"))
+                .file_name()
+                .expect("a file name")
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect();
+    assert_eq!(withdrawn, published, "{second}");
+    // The replay from the beginning published every row once more, under new epochs' names.
+    assert_eq!(second["sink_rows"], first["sink_rows"], "{second}");
+    let now = parts();
+    assert!(
+        !now.is_empty() && now.iter().all(|p| !published.contains(p)),
+        "{now:?}"
+    );
+
+    // The newest manifest damaged again, its copy intact: restored from the copy, which the
+    // table summary says.
+    let old = epochs.last().copied().unwrap_or(0);
+    let (namespace, epochs) = checkpoint_epochs(&work.path().join("cp"));
+    let newest = *epochs.last().expect("the second run's epochs");
+    assert!(newest > old, "{epochs:?}");
+    {
+        let epoch = newest;
+        let manifest = namespace.join(format!("{epoch}/manifest.json"));
+        let mut bytes = std::fs::read(&manifest).expect("manifest");
+        bytes[40] ^= 0x01;
+        std::fs::write(&manifest, bytes).expect("damage");
+    }
+    let table = weir(
+        &[
+            "run",
+            "job.sql",
+            "--checkpoint-dir",
+            "cp",
+            "--restore",
+            "latest",
+        ],
+        work.path(),
+    );
+    assert!(
+        table.status.success(),
+        "{}",
+        String::from_utf8_lossy(&table.stderr)
+    );
+    let text = String::from_utf8_lossy(&table.stdout);
+    assert!(
+        text.contains(
+            "the manifest of the restored epoch was damaged; its copy in the epoch log was used"
+        ),
+        "{text}"
+    );
+}

@@ -2,6 +2,7 @@
 //! and the coordinator, run them to the end.
 
 use crate::checkpoint::coordinator::{Coordinator, SinkHandle, update};
+use crate::checkpoint::damage;
 use crate::checkpoint::recovery::{self, RestorePlan, SplitResume};
 use crate::checkpoint::{RestoreFrom, TaskCheckpointing, failpoint};
 use crate::edge_writer::{Distribution, EdgeWriter};
@@ -71,11 +72,24 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
     let mut checkpointing = None;
     let mut restore_plan = None;
     if let Some(config) = &shared.config {
-        let setup = recovery::begin_attempt(&plan, config, restore.as_ref(), &sinks).await?;
+        let setup = recovery::begin_attempt(
+            &plan,
+            config,
+            restore.as_ref(),
+            &sinks,
+            shared.options.accept_duplicates,
+        )
+        .await?;
         if let Some(s) = &shared.summary {
+            let report = &setup.report;
             update(s, |s| {
                 s.attempt = setup.attempt.0;
                 s.restored_from = setup.restored.as_ref().map(|m| m.epoch.0);
+                s.restored_from_copy |= report.from_copy;
+                s.passed_over_epochs
+                    .extend(report.passed_over.iter().map(|e| e.0));
+                s.withdrawn_files.extend(report.withdrawn.iter().cloned());
+                s.duplicates_accepted |= report.duplicates_accepted;
             });
         }
         restore_plan = setup.restored.clone().map(RestorePlan::new);
@@ -182,13 +196,16 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
                 let label = format!("{}[{subtask}/{}]", vertex.vertex_id, vertex.parallelism);
                 let owned = owned_shards(vertex, subtask);
                 restores.spawn(async move {
-                    restore_task(&state, &segments, &store, &owned)
-                        .await
-                        .map(|images| (key, images))
-                        .map_err(|source| Error::Task {
-                            task: label,
-                            source,
-                        })
+                    match restore_task(&state, &segments, &store, &owned).await {
+                        Ok(images) => Ok((key, images)),
+                        Err(source) => Err((
+                            segments,
+                            Error::Task {
+                                task: label,
+                                source,
+                            },
+                        )),
+                    }
                 });
             }
             states.insert((vertex.vertex_id.clone(), subtask), task_state);
@@ -196,10 +213,22 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
     }
     let mut restored = 0;
     while let Some(joined) = restores.join_next().await {
-        let (key, task_images) = joined.map_err(|e| Error::Panic {
+        let joined = joined.map_err(|e| Error::Panic {
             task: "restore".into(),
             message: e.to_string(),
-        })??;
+        })?;
+        let (key, task_images) = match joined {
+            Ok(done) => done,
+            Err((segments, error)) => {
+                return Err(match (&checkpointing, &restore_plan) {
+                    (Some((config, setup, ..)), Some(r)) => {
+                        damage::explain(config, &setup.store, &setup.expected, r, &segments, error)
+                            .await
+                    }
+                    _ => error,
+                });
+            }
+        };
         images.insert(key, task_images);
         restored += 1;
         if restored == 1 && !restores.is_empty() {

@@ -76,6 +76,22 @@ pub enum Error {
         #[source]
         source: weir_state::StateError,
     },
+    /// The checkpoint a restore chose is damaged: a state segment's bytes are not the ones its
+    /// manifest records, or it is gone.
+    #[error(
+        "cannot restore: the checkpoint of epoch {epoch} in {storage} is damaged: {damage}; {}",
+        older_advice(older)
+    )]
+    DamagedCheckpoint {
+        /// The damaged epoch.
+        epoch: weir_api::Epoch,
+        /// The checkpoint storage, as the user named it.
+        storage: String,
+        /// Every damaged segment, naming its file.
+        damage: String,
+        /// Older epochs that pass the checks a restore makes before loading state.
+        older: Vec<weir_api::Epoch>,
+    },
     /// A restore was refused: the checkpoint does not fit the job.
     #[error("cannot restore: {message}")]
     Restore {
@@ -104,6 +120,7 @@ impl Error {
                 ErrorKind::Internal
             }
             Error::Restore { .. } | Error::Deployment { .. } => ErrorKind::User,
+            Error::DamagedCheckpoint { .. } => ErrorKind::External,
             Error::Checkpoint { source, .. } if source.is_incompatible() => ErrorKind::User,
             Error::Checkpoint { .. } | Error::State { .. } => ErrorKind::External,
         }
@@ -137,3 +154,22 @@ fn located(path: &str, source: &weir_api::Error) -> String {
 
 /// Result with the runtime crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What a user can do about a damaged checkpoint, given the older epochs that could be restored.
+fn older_advice(older: &[weir_api::Epoch]) -> String {
+    if older.is_empty() {
+        return "no older checkpoint can be restored: start without --restore to run the job \
+                from the beginning"
+            .to_owned();
+    }
+    let list = older
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let noun = if older.len() == 1 { "epoch" } else { "epochs" };
+    format!(
+        "older checkpoints that could be restored: {noun} {list} (restore one with --restore \
+         <epoch>; the output that sinks published for later epochs is withdrawn first)"
+    )
+}

@@ -163,6 +163,11 @@ pub struct RunOptions {
     pub checkpoint_storage: Option<CheckpointStorage>,
     /// The checkpoint to restore before reading any input.
     pub restore: Option<RestoreFrom>,
+    /// Lets a restore pass over durable epochs (a damaged newest checkpoint, an older epoch
+    /// asked for) although a sink that commits by epoch cannot withdraw what it published for
+    /// them: that output may then be published twice. Without it such a restore is refused.
+    /// Sinks that can withdraw (the file sink) withdraw either way.
+    pub accept_duplicates: bool,
 }
 
 /// Starts a prepared job with default [`RunOptions`].

@@ -37,6 +37,18 @@ pub struct CheckpointSummary {
     pub max_state_bytes: Option<u64>,
     /// The epoch the run restored, if it restored one.
     pub restored_from: Option<u64>,
+    /// Whether the restored epoch's manifest object was damaged or gone and its copy in the
+    /// epoch log was restored instead.
+    pub restored_from_copy: bool,
+    /// Durable epochs newer than the restored one that a restore passed over (their
+    /// checkpoints were damaged or incomplete, or an older epoch was asked for).
+    pub passed_over_epochs: Vec<u64>,
+    /// Published output of the passed-over epochs that sinks withdrew before the replay
+    /// (for the file sink, the part files' paths).
+    pub withdrawn_files: Vec<String>,
+    /// Whether a restore passed over durable epochs although a sink could not withdraw their
+    /// output, because the run accepted duplicates (`accept_duplicates`).
+    pub duplicates_accepted: bool,
     /// Automatic restarts after failures.
     pub restarts: u32,
 }
@@ -376,13 +388,14 @@ impl Coordinator {
         flight.state = transition(flight.state, EpochState::Durable)
             .map_err(|e| checkpoint_error("epoch lifecycle", e))?;
         let log = self.store.epoch_log();
-        log.record(&EpochRecord::new(
-            flight.epoch,
-            EpochState::Durable,
-            now_ms(),
-        ))
-        .await
-        .map_err(|e| checkpoint_error("recording a durable epoch", e))?;
+        // The DURABLE record carries a second copy of the manifest: recovery reads it when
+        // the manifest object is damaged.
+        let record = EpochRecord::new(flight.epoch, EpochState::Durable, now_ms())
+            .with_manifest(&manifest)
+            .map_err(|e| checkpoint_error("recording a durable epoch", e))?;
+        log.record(&record)
+            .await
+            .map_err(|e| checkpoint_error("recording a durable epoch", e))?;
         failpoint("after-manifest");
         self.commit(flight.epoch).await?;
         flight.state = transition(flight.state, EpochState::Committed)

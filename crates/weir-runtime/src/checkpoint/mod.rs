@@ -11,6 +11,7 @@
 //! commits the sinks' transactions and records both in the epoch log.
 
 pub(crate) mod coordinator;
+pub(crate) mod damage;
 mod failpoint;
 pub(crate) mod recovery;
 

@@ -1,6 +1,7 @@
-//! Starting an attempt of a checkpointing job (seed 000 §10.1): fence older attempts, pick the
-//! manifest to restore, finish its sink commits, delete uncommitted staged output, and tell every
-//! task what it restores (state segments, split cursors).
+//! Starting an attempt of a checkpointing job (docs/fault-tolerance.md, "Recovery"): fence older
+//! attempts, pick the manifest to restore, withdraw the output of durable epochs the restore
+//! passes over, finish its sink commits, delete uncommitted staged output, and tell every task
+//! what it restores (state segments, split cursors).
 
 use super::coordinator::{SinkHandle, commit_sink};
 use super::{CheckpointConfig, RestoreFrom};
@@ -15,7 +16,8 @@ use weir_checkpoint::{
 use weir_plan::{PartitionedPlan, PlanVertex};
 use weir_state::{SegmentDescriptor, SegmentStore};
 
-/// The checkpoint namespace of a plan (seed 000 §14.2): derived from job and pipeline ids.
+/// The checkpoint namespace of a plan: derived from job and pipeline ids (docs/checkpoints.md,
+/// "Storage layout").
 pub(crate) fn namespace(plan: &PartitionedPlan) -> String {
     if plan.job_id.as_str() == plan.pipeline_id.as_str() {
         plan.job_id.to_string()
@@ -40,19 +42,38 @@ pub(crate) struct AttemptSetup {
     pub(crate) expected: ExpectedCheckpoint,
     pub(crate) restored: Option<EpochManifest>,
     pub(crate) next_epoch: Epoch,
+    /// What the restore repaired, passed over and withdrew.
+    pub(crate) report: RestoreReport,
 }
 
-/// Fences older attempts, chooses the manifest `restore` asks for, completes the commits of
-/// that manifest's sink transactions and deletes every other staged transaction.
+/// What a restore did besides loading its epoch, for the run's summary.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct RestoreReport {
+    /// The restored manifest came from its copy in the epoch log.
+    pub(crate) from_copy: bool,
+    /// Durable epochs newer than the restored one.
+    pub(crate) passed_over: Vec<Epoch>,
+    /// What sinks withdrew of the passed-over epochs' output.
+    pub(crate) withdrawn: Vec<String>,
+    /// Durable epochs were passed over with a sink that cannot withdraw, as the run allowed.
+    pub(crate) duplicates_accepted: bool,
+}
+
+/// Fences older attempts, chooses the manifest `restore` asks for, withdraws the published
+/// output of the durable epochs after it (refusing when a sink cannot withdraw and
+/// `accept_duplicates` is not set), completes the commits of that manifest's sink transactions
+/// and deletes every other staged transaction.
 ///
 /// # Errors
 /// When the store fails, the requested checkpoint does not exist or does not fit the plan (the
-/// message says what differs), or a sink commit or cleanup fails.
+/// message says what differs), a sink cannot withdraw the output of passed-over epochs, or a
+/// sink commit, withdrawal or cleanup fails.
 pub(crate) async fn begin_attempt(
     plan: &PartitionedPlan,
     config: &CheckpointConfig,
     restore: Option<&RestoreFrom>,
     sinks: &BTreeMap<OperatorId, SinkHandle>,
+    accept_duplicates: bool,
 ) -> Result<AttemptSetup> {
     let storage = &config.storage;
     let mut store =
@@ -69,6 +90,9 @@ pub(crate) async fn begin_attempt(
         .map_err(|e| store_error("starting a new attempt", e))?;
     // `listed`: when choosing the manifest listed the epochs, the newest of them, so that the
     // next epoch number needs no second listing.
+    let mut from_copy = None;
+    // The durable epochs newer than the restored one, when choosing it found them already.
+    let mut passed_over = None;
     let (restored, listed) = match restore {
         None => (None, None),
         Some(RestoreFrom::Latest) => {
@@ -89,6 +113,10 @@ pub(crate) async fn begin_attempt(
             if latest.manifest.is_none() {
                 tracing::warn!(storage = %storage.display, "no checkpoint to restore: starting from the beginning");
             }
+            from_copy = latest.manifest_damage;
+            // `latest_durable` walked every published epoch from the newest down to the chosen
+            // one: those it skipped are exactly the newer ones.
+            passed_over = Some(latest.skipped.iter().map(|s| s.epoch).collect::<Vec<_>>());
             // Every epoch newer than the chosen one was passed over, so the newest listed is
             // the first skipped one, or the chosen one.
             let newest = latest
@@ -99,15 +127,14 @@ pub(crate) async fn begin_attempt(
                 .max();
             (latest.manifest, Some(newest))
         }
-        Some(RestoreFrom::Epoch(epoch)) => (
-            Some(
-                store
-                    .restorable(*epoch, &expected)
-                    .await
-                    .map_err(|e| store_error(format!("restoring epoch {epoch}"), e))?,
-            ),
-            None,
-        ),
+        Some(RestoreFrom::Epoch(epoch)) => {
+            let point = store
+                .restore_point(*epoch, &expected)
+                .await
+                .map_err(|e| store_error(format!("restoring epoch {epoch}"), e))?;
+            from_copy = point.manifest_damage;
+            (Some(point.manifest), None)
+        }
         Some(RestoreFrom::Savepoint(name)) => {
             let epoch = store
                 .find_savepoint(name)
@@ -120,18 +147,48 @@ pub(crate) async fn begin_attempt(
                         store.namespace()
                     ),
                 })?;
-            (
-                Some(
-                    store
-                        .restorable(epoch, &expected)
-                        .await
-                        .map_err(|e| store_error(format!("restoring savepoint `{name}`"), e))?,
-                ),
-                None,
-            )
+            let point = store
+                .restore_point(epoch, &expected)
+                .await
+                .map_err(|e| store_error(format!("restoring savepoint `{name}`"), e))?;
+            from_copy = point.manifest_damage;
+            (Some(point.manifest), None)
         }
     };
+    if let (Some(damage), Some(m)) = (&from_copy, &restored) {
+        tracing::warn!(epoch = %m.epoch, damage = %damage, "the manifest is damaged; restoring its copy from the epoch log");
+    }
     let next_epoch = next_epoch(&store, listed).await?;
+    let mut report = RestoreReport {
+        from_copy: from_copy.is_some(),
+        ..RestoreReport::default()
+    };
+    if restore.is_some() {
+        let after = restored.as_ref().map_or(Epoch(0), |m| m.epoch);
+        let mut newer = match passed_over {
+            Some(skipped) => skipped,
+            None => store
+                .published_epochs()
+                .await
+                .map_err(|e| store_error("listing checkpoints", e))?
+                .into_iter()
+                .filter(|e| *e > after)
+                .collect(),
+        };
+        newer.sort();
+        report.passed_over = newer;
+        if !report.passed_over.is_empty() {
+            withdraw(
+                plan,
+                &storage.display,
+                after,
+                sinks,
+                accept_duplicates,
+                &mut report,
+            )
+            .await?;
+        }
+    }
     recover_sinks(plan, &store, restored.as_ref(), sinks).await?;
     if let Some(m) = &restored {
         tracing::info!(epoch = %m.epoch, attempt = %attempt, "restoring checkpoint");
@@ -143,7 +200,76 @@ pub(crate) async fn begin_attempt(
         expected,
         restored,
         next_epoch,
+        report,
     })
+}
+
+/// Before the replay from epoch `after`: every epoch sink withdraws what it published for the
+/// passed-over epochs in `report`, or, when a sink cannot, the restore is refused unless
+/// `accept_duplicates`. Nothing is withdrawn when the restore is refused.
+async fn withdraw(
+    plan: &PartitionedPlan,
+    storage: &str,
+    after: Epoch,
+    sinks: &BTreeMap<OperatorId, SinkHandle>,
+    accept_duplicates: bool,
+    report: &mut RestoreReport,
+) -> Result<()> {
+    let passed_over = report
+        .passed_over
+        .iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let unable: Vec<&OperatorId> = sinks
+        .iter()
+        .filter(|(_, h)| !h.sink.can_withdraw())
+        .map(|(op, _)| op)
+        .collect();
+    if !unable.is_empty() {
+        let names = unable
+            .iter()
+            .map(|op| format!("`{op}`"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        if !accept_duplicates {
+            let from = if after.0 == 0 {
+                "the beginning".to_owned()
+            } else {
+                format!("epoch {after}")
+            };
+            return Err(Error::Restore {
+                message: format!(
+                    "restoring from {from} passes over durable epoch(s) {passed_over} in \
+                     {storage}, whose output sink(s) {names} may already have published and \
+                     cannot withdraw: the replay would publish it again. Repair or restore a \
+                     newer checkpoint, or accept duplicate output with --accept-duplicates \
+                     (RunOptions::accept_duplicates)"
+                ),
+            });
+        }
+        tracing::warn!(sinks = %names, epochs = %passed_over, "passing over durable epochs whose output these sinks cannot withdraw: it may be published twice (duplicates accepted)");
+        report.duplicates_accepted = true;
+    }
+    for (operator, handle) in sinks.iter().filter(|(_, h)| h.sink.can_withdraw()) {
+        let ctx = TaskContext::new(
+            plan.job_id.clone(),
+            operator.clone(),
+            SubtaskIndex(0),
+            handle.parallelism.max(1),
+        );
+        let withdrawn = handle
+            .sink
+            .withdraw_after(&ctx, after)
+            .await
+            .map_err(|source| Error::Task {
+                task: ctx.label(),
+                source,
+            })?;
+        tracing::warn!(sink = %operator, epochs = %passed_over, files = withdrawn.len(), "withdrew the published output of passed-over epochs before the replay");
+        report.withdrawn.extend(withdrawn);
+    }
+    Ok(())
 }
 
 /// One past every epoch the namespace has used (manifests and log records). `listed` is the
@@ -216,10 +342,13 @@ async fn recover_sinks(
     }
     if let Some(m) = manifest {
         let log = store.epoch_log();
-        for state in [EpochState::Durable, EpochState::Committed] {
-            log.record(&EpochRecord::new(m.epoch, state, m.durable_at_ms))
-                .await
-                .map_err(|e| store_error(format!("recording epoch {} as committed", m.epoch), e))?;
+        let failed = |e| store_error(format!("recording epoch {} as committed", m.epoch), e);
+        let durable = EpochRecord::new(m.epoch, EpochState::Durable, m.durable_at_ms)
+            .with_manifest(m)
+            .map_err(failed)?;
+        let committed = EpochRecord::new(m.epoch, EpochState::Committed, m.durable_at_ms);
+        for record in [durable, committed] {
+            log.record(&record).await.map_err(failed)?;
         }
     }
     Ok(())
@@ -255,6 +384,11 @@ pub(crate) struct RestorePlan {
 impl RestorePlan {
     pub(crate) fn new(manifest: EpochManifest) -> Self {
         RestorePlan { manifest }
+    }
+
+    /// The restored epoch.
+    pub(crate) fn epoch(&self) -> Epoch {
+        self.manifest.epoch
     }
 
     /// Splits every source's enumerator had finished at the restored epoch: they are read no

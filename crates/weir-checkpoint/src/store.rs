@@ -31,7 +31,6 @@ use crate::error::{CheckpointError, CheckpointResult, SegmentIssue};
 use crate::layout;
 use crate::local_sync;
 use crate::manifest::{CheckpointKind, EpochManifest};
-use weir_plan::sha256_hex;
 use crate::problem::ManifestProblem;
 use crate::validate::{ExpectedCheckpoint, invalid_if_any, structural_problems};
 use futures::{StreamExt, TryStreamExt};
@@ -40,6 +39,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use std::path::PathBuf;
 use std::sync::Arc;
 use weir_api::Epoch;
+use weir_plan::sha256_hex;
 
 /// Requests in flight at once for HEADs of segments and manifests.
 pub(crate) const CONCURRENCY: usize = 16;

@@ -1,0 +1,43 @@
+//! Real servers for Weir's tests, started by the tests themselves and stopped by PID.
+//!
+//! Tests never talk to mocks where the real component runs on this machine. What a server needs
+//! (jars, Python packages) is fetched once from the package registries into a cache directory
+//! ([`cache_dir`]) that outlives the test run, so later runs start without the network.
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The cache directory `name` of the test servers: under `CARGO_TARGET_DIR` when set (so a
+/// warm target directory keeps its downloads), else under the workspace's `target/`.
+pub fn cache_dir(name: &str) -> PathBuf {
+    let base = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target"),
+        PathBuf::from,
+    );
+    base.join("weir-testkit").join(name)
+}
+
+/// A name no other test of this process (nor of an earlier run) uses: `prefix`, the process id,
+/// a counter and the time, for topics, groups, transactional ids and buckets.
+pub fn unique_name(prefix: &str) -> String {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos());
+    format!("{prefix}-{}-{n}-{nanos}", std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_caches_named() {
+        let a = unique_name("t");
+        let b = unique_name("t");
+        assert_ne!(a, b);
+        assert!(a.starts_with("t-"));
+        assert!(cache_dir("kafka").ends_with("weir-testkit/kafka"));
+    }
+}

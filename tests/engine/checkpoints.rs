@@ -103,12 +103,12 @@ fn options(checkpoints: &Path, restore: Option<RestoreFrom>) -> RunOptions {
 
 /// The published rows of `dir` (part files directly in it, never `_staging`), one string per
 /// row, sorted.
-fn published_rows(dir: &Path) -> Vec<String> {
+pub(crate) fn published_rows(dir: &Path) -> Vec<String> {
     format_rows(&read_published_parts(dir))
 }
 
 /// Fails with the rows missing from and repeated in `got`, not both lists.
-fn assert_same_rows(got: &[String], want: &[String], what: &str) {
+pub(crate) fn assert_same_rows(got: &[String], want: &[String], what: &str) {
     if got == want {
         return;
     }
@@ -152,7 +152,7 @@ async fn reference(window_ms: u64) -> Vec<String> {
 }
 
 /// Prepares and starts `job`.
-async fn start(
+pub(crate) async fn start(
     engine: &Engine,
     job: &JobSpec,
     options: RunOptions,
@@ -179,7 +179,12 @@ const KILL_DEADLINE: Duration = Duration::from_secs(60);
 
 /// Starts `job` and kills it once `epochs` epochs are durable (or lets it end first); returns
 /// whether it was killed. Fails when neither happens within `KILL_DEADLINE`.
-async fn run_and_kill(engine: &Engine, job: JobSpec, options: RunOptions, epochs: u64) -> bool {
+pub(crate) async fn run_and_kill(
+    engine: &Engine,
+    job: JobSpec,
+    options: RunOptions,
+    epochs: u64,
+) -> bool {
     let running = start(engine, &job, options).await.expect("start");
     let started = std::time::Instant::now();
     loop {
@@ -247,7 +252,7 @@ async fn checkpointed_run_commits_exactly_the_output_through_epochs() {
     );
 }
 
-fn walk(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn walk(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     let Ok(entries) = std::fs::read_dir(dir) else {
         return out;

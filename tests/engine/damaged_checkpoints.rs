@@ -8,12 +8,12 @@
 //! The job reads generated CSV into a tumbling window and writes Parquet; the reference is the
 //! same job run once without checkpoints.
 
-use crate::support::{Rng, format_rows, read_published_parts};
+use crate::checkpoints::{self, assert_same_rows, start, walk};
+use crate::support::Rng;
 use arrow::datatypes::SchemaRef;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 use weir::api::{
     ConnectorSpec, Epoch, PreparedSink, Result as ApiResult, SinkCapability, SinkFactory,
     SinkWriter, TaskContext,
@@ -89,36 +89,6 @@ fn options(dir: &Path, restore: Option<RestoreFrom>, accept_duplicates: bool) ->
     }
 }
 
-fn published_rows(dir: &Path) -> Vec<String> {
-    format_rows(&read_published_parts(&dir.join("out")))
-}
-
-/// Fails with how many rows are missing from and repeated in `got`, not both lists.
-fn assert_same_rows(got: &[String], want: &[String], what: &str) {
-    if got == want {
-        return;
-    }
-    let mut missing = want.to_vec();
-    let mut extra = Vec::new();
-    for row in got {
-        match missing.iter().position(|r| r == row) {
-            Some(i) => {
-                missing.swap_remove(i);
-            }
-            None => extra.push(row.clone()),
-        }
-    }
-    panic!(
-        "{what}: {} rows, want {}; {} missing (first: {:?}), {} extra (first: {:?})",
-        got.len(),
-        want.len(),
-        missing.len(),
-        missing.iter().take(3).collect::<Vec<_>>(),
-        extra.len(),
-        extra.iter().take(3).collect::<Vec<_>>()
-    );
-}
-
 /// The output of the job run once, without checkpoints.
 async fn reference() -> Vec<String> {
     let dir = tempfile::tempdir().expect("tempdir");
@@ -132,36 +102,21 @@ async fn reference() -> Vec<String> {
     rows
 }
 
-async fn start(
-    engine: &Engine,
-    job: &JobSpec,
-    options: RunOptions,
-) -> weir::Result<weir::RunningJob> {
-    let prepared = engine.prepare(job, Some("damaged.yaml")).await?;
-    engine.start_with(prepared, options).await
+/// Runs the checkpointed job and kills it once `epochs` epochs are durable, or lets it end when
+/// it gets there first (failing after a deadline).
+async fn run_and_kill(engine: &Engine, dir: &Path, sink: &str, epochs: u64) {
+    checkpoints::run_and_kill(
+        engine,
+        spec(dir, true, sink),
+        options(dir, None, false),
+        epochs,
+    )
+    .await;
 }
 
-/// Runs the checkpointed job and kills it once `epochs` epochs are durable, or lets it end when
-/// it gets there first.
-async fn run_and_kill(engine: &Engine, dir: &Path, sink: &str, epochs: u64) {
-    let running = start(engine, &spec(dir, true, sink), options(dir, None, false))
-        .await
-        .expect("start");
-    loop {
-        let durable = running
-            .checkpoint_summary()
-            .and_then(|s| s.last_durable_epoch)
-            .unwrap_or(0);
-        if durable >= epochs {
-            running.kill().await;
-            return;
-        }
-        if running.is_finished() {
-            running.wait().await.expect("the job ended by itself");
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+/// The published rows of the job's output directory, one string per row, sorted.
+fn published_rows(dir: &Path) -> Vec<String> {
+    checkpoints::published_rows(&dir.join("out"))
 }
 
 fn namespace_dir(dir: &Path) -> PathBuf {
@@ -495,22 +450,6 @@ async fn a_damaged_state_segment_is_refused_as_damage_naming_the_file_and_older_
             "older {older:?}, offered {offered:?}: {text}"
         );
     }
-}
-
-fn walk(dir: &Path) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    let Ok(entries) = std::fs::read_dir(dir) else {
-        return out;
-    };
-    for e in entries {
-        let path = e.expect("entry").path();
-        if path.is_dir() {
-            out.extend(walk(&path));
-        } else {
-            out.push(path);
-        }
-    }
-    out
 }
 
 /// The file sink without withdrawal, as a sink that cannot take back what it published

@@ -390,13 +390,7 @@ impl EpochLog {
     /// [`CheckpointError::Corrupt`] naming a record whose content is not a record or does not
     /// match its file name; [`CheckpointError::ObjectStore`] when the store fails.
     pub async fn read(&self) -> CheckpointResult<EpochLogView> {
-        let prefix = layout::join(&self.base, &layout::log_path(&self.namespace));
-        let objects: Vec<_> = self
-            .store
-            .list(Some(&prefix))
-            .try_collect()
-            .await
-            .map_err(|e| CheckpointError::store("listing the epoch log", &prefix, e))?;
+        let objects = self.list().await?;
         let mut view = EpochLogView::default();
         for meta in objects {
             // Anything else in the log directory is not Weir's: leave it alone.
@@ -419,13 +413,7 @@ impl EpochLog {
     /// # Errors
     /// [`CheckpointError::ObjectStore`] when the store fails.
     pub async fn durable_epochs(&self) -> CheckpointResult<Vec<Epoch>> {
-        let prefix = layout::join(&self.base, &layout::log_path(&self.namespace));
-        let objects: Vec<_> = self
-            .store
-            .list(Some(&prefix))
-            .try_collect()
-            .await
-            .map_err(|e| CheckpointError::store("listing the epoch log", &prefix, e))?;
+        let objects = self.list().await?;
         let mut epochs: Vec<Epoch> = objects
             .iter()
             .filter_map(|m| {
@@ -438,6 +426,16 @@ impl EpochLog {
             .collect();
         epochs.sort();
         Ok(epochs)
+    }
+
+    /// Every object under the log directory, from one listing.
+    async fn list(&self) -> CheckpointResult<Vec<object_store::ObjectMeta>> {
+        let prefix = layout::join(&self.base, &layout::log_path(&self.namespace));
+        self.store
+            .list(Some(&prefix))
+            .try_collect()
+            .await
+            .map_err(|e| CheckpointError::store("listing the epoch log", &prefix, e))
     }
 
     /// The records of one epoch (at most one per persisted state), in lifecycle order.

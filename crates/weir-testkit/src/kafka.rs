@@ -570,7 +570,9 @@ kill)
 esac
 "#;
 
-/// The configuration of a one-node KRaft cluster with transactions on 127.0.0.1.
+/// The configuration of a one-node KRaft cluster with transactions on 127.0.0.1. A restarted
+/// broker registers only once the session of its killed predecessor has expired: a 4 s session
+/// (Kafka's default is 9 s) brings a restart after [`KafkaBroker::kill`] from 12.6 s to 7 s.
 fn server_properties(data: &Path, port: u16, controller_port: u16) -> String {
     format!(
         "process.roles=broker,controller
@@ -591,6 +593,8 @@ transaction.state.log.num.partitions=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+broker.heartbeat.interval.ms=1000
+broker.session.timeout.ms=4000
 auto.create.topics.enable=false
 ",
         data = data.display()

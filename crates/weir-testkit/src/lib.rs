@@ -4,6 +4,8 @@
 //! (jars, Python packages) is fetched once from the package registries into a cache directory
 //! ([`cache_dir`]) that outlives the test run, so later runs start without the network.
 
+pub mod s3;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 

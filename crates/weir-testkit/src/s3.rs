@@ -30,8 +30,9 @@ pub const REGION: &str = "us-east-1";
 /// How long the server may take to accept connections after it was started.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Why the S3 server is not available.
-#[derive(Debug, Clone, thiserror::Error)]
+/// Why the S3 server is not available. Its `Debug` output is its message, so that a test's
+/// `expect` or `?` shows what to install.
+#[derive(Clone, thiserror::Error)]
 pub enum S3Error {
     /// A program the server needs is missing on this machine.
     #[error(
@@ -68,6 +69,12 @@ pub enum S3Error {
         /// The error or the response's status line.
         detail: String,
     },
+}
+
+impl std::fmt::Debug for S3Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
 }
 
 /// A running moto server.

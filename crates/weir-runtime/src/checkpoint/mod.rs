@@ -258,3 +258,39 @@ impl TaskCheckpointing {
         let _ = self.reports.send(report);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_path(err: weir_api::Error) -> String {
+        match err {
+            weir_api::Error::Config { path, .. } => path,
+            other => format!("not a config error: {other}"),
+        }
+    }
+
+    #[test]
+    fn checkpoint_directories_by_scheme() {
+        let s3 = CheckpointStorage::from_dir_option("s3://bucket/cp/job", None).expect("s3");
+        assert_eq!(s3.display, "s3://bucket/cp/job");
+        assert_eq!(s3.base.as_ref(), "cp/job");
+        assert!(s3.local_root.is_none());
+
+        let options = S3Options {
+            region: Some("eu-west-1".into()),
+            ..S3Options::default()
+        };
+        let err = CheckpointStorage::from_dir_option("/tmp/cp", Some(&options)).expect_err("local");
+        assert_eq!(config_path(err), "checkpoint.s3");
+        let err = CheckpointStorage::from_dir_option("gs://bucket/cp", None).expect_err("gcs");
+        assert!(err.to_string().contains("s3://"), "{err}");
+
+        let half = S3Options {
+            access_key_id: Some("k".into()),
+            ..S3Options::default()
+        };
+        let err = CheckpointStorage::s3("s3://bucket/cp", &half).expect_err("no secret");
+        assert_eq!(config_path(err), "checkpoint.s3.secret_access_key");
+    }
+}

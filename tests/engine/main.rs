@@ -10,6 +10,7 @@ mod end_to_end;
 mod keyed_state;
 mod plugin_contract;
 mod routing;
+mod s3;
 mod slt;
 mod sql;
 mod support;

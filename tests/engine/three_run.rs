@@ -151,6 +151,7 @@ fn checkpointed(mut spec: JobSpec) -> JobSpec {
         retain: None,
         timeout: None,
         min_pause: None,
+        s3: None,
     });
     spec
 }

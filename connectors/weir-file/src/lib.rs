@@ -6,7 +6,8 @@
 //! under the connector name `file`.
 //!
 //! - **Source**: `path` is a file, a directory, a glob (`data/*.csv`, `data/**/*.json`) or a URL
-//!   (`file:///abs/dir/`, `memory:///x/`). One split per file, sorted by path; a split's cursor
+//!   (`file:///abs/dir/`, `memory:///x/`, `s3://bucket/dir/` with the `s3` options of
+//!   [`weir_api::S3Options`]). One split per file, sorted by path; a split's cursor
 //!   is the number of data records already read, so a restored reader resumes exactly. The
 //!   schema is declared or inferred. Bad records fail the job with file, line and column, or go
 //!   to the dead-letter output ([`weir_api::BadRecordPolicy`]); the fast path stays vectorized

@@ -8,7 +8,7 @@ use object_store::registry::ObjectStoreRegistry;
 use object_store::{ObjectStore, ObjectStoreExt};
 use std::sync::Arc;
 use url::Url;
-use weir_api::{Error, Result};
+use weir_api::{Error, Result, S3Options};
 
 /// Characters that start a glob; the path before the last `/` preceding the first of them is
 /// listed, the rest is matched.
@@ -46,9 +46,26 @@ impl FileLocation {
     /// # Errors
     /// [`Error::Config`] at `option_path` when the URL or path is invalid or its scheme has no
     /// store.
+    #[cfg(test)]
     pub(crate) fn resolve(
         given: &str,
         registry: &dyn ObjectStoreRegistry,
+        cwd: &std::path::Path,
+        option_path: &str,
+    ) -> Result<Self> {
+        Self::resolve_with(given, registry, None, cwd, option_path)
+    }
+
+    /// Resolves `given` as [`Self::resolve`] does; an `s3://` (or `s3a://`) URL opens a store
+    /// of its own with `s3` over the AWS environment variables.
+    ///
+    /// # Errors
+    /// As [`Self::resolve`]; [`Error::Config`] at `option_path` when the S3 store cannot be
+    /// built from the URL and options.
+    pub(crate) fn resolve_with(
+        given: &str,
+        registry: &dyn ObjectStoreRegistry,
+        s3: Option<&S3Options>,
         cwd: &std::path::Path,
         option_path: &str,
     ) -> Result<Self> {
@@ -65,9 +82,20 @@ impl FileLocation {
         let (store, base) = if is_url(given) {
             let url = Url::parse(prefix)
                 .map_err(|e| Error::config(option_path, format!("invalid URL `{prefix}`: {e}")))?;
-            registry.resolve(&url).map_err(|e| {
-                Error::config(option_path, format!("no object store for `{prefix}`: {e}"))
-            })?
+            if weir_api::is_s3_url(prefix) {
+                let options = s3
+                    .cloned()
+                    .unwrap_or_default()
+                    .object_store_options(std::env::vars());
+                let (store, base) = object_store::parse_url_opts(&url, options).map_err(|e| {
+                    Error::config(option_path, format!("cannot open `{prefix}`: {e}"))
+                })?;
+                (Arc::from(store), base)
+            } else {
+                registry.resolve(&url).map_err(|e| {
+                    Error::config(option_path, format!("no object store for `{prefix}`: {e}"))
+                })?
+            }
         } else {
             let relative = if prefix.is_empty() { "." } else { prefix };
             let absolute = normalize(&cwd.join(relative));

@@ -2,7 +2,7 @@
 //! [`weir_api::decode_options`] so that every error names the JSON path of the offending field.
 
 use serde::{Deserialize, Serialize};
-use weir_api::{Error, Result};
+use weir_api::{Error, Result, S3Options};
 
 /// Rows per batch when `batch_size` is not set: large enough to amortise per-batch overhead,
 /// small enough to keep a batch of wide rows in a few megabytes.
@@ -69,9 +69,13 @@ impl std::fmt::Display for FileFormat {
 pub struct FileSourceOptions {
     /// What to read: a file, a directory (read recursively, skipping names that start with `.`
     /// or `_`), a glob (`data/*.csv`, `data/**/*.json`) or an object-store URL
-    /// (`file:///abs/dir/`, `memory:///x/*.csv`). Relative paths are relative to the current
-    /// directory.
+    /// (`file:///abs/dir/`, `memory:///x/*.csv`, `s3://bucket/dir/*.parquet`). Relative paths
+    /// are relative to the current directory.
     pub path: String,
+    /// How to reach the server of an `s3://` path (endpoint, region, credentials, path style);
+    /// unset fields come from the AWS environment variables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Options>,
     /// The format; inferred from the file extensions when absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub format: Option<FileFormat>,
@@ -98,6 +102,7 @@ impl FileSourceOptions {
     /// # Errors
     /// [`Error::Config`] naming the offending field.
     pub(crate) fn validate(&self, format: FileFormat, path: &str) -> Result<CsvSettings> {
+        check_s3(&self.path, self.s3.as_ref(), path)?;
         if self.batch_size == 0 {
             return Err(Error::config(
                 format!("{path}.batch_size"),
@@ -158,8 +163,13 @@ pub enum ParquetCompression {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct FileSinkOptions {
-    /// The directory that receives the part files: a local path or an object-store URL.
+    /// The directory that receives the part files: a local path or an object-store URL
+    /// (`file:///abs/dir/`, `s3://bucket/dir/`).
     pub path: String,
+    /// How to reach the server of an `s3://` path (endpoint, region, credentials, path style);
+    /// unset fields come from the AWS environment variables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Options>,
     /// The format of the part files.
     pub format: FileFormat,
     /// A part file is published once it holds this many rows (default 1,000,000).
@@ -188,6 +198,7 @@ impl FileSinkOptions {
     /// # Errors
     /// [`Error::Config`] naming the offending field.
     pub(crate) fn validate(&self, path: &str) -> Result<()> {
+        check_s3(&self.path, self.s3.as_ref(), path)?;
         if self.rows_per_file == 0 {
             return Err(Error::config(
                 format!("{path}.rows_per_file"),
@@ -211,6 +222,19 @@ impl FileSinkOptions {
         }
         Ok(())
     }
+}
+
+/// Checks the `s3` options of `options_path`: valid, and only with an `s3://` path.
+pub(crate) fn check_s3(given: &str, s3: Option<&S3Options>, options_path: &str) -> Result<()> {
+    let Some(s3) = s3 else { return Ok(()) };
+    let s3_path = format!("{options_path}.s3");
+    if !weir_api::is_s3_url(given) {
+        return Err(Error::config(
+            s3_path,
+            format!("S3 options apply to s3:// paths only, but the path is `{given}`"),
+        ));
+    }
+    s3.validate(&s3_path)
 }
 
 #[cfg(test)]
@@ -283,5 +307,35 @@ mod tests {
         let err = decode_options::<FileSinkOptions>(&json!({"path": "out"}), "sinks[0].options")
             .unwrap_err();
         assert!(err.to_string().contains("format"), "{err}");
+    }
+
+    #[test]
+    fn s3_options_need_an_s3_path_and_name_their_field() {
+        let opts: FileSinkOptions = decode_options(
+            &json!({"path": "out", "format": "csv", "s3": {"region": "eu-west-1"}}),
+            "sinks[0].options",
+        )
+        .unwrap();
+        let err = opts.validate("sinks[0].options").unwrap_err();
+        assert!(matches!(err, Error::Config { ref path, .. } if path == "sinks[0].options.s3"));
+        let opts: FileSourceOptions = decode_options(
+            &json!({"path": "s3://b/in/*.csv", "s3": {"access_key_id": "k"}}),
+            "sources[0].options",
+        )
+        .unwrap();
+        let err = opts
+            .validate(FileFormat::Csv, "sources[0].options")
+            .unwrap_err();
+        assert!(
+            matches!(err, Error::Config { ref path, .. } if path == "sources[0].options.s3.secret_access_key"),
+            "{err}"
+        );
+        let err = decode_options::<FileSinkOptions>(
+            &json!({"path": "s3://b/o", "format": "csv", "s3": {"endpont": "http://x"}}),
+            "sinks[0].options",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("sinks[0].options.s3"), "{err}");
+        assert!(err.to_string().contains("endpont"), "{err}");
     }
 }

@@ -76,8 +76,13 @@ impl SinkFactory for FileSinkFactory {
         let cwd = std::env::current_dir().map_err(|e| {
             Error::external("file system", "reading the current directory", e, false)
         })?;
-        let location =
-            FileLocation::resolve(&options.path, self.registry.as_ref(), &cwd, &path_option)?;
+        let location = FileLocation::resolve_with(
+            &options.path,
+            self.registry.as_ref(),
+            options.s3.as_ref(),
+            &cwd,
+            &path_option,
+        )?;
         if location.has_glob() {
             return Err(Error::config(
                 path_option,

@@ -17,7 +17,8 @@ use weir_api::{
 /// Creates `file` sources: bounded, replayable reads of CSV, JSON-lines and Parquet files from the
 /// local file system or any object store, one split per file.
 ///
-/// URLs (`file://…`, `memory://…`) are resolved through an [`ObjectStoreRegistry`]; share one
+/// URLs (`file://…`, `memory://…`) are resolved through an [`ObjectStoreRegistry`], except
+/// `s3://…`, which opens a store configured by the options' `s3` section; share one
 /// registry between the source and sink factories (and with anything else that registers
 /// stores) so that they see the same stores.
 #[derive(Debug, Clone)]
@@ -63,9 +64,11 @@ impl SourceFactory for FileSourceFactory {
         let cwd = std::env::current_dir().map_err(|e| {
             Error::external("file system", "reading the current directory", e, false)
         })?;
-        let location = FileLocation::resolve(
+        crate::options::check_s3(&options.path, options.s3.as_ref(), options_path)?;
+        let location = FileLocation::resolve_with(
             &options.path,
             self.registry.as_ref(),
+            options.s3.as_ref(),
             &cwd,
             &format!("{options_path}.path"),
         )?;

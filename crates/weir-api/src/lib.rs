@@ -30,6 +30,7 @@ mod ids;
 mod message;
 mod operator;
 mod options;
+mod s3;
 mod sink;
 mod source;
 pub mod state;
@@ -49,6 +50,7 @@ pub use operator::{
     Emitted, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, SideOutput,
 };
 pub use options::decode_options;
+pub use s3::{S3_SQL_KEYS, S3Options, is_s3_url};
 pub use sink::{PreparedSink, SinkFactory, SinkWriter};
 pub use source::{
     BadRecordPolicy, ConnectorSpec, DeadLetterBuilder, PreparedSource, SourceFactory, SourceSplit,

@@ -93,6 +93,8 @@ mod restore_tests;
 #[cfg(test)]
 mod retention_tests;
 #[cfg(test)]
+mod s3_tests;
+#[cfg(test)]
 mod store_tests;
 #[cfg(test)]
 mod test_support;

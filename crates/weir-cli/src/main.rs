@@ -37,10 +37,12 @@ enum Command {
         /// when the job ends).
         #[arg(long)]
         state_dir: Option<PathBuf>,
-        /// Directory for checkpoints (manifests, state segments, epoch log); overrides the
-        /// job's `checkpoint.dir`. The job must take checkpoints (`checkpoint.interval`).
+        /// Directory for checkpoints (manifests, state segments, epoch log): a local
+        /// directory, a file:// or an s3://bucket/prefix URL (reached with the job's
+        /// `checkpoint.s3` options and the AWS environment variables); overrides the job's
+        /// `checkpoint.dir`. The job must take checkpoints (`checkpoint.interval`).
         #[arg(long)]
-        checkpoint_dir: Option<PathBuf>,
+        checkpoint_dir: Option<String>,
         /// Restore before reading input: `latest` (the newest durable checkpoint, or a fresh
         /// start when there is none), an epoch number, or a savepoint name.
         #[arg(long, value_name = "latest|EPOCH|SAVEPOINT")]
@@ -202,7 +204,17 @@ async fn dispatch(cli: Cli) -> Result<()> {
             }
             let checkpoint_storage = checkpoint_dir
                 .as_deref()
-                .map(weir::CheckpointStorage::local)
+                .map(|dir| {
+                    // The job's S3 options go with an s3:// directory only: a local override of
+                    // a job that checkpoints to S3 needs none.
+                    let s3 = prepared
+                        .plans
+                        .checkpoint
+                        .as_ref()
+                        .and_then(|c| c.s3.as_ref())
+                        .filter(|_| weir::api::is_s3_url(dir));
+                    weir::CheckpointStorage::from_dir_option(dir, s3)
+                })
                 .transpose()
                 .context("opening the checkpoint directory")?;
             if checkpoint_storage.is_some() && prepared.plans.checkpoint.is_none() {

@@ -7,7 +7,7 @@ use crate::error::{Error, Result};
 use crate::schema_spec::FieldSpec;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
-use weir_api::{BadRecordPolicy, DurationMs, SemanticMode};
+use weir_api::{BadRecordPolicy, DurationMs, S3Options, SemanticMode};
 
 /// A whole job as written in a spec file.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -56,12 +56,16 @@ pub struct JobSpec {
 pub struct CheckpointSpec {
     /// Time between the start of one epoch and the trigger of the next (`"1s"`, `"200ms"`).
     pub interval: DurationMs,
-    /// Where manifests, state segments and the epoch log go: a local directory or a `file://`
-    /// URL (no other object store is built in; a Rust user can pass any store through the
+    /// Where manifests, state segments and the epoch log go: a local directory, a `file://`
+    /// URL or an `s3://bucket/prefix` URL (a Rust user can pass any other store through the
     /// runtime's `RunOptions`). Default: `weir-checkpoints` in the working
     /// directory. `weir run --checkpoint-dir` overrides it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dir: Option<String>,
+    /// How to reach the server of an `s3://` checkpoint directory (endpoint, region,
+    /// credentials, path style); unset fields come from the AWS environment variables.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s3: Option<S3Options>,
     /// Durable checkpoints kept per namespace (default 3); savepoints are never deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retain: Option<u32>,
@@ -115,6 +119,26 @@ pub(crate) fn check_execution(spec: &JobSpec, file: &str) -> Result<()> {
         }
         if c.dir.as_deref().is_some_and(str::is_empty) {
             return Err(err("checkpoint.dir", "must not be empty"));
+        }
+        if let Some(s3) = &c.s3 {
+            if let Some(dir) = c.dir.as_deref().filter(|d| !weir_api::is_s3_url(d)) {
+                return Err(err(
+                    "checkpoint.s3",
+                    &format!("S3 options apply to an s3:// directory, but `dir` is `{dir}`"),
+                ));
+            }
+            s3.validate("checkpoint.s3").map_err(|e| match e {
+                weir_api::Error::Config { path, message } => Error::Spec {
+                    file: file.to_owned(),
+                    path,
+                    message,
+                },
+                other => Error::Spec {
+                    file: file.to_owned(),
+                    path: "checkpoint.s3".to_owned(),
+                    message: other.to_string(),
+                },
+            })?;
         }
     }
     if spec.restart.is_some() && spec.checkpoint.is_none() {
@@ -744,6 +768,39 @@ sinks:
         let msg = err.to_string();
         assert!(msg.starts_with("demo.yaml: operators[0]"), "{msg}");
         assert!(msg.contains("typ"), "{msg}");
+    }
+
+    #[test]
+    fn checkpoint_s3_options_are_checked_with_their_path() {
+        let with = |section: &str| {
+            let yaml = format!("{YAML}checkpoint:\n{section}");
+            let spec = JobSpec::from_yaml_str(&yaml, "demo.yaml").expect("parses");
+            check_execution(&spec, "demo.yaml").map(|()| spec)
+        };
+        let ok = with(
+            "  interval: 1s\n  dir: s3://bucket/cp\n  s3:\n    endpoint: http://127.0.0.1:9000\n    \
+             access_key_id: k\n    secret_access_key: s\n    path_style: true\n",
+        )
+        .expect("valid");
+        let s3 = ok.checkpoint.and_then(|c| c.s3).expect("s3 options");
+        assert_eq!(s3.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+        let err = with("  interval: 1s\n  dir: /tmp/cp\n  s3: { region: eu-west-1 }\n")
+            .expect_err("s3 options without an s3 dir");
+        assert!(
+            matches!(&err, Error::Spec { path, .. } if path == "checkpoint.s3"),
+            "{err}"
+        );
+        let err = with("  interval: 1s\n  s3: { access_key_id: k }\n").expect_err("no secret");
+        assert!(
+            matches!(&err, Error::Spec { path, .. } if path == "checkpoint.s3.secret_access_key"),
+            "{err}"
+        );
+        let err = JobSpec::from_yaml_str(
+            &format!("{YAML}checkpoint: {{ interval: 1s, s3: {{ endpont: x }} }}\n"),
+            "demo.yaml",
+        )
+        .expect_err("unknown field");
+        assert!(err.to_string().contains("checkpoint.s3"), "{err}");
     }
 
     #[test]

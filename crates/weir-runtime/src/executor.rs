@@ -310,7 +310,9 @@ fn checkpoint_config(job: &PreparedJob, options: &RunOptions) -> Result<Option<C
         Some(s) => s.clone(),
         None => {
             let dir = spec.dir.as_deref().unwrap_or(DEFAULT_CHECKPOINT_DIR);
-            CheckpointStorage::from_dir_option(dir).map_err(|source| Error::Prepare {
+            // A spec without `dir` may carry S3 options for `--checkpoint-dir s3://...`.
+            let s3 = spec.s3.as_ref().filter(|_| weir_api::is_s3_url(dir));
+            CheckpointStorage::from_dir_option(dir, s3).map_err(|source| Error::Prepare {
                 file: job.file.clone(),
                 path: "checkpoint.dir".into(),
                 source,

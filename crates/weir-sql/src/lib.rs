@@ -362,4 +362,55 @@ mod tests {
         assert!(!ctx.table_exist("t").expect("lookup"));
         assert!(!ctx.table_exist("o").expect("lookup"));
     }
+
+    #[tokio::test]
+    async fn s3_options_reach_file_nodes_and_checkpoints() {
+        let compiler = SqlCompiler::new();
+        let script = "SET 'checkpoint.interval' = '1s';\n\
+            SET 'checkpoint.dir' = 's3://cp/job';\n\
+            SET 's3.endpoint' = 'http://127.0.0.1:9000';\n\
+            SET 's3.path.style.access' = 'true';\n\
+            CREATE TABLE t (a BIGINT) WITH ('connector' = 'filesystem', \
+            'path' = 's3://in/a.csv', 'format' = 'csv', 's3.region' = 'eu-west-1');\n\
+            CREATE TABLE o (a BIGINT) WITH ('connector' = 'filesystem', 'path' = 'out', \
+            'format' = 'parquet');\n\
+            INSERT INTO o SELECT a FROM t;";
+        let compiled = compiler.compile(script, "s3.sql").await.expect("compiles");
+        let spec = compiled.spec;
+        let source = &spec.sources[0].options["s3"];
+        assert_eq!(source["region"], "eu-west-1");
+        assert_eq!(source["endpoint"], "http://127.0.0.1:9000");
+        assert_eq!(source["path_style"], true);
+        assert!(spec.sinks[0].options.get("s3").is_none(), "a local sink");
+        let cp = spec.checkpoint.and_then(|c| c.s3).expect("checkpoint s3");
+        assert_eq!(cp.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+
+        let err = compiler
+            .compile(
+                "CREATE TABLE t (a BIGINT) WITH ('connector' = 'filesystem', \
+                 'path' = 's3://in/a.csv', 'format' = 'csv',\n  's3.acess-key' = 'k');\n\
+                 CREATE TABLE o (a BIGINT) WITH ('connector' = 'blackhole');\n\
+                 INSERT INTO o SELECT a FROM t;",
+                "bad.sql",
+            )
+            .await
+            .expect_err("unknown S3 option");
+        let msg = err.to_string();
+        assert!(msg.starts_with("bad.sql:2:3:"), "{msg}");
+        assert!(
+            msg.contains("s3.acess-key") && msg.contains("s3.access-key"),
+            "{msg}"
+        );
+        let err = compiler
+            .compile(
+                "CREATE TABLE t (a BIGINT) WITH ('connector' = 'filesystem', \
+                 'path' = 'in.csv', 'format' = 'csv', 's3.region' = 'x');\n\
+                 CREATE TABLE o (a BIGINT) WITH ('connector' = 'blackhole');\n\
+                 INSERT INTO o SELECT a FROM t;",
+                "local.sql",
+            )
+            .await
+            .expect_err("S3 options on a local path");
+        assert!(err.to_string().contains("s3:// 'path'"), "{err}");
+    }
 }

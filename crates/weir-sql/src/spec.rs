@@ -5,7 +5,7 @@ use crate::ddl::TableDef;
 use crate::error::{Here, Position, Result};
 use arrow::datatypes::SchemaRef;
 use std::collections::{BTreeMap, BTreeSet};
-use weir_api::{DurationMs, SemanticMode};
+use weir_api::{DurationMs, S3Options, SemanticMode};
 use weir_plan::JobSpec;
 
 /// The watermark options a table's WITH clause may set (Flink's `scan.` names too).
@@ -36,6 +36,9 @@ pub(crate) struct Settings {
     pub(crate) checkpoint_min_pause: Option<DurationMs>,
     pub(crate) restart_attempts: Option<u32>,
     pub(crate) restart_delay: Option<DurationMs>,
+    /// `SET 's3.*'`: the S3 options of an `s3://` checkpoint directory, and the defaults of
+    /// every file table on `s3://` (a table's own `'s3.*'` options win, option by option).
+    pub(crate) s3: S3Options,
     /// Where the first `SET 'checkpoint.*'` or `'restart.*'` was, for errors.
     pub(crate) checkpoint_at: Option<Here>,
     /// Where the last `SET 'late.*'` was, for errors about the combination.
@@ -48,7 +51,9 @@ const KEYS: &str = "'job.name', 'parallelism', 'state.shards', 'channel.capacity
                     'watermark.interval', 'checkpoint.interval', 'checkpoint.dir', \
                     'checkpoint.retain', 'checkpoint.timeout', 'checkpoint.min-pause', \
                     'restart.attempts', \
-                    'restart.delay'";
+                    'restart.delay', 's3.endpoint', 's3.region', 's3.access-key', \
+                    's3.secret-key', 's3.session-token', 's3.path.style.access', \
+                    's3.allow-http'";
 
 impl Settings {
     /// Applies `SET key = value`.
@@ -136,6 +141,9 @@ impl Settings {
             }
             "restart.delay" | "restart-strategy.fixed-delay.delay" => {
                 self.restart_delay = Some(duration()?);
+            }
+            s3 if s3.starts_with("s3.") => {
+                self.s3.set_sql(key, value).map_err(|m| here.invalid(m))?;
             }
             _ => {
                 return Err(here.invalid(format!("unknown option '{key}'; known: {KEYS}")));
@@ -309,6 +317,7 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
         )));
     };
     let mut out = serde_json::Map::new();
+    let mut s3 = S3Options::default();
     for (key, (value, at)) in &table.options {
         if key.starts_with("watermark.") || key.starts_with("scan.watermark.") {
             if !WATERMARK_OPTIONS.contains(&key.as_str()) {
@@ -321,6 +330,15 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
             continue;
         }
         if key == "connector" {
+            continue;
+        }
+        if connector.spec == "file" && key.starts_with("s3.") {
+            s3.set_sql(key, value).map_err(|m| {
+                table
+                    .here
+                    .at(*at)
+                    .invalid(format!("table `{}`: {m}", table.name))
+            })?;
             continue;
         }
         if let Some((_, spec_key, numeric)) = known.iter().find(|(k, _, _)| k == key) {
@@ -371,7 +389,47 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
             keys.join(", ")
         )));
     }
+    if !s3.is_empty() {
+        let path = option(table, "path").unwrap_or_default();
+        if !weir_api::is_s3_url(path) {
+            let at = table
+                .options
+                .iter()
+                .find(|(k, _)| k.starts_with("s3."))
+                .map_or(table.here.clone(), |(_, (_, at))| table.here.at(*at));
+            return Err(at.invalid(format!(
+                "table `{}`: 's3.*' options apply to an s3:// 'path', not '{path}'",
+                table.name
+            )));
+        }
+        out.insert(
+            "s3".to_owned(),
+            serde_json::to_value(&s3).unwrap_or_default(),
+        );
+    }
     Ok((connector.spec, serde_json::Value::Object(out)))
+}
+
+/// Fills the `s3` options of a `file` node on an `s3://` path with the job's `SET 's3.*'`
+/// options its table does not set itself.
+fn with_job_s3(node: &serde_json::Value, job: &S3Options) -> serde_json::Value {
+    let mut node = node.clone();
+    let on_s3 = node["connector"] == "file"
+        && node["options"]["path"]
+            .as_str()
+            .is_some_and(weir_api::is_s3_url);
+    if !on_s3 || job.is_empty() {
+        return node;
+    }
+    let mut merged = serde_json::to_value(job).unwrap_or_default();
+    if let (Some(m), Some(own)) = (
+        merged.as_object_mut(),
+        node["options"]["s3"].as_object().cloned(),
+    ) {
+        m.extend(own);
+    }
+    node["options"]["s3"] = merged;
+    node
 }
 
 impl JobBuilder {
@@ -537,11 +595,14 @@ impl JobBuilder {
                 |s| s.to_string_lossy().into_owned(),
             )
         });
+        let with_s3 = |nodes: &[serde_json::Value]| -> Vec<serde_json::Value> {
+            nodes.iter().map(|n| with_job_s3(n, &settings.s3)).collect()
+        };
         let mut spec = serde_json::json!({
             "job": job,
-            "sources": self.source_specs,
+            "sources": with_s3(&self.source_specs),
             "operators": self.operators,
-            "sinks": self.sinks,
+            "sinks": with_s3(&self.sinks),
         });
         if let Some(p) = settings.parallelism {
             spec["parallelism"] = serde_json::json!(p);
@@ -559,6 +620,14 @@ impl JobBuilder {
             let mut checkpoint = serde_json::json!({ "interval": interval.0 });
             if let Some(dir) = &settings.checkpoint_dir {
                 checkpoint["dir"] = serde_json::json!(dir);
+            }
+            // With no directory set, `weir run --checkpoint-dir s3://...` may still use them.
+            let s3_dir = settings
+                .checkpoint_dir
+                .as_deref()
+                .is_none_or(weir_api::is_s3_url);
+            if s3_dir && !settings.s3.is_empty() {
+                checkpoint["s3"] = serde_json::to_value(&settings.s3).unwrap_or_default();
             }
             if let Some(n) = settings.checkpoint_retain {
                 checkpoint["retain"] = serde_json::json!(n);

@@ -5,6 +5,7 @@
 //! ([`cache_dir`]) that outlives the test run, so later runs start without the network.
 
 pub mod kafka;
+pub mod s3;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

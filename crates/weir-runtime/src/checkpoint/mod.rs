@@ -26,7 +26,7 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
-use weir_api::{Epoch, OperatorId};
+use weir_api::{Epoch, OperatorId, S3Options};
 use weir_checkpoint::{AttemptId, SinkTransaction, SourceSplitOffset, TaskSnapshot};
 use weir_plan::ShardAssignment;
 use weir_state::SegmentStore;
@@ -74,8 +74,8 @@ impl CheckpointStorage {
     }
 
     /// Checkpoints in an object store the caller built, under `base`; the store must support
-    /// create-if-absent puts. Weir itself builds only the local file system and in-memory
-    /// stores of `object_store`.
+    /// create-if-absent puts. Weir itself builds the local file system
+    /// ([`CheckpointStorage::local`]) and S3 ([`CheckpointStorage::s3`]).
     pub fn object_store(store: Arc<dyn ObjectStore>, base: ObjectPath) -> Self {
         let display = format!("{store}/{base}");
         CheckpointStorage {
@@ -86,11 +86,50 @@ impl CheckpointStorage {
         }
     }
 
-    /// The storage a spec's `checkpoint.dir` names: a directory or a `file://` URL.
+    /// Checkpoints under `url` (`s3://bucket/prefix`, or `s3a://`) on S3 or an S3-compatible
+    /// server, reached with `options` over the AWS environment variables. The store publishes
+    /// with create-if-absent puts (`If-None-Match: *`).
     ///
     /// # Errors
-    /// [`weir_api::Error::Config`] for another URL scheme; as [`CheckpointStorage::local`].
-    pub fn from_dir_option(dir: &str) -> weir_api::Result<Self> {
+    /// [`weir_api::Error::Config`] at `checkpoint.dir` when the URL or the options cannot make
+    /// a store (nothing is contacted yet).
+    pub fn s3(url: &str, options: &S3Options) -> weir_api::Result<Self> {
+        let invalid = |e: &dyn fmt::Display| {
+            weir_api::Error::config("checkpoint.dir", format!("cannot open `{url}`: {e}"))
+        };
+        if !weir_api::is_s3_url(url) {
+            return Err(invalid(&"not an s3:// URL"));
+        }
+        options.validate("checkpoint.s3")?;
+        let parsed = url::Url::parse(url).map_err(|e| invalid(&e))?;
+        let (store, base) =
+            object_store::parse_url_opts(&parsed, options.object_store_options(std::env::vars()))
+                .map_err(|e| invalid(&e))?;
+        Ok(CheckpointStorage {
+            store: Arc::from(store),
+            base,
+            local_root: None,
+            display: url.to_owned(),
+        })
+    }
+
+    /// The storage a spec's `checkpoint.dir` (or `weir run --checkpoint-dir`) names: a
+    /// directory, a `file://` URL or an `s3://` URL, the last reached with `s3` (the
+    /// `checkpoint.s3` options; defaults and the AWS environment variables when `None`).
+    ///
+    /// # Errors
+    /// [`weir_api::Error::Config`] for another URL scheme; as [`CheckpointStorage::local`] and
+    /// [`CheckpointStorage::s3`].
+    pub fn from_dir_option(dir: &str, s3: Option<&S3Options>) -> weir_api::Result<Self> {
+        if weir_api::is_s3_url(dir) {
+            return Self::s3(dir, s3.unwrap_or(&S3Options::default()));
+        }
+        if s3.is_some() {
+            return Err(weir_api::Error::config(
+                "checkpoint.s3",
+                format!("S3 options apply to an s3:// directory, but the directory is `{dir}`"),
+            ));
+        }
         if let Some(path) = dir.strip_prefix("file://") {
             return Self::local(Path::new(path));
         }
@@ -99,7 +138,8 @@ impl CheckpointStorage {
                 "checkpoint.dir",
                 format!(
                     "`{scheme}://` storage is not built into this binary; use a local \
-                     directory, or pass an object store through the `weir` crate's RunOptions"
+                     directory, a file:// or s3:// URL, or pass an object store through the \
+                     `weir` crate's RunOptions"
                 ),
             ));
         }
@@ -216,5 +256,41 @@ impl TaskCheckpointing {
     /// Sends a report; a closed coordinator means the job is ending anyway.
     pub(crate) fn report(&self, report: TaskReport) {
         let _ = self.reports.send(report);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_path(err: weir_api::Error) -> String {
+        match err {
+            weir_api::Error::Config { path, .. } => path,
+            other => format!("not a config error: {other}"),
+        }
+    }
+
+    #[test]
+    fn checkpoint_directories_by_scheme() {
+        let s3 = CheckpointStorage::from_dir_option("s3://bucket/cp/job", None).expect("s3");
+        assert_eq!(s3.display, "s3://bucket/cp/job");
+        assert_eq!(s3.base.as_ref(), "cp/job");
+        assert!(s3.local_root.is_none());
+
+        let options = S3Options {
+            region: Some("eu-west-1".into()),
+            ..S3Options::default()
+        };
+        let err = CheckpointStorage::from_dir_option("/tmp/cp", Some(&options)).expect_err("local");
+        assert_eq!(config_path(err), "checkpoint.s3");
+        let err = CheckpointStorage::from_dir_option("gs://bucket/cp", None).expect_err("gcs");
+        assert!(err.to_string().contains("s3://"), "{err}");
+
+        let half = S3Options {
+            access_key_id: Some("k".into()),
+            ..S3Options::default()
+        };
+        let err = CheckpointStorage::s3("s3://bucket/cp", &half).expect_err("no secret");
+        assert_eq!(config_path(err), "checkpoint.s3.secret_access_key");
     }
 }

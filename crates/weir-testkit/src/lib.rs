@@ -4,8 +4,11 @@
 //! (jars, Python packages) is fetched once from the package registries into a cache directory
 //! ([`cache_dir`]) that outlives the test run, so later runs start without the network.
 
+mod error;
 pub mod kafka;
 pub mod s3;
+
+pub use error::TestkitError;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -6,7 +6,7 @@
 //! input and stops the server by its PID when that pipe closes, so the server never outlives
 //! the test process, even one killed with SIGKILL. Each test creates its own bucket
 //! ([`S3Server::create_bucket`], unique names). A machine without `python3` (with `venv` and
-//! `pip`) gets an [`S3Error`] naming what to install, and the tests that need the server fail.
+//! `pip`) gets an [`TestkitError`] naming what to install, and the tests that need the server fail.
 
 use crate::{cache_dir, unique_name};
 use std::fs::{self, File};
@@ -15,6 +15,8 @@ use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::{Mutex, OnceLock};
+
+use crate::error::TestkitError;
 use std::time::{Duration, Instant};
 
 /// The Python packages of the server, pinned: moto's S3 backend and the web server it needs.
@@ -29,53 +31,6 @@ pub const REGION: &str = "us-east-1";
 
 /// How long the server may take to accept connections after it was started.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
-
-/// Why the S3 server is not available. Its `Debug` output is its message, so that a test's
-/// `expect` or `?` shows what to install.
-#[derive(Clone, thiserror::Error)]
-pub enum S3Error {
-    /// A program the server needs is missing on this machine.
-    #[error(
-        "the S3 test server needs {what}, which is missing ({detail}); install it (Debian/Ubuntu: \
-         `apt-get install python3 python3-venv python3-pip`) and run the tests again"
-    )]
-    Missing {
-        /// What is missing.
-        what: String,
-        /// What failed.
-        detail: String,
-    },
-    /// Creating the virtual environment or installing the packages failed.
-    #[error("installing the S3 test server into `{dir}` failed: {step}: {detail}")]
-    Install {
-        /// The virtual environment's directory.
-        dir: String,
-        /// The step that failed.
-        step: String,
-        /// Its error or output.
-        detail: String,
-    },
-    /// The server did not start.
-    #[error("starting the S3 test server failed: {detail}")]
-    Start {
-        /// What went wrong, with the end of the server's log when there is one.
-        detail: String,
-    },
-    /// A request to the server failed.
-    #[error("S3 test server request `{request}` failed: {detail}")]
-    Request {
-        /// The request line.
-        request: String,
-        /// The error or the response's status line.
-        detail: String,
-    },
-}
-
-impl std::fmt::Debug for S3Error {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        std::fmt::Display::fmt(self, f)
-    }
-}
 
 /// A running moto server.
 #[derive(Debug)]
@@ -110,14 +65,14 @@ impl S3Server {
     /// and returns its name.
     ///
     /// # Errors
-    /// [`S3Error::Request`] when the server refuses or cannot be reached.
-    pub fn create_bucket(&self, prefix: &str) -> Result<String, S3Error> {
+    /// [`TestkitError::S3Request`] when the server refuses or cannot be reached.
+    pub fn create_bucket(&self, prefix: &str) -> Result<String, TestkitError> {
         let mut name = unique_name(&prefix.to_ascii_lowercase()).replace(['_', '.'], "-");
         name.truncate(63);
         let name = name.trim_end_matches('-').to_owned();
         let status = self.request("PUT", &format!("/{name}"))?;
         if status != 200 {
-            return Err(S3Error::Request {
+            return Err(TestkitError::S3Request {
                 request: format!("PUT /{name}"),
                 detail: format!("HTTP status {status}"),
             });
@@ -126,8 +81,8 @@ impl S3Server {
     }
 
     /// Sends a request without a body and returns the response's status code.
-    fn request(&self, method: &str, path: &str) -> Result<u16, S3Error> {
-        let failed = |detail: String| S3Error::Request {
+    fn request(&self, method: &str, path: &str) -> Result<u16, TestkitError> {
+        let failed = |detail: String| TestkitError::S3Request {
             request: format!("{method} {path}"),
             detail,
         };
@@ -161,15 +116,21 @@ impl S3Server {
 /// first caller; later callers share it.
 ///
 /// # Errors
-/// [`S3Error`] when Python is missing, the installation fails or the server does not start;
+/// [`TestkitError`] when Python is missing, the installation fails or the server does not start;
 /// every later call returns the same error.
-pub fn server() -> Result<&'static S3Server, S3Error> {
-    static SERVER: OnceLock<Result<S3Server, S3Error>> = OnceLock::new();
-    SERVER.get_or_init(start).as_ref().map_err(Clone::clone)
+pub fn server() -> Result<&'static S3Server, TestkitError> {
+    static SERVER: OnceLock<Result<S3Server, String>> = OnceLock::new();
+    SERVER
+        .get_or_init(|| start().map_err(|e| e.to_string()))
+        .as_ref()
+        .map_err(|message| TestkitError::Shared {
+            server: "S3 server",
+            message: message.clone(),
+        })
 }
 
 /// Installs (when needed) and starts the server.
-fn start() -> Result<S3Server, S3Error> {
+fn start() -> Result<S3Server, TestkitError> {
     let venv = install(&cache_dir("moto"))?;
     let program = venv.join("bin").join("moto_server");
     let mut last = None;
@@ -181,7 +142,7 @@ fn start() -> Result<S3Server, S3Error> {
             Err(e) => last = Some(e),
         }
     }
-    Err(last.unwrap_or_else(|| S3Error::Start {
+    Err(last.unwrap_or_else(|| TestkitError::S3Start {
         detail: "no attempt made".into(),
     }))
 }
@@ -189,9 +150,9 @@ fn start() -> Result<S3Server, S3Error> {
 /// Creates the virtual environment under `cache` and installs [`PACKAGES`] unless an earlier
 /// run did; an exclusive lock on `cache/install.lock` keeps two test binaries from installing
 /// at once. Returns the environment's directory.
-fn install(cache: &Path) -> Result<PathBuf, S3Error> {
+fn install(cache: &Path) -> Result<PathBuf, TestkitError> {
     let venv = cache.join("venv");
-    let failed = |step: &str, detail: String| S3Error::Install {
+    let failed = |step: &str, detail: String| TestkitError::S3Install {
         dir: venv.display().to_string(),
         step: step.to_owned(),
         detail,
@@ -215,12 +176,12 @@ fn install(cache: &Path) -> Result<PathBuf, S3Error> {
         .args(["-m", "venv"])
         .arg(&venv)
         .output()
-        .map_err(|e| S3Error::Missing {
+        .map_err(|e| TestkitError::S3Missing {
             what: "python3".into(),
             detail: format!("running `python3 -m venv`: {e}"),
         })?;
     if !created.status.success() {
-        return Err(S3Error::Missing {
+        return Err(TestkitError::S3Missing {
             what: "Python's venv module with ensurepip (python3-venv)".into(),
             detail: format!(
                 "`python3 -m venv` failed: {}",
@@ -233,7 +194,7 @@ fn install(cache: &Path) -> Result<PathBuf, S3Error> {
         .args(["install", "--quiet", "--disable-pip-version-check"])
         .args(PACKAGES)
         .output()
-        .map_err(|e| S3Error::Missing {
+        .map_err(|e| TestkitError::S3Missing {
             what: "pip in the virtual environment (python3-pip)".into(),
             detail: format!("running `{}`: {e}", pip.display()),
         })?;
@@ -249,8 +210,8 @@ fn install(cache: &Path) -> Result<PathBuf, S3Error> {
 
 /// Starts `program` on a port that was free a moment ago, under the watchdog, and waits until
 /// it accepts connections.
-fn start_on_free_port(program: &Path) -> Result<S3Server, S3Error> {
-    let failed = |detail: String| S3Error::Start { detail };
+fn start_on_free_port(program: &Path) -> Result<S3Server, TestkitError> {
+    let failed = |detail: String| TestkitError::S3Start { detail };
     let port = TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map_err(|e| failed(format!("finding a free port: {e}")))?

@@ -35,6 +35,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 mod tools;
 
+use crate::error::TestkitError;
 use crate::unique_name;
 use tools::{check_java, fetch_jars, run_command, tail};
 
@@ -52,85 +53,11 @@ const CLUSTER_ID: &str = "Caqle1EXQLmmOVF40_mkYQ";
 const START_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long the watchdog waits for a graceful shutdown before it sends SIGKILL.
 const STOP_GRACE_SECS: u32 = 30;
-/// What a machine needs for the Kafka tests, named in the errors.
-const INSTALL_HINT: &str = "the Kafka tests start a real Apache Kafka broker and need Java 17 or \
-                            newer (`java`) and Maven (`mvn`, to fetch the broker's jars once) on \
-                            PATH; on Debian or Ubuntu: apt-get install openjdk-17-jre-headless maven";
+type Result<T> = std::result::Result<T, TestkitError>;
 
-/// What went wrong while fetching, starting or talking to the test broker.
-#[derive(Debug, thiserror::Error)]
-pub enum KafkaHarnessError {
-    /// A program the broker needs is missing or too old.
-    #[error("{what}: {INSTALL_HINT}")]
-    MissingTool {
-        /// What was found missing.
-        what: String,
-    },
-    /// A file or process operation failed.
-    #[error("{context}: {source}")]
-    Io {
-        /// What was being done, with the path or command.
-        context: String,
-        /// The underlying error.
-        source: std::io::Error,
-    },
-    /// A command (Maven, the storage formatter) exited unsuccessfully.
-    #[error("{command} failed ({status}); its output ends with:\n{output}")]
-    Command {
-        /// The command line.
-        command: String,
-        /// Its exit status.
-        status: String,
-        /// The end of what it printed.
-        output: String,
-    },
-    /// The broker did not accept connections in time, or its JVM exited.
-    #[error(
-        "the Kafka broker on {bootstrap} did not start: {reason}; its log {log} ends with:\n{tail}"
-    )]
-    Start {
-        /// The broker's bootstrap servers.
-        bootstrap: String,
-        /// Why it is considered failed.
-        reason: String,
-        /// The broker's log file.
-        log: String,
-        /// The end of that log.
-        tail: String,
-    },
-    /// The shared broker of this test binary failed to start earlier.
-    #[error("the shared Kafka broker of this test binary failed to start: {0}")]
-    Shared(String),
-    /// The broker is stopped and cannot serve the request.
-    #[error("the Kafka broker on {0} is stopped")]
-    Stopped(String),
-    /// A Kafka client call failed.
-    #[error("Kafka {operation} on {bootstrap}: {source}")]
-    Client {
-        /// What was being done, with the topic.
-        operation: String,
-        /// The broker's bootstrap servers.
-        bootstrap: String,
-        /// The client's error.
-        source: KafkaError,
-    },
-    /// The broker refused or failed a request.
-    #[error("Kafka {operation} on {bootstrap}: {message}")]
-    Broker {
-        /// What was being done, with the topic.
-        operation: String,
-        /// The broker's bootstrap servers.
-        bootstrap: String,
-        /// What the broker answered.
-        message: String,
-    },
-}
-
-type Result<T> = std::result::Result<T, KafkaHarnessError>;
-
-fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> KafkaHarnessError {
+fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> TestkitError {
     let context = context.into();
-    move |source| KafkaHarnessError::Io { context, source }
+    move |source| TestkitError::Io { context, source }
 }
 
 /// One record read back from a topic.
@@ -203,7 +130,10 @@ impl KafkaBroker {
         SHARED
             .get_or_init(|| KafkaBroker::start().map_err(|e| e.to_string()))
             .as_ref()
-            .map_err(|e| KafkaHarnessError::Shared(e.clone()))
+            .map_err(|e| TestkitError::Shared {
+                server: "Kafka broker",
+                message: e.clone(),
+            })
     }
 
     /// Starts a new broker of its own, with fresh data and free ports (fetching the jars first if
@@ -309,7 +239,7 @@ impl KafkaBroker {
             .map_err(|source| self.client_err(&operation, source))?;
         for result in results {
             if let Err((name, code)) = result {
-                return Err(KafkaHarnessError::Broker {
+                return Err(TestkitError::Broker {
                     operation: format!("creating topic {name}"),
                     bootstrap: self.bootstrap_servers(),
                     message: code.to_string(),
@@ -345,7 +275,7 @@ impl KafkaBroker {
         let metadata = consumer
             .fetch_metadata(Some(topic), timeout)
             .map_err(|source| self.client_err(&operation, source))?;
-        let broker_err = |message: String| KafkaHarnessError::Broker {
+        let broker_err = |message: String| TestkitError::Broker {
             operation: operation.clone(),
             bootstrap: self.bootstrap_servers(),
             message,
@@ -400,8 +330,8 @@ impl KafkaBroker {
         Ok(records)
     }
 
-    fn client_err(&self, operation: &str, source: KafkaError) -> KafkaHarnessError {
-        KafkaHarnessError::Client {
+    fn client_err(&self, operation: &str, source: KafkaError) -> TestkitError {
+        TestkitError::Client {
             operation: operation.to_string(),
             bootstrap: self.bootstrap_servers(),
             source,
@@ -501,9 +431,9 @@ impl KafkaBroker {
         }
     }
 
-    fn start_err(&self, reason: String) -> KafkaHarnessError {
+    fn start_err(&self, reason: String) -> TestkitError {
         let log = self.log_file();
-        KafkaHarnessError::Start {
+        TestkitError::KafkaStart {
             bootstrap: self.bootstrap_servers(),
             reason,
             tail: tail_of_file(&log),

@@ -5,8 +5,9 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use super::{KAFKA_VERSION, KafkaHarnessError, LOG4J_VERSION, MIN_JAVA, Result, io_err};
+use super::{KAFKA_VERSION, LOG4J_VERSION, MIN_JAVA, Result, io_err};
 use crate::cache_dir;
+use crate::error::TestkitError;
 
 /// Runs `cmd` to completion; a failure carries the end of its output.
 pub(super) fn run_command(mut cmd: Command, name: &str) -> Result<()> {
@@ -19,7 +20,7 @@ pub(super) fn run_command(mut cmd: Command, name: &str) -> Result<()> {
     }
     let mut text = String::from_utf8_lossy(&output.stdout).into_owned();
     text.push_str(&String::from_utf8_lossy(&output.stderr));
-    Err(KafkaHarnessError::Command {
+    Err(TestkitError::Command {
         command: name.to_string(),
         status: output.status.to_string(),
         output: tail(&text),
@@ -32,16 +33,16 @@ pub(super) fn check_java() -> Result<&'static str> {
         .arg("-version")
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| KafkaHarnessError::MissingTool {
+        .map_err(|e| TestkitError::MissingTool {
             what: format!("`java` could not be run ({e})"),
         })?;
     let text = String::from_utf8_lossy(&output.stderr);
     match java_major(&text) {
         Some(major) if major >= MIN_JAVA => Ok("java"),
-        Some(major) => Err(KafkaHarnessError::MissingTool {
+        Some(major) => Err(TestkitError::MissingTool {
             what: format!("`java` is Java {major}"),
         }),
-        None => Err(KafkaHarnessError::MissingTool {
+        None => Err(TestkitError::MissingTool {
             what: format!("`java -version` printed no version: {}", text.trim()),
         }),
     }
@@ -82,14 +83,14 @@ pub(super) fn fetch_jars() -> Result<PathBuf> {
         .arg("-v")
         .stdin(Stdio::null())
         .output()
-        .map_err(|e| KafkaHarnessError::MissingTool {
+        .map_err(|e| TestkitError::MissingTool {
             what: format!(
                 "the Kafka jars are not in {} yet and `mvn` could not be run ({e})",
                 cache.display()
             ),
         })?;
     if !mvn.status.success() {
-        return Err(KafkaHarnessError::MissingTool {
+        return Err(TestkitError::MissingTool {
             what: format!("`mvn -v` failed ({})", mvn.status),
         });
     }
@@ -177,7 +178,7 @@ mod tests {
 
     #[test]
     fn missing_tools_say_what_to_install() {
-        let err = KafkaHarnessError::MissingTool {
+        let err = TestkitError::MissingTool {
             what: "`java` could not be run (No such file or directory)".into(),
         };
         let text = err.to_string();

@@ -1,0 +1,125 @@
+//! The one error type of the test servers.
+
+use rdkafka::error::KafkaError;
+
+/// What a machine needs for the Kafka tests, named in the errors.
+const INSTALL_HINT: &str = "the Kafka tests start a real Apache Kafka broker and need Java 17 or \
+                            newer (`java`) and Maven (`mvn`, to fetch the broker's jars once) on \
+                            PATH; on Debian or Ubuntu: apt-get install openjdk-17-jre-headless maven";
+
+/// Why a test server is not available, or what went wrong while fetching, starting or talking to
+/// it. Its `Debug` output is its message, so that a test's `expect` or `?` says what to install.
+#[derive(thiserror::Error)]
+pub enum TestkitError {
+    /// A program the broker needs is missing or too old.
+    #[error("{what}: {INSTALL_HINT}")]
+    MissingTool {
+        /// What was found missing.
+        what: String,
+    },
+    /// A file or process operation failed.
+    #[error("{context}: {source}")]
+    Io {
+        /// What was being done, with the path or command.
+        context: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A command (Maven, the storage formatter) exited unsuccessfully.
+    #[error("{command} failed ({status}); its output ends with:\n{output}")]
+    Command {
+        /// The command line.
+        command: String,
+        /// Its exit status.
+        status: String,
+        /// The end of what it printed.
+        output: String,
+    },
+    /// The broker did not accept connections in time, or its JVM exited.
+    #[error(
+        "the Kafka broker on {bootstrap} did not start: {reason}; its log {log} ends with:\n{tail}"
+    )]
+    KafkaStart {
+        /// The broker's bootstrap servers.
+        bootstrap: String,
+        /// Why it is considered failed.
+        reason: String,
+        /// The broker's log file.
+        log: String,
+        /// The end of that log.
+        tail: String,
+    },
+    /// The shared server of this test binary failed to start earlier.
+    #[error("the shared {server} of this test binary failed to start: {message}")]
+    Shared {
+        /// Which server.
+        server: &'static str,
+        /// Why it failed, as the first caller was told.
+        message: String,
+    },
+    /// The broker is stopped and cannot serve the request.
+    #[error("the Kafka broker on {0} is stopped")]
+    Stopped(String),
+    /// A Kafka client call failed.
+    #[error("Kafka {operation} on {bootstrap}: {source}")]
+    Client {
+        /// What was being done, with the topic.
+        operation: String,
+        /// The broker's bootstrap servers.
+        bootstrap: String,
+        /// The client's error.
+        source: KafkaError,
+    },
+    /// The broker refused or failed a request.
+    #[error("Kafka {operation} on {bootstrap}: {message}")]
+    Broker {
+        /// What was being done, with the topic.
+        operation: String,
+        /// The broker's bootstrap servers.
+        bootstrap: String,
+        /// What the broker answered.
+        message: String,
+    },
+
+    /// A program the server needs is missing on this machine.
+    #[error(
+        "the S3 test server needs {what}, which is missing ({detail}); install it (Debian/Ubuntu: \
+         `apt-get install python3 python3-venv python3-pip`) and run the tests again"
+    )]
+    S3Missing {
+        /// What is missing.
+        what: String,
+        /// What failed.
+        detail: String,
+    },
+    /// Creating the virtual environment or installing the packages failed.
+    #[error("installing the S3 test server into `{dir}` failed: {step}: {detail}")]
+    S3Install {
+        /// The virtual environment's directory.
+        dir: String,
+        /// The step that failed.
+        step: String,
+        /// Its error or output.
+        detail: String,
+    },
+    /// The server did not start.
+    #[error("starting the S3 test server failed: {detail}")]
+    S3Start {
+        /// What went wrong, with the end of the server's log when there is one.
+        detail: String,
+    },
+    /// A request to the server failed.
+    #[error("S3 test server request `{request}` failed: {detail}")]
+    S3Request {
+        /// The request line.
+        request: String,
+        /// The error or the response's status line.
+        detail: String,
+    },
+}
+
+impl std::fmt::Debug for TestkitError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        std::fmt::Display::fmt(self, f)
+    }
+}

@@ -149,7 +149,8 @@ impl CheckpointStore {
 
     /// Declares that the object store is an `object_store::local::LocalFileSystem` rooted at
     /// `root` (the directory given to `LocalFileSystem::new_with_prefix`), so that
-    /// publication is durable on a local file system (write, `fsync`, rename). `LocalFileSystem` never calls `fsync`; with a local root,
+    /// publication is durable on a local file system (write, `fsync`, rename).
+    /// `LocalFileSystem` never calls `fsync`; with a local root,
     /// [`CheckpointStore::publish_manifest`] itself
     ///
     /// 1. before publishing, `fsync`s every segment file the manifest references and every

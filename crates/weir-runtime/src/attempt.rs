@@ -186,8 +186,11 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
             if finished.contains(&key) {
                 continue;
             }
-            let task_state =
-                TaskState::new(state_dir.clone(), vertex.tasks[subtask as usize].clone());
+            let task_state = TaskState::new(
+                state_dir.clone(),
+                vertex.tasks[subtask as usize].clone(),
+                !temporary_state,
+            );
             if let Some((_, setup, ..)) = &checkpointing
                 && let Some(segments) = to_restore.remove(&key)
             {

@@ -221,8 +221,8 @@ impl ChainTask {
         self.state.sync_if_due().await.map_err(task_error)
     }
 
-    /// Makes every state commit so far durable, on the blocking pool (at barriers and at the
-    /// end of input).
+    /// Makes every state commit so far durable, on the blocking pool (at barriers, and at the
+    /// end of input when the state file outlives the job).
     pub(crate) async fn sync_state(&mut self) -> Result<()> {
         self.state.sync().await.map_err(|source| Error::Task {
             task: self.label.clone(),
@@ -637,7 +637,9 @@ impl ChainTask {
                 .await?;
         }
         self.commit_state().await?;
-        self.sync_state().await?;
+        if self.state.kept() {
+            self.sync_state().await?;
+        }
         if let Some(sink) = self.sink.as_mut() {
             sink.writer.finish().await.map_err(|source| Error::Task {
                 task: sink.label.clone(),

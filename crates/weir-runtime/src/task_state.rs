@@ -21,16 +21,25 @@ pub(crate) struct TaskState {
     backend: OnceLock<RedbStateBackend>,
     /// When the last durable commit was made (or the task started).
     synced_at: Mutex<Instant>,
+    /// The file outlives the job (a user's state directory): make it durable at the end of
+    /// input too. A temporary file is deleted when the job ends, so that fsync would be wasted.
+    kept: bool,
 }
 
 impl TaskState {
-    pub(crate) fn new(dir: PathBuf, task: TaskId) -> Arc<Self> {
+    pub(crate) fn new(dir: PathBuf, task: TaskId, kept: bool) -> Arc<Self> {
         Arc::new(TaskState {
             dir,
             task,
             backend: OnceLock::new(),
             synced_at: Mutex::new(Instant::now()),
+            kept,
         })
+    }
+
+    /// Whether the file outlives the job, so that the end of input makes it durable.
+    pub(crate) fn kept(&self) -> bool {
+        self.kept
     }
 
     fn backend(&self) -> weir_api::Result<&RedbStateBackend> {

@@ -58,20 +58,22 @@ impl SinkSubtask {
     }
 
     /// The subtask and epoch of a final name of this sink (any subtask), or `None` for every
-    /// other name: the inverse of [`SinkSubtask::final_name`].
+    /// other name: the inverse of [`SinkSubtask::final_name`], whose numbers are zero-padded to
+    /// a least width and may be longer (an epoch past 9,999,999,999).
     pub(crate) fn parse_final_name(&self, name: &str) -> Option<(u32, u64)> {
         let rest = name
             .strip_prefix("part-")?
-            .strip_prefix(self.sink.as_str())?;
-        let rest = rest.strip_prefix('-')?;
-        let (subtask, rest) = rest.split_at_checked(5)?;
-        let rest = rest.strip_prefix("-e")?;
-        let (epoch, rest) = rest.split_at_checked(10)?;
-        let rest = rest.strip_prefix('-')?;
-        let (seq, extension) = rest.split_at_checked(5)?;
-        let digits = |s: &str| s.bytes().all(|b| b.is_ascii_digit());
-        let extension = extension.strip_prefix('.')?;
-        if !digits(subtask) || !digits(epoch) || !digits(seq) || extension.is_empty() {
+            .strip_prefix(self.sink.as_str())?
+            .strip_prefix('-')?;
+        let (stem, extension) = rest.split_once('.')?;
+        let mut fields = stem.split('-');
+        fn number(field: Option<&str>, width: usize) -> Option<&str> {
+            field.filter(|f| f.len() >= width && f.bytes().all(|b| b.is_ascii_digit()))
+        }
+        let subtask = number(fields.next(), 5)?;
+        let epoch = number(fields.next()?.strip_prefix('e'), 10)?;
+        number(fields.next(), 5)?;
+        if fields.next().is_some() || extension.is_empty() {
             return None;
         }
         Some((subtask.parse().ok()?, epoch.parse().ok()?))

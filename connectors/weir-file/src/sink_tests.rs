@@ -628,6 +628,9 @@ fn final_names_parse_back_to_subtask_and_epoch() {
     let other = SinkSubtask::of(&ctx(1));
     // Any subtask of the same sink.
     assert_eq!(other.parse_final_name(&name), Some((3, 42)));
+    // Numbers wider than their padding (a long-running job's epochs) parse too.
+    let late = owner.final_name(12_345_678_901, 100_000, "csv");
+    assert_eq!(owner.parse_final_name(&late), Some((3, 12_345_678_901)));
     for bad in [
         "part-0558a5b2-00003-e0000000042-00007",
         "part-0558a5b2-0003-e0000000042-00007.parquet",

@@ -19,6 +19,7 @@ pub use weir_api as api;
 pub use weir_builtin as builtin;
 pub use weir_checkpoint as checkpoint;
 pub use weir_file as file;
+pub use weir_kafka as kafka;
 pub use weir_operators as operators;
 /// The DataFusion crate Weir plans SQL expressions with: build [`Engine::register_udf`]'s
 /// functions with it (`weir::datafusion::logical_expr::create_udf`, `ScalarUDFImpl`).
@@ -35,7 +36,8 @@ pub use weir_runtime::{
 };
 
 /// The registry with every built-in operator and connector: operators `filter`, `project`,
-/// `union` and `window`, sources `file` and `datagen`, sinks `file` and `blackhole`.
+/// `union` and `window`, sources `file`, `kafka` and `datagen`, sinks `file`, `kafka` and
+/// `blackhole`.
 pub fn default_registry() -> Registry {
     let mut r = Registry::with_builtin_operators();
     r.register_source("datagen", Arc::new(weir_builtin::DatagenSourceFactory));
@@ -47,6 +49,8 @@ pub fn default_registry() -> Registry {
     // names the same store on both sides.
     let stores: Arc<dyn object_store::registry::ObjectStoreRegistry> =
         Arc::new(object_store::registry::DefaultObjectStoreRegistry::new());
+    r.register_source("kafka", Arc::new(weir_kafka::KafkaSourceFactory));
+    r.register_sink("kafka", Arc::new(weir_kafka::KafkaSinkFactory));
     r.register_source(
         "file",
         Arc::new(weir_file::FileSourceFactory::with_registry(stores.clone())),

@@ -4,6 +4,9 @@ use crate::error::{Error, Result};
 use crate::ids::{JobId, OperatorId, SubtaskIndex};
 use crate::state::KeyedStateStore;
 use crate::state_image::StateRows;
+use object_store::ObjectStore;
+use object_store::path::Path as ObjectPath;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
@@ -41,6 +44,60 @@ pub struct TaskContext {
     /// instance restores, only those of the state shards it owns (`None`: a fresh start, or
     /// the checkpoint holds no image of this operator).
     pub restored_image: Option<Arc<Vec<StateRows>>>,
+    /// Where a sink subtask stages epoch output durably before it commits (`None` when the job
+    /// does not checkpoint): set on the contexts of sink writers and of
+    /// [`PreparedSink::commit_epoch`](crate::PreparedSink::commit_epoch) and
+    /// [`PreparedSink::abort_uncommitted`](crate::PreparedSink::abort_uncommitted) calls.
+    pub staging: Option<SinkStaging>,
+}
+
+/// Durable storage private to one sink subtask, inside the job's checkpoint store
+/// (`{namespace}/staging/{operator}/{subtask}/`): a sink that cannot hold a transaction open
+/// across a crash (Kafka) writes an epoch's output here at pre-commit, and publishes it from
+/// here at commit, so that recovery can publish it again.
+#[derive(Debug, Clone)]
+pub struct SinkStaging {
+    /// The checkpoint store.
+    pub store: Arc<dyn ObjectStore>,
+    /// The subtask's staging directory in `store`.
+    pub dir: ObjectPath,
+    /// The local directory `store` is rooted at when it is the local file system, which never
+    /// `fsync`s by itself: a staged object is durable only after [`SinkStaging::sync_local`].
+    pub local_root: Option<PathBuf>,
+}
+
+impl SinkStaging {
+    /// Makes the object at `location` (written with [`SinkStaging::store`]) durable on a local
+    /// file system: `fsync`s the file and every directory from its own up to the local root.
+    /// Does nothing for other stores, which are durable when a put returns. Blocking: call it
+    /// on a blocking thread.
+    ///
+    /// # Errors
+    /// [`Error::External`] naming the file when it cannot be opened or synced.
+    pub fn sync_local(&self, location: &ObjectPath) -> Result<()> {
+        let Some(root) = &self.local_root else {
+            return Ok(());
+        };
+        let mut path = root.clone();
+        for part in location.parts() {
+            path.push(part.as_ref());
+        }
+        let sync = |p: &std::path::Path| {
+            std::fs::File::open(p)
+                .and_then(|f| f.sync_all())
+                .map_err(|e| Error::external("file system", format!("syncing {}", p.display()), e, true))
+        };
+        sync(&path)?;
+        let mut dir = path.parent();
+        while let Some(d) = dir {
+            sync(d)?;
+            if d == root.as_path() {
+                break;
+            }
+            dir = d.parent();
+        }
+        Ok(())
+    }
 }
 
 impl TaskContext {
@@ -60,6 +117,7 @@ impl TaskContext {
             state_shard_count: None,
             dropped_rows: Arc::default(),
             restored_image: None,
+            staging: None,
         }
     }
 

@@ -38,7 +38,7 @@ mod state_image;
 mod watermark;
 
 pub use capability::{Boundedness, SemanticMode, SinkCapability, SourceCapability};
-pub use context::{StateBackendHandle, TaskContext};
+pub use context::{SinkStaging, StateBackendHandle, TaskContext};
 pub use duration::DurationMs;
 pub use error::{Error, ErrorKind, RecordLocation, Result};
 pub use ids::{

@@ -59,6 +59,19 @@ pub trait SinkWriter: Send {
         let _ = epoch;
         Err(no_epoch_transactions())
     }
+
+    /// Called when checkpoint barrier `epoch` reaches a writer that is not in epoch mode
+    /// (an at-least-once sink): everything written so far must be durable in the external
+    /// system before the checkpoint counts, so that a restore from it loses nothing (it may
+    /// repeat what was written after). By default nothing: a writer that publishes as it goes
+    /// synchronously has nothing in flight.
+    ///
+    /// # Errors
+    /// External errors when flushing fails; the checkpoint then fails.
+    async fn flush_at_barrier(&mut self, epoch: Epoch) -> Result<()> {
+        let _ = epoch;
+        Ok(())
+    }
 }
 
 /// The error of the default epoch-transaction methods.

@@ -4,7 +4,7 @@
 use crate::checkpoint::coordinator::{Coordinator, SinkHandle, update};
 use crate::checkpoint::damage;
 use crate::checkpoint::recovery::{self, RestorePlan, SplitResume};
-use crate::checkpoint::{RestoreFrom, TaskCheckpointing, failpoint};
+use crate::checkpoint::{RestoreFrom, TaskCheckpointing, failpoint, sink_staging};
 use crate::edge_writer::{Distribution, EdgeWriter};
 use crate::error::{Error, Result};
 use crate::event_time::SourceAlignment;
@@ -273,6 +273,7 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
                         shards: vertex.shards.clone(),
                         reports: report_tx.clone(),
                         trigger: trigger_rx.clone(),
+                        store: setup.store.clone(),
                     },
                 );
             let task = build_task(
@@ -591,6 +592,7 @@ async fn build_task(
         state_shard_count: vertex.shards.as_ref().map(|s| s.state_shard_count),
         dropped_rows: metrics.operator(id).dropped_rows(),
         restored_image: images.get(id).cloned(),
+        staging: None,
     };
 
     // Writers for every edge leaving this vertex, from this subtask's channels.
@@ -718,6 +720,12 @@ async fn build_task(
                 });
             }
             (NodeKind::Sink, Some(PreparedNode::Sink(prepared))) => {
+                let ctx = TaskContext {
+                    staging: checkpointing
+                        .as_ref()
+                        .map(|cp| sink_staging(&cp.store, id, SubtaskIndex(subtask))),
+                    ..ctx
+                };
                 let mut writer =
                     prepared
                         .create_writer(&ctx)

@@ -153,6 +153,14 @@ impl ChainTask {
                 pre_commit,
             });
             failpoint("after-pre-commit");
+        } else if let Some(sink) = self.sink.as_mut() {
+            sink.writer
+                .flush_at_barrier(barrier.epoch)
+                .await
+                .map_err(|source| Error::Task {
+                    task: sink.label.clone(),
+                    source,
+                })?;
         }
         // A vertex that is not keyed keeps its operators' state in shard 0 of its own.
         let shards = cp.shards.clone().unwrap_or_else(|| ShardAssignment {

@@ -444,7 +444,7 @@ impl Coordinator {
             if i > 0 {
                 failpoint("mid-commit");
             }
-            commit_sink(&self.sinks, &self.job_id, &operator, subtask, &values).await?;
+            commit_sink(&self.sinks, &self.store, &self.job_id, &operator, subtask, &values).await?;
         }
         if !self.pending.is_empty() {
             failpoint("mid-commit");
@@ -473,6 +473,7 @@ impl Coordinator {
 /// Publishes the pre-committed transactions `values` of one sink subtask.
 pub(crate) async fn commit_sink(
     sinks: &BTreeMap<OperatorId, SinkHandle>,
+    store: &CheckpointStore,
     job_id: &weir_api::JobId,
     operator: &OperatorId,
     subtask: SubtaskIndex,
@@ -484,12 +485,15 @@ pub(crate) async fn commit_sink(
              have or which no longer commits by epoch (the sink protocol changed)"
         ),
     })?;
-    let ctx = TaskContext::new(
-        job_id.clone(),
-        operator.clone(),
-        subtask,
-        handle.parallelism.max(subtask.0 + 1),
-    );
+    let ctx = TaskContext {
+        staging: Some(super::sink_staging(store, operator, subtask)),
+        ..TaskContext::new(
+            job_id.clone(),
+            operator.clone(),
+            subtask,
+            handle.parallelism.max(subtask.0 + 1),
+        )
+    };
     handle
         .sink
         .commit_epoch(&ctx, values)

@@ -250,6 +250,29 @@ pub(crate) struct TaskCheckpointing {
     pub(crate) reports: mpsc::UnboundedSender<TaskReport>,
     /// Triggers, for source subtasks.
     pub(crate) trigger: watch::Receiver<Option<Trigger>>,
+    /// The checkpoint store, where sink subtasks stage epoch output ([`sink_staging`]).
+    pub(crate) store: weir_checkpoint::CheckpointStore,
+}
+
+/// The staging directory of one sink subtask in the checkpoint store,
+/// `{namespace}/staging/{operator}/{subtask}/` (see [`weir_api::SinkStaging`]).
+pub(crate) fn sink_staging(
+    store: &weir_checkpoint::CheckpointStore,
+    operator: &OperatorId,
+    subtask: weir_api::SubtaskIndex,
+) -> weir_api::SinkStaging {
+    let dir = store
+        .base()
+        .clone()
+        .join(store.namespace())
+        .join("staging")
+        .join(operator.to_string())
+        .join(subtask.0.to_string());
+    weir_api::SinkStaging {
+        store: store.object_store().clone(),
+        dir,
+        local_root: store.local_root().map(Path::to_path_buf),
+    }
 }
 
 impl TaskCheckpointing {

@@ -314,7 +314,7 @@ async fn recover_sinks(
     for ((operator, subtask), mut values) in by_subtask.clone() {
         values.sort_by_key(|(e, _)| *e);
         let values: Vec<serde_json::Value> = values.into_iter().map(|(_, v)| v).collect();
-        commit_sink(sinks, &plan.job_id, &operator, subtask, &values).await?;
+        commit_sink(sinks, store, &plan.job_id, &operator, subtask, &values).await?;
     }
     for (operator, handle) in sinks {
         let recorded = by_subtask
@@ -324,12 +324,15 @@ async fn recover_sinks(
             .max()
             .unwrap_or(0);
         for subtask in 0..handle.parallelism.max(recorded) {
-            let ctx = TaskContext::new(
-                plan.job_id.clone(),
-                operator.clone(),
-                SubtaskIndex(subtask),
-                handle.parallelism.max(subtask + 1),
-            );
+            let ctx = TaskContext {
+                staging: Some(super::sink_staging(store, operator, SubtaskIndex(subtask))),
+                ..TaskContext::new(
+                    plan.job_id.clone(),
+                    operator.clone(),
+                    SubtaskIndex(subtask),
+                    handle.parallelism.max(subtask + 1),
+                )
+            };
             handle
                 .sink
                 .abort_uncommitted(&ctx, &[])

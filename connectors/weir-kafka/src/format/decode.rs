@@ -103,8 +103,9 @@ impl RecordDecoder {
         })
     }
 
-    /// Decodes `messages[rows]` in one go; `None` when any of them is bad.
-    fn decode_fast<M: Message>(
+    /// Decodes `messages[rows]` in one go; `None` when any of them is bad (visible to the tests,
+    /// which check that good records never take the slow path).
+    pub(super) fn decode_fast<M: Message>(
         &self,
         messages: &[M],
         rows: &[usize],
@@ -388,12 +389,12 @@ impl PartDecoder {
                     return PayloadError::new(None, format!("is not valid json: {e}"));
                 }
                 for field in self.schema.fields() {
-                    let single = Arc::new(Schema::new(vec![field.clone()]));
-                    if let Err(e) = json_decode(&single, &[payload]) {
-                        return PayloadError::new(
-                            Some(field),
-                            format!("has a bad value for column `{}`: {e}", field.name()),
-                        );
+                    let single = |nullable: bool| {
+                        let field = field.as_ref().clone().with_nullable(nullable);
+                        json_decode(&Arc::new(Schema::new(vec![field])), &[payload])
+                    };
+                    if let Err(e) = single(field.is_nullable()) {
+                        return bad_column(field, e, single(true));
                     }
                 }
             }
@@ -410,10 +411,16 @@ impl PartDecoder {
                 }
                 for (i, field) in self.schema.fields().iter().enumerate() {
                     if let Err(e) = csv_decode(&self.schema, delimiter, Some(i), &[payload]) {
-                        return PayloadError::new(
-                            Some(field),
-                            format!("has a bad value for column `{}`: {e}", field.name()),
-                        );
+                        let mut fields: Vec<Field> = self
+                            .schema
+                            .fields()
+                            .iter()
+                            .map(|f| f.as_ref().clone())
+                            .collect();
+                        fields[i] = fields[i].clone().with_nullable(true);
+                        let nullable = Arc::new(Schema::new(fields));
+                        let alone = csv_decode(&nullable, delimiter, Some(i), &[payload]);
+                        return bad_column(field, e, alone);
                     }
                 }
             }
@@ -448,6 +455,25 @@ impl PartDecoder {
         nullable_batch(&self.schema, vec![column], payloads.len())
             .map_err(|e| PayloadError::new(Some(field), e))
     }
+}
+
+/// Why a column of a payload is bad, given the decoder's message and the column decoded alone as
+/// nullable: missing when that gives a null, a bad value otherwise.
+fn bad_column(
+    field: &Field,
+    message: String,
+    as_nullable: Result<RecordBatch, String>,
+) -> PayloadError {
+    let missing = as_nullable.is_ok_and(|b| b.num_columns() == 1 && b.column(0).null_count() > 0);
+    let reason = if missing {
+        format!(
+            "has no value for column `{}`, which is not nullable",
+            field.name()
+        )
+    } else {
+        format!("has a bad value for column `{}`: {message}", field.name())
+    };
+    PayloadError::new(Some(field), reason)
 }
 
 /// Decodes JSON payloads joined by line feeds with one arrow-json decoder.
@@ -515,10 +541,15 @@ fn csv_decode(
 /// An Arrow error's message without the error kind's prefix.
 fn clean(e: &arrow::error::ArrowError) -> String {
     let message = e.to_string();
-    ["Json error: ", "Csv error: ", "Parser error: "]
-        .iter()
-        .find_map(|prefix| message.strip_prefix(prefix))
-        .map_or_else(|| message.clone(), str::to_owned)
+    [
+        "Json error: ",
+        "Csv error: ",
+        "Parser error: ",
+        "Invalid argument error: ",
+    ]
+    .iter()
+    .find_map(|prefix| message.strip_prefix(prefix))
+    .map_or_else(|| message.clone(), str::to_owned)
 }
 
 /// `batch` (the rows of the present payloads) with a row of nulls for each missing payload.

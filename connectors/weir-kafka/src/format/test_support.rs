@@ -1,6 +1,8 @@
 //! Messages and batch printing for the format tests.
 
-use arrow::array::RecordBatch;
+use arrow::array::{Array, ArrayRef, RecordBatch};
+use arrow::compute::cast;
+use arrow::datatypes::DataType;
 use arrow::util::display::{ArrayFormatter, FormatOptions};
 use rdkafka::message::{Header, OwnedHeaders, OwnedMessage, Timestamp};
 
@@ -24,19 +26,39 @@ pub(super) fn headers(pairs: &[(&str, Option<&[u8]>)]) -> OwnedHeaders {
     })
 }
 
-/// Each row of `batch` as its values joined by `|` (null as `∅`).
+/// Each row of `batch` as its values joined by `|` (null as `∅`); timestamps with a time zone
+/// are shown in UTC with a `Z` (arrow cannot format named zones without chrono-tz).
 pub(super) fn rows(batch: &RecordBatch) -> Vec<String> {
     let options = FormatOptions::default().with_null("∅");
-    let formatters: Vec<_> = batch
+    let columns: Vec<(ArrayRef, &str)> = batch
         .columns()
         .iter()
-        .map(|c| ArrayFormatter::try_new(c.as_ref(), &options).expect("formattable"))
+        .map(|c| match c.data_type() {
+            DataType::Timestamp(unit, Some(_)) => (
+                cast(c, &DataType::Timestamp(*unit, None)).expect("castable"),
+                "Z",
+            ),
+            _ => (c.clone(), ""),
+        })
+        .collect();
+    let formatters: Vec<_> = columns
+        .iter()
+        .map(|(c, suffix)| {
+            (
+                ArrayFormatter::try_new(c.as_ref(), &options).expect("formattable"),
+                *suffix,
+                c.clone(),
+            )
+        })
         .collect();
     (0..batch.num_rows())
         .map(|row| {
             formatters
                 .iter()
-                .map(|f| f.value(row).to_string())
+                .map(|(f, suffix, c)| {
+                    let suffix = if c.is_valid(row) { *suffix } else { "" };
+                    format!("{}{suffix}", f.value(row))
+                })
                 .collect::<Vec<_>>()
                 .join("|")
         })

@@ -36,6 +36,8 @@ pub(crate) enum Format {
     /// One JSON object per payload; fields are matched to columns by name.
     Json,
     /// One CSV record per payload, without a header; fields are matched to columns by position.
+    /// An empty field is null, in every column type (as Flink's `csv.null-literal` set to the
+    /// empty string), so an empty string does not survive a round trip.
     Csv {
         /// The field delimiter (Flink's `csv.field-delimiter`), one ASCII byte.
         delimiter: u8,

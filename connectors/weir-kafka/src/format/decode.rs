@@ -9,7 +9,7 @@
 use super::{Format, Part, RecordLayout};
 use arrow::array::{Array, ArrayRef, BinaryArray, StringArray, UInt32Array, new_null_array};
 use arrow::compute::{concat_batches, take};
-use arrow::datatypes::{Field, Schema, SchemaRef};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use rdkafka::message::Message;
 use std::sync::Arc;
@@ -33,11 +33,17 @@ pub(crate) struct Decoded {
 /// Turns Kafka messages into rows of a table schema, following a [`RecordLayout`].
 #[derive(Debug)]
 pub(crate) struct RecordDecoder {
+    /// The table schema of the decoded rows.
     schema: SchemaRef,
+    /// Where each column comes from.
     layout: RecordLayout,
+    /// The decoder of the key columns, when there are any.
     key: Option<PartDecoder>,
+    /// The decoder of the value columns.
     value: PartDecoder,
+    /// What to do with bad records.
     policy: BadRecordPolicy,
+    /// Bad records of the current call, under [`BadRecordPolicy::DeadLetter`].
     dead_letters: DeadLetterBuilder,
 }
 
@@ -260,11 +266,14 @@ impl RecordDecoder {
 /// (`is not valid json: ...`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct PayloadError {
+    /// The column the problem is about, where it is about one.
     column: Option<String>,
+    /// What is wrong.
     reason: String,
 }
 
 impl PayloadError {
+    /// A problem about `column` (if any) with `reason`.
     fn new(column: Option<&Field>, reason: impl Into<String>) -> Self {
         Self {
             column: column.map(|f| f.name().clone()),
@@ -276,7 +285,9 @@ impl PayloadError {
 /// Decodes the keys or the values of messages in one format into the part's columns.
 #[derive(Debug)]
 struct PartDecoder {
+    /// Whether this decodes keys or values.
     part: Part,
+    /// The part's format.
     format: Format,
     /// The part's columns, in the format's field order.
     schema: SchemaRef,
@@ -403,7 +414,7 @@ impl PartDecoder {
                     self.schema
                         .fields()
                         .iter()
-                        .map(|f| Field::new(f.name(), arrow::datatypes::DataType::Utf8, true))
+                        .map(|f| Field::new(f.name(), DataType::Utf8, true))
                         .collect::<Vec<_>>(),
                 ));
                 if let Err(e) = csv_decode(&text, delimiter, None, &[payload]) {
@@ -434,7 +445,7 @@ impl PartDecoder {
     fn raw(&self, payloads: &[Option<&[u8]>]) -> Result<RecordBatch, PayloadError> {
         let field = self.schema.field(0);
         let bytes = BinaryArray::from_iter(payloads.iter().copied());
-        let column: ArrayRef = if field.data_type() == &arrow::datatypes::DataType::Utf8 {
+        let column: ArrayRef = if field.data_type() == &DataType::Utf8 {
             match StringArray::try_from_binary(bytes) {
                 Ok(text) => Arc::new(text),
                 Err(_) => {

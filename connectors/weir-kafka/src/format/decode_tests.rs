@@ -61,6 +61,7 @@ fn values_only(format: Format) -> (SchemaRef, RecordLayout) {
     (schema, layout)
 }
 
+/// A decoder of `table` under `policy`.
 fn decoder(table: (SchemaRef, RecordLayout), policy: BadRecordPolicy) -> RecordDecoder {
     RecordDecoder::new(table.0, table.1, policy).unwrap()
 }
@@ -445,6 +446,25 @@ fn schemas_that_do_not_fit_are_refused_naming_the_column() {
         e.contains("column `h`") && e.contains("Map<Utf8, Binary>"),
         "{e}"
     );
+    let strict_values = DataType::Map(
+        Arc::new(Field::new(
+            "entries",
+            DataType::Struct(
+                vec![
+                    Field::new("k", DataType::Utf8, false),
+                    Field::new("v", DataType::Binary, false),
+                ]
+                .into(),
+            ),
+            false,
+        )),
+        false,
+    );
+    let e = err(
+        vec![v(), Field::new("h", strict_values, true)],
+        layout(Format::Json, vec![0], vec![(1, MetadataKey::Headers)]),
+    );
+    assert!(e.contains("with nullable values"), "{e}");
     let e = err(
         vec![v(), Field::new("e", DataType::Int32, false)],
         layout(Format::Json, vec![0], vec![(1, MetadataKey::LeaderEpoch)]),

@@ -36,8 +36,11 @@ pub(crate) struct Encoded {
 /// Turns batches of a sink's input schema into Kafka messages, following a [`RecordLayout`].
 #[derive(Debug)]
 pub(crate) struct RecordEncoder {
+    /// The sink's input schema.
     schema: SchemaRef,
+    /// The encoder of the key columns, when the layout has a key format.
     key: Option<PartEncoder>,
+    /// The encoder of the value columns.
     value: PartEncoder,
     /// The column of the `timestamp` metadata, if any.
     timestamp: Option<usize>,
@@ -145,7 +148,9 @@ impl RecordEncoder {
 /// Encodes the key or value columns of a batch in one format.
 #[derive(Debug)]
 struct PartEncoder {
+    /// Whether this encodes keys or values.
     part: Part,
+    /// The part's format.
     format: Format,
     /// The part's columns in the input schema, in the format's field order.
     columns: Vec<usize>,

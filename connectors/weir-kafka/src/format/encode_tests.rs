@@ -110,6 +110,7 @@ fn round_trip(schema: SchemaRef, layout: RecordLayout, batch: &RecordBatch) -> E
     encoded
 }
 
+/// Each value as lossy UTF-8 text (null as `∅`).
 fn texts(values: &BinaryArray) -> Vec<String> {
     values
         .iter()

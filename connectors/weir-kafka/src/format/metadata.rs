@@ -104,8 +104,8 @@ impl MetadataKey {
     }
 
     /// Checks that a declared column can hold this key: the key's type (a timestamp column may
-    /// also be Timestamp(ms) without a time zone; a headers column any Map<Utf8, Binary>), and a
-    /// nullable `leader-epoch`. `context` names the connector in errors.
+    /// also be Timestamp(ms) without a time zone; a headers column any Map<Utf8, Binary> whose
+    /// values are nullable, as a header may have no value), and a nullable `leader-epoch`. `context` names the connector in errors.
     ///
     /// # Errors
     /// [`Error::Schema`] naming the column, its type and the type the key needs.
@@ -114,14 +114,18 @@ impl MetadataKey {
             (MetadataKey::Timestamp, DataType::Timestamp(TimeUnit::Millisecond, tz)) => {
                 tz.as_deref().is_none_or(|tz| tz == "UTC")
             }
-            (MetadataKey::Headers, DataType::Map(entries, _)) => map_entry_types(entries)
-                .is_some_and(|(k, v)| *k == DataType::Utf8 && *v == DataType::Binary),
+            (MetadataKey::Headers, DataType::Map(entries, _)) => map_entry_fields(entries)
+                .is_some_and(|(k, v)| {
+                    *k.data_type() == DataType::Utf8
+                        && *v.data_type() == DataType::Binary
+                        && v.is_nullable()
+                }),
             (key, declared) => key.data_type() == *declared,
         };
         if !fits {
             let wanted = match self {
                 MetadataKey::Timestamp => "Timestamp(ms, \"UTC\") or Timestamp(ms)".to_owned(),
-                MetadataKey::Headers => "Map<Utf8, Binary>".to_owned(),
+                MetadataKey::Headers => "Map<Utf8, Binary> with nullable values".to_owned(),
                 key => key.data_type().to_string(),
             };
             return Err(Error::schema(
@@ -206,12 +210,10 @@ impl MetadataKey {
     }
 }
 
-/// The key and value types of a map's entries field.
-fn map_entry_types(entries: &Field) -> Option<(&DataType, &DataType)> {
+/// The key and value fields of a map's entries field.
+fn map_entry_fields(entries: &Field) -> Option<(&Field, &Field)> {
     match entries.data_type() {
-        DataType::Struct(fields) if fields.len() == 2 => {
-            Some((fields[0].data_type(), fields[1].data_type()))
-        }
+        DataType::Struct(fields) if fields.len() == 2 => Some((&fields[0], &fields[1])),
         _ => None,
     }
 }

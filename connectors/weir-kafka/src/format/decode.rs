@@ -206,7 +206,9 @@ impl RecordDecoder {
         Ok((key, value))
     }
 
-    /// Fails with the bad record under [`BadRecordPolicy::Fail`], or keeps it as a dead letter.
+    /// Fails with the bad record under [`BadRecordPolicy::Fail`], or keeps it as a dead letter
+    /// whose location is `topic/partition` with the offset as its line, and whose raw text is the
+    /// value payload as lossy UTF-8.
     fn reject<M: Message>(&mut self, message: &M, bad: PayloadError) -> Result<()> {
         let location = RecordLocation {
             input: format!("{}/{}", message.topic(), message.partition()),

@@ -372,6 +372,7 @@ impl StallingReader {
             cursor: SplitCursor {
                 next_record: self.read,
             },
+            backlog: None,
         }))
     }
 }

@@ -320,6 +320,7 @@ impl SplitReader for DatagenSplitReader {
             cursor: SplitCursor {
                 next_record: self.next,
             },
+            backlog: None,
         }))
     }
 }

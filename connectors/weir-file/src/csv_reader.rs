@@ -219,6 +219,7 @@ impl CsvSplitReader {
             cursor: SplitCursor {
                 next_record: self.next_record,
             },
+            backlog: None,
         }))
     }
 
@@ -382,6 +383,7 @@ impl SplitReader for CsvSplitReader {
                 cursor: SplitCursor {
                     next_record: self.next_record,
                 },
+                backlog: None,
             })),
             Fast::End => Ok(None),
             Fast::Failed => self.slow_chunk().await,

@@ -210,6 +210,7 @@ impl SplitReader for JsonSplitReader {
             cursor: SplitCursor {
                 next_record: self.next_record,
             },
+            backlog: None,
         }))
     }
 }

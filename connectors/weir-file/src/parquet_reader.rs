@@ -299,6 +299,7 @@ impl SplitReader for ParquetSplitReader {
             cursor: SplitCursor {
                 next_record: self.next_record,
             },
+            backlog: None,
         }))
     }
 }

@@ -63,6 +63,10 @@ pub struct SplitBatch {
     pub dead_letters: Option<RecordBatch>,
     /// The cursor after this batch.
     pub cursor: SplitCursor,
+    /// Consumer lag: records between [`SplitBatch::cursor`] and the split's currently known end
+    /// (for a log: its high watermark minus the next offset), `None` where the source does not
+    /// know it. The runtime keeps the latest value per split and shows it in the job metrics.
+    pub backlog: Option<u64>,
 }
 
 /// Reads one split from its cursor onwards.
@@ -108,6 +112,32 @@ pub trait PreparedSource: Send + Sync + std::fmt::Debug {
         split: &SourceSplit,
         ctx: &TaskContext,
     ) -> Result<Box<dyn SplitReader>>;
+
+    /// Whether a source subtask opens all its splits at once and reads whichever has data
+    /// (the partitions of a log, unbounded and read side by side), instead of reading them one
+    /// after another in assignment order (files). Default: one after another.
+    fn reads_splits_concurrently(&self) -> bool {
+        false
+    }
+
+    /// How often each source subtask looks for new splits with
+    /// [`PreparedSource::discover_splits`]; `None` (the default): never. Only sources that read
+    /// their splits concurrently discover.
+    fn discovery_interval(&self) -> Option<std::time::Duration> {
+        None
+    }
+
+    /// Partition discovery: lists the splits as they are now. A split the job did not know at
+    /// start and not discovered before is read, from the cursor returned here, by the one
+    /// subtask `xxh64(id) % parallelism` of the source. Default: [`enumerate_splits`].
+    ///
+    /// # Errors
+    /// External errors when listing fails.
+    ///
+    /// [`enumerate_splits`]: PreparedSource::enumerate_splits
+    async fn discover_splits(&self) -> Result<Vec<SourceSplit>> {
+        self.enumerate_splits().await
+    }
 }
 
 /// Prepares sources of one connector type (`file`, `kafka`, `datagen`) from their options.

@@ -208,6 +208,18 @@ impl PreparedSource for ComputedSource {
             columns: Arc::clone(&self.columns),
         }))
     }
+
+    fn reads_splits_concurrently(&self) -> bool {
+        self.inner.reads_splits_concurrently()
+    }
+
+    fn discovery_interval(&self) -> Option<std::time::Duration> {
+        self.inner.discovery_interval()
+    }
+
+    async fn discover_splits(&self) -> Result<Vec<SourceSplit>> {
+        self.inner.discover_splits().await
+    }
 }
 
 /// A split reader of a [`ComputedSource`]; dead letters pass through unchanged.

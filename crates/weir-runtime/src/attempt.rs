@@ -14,7 +14,7 @@ use crate::metrics::JobMetrics;
 use crate::partition::{HashPartitioner, RoundRobin};
 use crate::prepare::{PreparedJob, PreparedNode};
 use crate::schema_check::SchemaCheck;
-use crate::task::{ChainTask, Head, Link, SinkLink};
+use crate::task::{ChainTask, Head, Link, SinkLink, SourceHead};
 use crate::task_state::TaskState;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::PathBuf;
@@ -119,10 +119,15 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
     // Source subtasks without splits have nothing to read: they are not started, and their
     // channels start out ended. Waiting for them would make how far the watermark got when a
     // row arrives depend on how fast idle tasks start, not on the input.
+    // A source that discovers splits may have found some in an earlier attempt of this run:
+    // a restore lists them again, so their recorded cursors are restored.
+    let listed = attempt_splits(job, restore_plan.is_some()).await?;
     let mut assigned: HashMap<VertexId, Vec<Vec<(SourceSplit, SplitResume)>>> = HashMap::new();
+    let mut known_splits: HashMap<OperatorId, Arc<HashSet<String>>> = HashMap::new();
+    let mut discovering: HashSet<VertexId> = HashSet::new();
     for vertex in &plan.vertices {
         let operator = &vertex.chain[0].operator_id;
-        let Some(all) = job.splits.get(operator) else {
+        let Some(all) = listed.get(operator) else {
             continue;
         };
         let per_subtask = match &restore_plan {
@@ -130,9 +135,25 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
             None => assign_splits(all.clone(), vertex.parallelism),
         };
         assigned.insert(vertex.vertex_id.clone(), per_subtask);
+        let mut known: HashSet<String> = all.iter().map(|s| s.id.clone()).collect();
+        if let Some(before) = restore_plan
+            .as_ref()
+            .and_then(|r| r.finished_splits().remove(operator))
+        {
+            known.extend(before);
+        }
+        known_splits.insert(operator.clone(), Arc::new(known));
+        if let Some(PreparedNode::Source(source)) = job.nodes.get(operator)
+            && waits_for_discovered_splits(source.as_ref())
+        {
+            discovering.insert(vertex.vertex_id.clone());
+        }
     }
+    // A subtask of a source that discovers splits runs even without splits: it may be the one
+    // to read a split found later.
     let mut finished: HashSet<(VertexId, u32)> = assigned
         .iter()
+        .filter(|(vertex, _)| !discovering.contains(*vertex))
         .flat_map(|(vertex, per_subtask)| {
             per_subtask
                 .iter()
@@ -292,6 +313,10 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
                     .get(&(vertex.vertex_id.clone(), subtask))
                     .unwrap_or(&HashMap::new()),
                 alignments.get(&vertex.vertex_id),
+                known_splits
+                    .get(&vertex.chain[0].operator_id)
+                    .cloned()
+                    .unwrap_or_default(),
             )
             .await?;
             tasks.push(task);
@@ -338,8 +363,7 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
             .flat_map(|v| v.tasks.iter().cloned())
             .filter(|t| !never_started.contains_key(t))
             .collect();
-        let discovered = job
-            .splits
+        let discovered = listed
             .iter()
             .map(|(op, splits)| (op.clone(), splits.iter().map(|s| s.id.clone()).collect()))
             .collect();
@@ -554,6 +578,45 @@ fn panic_message(join: tokio::task::JoinError) -> String {
     }
 }
 
+/// The splits each source of the attempt starts from: as enumerated when the job was prepared,
+/// and, on a restore, for sources that discover splits, also those their discovery lists now
+/// (after the enumerated ones, in listing order).
+async fn attempt_splits(
+    job: &PreparedJob,
+    restoring: bool,
+) -> Result<HashMap<OperatorId, Vec<SourceSplit>>> {
+    let mut listed = job.splits.clone();
+    if !restoring {
+        return Ok(listed);
+    }
+    for (operator, splits) in &mut listed {
+        let Some(PreparedNode::Source(source)) = job.nodes.get(operator) else {
+            continue;
+        };
+        if !source.reads_splits_concurrently() || source.discovery_interval().is_none() {
+            continue;
+        }
+        let found = source
+            .discover_splits()
+            .await
+            .map_err(|source| Error::Task {
+                task: operator.to_string(),
+                source,
+            })?;
+        let ids: HashSet<String> = splits.iter().map(|s| s.id.clone()).collect();
+        splits.extend(found.into_iter().filter(|s| !ids.contains(&s.id)));
+    }
+    Ok(listed)
+}
+
+/// Whether a source's subtasks keep running without splits, waiting for discovered ones: it
+/// reads its splits concurrently, discovers splits and does not end by itself.
+fn waits_for_discovered_splits(source: &dyn weir_api::PreparedSource) -> bool {
+    source.reads_splits_concurrently()
+        && source.discovery_interval().is_some_and(|d| !d.is_zero())
+        && source.boundedness() == weir_api::Boundedness::Unbounded
+}
+
 /// The enumerator's static assignment: split `i` (in enumeration order) to subtask `i mod p`.
 fn assign_splits(
     splits: Vec<SourceSplit>,
@@ -581,6 +644,7 @@ async fn build_task(
     checkpointing: Option<TaskCheckpointing>,
     images: &HashMap<OperatorId, Arc<Vec<StateRows>>>,
     alignment: Option<&Arc<SourceAlignment>>,
+    known_splits: Arc<HashSet<String>>,
 ) -> Result<ChainTask> {
     let plan = job.partitioned();
     let ctx_of = |id: &weir_api::OperatorId| TaskContext {
@@ -679,7 +743,7 @@ async fn build_task(
         let label = ctx.label();
         match (&node.kind, job.nodes.get(id)) {
             (NodeKind::Source, Some(PreparedNode::Source(source))) => {
-                head = Some(Head::Source {
+                head = Some(Head::Source(SourceHead {
                     source: source.clone(),
                     ctx,
                     splits: splits.clone().unwrap_or_default(),
@@ -690,7 +754,8 @@ async fn build_task(
                         .unwrap_or_default(),
                     watermark: node.watermark.clone(),
                     alignment: alignment.cloned(),
-                });
+                    known_splits: known_splits.clone(),
+                }));
             }
             (NodeKind::Operator, Some(PreparedNode::Operator(prepared))) => {
                 let op = prepared.create(&ctx).map_err(|source| Error::Task {

@@ -2,8 +2,8 @@
 
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
 use weir_api::OperatorId;
 
 /// Counters of one operator, summed over its subtasks.
@@ -17,6 +17,8 @@ pub struct OperatorMetrics {
     /// Shared with the operator's `TaskContext::dropped_rows`.
     dropped: Arc<AtomicU64>,
     alignment_pauses: AtomicU64,
+    /// The latest backlog each split of a source reported, by split id: one entry per split.
+    backlogs: Mutex<BTreeMap<String, u64>>,
 }
 
 impl OperatorMetrics {
@@ -41,6 +43,31 @@ impl OperatorMetrics {
 
     pub(crate) fn add_dead_letters(&self, rows: usize) {
         self.dead_letters.fetch_add(rows as u64, Ordering::Relaxed);
+    }
+
+    /// Split `split` of this source reported `backlog` records between its cursor and its
+    /// currently known end.
+    pub(crate) fn set_backlog(&self, split: &str, backlog: u64) {
+        let mut backlogs = self.backlogs.lock().unwrap_or_else(PoisonError::into_inner);
+        match backlogs.get_mut(split) {
+            Some(b) => *b = backlog,
+            None => {
+                backlogs.insert(split.to_owned(), backlog);
+            }
+        }
+    }
+
+    /// The latest backlog of every split that reported one, in split id order.
+    fn lag(&self) -> Vec<SplitLag> {
+        self.backlogs
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(split, &backlog)| SplitLag {
+                split: split.clone(),
+                backlog,
+            })
+            .collect()
     }
 }
 
@@ -117,6 +144,7 @@ impl JobMetrics {
                     dead_letters: m.dead_letters.load(Ordering::Relaxed),
                     dropped: m.dropped.load(Ordering::Relaxed),
                     alignment_pauses: m.alignment_pauses.load(Ordering::Relaxed),
+                    lag: m.lag(),
                 })
                 .collect(),
         }
@@ -143,6 +171,18 @@ pub struct OperatorSnapshot {
     /// Times a subtask of this source paused because its watermark ran more than the allowed
     /// drift ahead of the others (watermark alignment).
     pub alignment_pauses: u64,
+    /// Consumer lag of a source: the latest backlog of each split that reported one (records
+    /// between its cursor and its known end), in split id order; empty for other operators.
+    pub lag: Vec<SplitLag>,
+}
+
+/// The latest backlog one split of a source reported.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SplitLag {
+    /// The split's id (`topic/partition`).
+    pub split: String,
+    /// Records between the split's cursor and its known end when it last reported.
+    pub backlog: u64,
 }
 
 /// Every counter of a job at one moment.

@@ -1,11 +1,15 @@
 //! One subtask of one vertex: a chain of operators driven by a source reader or an input gate,
-//! ending in a sink or in edge writers.
+//! ending in a sink or in edge writers. How a source subtask reads its splits is in
+//! [`source_reading`].
 
-use crate::checkpoint::recovery::SplitResume;
-use crate::checkpoint::{TaskCheckpointing, TaskReport, Trigger};
+mod source_reading;
+
+pub(crate) use source_reading::{SourceHead, SourceProgress};
+
+use crate::checkpoint::{TaskCheckpointing, TaskReport};
 use crate::edge_writer::{EdgeWriter, SendError};
 use crate::error::{Error, Result};
-use crate::event_time::{SourceAlignment, SourceStep, SourceWatermarks};
+use crate::event_time::SourceWatermarks;
 use crate::input_gate::{GateError, GateEvent, InputGate};
 use crate::metrics::{JobMetrics, OperatorMetrics};
 use crate::schema_check::SchemaCheck;
@@ -14,30 +18,15 @@ use crate::task_state::TaskState;
 use arrow::record_batch::RecordBatch;
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
 use weir_api::{
-    Emitted, Epoch, Operator, OperatorId, Output, PreparedSource, SinkWriter, SourceSplit,
-    SplitBatch, SplitReader, StreamMessage, TaskContext, TaskId, Watermark,
+    Emitted, Epoch, Operator, OperatorId, Output, SinkWriter, StreamMessage, TaskId, Watermark,
 };
 use weir_checkpoint::{InputWatermark, TaskSnapshot};
-use weir_plan::ModelWatermark;
 
 /// What drives the chain.
 pub(crate) enum Head {
     /// A source reading its assigned splits.
-    Source {
-        source: Arc<dyn PreparedSource>,
-        ctx: TaskContext,
-        /// Assigned splits, each from its cursor, with its event-time progress when restored.
-        splits: Vec<(SourceSplit, SplitResume)>,
-        metrics: Arc<OperatorMetrics>,
-        /// Writers of the source's `dead_letter` output.
-        dead_letter_writers: Vec<usize>,
-        /// Per-split event-time watermarks, when the source node declares them.
-        watermark: Option<ModelWatermark>,
-        /// Watermark alignment with the source's other subtasks, when the spec bounds the drift.
-        alignment: Option<Arc<SourceAlignment>>,
-    },
+    Source(SourceHead),
     /// Input channels from upstream tasks.
     Gate(InputGate),
 }
@@ -115,39 +104,7 @@ impl ChainTask {
 
     async fn run_inner(&mut self) -> Result<()> {
         match std::mem::replace(&mut self.head, Head::Gate(InputGate::new(Vec::new()))) {
-            Head::Source {
-                source,
-                ctx,
-                splits,
-                metrics,
-                dead_letter_writers,
-                watermark,
-                alignment,
-            } => {
-                let reading = SourceReading {
-                    source: &source,
-                    ctx: &ctx,
-                    metrics: &metrics,
-                    dead_letter_writers: &dead_letter_writers,
-                    alignment: alignment.as_deref(),
-                };
-                let mut progress = SourceProgress::new(&ctx, &splits);
-                let mut generators = watermark.as_ref().map(|spec| {
-                    let mut w = SourceWatermarks::new(spec);
-                    w.restore(&splits);
-                    w
-                });
-                self.read_source(&reading, &mut progress, generators.as_mut())
-                    .await?;
-                for &w in &dead_letter_writers {
-                    self.send_control(w, StreamMessage::Watermark(Watermark::END))
-                        .await?;
-                }
-                self.drive(0, Item::Watermark(Watermark::END)).await?;
-                self.commit_state().await?;
-                self.await_final_epoch(Some((&progress, generators.as_ref())), &[])
-                    .await?;
-            }
+            Head::Source(head) => self.run_source(head).await?,
             Head::Gate(mut gate) => loop {
                 let event = gate.next().await;
                 match event {
@@ -234,209 +191,6 @@ impl ChainTask {
         Error::Task {
             task: self.label.clone(),
             source: weir_api::Error::Internal(message),
-        }
-    }
-
-    /// Reads every assigned split in turn and drives its rows down the chain. With watermarks,
-    /// each batch is sliced at its split's watermark cut points and the source watermark (the
-    /// minimum over open splits) is driven after the rows that moved it. With checkpoints, a
-    /// pending epoch's barrier is injected at each safe point: after a batch was handed on, or
-    /// while the reader waits for input.
-    async fn read_source(
-        &mut self,
-        reading: &SourceReading<'_>,
-        progress: &mut SourceProgress,
-        mut watermarks: Option<&mut SourceWatermarks>,
-    ) -> Result<()> {
-        let clock = tokio::time::Instant::now();
-        let now_ms = || u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
-        if let Some(m) = watermarks.as_deref().and_then(SourceWatermarks::current) {
-            reading.published(m); // restored progress
-        }
-        for index in 0..progress.splits.len() {
-            let split = progress.splits[index].split.clone();
-            let mut reader = reading
-                .source
-                .open_split(&split, reading.ctx)
-                .await
-                .map_err(|e| reading.fail(e))?;
-            if let Some(w) = watermarks.as_deref_mut() {
-                w.open_split(&split.id, now_ms());
-            }
-            loop {
-                self.await_alignment(reading, progress, watermarks.as_deref())
-                    .await?;
-                let Some(read) = self
-                    .next_read(
-                        reading,
-                        &mut reader,
-                        watermarks.as_deref_mut(),
-                        &now_ms,
-                        progress,
-                    )
-                    .await
-                    .map_err(|e| e.into_error(reading))?
-                else {
-                    break;
-                };
-                if let Some(dead) = read.dead_letters
-                    && dead.num_rows() > 0
-                {
-                    reading.metrics.add_dead_letters(dead.num_rows());
-                    for &w in reading.dead_letter_writers {
-                        self.send(w, dead.clone()).await?;
-                    }
-                }
-                let rows = read.data.num_rows();
-                match watermarks.as_deref_mut() {
-                    Some(w) => {
-                        let steps = w
-                            .on_batch(&split.id, read.data, now_ms())
-                            .map_err(|e| reading.fail(e))?;
-                        reading.metrics.add_out(rows);
-                        for step in steps {
-                            let item = match step {
-                                SourceStep::Rows(batch) => Item::Batch(0, batch),
-                                SourceStep::Watermark(m) => {
-                                    reading.published(m);
-                                    Item::Watermark(m)
-                                }
-                            };
-                            self.drive(0, item).await?;
-                        }
-                        self.commit_state().await?;
-                    }
-                    None if rows > 0 => {
-                        reading.metrics.add_out(rows);
-                        self.drive(0, Item::Batch(0, read.data)).await?;
-                        self.commit_state().await?;
-                    }
-                    None => {}
-                }
-                progress.splits[index].split.cursor = read.cursor;
-                self.inject_if_triggered(progress, watermarks.as_deref())
-                    .await?;
-            }
-            if let Some(m) = watermarks
-                .as_deref_mut()
-                .and_then(|w| w.finish_split(&split.id))
-            {
-                reading.published(m);
-                self.drive(0, Item::Watermark(m)).await?;
-                self.commit_state().await?;
-            }
-            progress.splits[index].finished = true;
-            self.job_metrics.split_done(split.size_bytes.unwrap_or(0));
-            // After the last split the end-of-input watermark goes first (the caller then
-            // injects pending barriers): a cut in which every split is finished always follows
-            // it, so downstream windows have fired before such a barrier.
-            if index + 1 < progress.splits.len() {
-                self.inject_if_triggered(progress, watermarks.as_deref())
-                    .await?;
-            }
-        }
-        reading.release();
-        Ok(())
-    }
-
-    /// Watermark alignment: while this subtask's watermark is more than the allowed drift ahead
-    /// of the source's slowest running subtask, waits for the others to publish, still injecting
-    /// the barriers of checkpoints triggered meanwhile (nothing is being read: a safe point).
-    async fn await_alignment(
-        &mut self,
-        reading: &SourceReading<'_>,
-        progress: &SourceProgress,
-        watermarks: Option<&SourceWatermarks>,
-    ) -> Result<()> {
-        let Some(alignment) = reading.alignment else {
-            return Ok(());
-        };
-        let subtask = reading.ctx.subtask.0;
-        if !alignment.must_wait(subtask) {
-            return Ok(());
-        }
-        reading.metrics.add_alignment_pause();
-        let mut changes = alignment.subscribe();
-        let mut trigger = self.checkpointing.as_ref().map(|c| c.trigger.clone());
-        loop {
-            changes.borrow_and_update();
-            if !alignment.must_wait(subtask) {
-                return Ok(());
-            }
-            tokio::select! {
-                changed = changes.changed() => {
-                    if changed.is_err() {
-                        return Ok(());
-                    }
-                }
-                changed = wait_for_trigger(trigger.as_mut()), if trigger.is_some() => {
-                    if changed.is_err() {
-                        trigger = None;
-                        continue;
-                    }
-                    self.inject_if_triggered(progress, watermarks).await?;
-                }
-            }
-        }
-    }
-
-    /// The reader's next batch. Without idle timeout and checkpoints, just the read. Otherwise
-    /// the read is raced against the time the split may stay silent (when it elapses, silent
-    /// splits become idle, which may advance the source watermark, and when every open split
-    /// is idle the downstream is told so) and against checkpoint triggers (the barrier is
-    /// injected at once: nothing of the pending read was emitted, so the cut is exact). The
-    /// pending read is kept, never dropped, so readers need not be cancel safe.
-    ///
-    /// Idleness is measured in processing time, so where it is declared is not deterministic.
-    async fn next_read(
-        &mut self,
-        reading: &SourceReading<'_>,
-        reader: &mut Box<dyn SplitReader>,
-        mut watermarks: Option<&mut SourceWatermarks>,
-        now_ms: &impl Fn() -> u64,
-        progress: &SourceProgress,
-    ) -> std::result::Result<Option<SplitBatch>, ReadError> {
-        let idle_ms = watermarks
-            .as_deref()
-            .and_then(SourceWatermarks::idle_timeout_ms);
-        let mut trigger = self.checkpointing.as_ref().map(|c| c.trigger.clone());
-        if idle_ms.is_none() && trigger.is_none() {
-            return reader.next_batch().await.map_err(ReadError::Source);
-        }
-        // One millisecond past the timeout: a split is idle when silent for *longer* than it.
-        let patience = Duration::from_millis(idle_ms.unwrap_or(0).saturating_add(1));
-        let mut deadline = tokio::time::Instant::now() + patience;
-        let mut pending = reader.next_batch();
-        loop {
-            tokio::select! {
-                read = &mut pending => return read.map_err(ReadError::Source),
-                () = tokio::time::sleep_until(deadline), if idle_ms.is_some() => {
-                    deadline += patience;
-                    let Some(w) = watermarks.as_deref_mut() else { continue };
-                    let (advanced, idle) = w.on_silence(now_ms());
-                    if let Some(m) = advanced {
-                        reading.published(m);
-                        self.drive(0, Item::Watermark(m))
-                            .await
-                            .map_err(ReadError::Task)?;
-                        self.commit_state().await.map_err(ReadError::Task)?;
-                    }
-                    if idle {
-                        reading.release();
-                        self.send_idle().await.map_err(ReadError::Task)?;
-                    }
-                }
-                changed = wait_for_trigger(trigger.as_mut()), if trigger.is_some() => {
-                    if changed.is_err() {
-                        // The coordinator is gone: the job is ending; keep reading.
-                        trigger = None;
-                        continue;
-                    }
-                    self.inject_if_triggered(progress, watermarks.as_deref())
-                        .await
-                        .map_err(ReadError::Task)?;
-                }
-            }
         }
     }
 
@@ -676,98 +430,5 @@ impl ChainTask {
                 source,
             },
         })
-    }
-}
-
-/// Waits for the next trigger; `None` never resolves (the select arm is disabled then).
-async fn wait_for_trigger(
-    trigger: Option<&mut tokio::sync::watch::Receiver<Option<Trigger>>>,
-) -> std::result::Result<(), tokio::sync::watch::error::RecvError> {
-    match trigger {
-        Some(t) => t.changed().await,
-        None => std::future::pending().await,
-    }
-}
-
-/// A source subtask's read position in each of its splits: the cut it seals with a barrier.
-#[derive(Debug)]
-pub(crate) struct SourceProgress {
-    pub(crate) operator: OperatorId,
-    pub(crate) subtask: weir_api::SubtaskIndex,
-    pub(crate) splits: Vec<SplitProgress>,
-}
-
-/// One split's read position.
-#[derive(Debug)]
-pub(crate) struct SplitProgress {
-    /// The split, its cursor at the next record to read.
-    pub(crate) split: SourceSplit,
-    /// Read to its end.
-    pub(crate) finished: bool,
-}
-
-impl SourceProgress {
-    fn new(ctx: &TaskContext, splits: &[(SourceSplit, SplitResume)]) -> Self {
-        SourceProgress {
-            operator: ctx.operator_id.clone(),
-            subtask: ctx.subtask,
-            splits: splits
-                .iter()
-                .map(|(split, _)| SplitProgress {
-                    split: split.clone(),
-                    finished: false,
-                })
-                .collect(),
-        }
-    }
-}
-
-/// What a source task reads with, borrowed from its [`Head::Source`].
-struct SourceReading<'a> {
-    source: &'a Arc<dyn PreparedSource>,
-    ctx: &'a TaskContext,
-    metrics: &'a Arc<OperatorMetrics>,
-    dead_letter_writers: &'a [usize],
-    alignment: Option<&'a SourceAlignment>,
-}
-
-impl SourceReading<'_> {
-    /// Tells the source's other subtasks (watermark alignment) that this one emitted `m`.
-    fn published(&self, m: Watermark) {
-        if let Some(a) = self.alignment {
-            a.publish(self.ctx.subtask.0, m.0.0);
-        }
-    }
-
-    /// This subtask holds nobody back any more (idle, or done reading).
-    fn release(&self) {
-        if let Some(a) = self.alignment {
-            a.release(self.ctx.subtask.0);
-        }
-    }
-}
-
-impl SourceReading<'_> {
-    /// A source error, attributed to the source operator.
-    fn fail(&self, source: weir_api::Error) -> Error {
-        Error::Task {
-            task: self.ctx.label(),
-            source,
-        }
-    }
-}
-
-/// Why the next read failed: the source itself, or the chain while handling idleness.
-enum ReadError {
-    Source(weir_api::Error),
-    Task(Error),
-}
-
-impl ReadError {
-    fn into_error(self, reading: &SourceReading<'_>) -> Error {
-        match self {
-            ReadError::Source(e) => reading.fail(e),
-            ReadError::Task(e) => e,
-        }
     }
 }

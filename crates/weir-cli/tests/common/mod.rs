@@ -128,8 +128,7 @@ impl Rounds {
         if self.kills_wanted < min_kills {
             return;
         }
-        let missed: Vec<_> = FAIL_POINTS
-            .iter()
+        let missed: Vec<_> = (self.schedule.points.iter())
             .filter(|name| !self.tally.reached.contains_key(**name))
             .collect();
         assert!(
@@ -241,9 +240,11 @@ impl fmt::Display for Outcome {
     }
 }
 
-/// The kill schedule: a coin between a fail point (the five in turn) and a random delay.
+/// The kill schedule: a coin between a fail point (each in turn) and a random delay.
 pub struct Schedule {
     rng: XorShift,
+    /// The fail points asked for.
+    points: &'static [&'static str],
     next_fail_point: usize,
     /// Whether a fail point not reached yet is asked for before any random kill (so that a
     /// short run of the test still meets every one).
@@ -251,18 +252,21 @@ pub struct Schedule {
 }
 
 impl Schedule {
+    /// A schedule over every fail point of the runtime.
     pub fn new(seed: u64) -> Self {
         Schedule {
             rng: XorShift::new(seed),
+            points: &FAIL_POINTS,
             next_fail_point: 0,
             cover_first: false,
         }
     }
 
-    /// A schedule that first asks for each fail point once, in order (`mid-restore` when a run
-    /// restores), then goes on as [`Schedule::new`].
-    pub fn covering(seed: u64) -> Self {
+    /// A schedule over `points` that first asks for each once, in order (`mid-restore` when a
+    /// run restores), then goes on as [`Schedule::new`] does.
+    pub fn covering(seed: u64, points: &'static [&'static str]) -> Self {
         Schedule {
+            points,
             cover_first: true,
             ..Schedule::new(seed)
         }
@@ -272,16 +276,16 @@ impl Schedule {
     /// point not reached yet is asked for at its first occurrence, so each is seen early.
     pub fn next(&mut self, restores: bool, tally: &Tally) -> Kill {
         if self.cover_first {
-            let unreached = FAIL_POINTS.iter().find(|name| {
+            let unreached = self.points.iter().find(|name| {
                 !tally.reached.contains_key(**name) && (restores || **name != RESTORE_FAIL_POINT)
             });
             if let Some(name) = unreached {
                 return Kill::At { name, nth: 1 };
             }
         }
-        let name = FAIL_POINTS[self.next_fail_point];
+        let name = self.points[self.next_fail_point];
         if self.rng.below(2) == 0 && (restores || name != RESTORE_FAIL_POINT) {
-            self.next_fail_point = (self.next_fail_point + 1) % FAIL_POINTS.len();
+            self.next_fail_point = (self.next_fail_point + 1) % self.points.len();
             let nth = if tally.reached.contains_key(name) {
                 1 + self.rng.below(3)
             } else {

@@ -228,6 +228,10 @@ fn a_kafka_job_whose_broker_goes_away_publishes_every_record_exactly_once() {
                     },
                     job.restored_from()
                 );
+                // What the run reported while the broker was away (its in-process restarts).
+                for line in run.stderr().lines().filter(|l| l.contains(" WARN weir_")) {
+                    println!("kafka outage: {line}");
+                }
                 break;
             }
             _ => {

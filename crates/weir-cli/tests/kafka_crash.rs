@@ -8,7 +8,7 @@
 //! `weir_testkit::kafka` before the job starts); the kill schedule first asks for each fail point
 //! once and is otherwise seeded from the clock unless `WEIR_CRASH_SEED` fixes it.
 //! `WEIR_CRASH_KILLS` (default 12) is how many kills the test makes at least;
-//! `scripts/crash-soak.sh kafka` runs it with hundreds.
+//! `scripts/crash-soak.sh KILLS kafka` runs it with hundreds.
 #![cfg(unix)]
 
 use std::path::Path;

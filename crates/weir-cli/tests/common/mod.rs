@@ -144,7 +144,7 @@ impl Rounds {
 /// The test's directory, removed when the test passes and kept when it fails: a failed round's
 /// directory holds its checkpoints (as each restarted run found them, in
 /// `checkpoints-before-<attempt>`), `attempts.log` and every run's stderr.
-pub struct Evidence(pub Option<tempfile::TempDir>);
+pub struct Evidence(Option<tempfile::TempDir>);
 
 impl Evidence {
     pub fn new() -> Self {

@@ -495,8 +495,8 @@ async fn an_idle_split_does_not_hold_the_watermark_back() {
             if seen.borrow().watermarks.iter().any(|&w| w >= 4_999) {
                 return;
             }
-            splits.feed("b", Feed::Rows(vec![next], None));
             let rows = seen.borrow().rows.len();
+            splits.feed("b", Feed::Rows(vec![next], None));
             seen.wait_for(|s| s.rows.len() > rows)
                 .await
                 .expect("the recorder is alive");

@@ -693,7 +693,7 @@ async fn build_task(
         let label = ctx.label();
         match (&node.kind, job.nodes.get(id)) {
             (NodeKind::Source, Some(PreparedNode::Source(source))) => {
-                head = Some(Head::Source(SourceHead {
+                head = Some(Head::Source(Box::new(SourceHead {
                     source: source.clone(),
                     ctx,
                     splits: splits.clone().unwrap_or_default(),
@@ -705,7 +705,7 @@ async fn build_task(
                     watermark: node.watermark.clone(),
                     alignment: alignment.cloned(),
                     known_splits: known_splits.clone(),
-                }));
+                })));
             }
             (NodeKind::Operator, Some(PreparedNode::Operator(prepared))) => {
                 let op = prepared.create(&ctx).map_err(|source| Error::Task {

@@ -304,8 +304,14 @@ async fn the_kafka_to_s3_example_runs() {
     .replace("weir-example", &bucket)
     .replace("'topic' = 'bids'", &format!("'topic' = '{topic}'"));
     let engine = Engine::new();
-    let job = engine.compile_sql(&sql, "example.sql").await.expect("compiles");
-    let prepared = engine.prepare(&job.spec, Some("example.sql")).await.expect("prepares");
+    let job = engine
+        .compile_sql(&sql, "example.sql")
+        .await
+        .expect("compiles");
+    let prepared = engine
+        .prepare(&job.spec, Some("example.sql"))
+        .await
+        .expect("prepares");
     let summary = engine
         .start_with(prepared, RunOptions::default())
         .await

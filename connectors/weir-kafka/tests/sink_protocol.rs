@@ -123,7 +123,10 @@ async fn a_crash_after_the_pre_commit_is_committed_by_recovery() {
     let first = s.sink().await;
     let pre = s.pre_commit(&first, 1, 0..100).await;
     drop(first); // the process dies before the commit
-    assert!(s.committed_ids().is_empty(), "nothing visible before the commit");
+    assert!(
+        s.committed_ids().is_empty(),
+        "nothing visible before the commit"
+    );
     let recovered = s.sink().await;
     recovered
         .commit_epoch(&s.ctx, std::slice::from_ref(&pre))
@@ -214,10 +217,9 @@ async fn epochs_that_never_became_durable_are_discarded() {
         .expect("deletes the rest");
     assert_eq!(s.committed_ids(), (0..10).collect::<Vec<_>>());
     let staging = s.ctx.staging.as_ref().expect("staging");
-    let left: Vec<_> = futures::TryStreamExt::try_collect::<Vec<_>>(
-        staging.store.list(Some(&staging.dir)),
-    )
-    .await
-    .expect("lists");
+    let left: Vec<_> =
+        futures::TryStreamExt::try_collect::<Vec<_>>(staging.store.list(Some(&staging.dir)))
+            .await
+            .expect("lists");
     assert!(left.is_empty(), "staged files left: {left:?}");
 }

@@ -20,6 +20,7 @@ pub mod partition;
 mod prepare;
 mod registry;
 mod schema_check;
+mod split_assignment;
 mod task;
 mod task_checkpoint;
 mod task_state;

@@ -379,7 +379,11 @@ mod tests {
               'topic' = 'out', 'format' = 'json', 'properties.bootstrap.servers' = 'b:9092',\n\
               'sink.delivery-guarantee' = 'exactly-once', 'sink.transactional-id-prefix' = 'p');\n\
             INSERT INTO out SELECT auction, ts FROM bids;";
-        let spec = compiler.compile(script, "k.sql").await.expect("compiles").spec;
+        let spec = compiler
+            .compile(script, "k.sql")
+            .await
+            .expect("compiles")
+            .spec;
         let source = &spec.sources[0];
         assert_eq!(source.connector, "kafka");
         assert_eq!(source.options["scan.startup.mode"], "earliest-offset");
@@ -391,7 +395,10 @@ mod tests {
         let sink = &spec.sinks[0];
         assert_eq!(sink.options["sink.delivery-guarantee"], "exactly-once");
         // A VIRTUAL column is not written.
-        assert_eq!(sink.options["metadata"], serde_json::json!({"ts": "timestamp"}));
+        assert_eq!(
+            sink.options["metadata"],
+            serde_json::json!({"ts": "timestamp"})
+        );
 
         let err = compiler
             .compile(

@@ -43,13 +43,15 @@ const LEGEND: &str = "[id, auction, doubled price]";
 
 /// The fail points this job reaches: every one but `mid-restore`, which is reached only between
 /// the restores of two tasks' state segments, and this job keeps no state in segments (its
-/// source offsets and the sink's pending epochs are in the manifest). The sink's recovery commits
-/// at a restore have no fail point of their own: random kills land there.
-const JOB_FAIL_POINTS: [&str; 4] = [
+/// source offsets and the sink's pending epochs are in the manifest). `mid-recovery-commit`
+/// (after a sink subtask's recovery commit, before the next one's) is reached by a run that
+/// restores a manifest.
+const JOB_FAIL_POINTS: [&str; 5] = [
     "after-pre-commit",
     "after-segments",
     "after-manifest",
     "mid-commit",
+    "mid-recovery-commit",
 ];
 
 /// One output record: id, auction, price * 2.

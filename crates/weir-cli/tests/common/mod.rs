@@ -26,7 +26,7 @@ pub const FAIL_POINTS: [&str; 5] = [
     "mid-restore",
 ];
 /// Only reachable by a run that restores.
-const RESTORE_FAIL_POINT: &str = "mid-restore";
+const RESTORE_FAIL_POINTS: [&str; 2] = ["mid-restore", "mid-recovery-commit"];
 /// Random kills land this long after the spawn: long enough for a restarted job to get past
 /// restore and a checkpoint or two, so rounds end.
 const MIN_DELAY_MS: u64 = 150;
@@ -277,14 +277,15 @@ impl Schedule {
     pub fn next(&mut self, restores: bool, tally: &Tally) -> Kill {
         if self.cover_first {
             let unreached = self.points.iter().find(|name| {
-                !tally.reached.contains_key(**name) && (restores || **name != RESTORE_FAIL_POINT)
+                !tally.reached.contains_key(**name)
+                    && (restores || !RESTORE_FAIL_POINTS.contains(*name))
             });
             if let Some(name) = unreached {
                 return Kill::At { name, nth: 1 };
             }
         }
         let name = self.points[self.next_fail_point];
-        if self.rng.below(2) == 0 && (restores || name != RESTORE_FAIL_POINT) {
+        if self.rng.below(2) == 0 && (restores || !RESTORE_FAIL_POINTS.contains(&name)) {
             self.next_fail_point = (self.next_fail_point + 1) % self.points.len();
             let nth = if tally.reached.contains_key(name) {
                 1 + self.rng.below(3)

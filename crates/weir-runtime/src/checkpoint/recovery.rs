@@ -4,6 +4,7 @@
 //! what it restores (state segments, split cursors).
 
 use super::coordinator::{SinkHandle, commit_sink};
+use super::failpoint;
 use super::{CheckpointConfig, RestoreFrom};
 use crate::error::{Error, Result};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -315,6 +316,8 @@ async fn recover_sinks(
         values.sort_by_key(|(e, _)| *e);
         let values: Vec<serde_json::Value> = values.into_iter().map(|(_, v)| v).collect();
         commit_sink(sinks, store, &plan.job_id, &operator, subtask, &values).await?;
+        // After a sink subtask's recovery commit, before the next one's.
+        failpoint("mid-recovery-commit");
     }
     for (operator, handle) in sinks {
         let recorded = by_subtask

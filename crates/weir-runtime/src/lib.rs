@@ -10,6 +10,8 @@
 
 mod attempt;
 pub mod checkpoint;
+#[cfg(test)]
+mod concurrent_splits_tests;
 mod edge_writer;
 mod error;
 pub mod event_time;

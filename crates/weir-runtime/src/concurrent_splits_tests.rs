@@ -7,6 +7,7 @@
 //! what each split delivers and when; waits are for what the job did, with timeouts only as
 //! deadlines.
 
+use crate::{CheckpointStorage, PreparedJob, Registry, RestoreFrom, RunOptions, RunningJob};
 use arrow::array::{Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use std::collections::HashMap;
@@ -21,7 +22,6 @@ use weir_api::{
     TaskContext, Watermark,
 };
 use weir_plan::{CompiledPlans, JobSpec};
-use weir_runtime::{CheckpointStorage, PreparedJob, Registry, RestoreFrom, RunOptions, RunningJob};
 
 /// How long any single expectation may take before the test fails.
 const DEADLINE: Duration = Duration::from_secs(20);
@@ -369,9 +369,7 @@ sinks:
         restore,
         accept_duplicates: false,
     };
-    let running = weir_runtime::start_with(job, options)
-        .await
-        .expect("job starts");
+    let running = crate::start_with(job, options).await.expect("job starts");
     (running, seen)
 }
 
@@ -556,5 +554,50 @@ async fn a_split_that_appears_later_is_read_by_exactly_one_subtask() {
     assert_eq!(seen.borrow().rows_of("late"), [42, 43], "read once");
     assert!(lag(&job).contains(&("late".into(), 1)));
     assert_eq!(job.metrics().snapshot().splits_total, 3);
+    job.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_discovered_split_recorded_in_a_checkpoint_resumes_at_its_cursor() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let splits = Splits::with(&["s0"]);
+    let source = ChanSource {
+        splits: splits.clone(),
+        discovery: Some(Duration::from_millis(5)),
+    };
+    let (job, mut seen) = start(source, 1, None, Some(dir.path())).await;
+    splits.add("late");
+    splits.feed("late", Feed::Rows(vec![1, 2, 3], None));
+    until(&mut seen, "the discovered split's rows", |s| {
+        s.rows_of("late") == [1, 2, 3]
+    })
+    .await;
+    let epoch = tokio::time::timeout(DEADLINE, job.checkpoint())
+        .await
+        .expect("the checkpoint completes in time")
+        .expect("the checkpoint succeeds");
+    job.kill().await;
+
+    // A new run restores the checkpoint: the source lists the split it had discovered.
+    let splits = Splits::with(&["s0", "late"]);
+    let source = ChanSource {
+        splits: splits.clone(),
+        discovery: Some(Duration::from_millis(5)),
+    };
+    let (job, mut seen) = start_with(
+        source,
+        1,
+        None,
+        Some(dir.path()),
+        Some(RestoreFrom::Epoch(epoch)),
+    )
+    .await;
+    splits.feed("late", Feed::Rows(vec![4], None));
+    until(&mut seen, "the resumed split's row", |s| {
+        s.rows_of("late") == [4]
+    })
+    .await;
+    let opened = splits.opened();
+    assert!(opened.contains(&("late".to_owned(), 0, 3)), "{opened:?}");
     job.kill().await;
 }

@@ -130,59 +130,67 @@ fn partitions_of(broker: &KafkaBroker, topic: &str) -> BTreeMap<u64, i32> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn exactly_once_kafka_to_kafka_with_checkpoints_and_a_restore() {
+/// A Kafka-to-Kafka job over fresh topics (`partitions` in, `out_partitions` out) with `n`
+/// bids produced, its SQL with sink guarantee `guarantee`, and the values it must write.
+struct KafkaToKafka {
+    broker: &'static KafkaBroker,
+    output: String,
+    sql: String,
+    want: Vec<String>,
+    dir: tempfile::TempDir,
+}
+
+fn kafka_to_kafka(partitions: i32, out_partitions: i32, n: u64, guarantee: &str) -> KafkaToKafka {
     let broker = KafkaBroker::shared().expect("the Kafka test broker");
     let (input, output) = (unique_name("bids"), unique_name("out"));
-    broker.create_topic(&input, 3).expect("input topic");
-    broker.create_topic(&output, 2).expect("output topic");
-    let n = 2_000;
+    broker
+        .create_topic(&input, partitions)
+        .expect("input topic");
+    broker
+        .create_topic(&output, out_partitions)
+        .expect("output topic");
     produce_bids(broker, &input, n);
     let want = expected(n, &partitions_of(broker, &input));
-    let dir = tempfile::tempdir().expect("tmp");
     let sql = kafka_to_kafka_sql(
         &broker.bootstrap_servers(),
         &input,
         &output,
-        "exactly-once",
+        guarantee,
         &unique_name("eo"),
     );
-    let summary = run_sql(&sql, dir.path(), None).await;
+    KafkaToKafka {
+        broker,
+        output,
+        sql,
+        want,
+        dir: tempfile::tempdir().expect("tmp"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exactly_once_kafka_to_kafka_with_checkpoints_and_a_restore() {
+    let job = kafka_to_kafka(3, 2, 2_000, "exactly-once");
+    let summary = run_sql(&job.sql, job.dir.path(), None).await;
     assert!(summary.checkpoints.expect("counters").completed >= 1);
-    assert_eq!(values(broker, &output), want);
-    assert_eq!(summary.metrics.sink_rows(), want.len() as u64);
+    assert_eq!(values(job.broker, &job.output), job.want);
+    assert_eq!(summary.metrics.sink_rows(), job.want.len() as u64);
 
     // A restore from the last checkpoint finds every partition read to its end: nothing more.
-    let summary = run_sql(&sql, dir.path(), Some(RestoreFrom::Latest)).await;
-    assert!(
-        summary
-            .checkpoints
-            .expect("counters")
-            .restored_from
-            .is_some()
+    let summary = run_sql(&job.sql, job.dir.path(), Some(RestoreFrom::Latest)).await;
+    let restored = summary.checkpoints.expect("counters").restored_from;
+    assert!(restored.is_some());
+    assert_eq!(
+        values(job.broker, &job.output),
+        job.want,
+        "nothing written twice"
     );
-    assert_eq!(values(broker, &output), want, "nothing written twice");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn at_least_once_writes_every_record() {
-    let broker = KafkaBroker::shared().expect("the Kafka test broker");
-    let (input, output) = (unique_name("bids"), unique_name("out"));
-    broker.create_topic(&input, 2).expect("input topic");
-    broker.create_topic(&output, 1).expect("output topic");
-    let n = 500;
-    produce_bids(broker, &input, n);
-    let want = expected(n, &partitions_of(broker, &input));
-    let dir = tempfile::tempdir().expect("tmp");
-    let sql = kafka_to_kafka_sql(
-        &broker.bootstrap_servers(),
-        &input,
-        &output,
-        "at-least-once",
-        "unused",
-    );
-    run_sql(&sql, dir.path(), None).await;
-    assert_eq!(values(broker, &output), want);
+    let job = kafka_to_kafka(2, 1, 500, "at-least-once");
+    run_sql(&job.sql, job.dir.path(), None).await;
+    assert_eq!(values(job.broker, &job.output), job.want);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -18,6 +18,7 @@
 //! and the optimized plans are translated into the operators of one [`JobSpec`]: the same
 //! canonical model a YAML job spec gives (one model, many front ends).
 
+mod connectors;
 mod ddl;
 mod error;
 mod script;

@@ -1,0 +1,147 @@
+//! The connectors a `CREATE TABLE` can name: the job-spec connector each becomes and the
+//! `WITH` options of each role.
+
+/// One `WITH` option: its SQL key, the connector option it becomes, whether it is a number.
+pub(crate) type OptionMap = (&'static str, &'static str, bool);
+
+/// How a `connector` is read and written: the job-spec connector and the options of each role.
+pub(crate) struct Connector {
+    pub(crate) sql: &'static [&'static str],
+    pub(crate) spec: &'static str,
+    /// Options of both roles; `None` for a role the connector cannot play.
+    pub(crate) read: Option<&'static [OptionMap]>,
+    pub(crate) write: Option<&'static [OptionMap]>,
+    /// `prefix.<column>.<option>` keys gathered into one map option (datagen's `fields`).
+    pub(crate) prefix_maps: &'static [(&'static str, &'static str)],
+    /// Key prefixes passed to the connector as they are (Kafka's `properties.*`).
+    pub(crate) passthrough: &'static [&'static str],
+}
+
+/// Options of both roles of the `kafka` connector: Flink's names, passed on unchanged.
+const KAFKA_COMMON: [OptionMap; 8] = [
+    ("topic", "topic", false),
+    ("format", "format", false),
+    ("value.format", "value.format", false),
+    ("key.format", "key.format", false),
+    ("key.fields", "key.fields", false),
+    ("value.fields-include", "value.fields-include", false),
+    ("csv.field-delimiter", "csv.field-delimiter", false),
+    (
+        "properties.bootstrap.servers",
+        "properties.bootstrap.servers",
+        false,
+    ),
+];
+
+/// Options of a `kafka` table read as a source.
+const KAFKA_READ: [OptionMap; 16] = [
+    KAFKA_COMMON[0],
+    KAFKA_COMMON[1],
+    KAFKA_COMMON[2],
+    KAFKA_COMMON[3],
+    KAFKA_COMMON[4],
+    KAFKA_COMMON[5],
+    KAFKA_COMMON[6],
+    KAFKA_COMMON[7],
+    ("scan.startup.mode", "scan.startup.mode", false),
+    (
+        "scan.startup.timestamp-millis",
+        "scan.startup.timestamp-millis",
+        false,
+    ),
+    (
+        "scan.startup.specific-offsets",
+        "scan.startup.specific-offsets",
+        false,
+    ),
+    ("scan.bounded.mode", "scan.bounded.mode", false),
+    (
+        "scan.bounded.timestamp-millis",
+        "scan.bounded.timestamp-millis",
+        false,
+    ),
+    (
+        "scan.bounded.specific-offsets",
+        "scan.bounded.specific-offsets",
+        false,
+    ),
+    (
+        "scan.topic-partition-discovery.interval",
+        "scan.topic-partition-discovery.interval",
+        false,
+    ),
+    ("scan.batch-size", "scan.batch-size", false),
+];
+
+/// Options of a `kafka` table written as a sink.
+const KAFKA_WRITE: [OptionMap; 12] = [
+    KAFKA_COMMON[0],
+    KAFKA_COMMON[1],
+    KAFKA_COMMON[2],
+    KAFKA_COMMON[3],
+    KAFKA_COMMON[4],
+    KAFKA_COMMON[5],
+    KAFKA_COMMON[6],
+    KAFKA_COMMON[7],
+    ("sink.delivery-guarantee", "sink.delivery-guarantee", false),
+    (
+        "sink.transactional-id-prefix",
+        "sink.transactional-id-prefix",
+        false,
+    ),
+    ("sink.partitioner", "sink.partitioner", false),
+    ("sink.epoch-topic", "sink.epoch-topic", false),
+];
+
+pub(crate) const CONNECTORS: &[Connector] = &[
+    Connector {
+        sql: &["filesystem", "file"],
+        spec: "file",
+        read: Some(&[
+            ("path", "path", false),
+            ("format", "format", false),
+            ("batch-size", "batch_size", true),
+            ("csv.field-delimiter", "delimiter", false),
+            ("csv.has-header", "has_header", false),
+        ]),
+        write: Some(&[
+            ("path", "path", false),
+            ("format", "format", false),
+            ("sink.rows-per-file", "rows_per_file", true),
+            ("sink.bytes-per-file", "bytes_per_file", true),
+            ("parquet.compression", "compression", false),
+        ]),
+        prefix_maps: &[],
+        passthrough: &[],
+    },
+    Connector {
+        sql: &["datagen"],
+        spec: "datagen",
+        read: Some(&[
+            ("number-of-rows", "rows", true),
+            ("rows", "rows", true),
+            ("seed", "seed", true),
+            ("splits", "splits", true),
+            ("batch-size", "batch_size", true),
+        ]),
+        write: None,
+        prefix_maps: &[("fields.", "fields")],
+        passthrough: &[],
+    },
+    Connector {
+        sql: &["blackhole"],
+        spec: "blackhole",
+        read: None,
+        write: Some(&[("rows-per-second", "rows_per_second", true)]),
+        prefix_maps: &[],
+        passthrough: &[],
+    },
+    Connector {
+        sql: &["kafka"],
+        spec: "kafka",
+        read: Some(&KAFKA_READ),
+        write: Some(&KAFKA_WRITE),
+        prefix_maps: &[],
+        passthrough: &["properties."],
+    },
+];

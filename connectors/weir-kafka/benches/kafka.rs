@@ -23,7 +23,9 @@
 //!    (`SplitBatch::backlog`) and the true lag (records acknowledged by the broker minus records
 //!    read) are sampled until the reader has read every record.
 //!
-//! Run: `nice -n 19 cargo bench -p weir-kafka --bench kafka` (about 2 minutes).
+//! Run: `nice -n 19 cargo bench -p weir-kafka --bench kafka` (a few minutes).
+//! `WEIR_BENCH_KAFKA_PARTS` picks the parts (default `123`), `WEIR_BENCH_KAFKA_RECORDS` the
+//! input size.
 
 use std::collections::BTreeSet;
 use std::hint::black_box;
@@ -37,7 +39,7 @@ use arrow::compute::filter_record_batch;
 use arrow::compute::kernels::cmp::gt_eq;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
-use criterion::{Criterion, Throughput};
+use criterion::{Criterion, SamplingMode, Throughput};
 use object_store::local::LocalFileSystem;
 use object_store::path::Path as ObjectPath;
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -643,84 +645,104 @@ fn main() -> BenchResult<()> {
         staging_root: std::env::temp_dir().join(unique_name("kbench-staging")),
     };
 
-    // 1. read + JSON decode.
+    // Which parts run: `WEIR_BENCH_KAFKA_PARTS` (default "123"), e.g. "2" under `perf`.
+    let parts = std::env::var("WEIR_BENCH_KAFKA_PARTS").unwrap_or_else(|_| "123".into());
     let mut criterion = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_secs(2))
-        .measurement_time(Duration::from_secs(15))
+        .measurement_time(Duration::from_secs(10))
         .configure_from_args();
+    if parts.contains('1') {
+        read_and_decode(&bench, &rt, &mut criterion);
+    }
+    if parts.contains('2') {
+        filter_comparison(&bench, &rt)?;
+    }
+    if parts.contains('3') {
+        rt.block_on(burst(&bench))?;
+    }
+    criterion.final_summary();
+    let _ = std::fs::remove_dir_all(&bench.staging_root);
+    Ok(())
+}
+
+/// Part 1 under criterion, then its table.
+fn read_and_decode(bench: &Bench, rt: &tokio::runtime::Runtime, criterion: &mut Criterion) {
+    let records = bench.records;
     let mut setups = Vec::new();
     let mut reads = Vec::new();
     let mut bare = Vec::new();
-    {
-        let mut group = criterion.benchmark_group("kafka_read");
-        group.throughput(Throughput::Elements(records));
-        group.bench_function("source_json_decode", |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let (setup, read) = rt.block_on(read_input(&bench)).expect("bounded read");
-                    setups.push(setup.as_secs_f64());
-                    reads.push(records as f64 / read.as_secs_f64());
-                    total += read;
-                }
-                total
-            });
+    let mut group = criterion.benchmark_group("kafka_read");
+    group.throughput(Throughput::Elements(records));
+    // Every sample the same number of whole-topic reads (10 reads at the least).
+    group.sampling_mode(SamplingMode::Flat);
+    group.bench_function("source_json_decode", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let (setup, read) = rt.block_on(read_input(bench)).expect("bounded read");
+                setups.push(setup.as_secs_f64());
+                reads.push(records as f64 / read.as_secs_f64());
+                total += read;
+            }
+            total
         });
-        group.bench_function("bare_consume_no_decode", |b| {
-            b.iter_custom(|iters| {
-                let mut total = Duration::ZERO;
-                for _ in 0..iters {
-                    let read = bare_consume(&bench).expect("bare read");
-                    bare.push(records as f64 / read.as_secs_f64());
-                    total += read;
-                }
-                total
-            });
+    });
+    group.bench_function("bare_consume_no_decode", |b| {
+        b.iter_custom(|iters| {
+            let mut total = Duration::ZERO;
+            for _ in 0..iters {
+                let read = bare_consume(bench).expect("bare read");
+                bare.push(records as f64 / read.as_secs_f64());
+                total += read;
+            }
+            total
         });
-        group.finish();
-    }
+    });
+    group.finish();
+    println!();
+    println!("## 1. read + JSON decode, {records} records, 4 partitions (median over every timed read)");
+    println!("{:<44} {:>14}", "path", "records/s");
+    println!("{:<44} {:>14.0}", "weir source, bounded, 4 split readers", median(reads));
+    println!("{:<44} {:>14.0}", "bare rdkafka consumer, no decode", median(bare));
+    println!("source setup (prepare, enumerate, open 4 splits): median {:.3} s", median(setups));
+}
 
-    // 2. Kafka -> filter -> Kafka.
+/// Part 2: [`RUNS`] interleaved runs of each side, then the table.
+fn filter_comparison(bench: &Bench, rt: &tokio::runtime::Runtime) -> BenchResult<()> {
+    let (records, passing) = (bench.records, bench.passing);
     let mut bare_rates = Vec::new();
     let mut weir_rates = Vec::new();
     let mut breakdowns = Vec::new();
     for run in 0..RUNS {
         let output = unique_name("kbench-bare-out");
         bench.broker.create_topic(&output, PARTITIONS)?;
-        let took = bare_filter(&bench, &output)?;
+        let took = bare_filter(bench, &output)?;
         if run == 0 {
-            verify(&bench, &output, "bare loop")?;
+            verify(bench, &output, "bare loop")?;
         }
         bare_rates.push(records as f64 / took.as_secs_f64());
 
         let output = unique_name("kbench-eo-out");
         bench.broker.create_topic(&output, PARTITIONS)?;
-        let b = rt.block_on(weir_filter(&bench, &output))?;
+        let b = rt.block_on(weir_filter(bench, &output))?;
         if run == 0 {
-            verify(&bench, &output, "exactly-once path")?;
+            verify(bench, &output, "exactly-once path")?;
         }
         weir_rates.push(records as f64 / b.total.as_secs_f64());
         breakdowns.push(b);
     }
-
-    println!();
-    println!("## 1. read + JSON decode, {records} records, 4 partitions (median of criterion's samples)");
-    println!("{:<44} {:>14}", "path", "records/s");
-    println!("{:<44} {:>14.0}", "weir source, bounded, 4 split readers", median(reads.clone()));
-    println!("{:<44} {:>14.0}", "bare rdkafka consumer, no decode", median(bare.clone()));
-    println!("source setup (prepare, enumerate, open 4 splits): median {:.3} s", median(setups));
     println!();
     println!("## 2. Kafka -> filter (price >= {PRICE_CUT}) -> Kafka, {records} input records, {passing} out, {RUNS} runs");
-    println!("{:<44} {:>14} {:>14}", "path", "median rec/s", "runs");
+    println!("{:<44} {:>14} {:>22}", "path", "median rec/s", "runs");
     let fmt_runs = |v: &[f64]| v.iter().map(|r| format!("{r:.0}")).collect::<Vec<_>>().join(" ");
-    println!("{:<44} {:>14.0} {:>14}", "(a) bare rdkafka loop, plain producer", median(bare_rates.clone()), fmt_runs(&bare_rates));
-    println!("{:<44} {:>14.0} {:>14}", "(b) weir source -> filter -> exactly-once", median(weir_rates.clone()), fmt_runs(&weir_rates));
+    println!("{:<44} {:>14.0} {:>22}", "(a) bare rdkafka loop, plain producer", median(bare_rates.clone()), fmt_runs(&bare_rates));
+    println!("{:<44} {:>14.0} {:>22}", "(b) weir source -> filter -> exactly-once", median(weir_rates.clone()), fmt_runs(&weir_rates));
     println!("ratio (b)/(a): {:.2} (target >= 0.70)", median(weir_rates) / median(bare_rates));
-    println!("exactly-once runs (seconds): setup, total, filter+write_batch, pre_commit, commit_epoch (committer task), input end -> last commit, epochs");
+    println!("exactly-once runs (s): setup | total | filter+write_batch | pre_commit | commit_epoch (committer task) | input end -> last commit | epochs");
     for b in &breakdowns {
         println!(
-            "  {:.2} {:.2} {:.3} {:.3} {:.3} {:.3} {}",
+            "  {:.2} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {}",
             b.setup.as_secs_f64(),
             b.total.as_secs_f64(),
             b.filter_write.as_secs_f64(),
@@ -730,10 +752,5 @@ fn main() -> BenchResult<()> {
             b.epochs
         );
     }
-
-    // 3. lag under a burst.
-    rt.block_on(burst(&bench))?;
-    criterion.final_summary();
-    let _ = std::fs::remove_dir_all(&bench.staging_root);
     Ok(())
 }

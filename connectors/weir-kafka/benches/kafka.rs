@@ -137,7 +137,10 @@ fn plain_producer(servers: &str) -> BenchResult<ThreadedProducer<Counting>> {
 }
 
 /// Hands `record` to `producer`, waiting while its queue is full.
-fn send(producer: &ThreadedProducer<Counting>, mut record: BaseRecord<'_, (), [u8]>) -> BenchResult<()> {
+fn send(
+    producer: &ThreadedProducer<Counting>,
+    mut record: BaseRecord<'_, (), [u8]>,
+) -> BenchResult<()> {
     loop {
         match producer.send(record) {
             Ok(()) => return Ok(()),
@@ -206,7 +209,10 @@ fn bare_consumer(servers: &str, topic: &str) -> BenchResult<BaseConsumer> {
 
 /// Reads `topic` to the end of every partition with a bare consumer, calling `each` on every
 /// payload; returns the records read.
-fn bare_read(consumer: &BaseConsumer, mut each: impl FnMut(&[u8]) -> BenchResult<()>) -> BenchResult<u64> {
+fn bare_read(
+    consumer: &BaseConsumer,
+    mut each: impl FnMut(&[u8]) -> BenchResult<()>,
+) -> BenchResult<u64> {
     let mut at_end = BTreeSet::new();
     let mut read = 0;
     while at_end.len() < PARTITIONS as usize {
@@ -255,7 +261,12 @@ async fn prepare_source(options: &serde_json::Value) -> BenchResult<Arc<dyn Prep
 
 /// The split readers of every partition of a prepared source (subtask 0 of 1).
 async fn open_readers(source: &dyn PreparedSource) -> BenchResult<Vec<Box<dyn SplitReader>>> {
-    let ctx = TaskContext::new(JobId::new("kbench"), OperatorId::new("source"), SubtaskIndex(0), 1);
+    let ctx = TaskContext::new(
+        JobId::new("kbench"),
+        OperatorId::new("source"),
+        SubtaskIndex(0),
+        1,
+    );
     let mut readers = Vec::new();
     for split in source.enumerate_splits().await? {
         readers.push(source.open_split(&split, &ctx).await?);
@@ -421,7 +432,12 @@ async fn weir_filter(bench: &Bench, output: &str) -> BenchResult<Breakdown> {
             dir: ObjectPath::from("staging/sink/0"),
             local_root: Some(root.clone()),
         }),
-        ..TaskContext::new(JobId::new(prefix.clone()), sink_operator, SubtaskIndex(0), 1)
+        ..TaskContext::new(
+            JobId::new(prefix.clone()),
+            sink_operator,
+            SubtaskIndex(0),
+            1,
+        )
     };
     // As at a job's start: fences older producers, initializes the transactions.
     sink.abort_uncommitted(&ctx, &[]).await?;
@@ -499,7 +515,11 @@ async fn weir_filter(bench: &Bench, output: &str) -> BenchResult<Breakdown> {
 fn verify(bench: &Bench, topic: &str, what: &str) -> BenchResult<()> {
     let got = bench.broker.read_committed(topic)?.len() as u64;
     if got != bench.passing {
-        return Err(format!("{what}: {topic} holds {got} committed records, expected {}", bench.passing).into());
+        return Err(format!(
+            "{what}: {topic} holds {got} committed records, expected {}",
+            bench.passing
+        )
+        .into());
     }
     Ok(())
 }
@@ -588,11 +608,16 @@ async fn burst(bench: &Bench) -> BenchResult<()> {
     let drained = drained.ok_or("the reader did not read the whole burst within 60 s")?;
     println!();
     println!("## 3. consumer lag under a burst of {BURST} records (one partition)");
-    println!("{:>8} {:>10} {:>10} {:>10} {:>12}", "t (ms)", "acked", "read", "true lag", "reported");
+    println!(
+        "{:>8} {:>10} {:>10} {:>10} {:>12}",
+        "t (ms)", "acked", "read", "true lag", "reported"
+    );
     let every = (samples.len() / 16).max(1);
     for (i, s) in samples.iter().enumerate() {
         if i % every == 0 || i + 1 == samples.len() {
-            let shown = s.reported.map_or_else(|| "None".to_owned(), |b| b.to_string());
+            let shown = s
+                .reported
+                .map_or_else(|| "None".to_owned(), |b| b.to_string());
             println!(
                 "{:>8} {:>10} {:>10} {:>10} {:>12}",
                 s.at.as_millis(),
@@ -603,7 +628,11 @@ async fn burst(bench: &Bench) -> BenchResult<()> {
             );
         }
     }
-    println!("producer: all handed over after {} ms, all acknowledged after {} ms", handed.as_millis(), acked_all.as_millis());
+    println!(
+        "producer: all handed over after {} ms, all acknowledged after {} ms",
+        handed.as_millis(),
+        acked_all.as_millis()
+    );
     println!("peak true lag (acknowledged - read, 50 ms samples): {peak_true}");
     println!("peak reported backlog (SplitBatch::backlog): {peak_reported}");
     println!(
@@ -611,7 +640,10 @@ async fn burst(bench: &Bench) -> BenchResult<()> {
         last_nonzero_report.map_or(0, |d| d.as_millis()),
         reported
     );
-    println!("time to drain (burst start -> every record read): {} ms", drained.as_millis());
+    println!(
+        "time to drain (burst start -> every record read): {} ms",
+        drained.as_millis()
+    );
     Ok(())
 }
 
@@ -701,11 +733,24 @@ fn read_and_decode(bench: &Bench, rt: &tokio::runtime::Runtime, criterion: &mut 
     });
     group.finish();
     println!();
-    println!("## 1. read + JSON decode, {records} records, 4 partitions (median over every timed read)");
+    println!(
+        "## 1. read + JSON decode, {records} records, 4 partitions (median over every timed read)"
+    );
     println!("{:<44} {:>14}", "path", "records/s");
-    println!("{:<44} {:>14.0}", "weir source, bounded, 4 split readers", median(reads));
-    println!("{:<44} {:>14.0}", "bare rdkafka consumer, no decode", median(bare));
-    println!("source setup (prepare, enumerate, open 4 splits): median {:.3} s", median(setups));
+    println!(
+        "{:<44} {:>14.0}",
+        "weir source, bounded, 4 split readers",
+        median(reads)
+    );
+    println!(
+        "{:<44} {:>14.0}",
+        "bare rdkafka consumer, no decode",
+        median(bare)
+    );
+    println!(
+        "source setup (prepare, enumerate, open 4 splits): median {:.3} s",
+        median(setups)
+    );
 }
 
 /// Part 2: [`RUNS`] interleaved runs of each side, then the table.
@@ -733,13 +778,35 @@ fn filter_comparison(bench: &Bench, rt: &tokio::runtime::Runtime) -> BenchResult
         breakdowns.push(b);
     }
     println!();
-    println!("## 2. Kafka -> filter (price >= {PRICE_CUT}) -> Kafka, {records} input records, {passing} out, {RUNS} runs");
+    println!(
+        "## 2. Kafka -> filter (price >= {PRICE_CUT}) -> Kafka, {records} input records, {passing} out, {RUNS} runs"
+    );
     println!("{:<44} {:>14} {:>22}", "path", "median rec/s", "runs");
-    let fmt_runs = |v: &[f64]| v.iter().map(|r| format!("{r:.0}")).collect::<Vec<_>>().join(" ");
-    println!("{:<44} {:>14.0} {:>22}", "(a) bare rdkafka loop, plain producer", median(bare_rates.clone()), fmt_runs(&bare_rates));
-    println!("{:<44} {:>14.0} {:>22}", "(b) weir source -> filter -> exactly-once", median(weir_rates.clone()), fmt_runs(&weir_rates));
-    println!("ratio (b)/(a): {:.2} (target >= 0.70)", median(weir_rates) / median(bare_rates));
-    println!("exactly-once runs (s): setup | total | filter+write_batch | pre_commit | commit_epoch (committer task) | input end -> last commit | epochs");
+    let fmt_runs = |v: &[f64]| {
+        v.iter()
+            .map(|r| format!("{r:.0}"))
+            .collect::<Vec<_>>()
+            .join(" ")
+    };
+    println!(
+        "{:<44} {:>14.0} {:>22}",
+        "(a) bare rdkafka loop, plain producer",
+        median(bare_rates.clone()),
+        fmt_runs(&bare_rates)
+    );
+    println!(
+        "{:<44} {:>14.0} {:>22}",
+        "(b) weir source -> filter -> exactly-once",
+        median(weir_rates.clone()),
+        fmt_runs(&weir_rates)
+    );
+    println!(
+        "ratio (b)/(a): {:.2} (target >= 0.70)",
+        median(weir_rates) / median(bare_rates)
+    );
+    println!(
+        "exactly-once runs (s): setup | total | filter+write_batch | pre_commit | commit_epoch (committer task) | input end -> last commit | epochs"
+    );
     for b in &breakdowns {
         println!(
             "  {:.2} | {:.2} | {:.3} | {:.3} | {:.3} | {:.3} | {}",

@@ -123,10 +123,7 @@ impl KafkaSink {
     fn transactional_id(&self, ctx: &TaskContext) -> String {
         format!(
             "{}-{}-{}-{}",
-            self.options
-                .transactional_id_prefix
-                .as_deref()
-                .unwrap_or("weir"),
+            self.options.transactional_id_prefix.as_deref().unwrap_or("weir"),
             ctx.job_id,
             ctx.operator_id,
             ctx.subtask.0
@@ -178,9 +175,7 @@ impl KafkaSink {
                 Some(&topic),
                 METADATA_TIMEOUT,
             )
-            .map_err(|e| {
-                kafka_error(format!("listing the partitions of `{topic}`"), &servers, &e)
-            })?;
+            .map_err(|e| kafka_error(format!("listing the partitions of `{topic}`"), &servers, &e))?;
             match metadata.topics().iter().find(|t| t.name() == topic) {
                 Some(t) if t.error().is_none() => {
                     Ok(i32::try_from(t.partitions().len()).unwrap_or(i32::MAX))
@@ -284,11 +279,7 @@ impl KafkaSink {
         let (servers_owned, tid) = (servers.to_owned(), id.to_owned());
         blocking("committing a kafka transaction", move || {
             producer.commit_transaction(CALL_TIMEOUT).map_err(|e| {
-                kafka_error(
-                    format!("committing the transaction of `{tid}`"),
-                    &servers_owned,
-                    &e,
-                )
+                kafka_error(format!("committing the transaction of `{tid}`"), &servers_owned, &e)
             })
         })
         .await?;
@@ -310,12 +301,7 @@ impl KafkaSink {
 async fn read_staged(staging: &SinkStaging, name: &str) -> Result<Vec<RecordBatch>> {
     let location = staging.dir.clone().join(name);
     let failed = |e: &dyn std::fmt::Display| {
-        Error::external(
-            "object store",
-            format!("reading staged output {location}"),
-            e,
-            true,
-        )
+        Error::external("object store", format!("reading staged output {location}"), e, true)
     };
     let bytes = staging
         .store
@@ -440,11 +426,7 @@ impl PreparedSink for KafkaSink {
         Ok(())
     }
 
-    async fn abort_uncommitted(
-        &self,
-        task: &TaskContext,
-        keep: &[serde_json::Value],
-    ) -> Result<()> {
+    async fn abort_uncommitted(&self, task: &TaskContext, keep: &[serde_json::Value]) -> Result<()> {
         if self.options.delivery != Delivery::ExactlyOnce {
             return Ok(());
         }
@@ -467,9 +449,7 @@ async fn delete_staged_of(task: &TaskContext, committed: &[PreCommit]) {
         let location = staging.dir.clone().join(name.as_str());
         match staging.store.delete(&location).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => {
-                tracing::warn!(file = %location, error = %e, "deleting committed staged output failed")
-            }
+            Err(e) => tracing::warn!(file = %location, error = %e, "deleting committed staged output failed"),
         }
     }
 }
@@ -563,18 +543,10 @@ impl SinkWriter for KafkaWriter {
                 .put(&location, bytes.into())
                 .await
                 .map_err(|e| {
-                    Error::external(
-                        "object store",
-                        format!("staging output at {location}"),
-                        e,
-                        true,
-                    )
+                    Error::external("object store", format!("staging output at {location}"), e, true)
                 })?;
             let synced = staging.clone();
-            blocking("syncing staged output", move || {
-                synced.sync_local(&location)
-            })
-            .await?;
+            blocking("syncing staged output", move || synced.sync_local(&location)).await?;
             Some(name)
         };
         serde_json::to_value(PreCommit {

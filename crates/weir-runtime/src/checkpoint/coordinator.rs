@@ -444,15 +444,7 @@ impl Coordinator {
             if i > 0 {
                 failpoint("mid-commit");
             }
-            commit_sink(
-                &self.sinks,
-                &self.store,
-                &self.job_id,
-                &operator,
-                subtask,
-                &values,
-            )
-            .await?;
+            commit_sink(&self.sinks, &self.store, &self.job_id, &operator, subtask, &values).await?;
         }
         if !self.pending.is_empty() {
             failpoint("mid-commit");

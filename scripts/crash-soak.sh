@@ -1,24 +1,41 @@
 #!/usr/bin/env bash
-# Crash soak: the crash harness (crates/weir-cli/tests/crash.rs) with many kills. `weir run` is
-# SIGKILLed at random moments and at named fail points and restored until its input is done;
-# every round's published rows must equal those of a run that never failed.
+# Crash soak: the crash harness with many kills. `weir run` is SIGKILLed at random moments and at
+# named fail points and restored until its input is done; every round's output must equal that of
+# a run that never failed.
 #
-# Usage: scripts/crash-soak.sh [KILLS]   (default 300; WEIR_CRASH_SEED fixes the kill schedule)
+# Usage: scripts/crash-soak.sh [KILLS] [ROUND]
+#   KILLS  kills per round of the harness (default 300); WEIR_CRASH_SEED fixes the kill schedule
+#   ROUND  file  (default) crates/weir-cli/tests/crash.rs: a windowed job into Parquet files
+#          kafka  crates/weir-cli/tests/kafka_crash.rs: a Kafka-to-Kafka exactly-once job on a
+#                 real broker (needs Java 17+ and the broker's jars, fetched once with Maven)
+#          all    both, one after the other
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/weir-target}"
 mkdir -p "$CARGO_TARGET_DIR"
 kills="${1:-300}"
+round="${2:-file}"
+case "$round" in
+file) tests=(crash) ;;
+kafka) tests=(kafka_crash) ;;
+all) tests=(crash kafka_crash) ;;
+*)
+    echo "crash soak: unknown round '$round' (file, kafka or all)" >&2
+    exit 2
+    ;;
+esac
 log="$(mktemp "${TMPDIR:-/tmp}/weir-crash-soak.XXXXXX")"
 trap 'rm -f "$log"' EXIT
 status=0
-WEIR_CRASH_KILLS="$kills" cargo test -p weir-cli --test crash -- --nocapture 2>&1 \
-    | tee "$log" || status=$?
+for test in "${tests[@]}"; do
+    WEIR_CRASH_KILLS="$kills" cargo test -p weir-cli --test "$test" -- --nocapture 2>&1 \
+        | tee -a "$log" || status=$?
+done
 echo
-if summary="$(grep -E '^crash harness: [0-9]+ kills' "$log")"; then
+if summary="$(grep -E '^(kafka )?crash harness: [0-9]+ kills' "$log")"; then
     echo "$summary"
 else
     echo "crash soak: no summary line; the harness failed before the end (see above)" >&2
 fi
-grep -E '^crash harness: seed' "$log" || true
+grep -E '^(kafka )?crash harness: seed' "$log" || true
 exit "$status"

@@ -7,6 +7,7 @@ mod checkpoints;
 mod computed;
 mod damaged_checkpoints;
 mod end_to_end;
+mod kafka;
 mod keyed_state;
 mod plugin_contract;
 mod routing;

@@ -29,10 +29,12 @@ pub(crate) async fn ensure(
     let admin: AdminClient<DefaultClientContext> = client_config(servers, properties, &[])
         .create()
         .map_err(|e| kafka_error("creating an admin client", servers, &e))?;
-    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1))
-        .set("cleanup.policy", "compact");
+    let new = NewTopic::new(topic, 1, TopicReplication::Fixed(-1)).set("cleanup.policy", "compact");
     let results = admin
-        .create_topics([&new], &AdminOptions::new().operation_timeout(Some(CALL_TIMEOUT)))
+        .create_topics(
+            [&new],
+            &AdminOptions::new().operation_timeout(Some(CALL_TIMEOUT)),
+        )
         .await
         .map_err(|e| kafka_error(format!("creating the epoch topic `{topic}`"), servers, &e))?;
     for result in results {
@@ -112,7 +114,10 @@ pub(crate) fn last_committed(
                     Error::external(
                         "kafka",
                         format!("reading the epoch topic `{topic}`"),
-                        format!("the marker at offset {} is not an epoch marker: {e}", m.offset()),
+                        format!(
+                            "the marker at offset {} is not an epoch marker: {e}",
+                            m.offset()
+                        ),
                         false,
                     )
                 })?;

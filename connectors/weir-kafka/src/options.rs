@@ -67,21 +67,31 @@ pub(crate) struct RawOptions {
 impl RawOptions {
     /// Reads `options` (a JSON object of scalars, plus the `metadata` object), refusing keys
     /// that are neither in `known` nor `properties.*`.
-    pub(crate) fn parse(options: &serde_json::Value, path: &str, known: &[&[&str]]) -> Result<Self> {
-        let object = options
-            .as_object()
-            .ok_or_else(|| Error::config(path, "the kafka connector's options must be an object"))?;
+    pub(crate) fn parse(
+        options: &serde_json::Value,
+        path: &str,
+        known: &[&[&str]],
+    ) -> Result<Self> {
+        let object = options.as_object().ok_or_else(|| {
+            Error::config(path, "the kafka connector's options must be an object")
+        })?;
         let mut values = BTreeMap::new();
         let mut metadata = BTreeMap::new();
         for (key, value) in object {
             let at = format!("{path}.'{key}'");
             if key == "metadata" {
                 let columns = value.as_object().ok_or_else(|| {
-                    Error::config(&at, "`metadata` maps columns to Kafka metadata keys: {\"ts\": \"timestamp\"}")
+                    Error::config(
+                        &at,
+                        "`metadata` maps columns to Kafka metadata keys: {\"ts\": \"timestamp\"}",
+                    )
                 })?;
                 for (column, key) in columns {
                     let key = key.as_str().ok_or_else(|| {
-                        Error::config(format!("{at}.{column}"), "a metadata key is a string such as \"timestamp\"")
+                        Error::config(
+                            format!("{at}.{column}"),
+                            "a metadata key is a string such as \"timestamp\"",
+                        )
                     })?;
                     metadata.insert(column.clone(), key.to_owned());
                 }
@@ -151,13 +161,17 @@ impl RawOptions {
     pub(crate) fn properties(&self) -> BTreeMap<String, String> {
         self.values
             .iter()
-            .filter_map(|(k, v)| k.strip_prefix("properties.").map(|p| (p.to_owned(), v.clone())))
+            .filter_map(|(k, v)| {
+                k.strip_prefix("properties.")
+                    .map(|p| (p.to_owned(), v.clone()))
+            })
             .collect()
     }
 
     /// `properties.bootstrap.servers`.
     pub(crate) fn bootstrap_servers(&self) -> Result<String> {
-        self.required("properties.bootstrap.servers").map(str::to_owned)
+        self.required("properties.bootstrap.servers")
+            .map(str::to_owned)
     }
 
     /// The record layout: formats, key fields and metadata columns over `schema`.
@@ -342,17 +356,17 @@ impl SourceOptions {
             "latest-offset" => StartFrom::Latest,
             "group-offsets" => StartFrom::GroupOffsets { reset },
             "timestamp" => StartFrom::Timestamp(
-                raw.number("scan.startup.timestamp-millis")?.ok_or_else(|| {
-                    Error::config(
-                        raw.at("scan.startup.timestamp-millis"),
-                        "'scan.startup.mode' = 'timestamp' needs this option",
-                    )
-                })?,
+                raw.number("scan.startup.timestamp-millis")?
+                    .ok_or_else(|| {
+                        Error::config(
+                            raw.at("scan.startup.timestamp-millis"),
+                            "'scan.startup.mode' = 'timestamp' needs this option",
+                        )
+                    })?,
             ),
-            "specific-offsets" => StartFrom::Specific(specific_offsets(
-                raw,
-                "scan.startup.specific-offsets",
-            )?),
+            "specific-offsets" => {
+                StartFrom::Specific(specific_offsets(raw, "scan.startup.specific-offsets")?)
+            }
             other => {
                 return Err(Error::config(
                     raw.at("scan.startup.mode"),
@@ -367,12 +381,13 @@ impl SourceOptions {
             "unbounded" => StopAt::Unbounded,
             "latest-offset" => StopAt::Latest,
             "timestamp" => StopAt::Timestamp(
-                raw.number("scan.bounded.timestamp-millis")?.ok_or_else(|| {
-                    Error::config(
-                        raw.at("scan.bounded.timestamp-millis"),
-                        "'scan.bounded.mode' = 'timestamp' needs this option",
-                    )
-                })?,
+                raw.number("scan.bounded.timestamp-millis")?
+                    .ok_or_else(|| {
+                        Error::config(
+                            raw.at("scan.bounded.timestamp-millis"),
+                            "'scan.bounded.mode' = 'timestamp' needs this option",
+                        )
+                    })?,
             ),
             "specific-offsets" => {
                 StopAt::Specific(specific_offsets(raw, "scan.bounded.specific-offsets")?)
@@ -406,9 +421,9 @@ impl SourceOptions {
                 ));
             }
         };
-        let read_committed = !properties
+        let read_committed = properties
             .get("isolation.level")
-            .is_some_and(|l| l == "read_uncommitted");
+            .is_none_or(|l| l != "read_uncommitted");
         if matches!(start, StartFrom::GroupOffsets { .. }) && !properties.contains_key("group.id") {
             return Err(Error::config(
                 raw.at("properties.group.id"),
@@ -526,19 +541,21 @@ impl SinkOptions {
     pub(crate) fn parse(raw: &RawOptions) -> Result<Self> {
         let topic = raw.required("topic")?.trim().to_owned();
         if topic.contains(';') {
-            return Err(Error::config(
-                raw.at("topic"),
-                "a sink writes to one topic",
-            ));
+            return Err(Error::config(raw.at("topic"), "a sink writes to one topic"));
         }
-        let delivery = match raw.get("sink.delivery-guarantee").unwrap_or("at-least-once") {
+        let delivery = match raw
+            .get("sink.delivery-guarantee")
+            .unwrap_or("at-least-once")
+        {
             "exactly-once" => Delivery::ExactlyOnce,
             "at-least-once" => Delivery::AtLeastOnce,
             "none" => Delivery::None,
             other => {
                 return Err(Error::config(
                     raw.at("sink.delivery-guarantee"),
-                    format!("unknown guarantee '{other}'; known: exactly-once, at-least-once, none"),
+                    format!(
+                        "unknown guarantee '{other}'; known: exactly-once, at-least-once, none"
+                    ),
                 ));
             }
         };
@@ -668,7 +685,11 @@ mod tests {
             SINK_OPTIONS,
         )
         .unwrap_err();
-        assert!(err.to_string().contains("sets this librdkafka property itself"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("sets this librdkafka property itself"),
+            "{err}"
+        );
 
         let r = raw(
             serde_json::json!({"topic": "a", "properties.bootstrap.servers": "b:1",
@@ -677,6 +698,9 @@ mod tests {
         )
         .unwrap();
         let err = SinkOptions::parse(&r).unwrap_err();
-        assert!(err.to_string().contains("sink.transactional-id-prefix"), "{err}");
+        assert!(
+            err.to_string().contains("sink.transactional-id-prefix"),
+            "{err}"
+        );
     }
 }

@@ -36,7 +36,10 @@ pub(crate) struct LagContext {
 impl LagContext {
     /// The shared cell of a partition's end offset (-1 until the first statistics).
     fn end_of(&self, topic: &str, partition: i32) -> Arc<AtomicI64> {
-        let mut ends = self.ends.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut ends = self
+            .ends
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         ends.entry((topic.to_owned(), partition))
             .or_insert_with(|| Arc::new(AtomicI64::new(-1)))
             .clone()
@@ -45,12 +48,19 @@ impl LagContext {
 
 impl ClientContext for LagContext {
     fn stats(&self, statistics: Statistics) {
-        let ends = self.ends.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let ends = self
+            .ends
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         for (name, topic) in &statistics.topics {
             for (id, p) in &topic.partitions {
                 if let Some(cell) = ends.get(&(name.clone(), *id)) {
                     // The last stable offset is the end a read_committed consumer can reach.
-                    let end = if p.ls_offset >= 0 { p.ls_offset } else { p.hi_offset };
+                    let end = if p.ls_offset >= 0 {
+                        p.ls_offset
+                    } else {
+                        p.hi_offset
+                    };
                     if end >= 0 {
                         cell.store(end, Ordering::Relaxed);
                     }
@@ -159,7 +169,12 @@ async fn serve_main_queue(
         let event = c.recv().await;
         match event {
             Ok(m) => {
-                tracing::error!(topic = m.topic(), partition = m.partition(), offset = m.offset(), "a kafka message reached the consumer's main queue instead of its partition's reader; the reader fails and the job restarts from its checkpoint");
+                tracing::error!(
+                    topic = m.topic(),
+                    partition = m.partition(),
+                    offset = m.offset(),
+                    "a kafka message reached the consumer's main queue instead of its partition's reader; the reader fails and the job restarts from its checkpoint"
+                );
                 broken.store(true, Ordering::Relaxed);
             }
             Err(e) => {
@@ -246,7 +261,11 @@ impl KafkaSplitReader {
 impl Drop for KafkaSplitReader {
     fn drop(&mut self) {
         let mut tpl = TopicPartitionList::new();
-        if tpl.add_partition(&self.topic, self.partition).set_offset(Offset::Invalid).is_ok() {
+        if tpl
+            .add_partition(&self.topic, self.partition)
+            .set_offset(Offset::Invalid)
+            .is_ok()
+        {
             // Best effort: the consumer may be going away too.
             let _ = self.shared.consumer.incremental_unassign(&tpl);
         }

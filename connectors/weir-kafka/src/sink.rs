@@ -27,6 +27,7 @@ use arrow::ipc::writer::FileWriter;
 use arrow::record_batch::RecordBatch;
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
+use rdkafka::error::{KafkaError, RDKafkaErrorCode};
 use rdkafka::producer::{BaseRecord, Producer as _};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -123,7 +124,10 @@ impl KafkaSink {
     fn transactional_id(&self, ctx: &TaskContext) -> String {
         format!(
             "{}-{}-{}-{}",
-            self.options.transactional_id_prefix.as_deref().unwrap_or("weir"),
+            self.options
+                .transactional_id_prefix
+                .as_deref()
+                .unwrap_or("weir"),
             ctx.job_id,
             ctx.operator_id,
             ctx.subtask.0
@@ -175,7 +179,9 @@ impl KafkaSink {
                 Some(&topic),
                 METADATA_TIMEOUT,
             )
-            .map_err(|e| kafka_error(format!("listing the partitions of `{topic}`"), &servers, &e))?;
+            .map_err(|e| {
+                kafka_error(format!("listing the partitions of `{topic}`"), &servers, &e)
+            })?;
             match metadata.topics().iter().find(|t| t.name() == topic) {
                 Some(t) if t.error().is_none() => {
                     Ok(i32::try_from(t.partitions().len()).unwrap_or(i32::MAX))
@@ -267,19 +273,27 @@ impl KafkaSink {
         }
         let marker = serde_json::to_vec(&EpochMarker { epoch: newest })
             .map_err(|e| Error::Internal(format!("encoding an epoch marker: {e}")))?;
-        state
-            .producer
-            .send(
-                BaseRecord::to(&self.options.epoch_topic)
-                    .key(id.as_bytes())
-                    .payload(&marker),
-            )
-            .map_err(|(e, _)| kafka_error("producing an epoch marker", servers, &e))?;
+        loop {
+            let record = BaseRecord::to(&self.options.epoch_topic)
+                .key(id.as_bytes())
+                .payload(&marker);
+            match state.producer.send(record) {
+                Ok(()) => break,
+                Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), _)) => {
+                    tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+                }
+                Err((e, _)) => return Err(kafka_error("producing an epoch marker", servers, &e)),
+            }
+        }
         let producer = state.producer.clone();
         let (servers_owned, tid) = (servers.to_owned(), id.to_owned());
         blocking("committing a kafka transaction", move || {
             producer.commit_transaction(CALL_TIMEOUT).map_err(|e| {
-                kafka_error(format!("committing the transaction of `{tid}`"), &servers_owned, &e)
+                kafka_error(
+                    format!("committing the transaction of `{tid}`"),
+                    &servers_owned,
+                    &e,
+                )
             })
         })
         .await?;
@@ -301,7 +315,12 @@ impl KafkaSink {
 async fn read_staged(staging: &SinkStaging, name: &str) -> Result<Vec<RecordBatch>> {
     let location = staging.dir.clone().join(name);
     let failed = |e: &dyn std::fmt::Display| {
-        Error::external("object store", format!("reading staged output {location}"), e, true)
+        Error::external(
+            "object store",
+            format!("reading staged output {location}"),
+            e,
+            true,
+        )
     };
     let bytes = staging
         .store
@@ -426,7 +445,11 @@ impl PreparedSink for KafkaSink {
         Ok(())
     }
 
-    async fn abort_uncommitted(&self, task: &TaskContext, keep: &[serde_json::Value]) -> Result<()> {
+    async fn abort_uncommitted(
+        &self,
+        task: &TaskContext,
+        keep: &[serde_json::Value],
+    ) -> Result<()> {
         if self.options.delivery != Delivery::ExactlyOnce {
             return Ok(());
         }
@@ -449,7 +472,9 @@ async fn delete_staged_of(task: &TaskContext, committed: &[PreCommit]) {
         let location = staging.dir.clone().join(name.as_str());
         match staging.store.delete(&location).await {
             Ok(()) | Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => tracing::warn!(file = %location, error = %e, "deleting committed staged output failed"),
+            Err(e) => {
+                tracing::warn!(file = %location, error = %e, "deleting committed staged output failed")
+            }
         }
     }
 }
@@ -543,10 +568,18 @@ impl SinkWriter for KafkaWriter {
                 .put(&location, bytes.into())
                 .await
                 .map_err(|e| {
-                    Error::external("object store", format!("staging output at {location}"), e, true)
+                    Error::external(
+                        "object store",
+                        format!("staging output at {location}"),
+                        e,
+                        true,
+                    )
                 })?;
             let synced = staging.clone();
-            blocking("syncing staged output", move || synced.sync_local(&location)).await?;
+            blocking("syncing staged output", move || {
+                synced.sync_local(&location)
+            })
+            .await?;
             Some(name)
         };
         serde_json::to_value(PreCommit {

@@ -120,7 +120,13 @@ fn list_partitions(
     for topic in &options.topics {
         let metadata = consumer
             .fetch_metadata(Some(topic), METADATA_TIMEOUT)
-            .map_err(|e| kafka_error(format!("listing the partitions of topic `{topic}`"), servers, &e))?;
+            .map_err(|e| {
+                kafka_error(
+                    format!("listing the partitions of topic `{topic}`"),
+                    servers,
+                    &e,
+                )
+            })?;
         let Some(t) = metadata.topics().iter().find(|t| t.name() == topic) else {
             return Err(Error::config(
                 "topic",
@@ -152,7 +158,11 @@ fn list_partitions(
             let (low, high) = consumer
                 .fetch_watermarks(topic, partition, METADATA_TIMEOUT)
                 .map_err(|e| {
-                    kafka_error(format!("reading the offsets of {topic}/{partition}"), servers, &e)
+                    kafka_error(
+                        format!("reading the offsets of {topic}/{partition}"),
+                        servers,
+                        &e,
+                    )
                 })?;
             listed.push((partition, low, high));
         }
@@ -185,7 +195,13 @@ fn offsets_for_time(
     }
     let found = consumer
         .offsets_for_times(tpl, METADATA_TIMEOUT)
-        .map_err(|e| kafka_error(format!("looking up offsets by time in `{topic}`"), servers, &e))?;
+        .map_err(|e| {
+            kafka_error(
+                format!("looking up offsets by time in `{topic}`"),
+                servers,
+                &e,
+            )
+        })?;
     Ok(listed
         .iter()
         .map(|(p, _, _)| {
@@ -227,7 +243,11 @@ fn start_offsets(
             let committed = consumer
                 .committed_offsets(tpl, METADATA_TIMEOUT)
                 .map_err(|e| {
-                    kafka_error(format!("reading the group's offsets of `{topic}`"), servers, &e)
+                    kafka_error(
+                        format!("reading the group's offsets of `{topic}`"),
+                        servers,
+                        &e,
+                    )
                 })?;
             let mut out = Vec::new();
             for (p, low, high) in listed {
@@ -352,11 +372,14 @@ impl PreparedSource for KafkaSource {
         } else {
             None
         };
-        let consumer = self
-            .consumers
-            .get_or_create(ctx.subtask.0, &self.options, &self.group_id())?;
-        let decoder =
-            crate::format::RecordDecoder::new(self.schema.clone(), self.layout.clone(), self.bad_records)?;
+        let consumer =
+            self.consumers
+                .get_or_create(ctx.subtask.0, &self.options, &self.group_id())?;
+        let decoder = crate::format::RecordDecoder::new(
+            self.schema.clone(),
+            self.layout.clone(),
+            self.bad_records,
+        )?;
         let reader = KafkaSplitReader::open(
             consumer,
             &topic,

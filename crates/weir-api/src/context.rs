@@ -85,7 +85,9 @@ impl SinkStaging {
         let sync = |p: &std::path::Path| {
             std::fs::File::open(p)
                 .and_then(|f| f.sync_all())
-                .map_err(|e| Error::external("file system", format!("syncing {}", p.display()), e, true))
+                .map_err(|e| {
+                    Error::external("file system", format!("syncing {}", p.display()), e, true)
+                })
         };
         sync(&path)?;
         let mut dir = path.parent();

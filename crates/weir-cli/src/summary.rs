@@ -51,6 +51,7 @@ pub(crate) fn render(summary: &JobSummary, peak_rss: Option<u64>) -> String {
             o.operator_id, o.rows_in, o.rows_out, o.dead_letters, o.dropped
         );
     }
+    let _ = write!(s, "{}", render_lag(&summary.metrics.operators));
     let rate = if secs > 0.0 { rows as f64 / secs } else { 0.0 };
     let _ = writeln!(s, "source rows: {rows} ({rate:.0} rows/s)");
     let mode = serde_json::to_value(summary.semantic_mode)
@@ -107,6 +108,20 @@ pub(crate) fn render(summary: &JobSummary, peak_rss: Option<u64>) -> String {
     s
 }
 
+/// One line per source whose splits reported a backlog, e.g.
+/// `source bids: lag bids/0=0 bids/1=12`; nothing for the others.
+fn render_lag(operators: &[weir::runtime::OperatorSnapshot]) -> String {
+    let mut s = String::new();
+    for o in operators.iter().filter(|o| !o.lag.is_empty()) {
+        let _ = write!(s, "source {}: lag", o.operator_id);
+        for l in &o.lag {
+            let _ = write!(s, " {}={}", l.split, l.backlog);
+        }
+        s.push('\n');
+    }
+    s
+}
+
 /// A progress bar over the sources' splits (by bytes where known), refreshed from live metrics.
 pub(crate) struct Progress {
     stop: tokio::sync::oneshot::Sender<()>,
@@ -150,5 +165,44 @@ impl Progress {
     pub(crate) async fn finish(self) {
         let _ = self.stop.send(());
         let _ = self.handle.await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir::runtime::{OperatorSnapshot, SplitLag};
+
+    fn operator(id: &str, kind: &'static str, lag: &[(&str, u64)]) -> OperatorSnapshot {
+        OperatorSnapshot {
+            operator_id: id.into(),
+            kind,
+            rows_in: 0,
+            rows_out: 0,
+            batches_in: 0,
+            dead_letters: 0,
+            dropped: 0,
+            alignment_pauses: 0,
+            lag: lag
+                .iter()
+                .map(|(split, backlog)| SplitLag {
+                    split: (*split).into(),
+                    backlog: *backlog,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn lag_is_shown_only_for_sources_whose_splits_reported_it() {
+        let operators = [
+            operator("bids", "source", &[("bids/0", 0), ("bids/1", 12)]),
+            operator("files", "source", &[]),
+            operator("out", "sink", &[]),
+        ];
+        assert_eq!(
+            render_lag(&operators),
+            "source bids: lag bids/0=0 bids/1=12\n"
+        );
     }
 }

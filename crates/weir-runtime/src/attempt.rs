@@ -14,6 +14,7 @@ use crate::metrics::JobMetrics;
 use crate::partition::{HashPartitioner, RoundRobin};
 use crate::prepare::{PreparedJob, PreparedNode};
 use crate::schema_check::SchemaCheck;
+use crate::split_assignment::{assign_splits, attempt_splits, waits_for_discovered_splits};
 use crate::task::{ChainTask, Head, Link, SinkLink, SourceHead};
 use crate::task_state::TaskState;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -578,57 +579,6 @@ fn panic_message(join: tokio::task::JoinError) -> String {
     }
 }
 
-/// The splits each source of the attempt starts from: as enumerated when the job was prepared,
-/// and, on a restore, for sources that discover splits, also those their discovery lists now
-/// (after the enumerated ones, in listing order).
-async fn attempt_splits(
-    job: &PreparedJob,
-    restoring: bool,
-) -> Result<HashMap<OperatorId, Vec<SourceSplit>>> {
-    let mut listed = job.splits.clone();
-    if !restoring {
-        return Ok(listed);
-    }
-    for (operator, splits) in &mut listed {
-        let Some(PreparedNode::Source(source)) = job.nodes.get(operator) else {
-            continue;
-        };
-        if !source.reads_splits_concurrently() || source.discovery_interval().is_none() {
-            continue;
-        }
-        let found = source
-            .discover_splits()
-            .await
-            .map_err(|source| Error::Task {
-                task: operator.to_string(),
-                source,
-            })?;
-        let ids: HashSet<String> = splits.iter().map(|s| s.id.clone()).collect();
-        splits.extend(found.into_iter().filter(|s| !ids.contains(&s.id)));
-    }
-    Ok(listed)
-}
-
-/// Whether a source's subtasks keep running without splits, waiting for discovered ones: it
-/// reads its splits concurrently, discovers splits and does not end by itself.
-fn waits_for_discovered_splits(source: &dyn weir_api::PreparedSource) -> bool {
-    source.reads_splits_concurrently()
-        && source.discovery_interval().is_some_and(|d| !d.is_zero())
-        && source.boundedness() == weir_api::Boundedness::Unbounded
-}
-
-/// The enumerator's static assignment: split `i` (in enumeration order) to subtask `i mod p`.
-fn assign_splits(
-    splits: Vec<SourceSplit>,
-    parallelism: u32,
-) -> Vec<Vec<(SourceSplit, SplitResume)>> {
-    let mut out = vec![Vec::new(); parallelism as usize];
-    for (i, s) in splits.into_iter().enumerate() {
-        out[i % parallelism as usize].push((s, SplitResume::default()));
-    }
-    out
-}
-
 #[allow(clippy::too_many_arguments)]
 async fn build_task(
     job: &PreparedJob,
@@ -743,7 +693,7 @@ async fn build_task(
         let label = ctx.label();
         match (&node.kind, job.nodes.get(id)) {
             (NodeKind::Source, Some(PreparedNode::Source(source))) => {
-                head = Some(Head::Source(SourceHead {
+                head = Some(Head::Source(Box::new(SourceHead {
                     source: source.clone(),
                     ctx,
                     splits: splits.clone().unwrap_or_default(),
@@ -755,7 +705,7 @@ async fn build_task(
                     watermark: node.watermark.clone(),
                     alignment: alignment.cloned(),
                     known_splits: known_splits.clone(),
-                }));
+                })));
             }
             (NodeKind::Operator, Some(PreparedNode::Operator(prepared))) => {
                 let op = prepared.create(&ctx).map_err(|source| Error::Task {

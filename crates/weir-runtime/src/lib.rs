@@ -10,6 +10,8 @@
 
 mod attempt;
 pub mod checkpoint;
+#[cfg(test)]
+mod concurrent_splits_tests;
 mod edge_writer;
 mod error;
 pub mod event_time;
@@ -20,6 +22,7 @@ pub mod partition;
 mod prepare;
 mod registry;
 mod schema_check;
+mod split_assignment;
 mod task;
 mod task_checkpoint;
 mod task_state;

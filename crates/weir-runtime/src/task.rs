@@ -26,7 +26,7 @@ use weir_checkpoint::{InputWatermark, TaskSnapshot};
 /// What drives the chain.
 pub(crate) enum Head {
     /// A source reading its assigned splits.
-    Source(SourceHead),
+    Source(Box<SourceHead>),
     /// Input channels from upstream tasks.
     Gate(InputGate),
 }
@@ -104,7 +104,7 @@ impl ChainTask {
 
     async fn run_inner(&mut self) -> Result<()> {
         match std::mem::replace(&mut self.head, Head::Gate(InputGate::new(Vec::new()))) {
-            Head::Source(head) => self.run_source(head).await?,
+            Head::Source(head) => self.run_source(*head).await?,
             Head::Gate(mut gate) => loop {
                 let event = gate.next().await;
                 match event {

@@ -25,6 +25,16 @@ pub(crate) struct ColumnDef {
     pub(crate) type_name: String,
     pub(crate) data_type: DataType,
     pub(crate) nullable: bool,
+    /// `METADATA [FROM 'key'] [VIRTUAL]`: the column holds connector metadata (Kafka's
+    /// `timestamp`, `partition`, ...) rather than a field of the record.
+    pub(crate) metadata: Option<MetadataColumn>,
+}
+
+/// A metadata column's key and whether it is read-only (`VIRTUAL`: not written by an INSERT).
+#[derive(Debug, Clone)]
+pub(crate) struct MetadataColumn {
+    pub(crate) key: String,
+    pub(crate) is_virtual: bool,
 }
 
 /// `WATERMARK FOR column AS column - INTERVAL ...`.
@@ -258,11 +268,23 @@ pub(crate) fn parse_create_table(stmt: &Statement) -> Result<TableDef> {
                     .map_err(|m| at.invalid(format!("column `{column}`: {m}")))?;
                 let nullable = !p.parse_keywords(&[Keyword::NOT, Keyword::NULL]);
                 let _ = p.parse_keyword(Keyword::NULL);
+                let metadata = if next_word_is(&mut p, "METADATA") {
+                    let key = if p.parse_keyword(Keyword::FROM) {
+                        p.parse_literal_string().map_err(e)?
+                    } else {
+                        column.clone()
+                    };
+                    let is_virtual = next_word_is(&mut p, "VIRTUAL");
+                    Some(MetadataColumn { key, is_virtual })
+                } else {
+                    None
+                };
                 table.columns.push(ColumnDef {
                     name: column,
                     type_name,
                     data_type,
                     nullable,
+                    metadata,
                 });
             }
         }
@@ -314,6 +336,18 @@ pub(crate) fn parse_create_table(stmt: &Statement) -> Result<TableDef> {
         )));
     }
     Ok(table)
+}
+
+/// Consumes the next token when it is the unquoted word `word` (any case).
+fn next_word_is(p: &mut Parser<'_>, word: &str) -> bool {
+    let is = matches!(
+        &p.peek_token().token,
+        Token::Word(w) if w.quote_style.is_none() && w.value.eq_ignore_ascii_case(word)
+    );
+    if is {
+        p.next_token();
+    }
+    is
 }
 
 /// Parses `SET 'key' = 'value'` (quotes optional); returns the key, value and positions.

@@ -364,6 +364,58 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn kafka_tables_take_flink_options_and_metadata_columns() {
+        let compiler = SqlCompiler::new();
+        let script = "CREATE TABLE bids (\n\
+              auction BIGINT,\n\
+              ts TIMESTAMP(3) METADATA FROM 'timestamp',\n\
+              part INT METADATA FROM 'partition' VIRTUAL,\n\
+              WATERMARK FOR ts AS ts - INTERVAL '5' SECOND\n\
+            ) WITH ('connector' = 'kafka', 'topic' = 'bids', 'format' = 'json',\n\
+              'properties.bootstrap.servers' = 'b:9092', 'properties.group.id' = 'g',\n\
+              'properties.fetch.max.bytes' = '1000000', 'scan.startup.mode' = 'earliest-offset');\n\
+            CREATE TABLE out (auction BIGINT, part INT METADATA FROM 'partition' VIRTUAL,\n\
+              ts TIMESTAMP(3) METADATA FROM 'timestamp') WITH ('connector' = 'kafka',\n\
+              'topic' = 'out', 'format' = 'json', 'properties.bootstrap.servers' = 'b:9092',\n\
+              'sink.delivery-guarantee' = 'exactly-once', 'sink.transactional-id-prefix' = 'p');\n\
+            INSERT INTO out SELECT auction, ts FROM bids;";
+        let spec = compiler
+            .compile(script, "k.sql")
+            .await
+            .expect("compiles")
+            .spec;
+        let source = &spec.sources[0];
+        assert_eq!(source.connector, "kafka");
+        assert_eq!(source.options["scan.startup.mode"], "earliest-offset");
+        assert_eq!(source.options["properties.fetch.max.bytes"], "1000000");
+        assert_eq!(
+            source.options["metadata"],
+            serde_json::json!({"ts": "timestamp", "part": "partition"})
+        );
+        let sink = &spec.sinks[0];
+        assert_eq!(sink.options["sink.delivery-guarantee"], "exactly-once");
+        // A VIRTUAL column is not written.
+        assert_eq!(
+            sink.options["metadata"],
+            serde_json::json!({"ts": "timestamp"})
+        );
+
+        let err = compiler
+            .compile(
+                "CREATE TABLE t (a BIGINT) WITH ('connector' = 'kafka', 'topic' = 't',\n  \
+                 'scan.startup.mod' = 'x');\n\
+                 CREATE TABLE o (a BIGINT) WITH ('connector' = 'blackhole');\n\
+                 INSERT INTO o SELECT a FROM t;",
+                "bad.sql",
+            )
+            .await
+            .expect_err("unknown option");
+        let text = err.to_string();
+        assert!(text.contains("bad.sql:2:3"), "{text}");
+        assert!(text.contains("'scan.startup.mod'"), "{text}");
+    }
+
+    #[tokio::test]
     async fn s3_options_reach_file_nodes_and_checkpoints() {
         let compiler = SqlCompiler::new();
         let script = "SET 'checkpoint.interval' = '1s';\n\

@@ -225,7 +225,85 @@ struct Connector {
     write: Option<&'static [OptionMap]>,
     /// `prefix.<column>.<option>` keys gathered into one map option (datagen's `fields`).
     prefix_maps: &'static [(&'static str, &'static str)],
+    /// Key prefixes passed to the connector as they are (Kafka's `properties.*`).
+    passthrough: &'static [&'static str],
 }
+
+/// Options of both roles of the `kafka` connector: Flink's names, passed on unchanged.
+const KAFKA_COMMON: [OptionMap; 8] = [
+    ("topic", "topic", false),
+    ("format", "format", false),
+    ("value.format", "value.format", false),
+    ("key.format", "key.format", false),
+    ("key.fields", "key.fields", false),
+    ("value.fields-include", "value.fields-include", false),
+    ("csv.field-delimiter", "csv.field-delimiter", false),
+    (
+        "properties.bootstrap.servers",
+        "properties.bootstrap.servers",
+        false,
+    ),
+];
+
+/// Options of a `kafka` table read as a source.
+const KAFKA_READ: [OptionMap; 16] = [
+    KAFKA_COMMON[0],
+    KAFKA_COMMON[1],
+    KAFKA_COMMON[2],
+    KAFKA_COMMON[3],
+    KAFKA_COMMON[4],
+    KAFKA_COMMON[5],
+    KAFKA_COMMON[6],
+    KAFKA_COMMON[7],
+    ("scan.startup.mode", "scan.startup.mode", false),
+    (
+        "scan.startup.timestamp-millis",
+        "scan.startup.timestamp-millis",
+        false,
+    ),
+    (
+        "scan.startup.specific-offsets",
+        "scan.startup.specific-offsets",
+        false,
+    ),
+    ("scan.bounded.mode", "scan.bounded.mode", false),
+    (
+        "scan.bounded.timestamp-millis",
+        "scan.bounded.timestamp-millis",
+        false,
+    ),
+    (
+        "scan.bounded.specific-offsets",
+        "scan.bounded.specific-offsets",
+        false,
+    ),
+    (
+        "scan.topic-partition-discovery.interval",
+        "scan.topic-partition-discovery.interval",
+        false,
+    ),
+    ("scan.batch-size", "scan.batch-size", false),
+];
+
+/// Options of a `kafka` table written as a sink.
+const KAFKA_WRITE: [OptionMap; 12] = [
+    KAFKA_COMMON[0],
+    KAFKA_COMMON[1],
+    KAFKA_COMMON[2],
+    KAFKA_COMMON[3],
+    KAFKA_COMMON[4],
+    KAFKA_COMMON[5],
+    KAFKA_COMMON[6],
+    KAFKA_COMMON[7],
+    ("sink.delivery-guarantee", "sink.delivery-guarantee", false),
+    (
+        "sink.transactional-id-prefix",
+        "sink.transactional-id-prefix",
+        false,
+    ),
+    ("sink.partitioner", "sink.partitioner", false),
+    ("sink.epoch-topic", "sink.epoch-topic", false),
+];
 
 const CONNECTORS: &[Connector] = &[
     Connector {
@@ -246,6 +324,7 @@ const CONNECTORS: &[Connector] = &[
             ("parquet.compression", "compression", false),
         ]),
         prefix_maps: &[],
+        passthrough: &[],
     },
     Connector {
         sql: &["datagen"],
@@ -259,6 +338,7 @@ const CONNECTORS: &[Connector] = &[
         ]),
         write: None,
         prefix_maps: &[("fields.", "fields")],
+        passthrough: &[],
     },
     Connector {
         sql: &["blackhole"],
@@ -266,6 +346,15 @@ const CONNECTORS: &[Connector] = &[
         read: None,
         write: Some(&[("rows-per-second", "rows_per_second", true)]),
         prefix_maps: &[],
+        passthrough: &[],
+    },
+    Connector {
+        sql: &["kafka"],
+        spec: "kafka",
+        read: Some(&KAFKA_READ),
+        write: Some(&KAFKA_WRITE),
+        prefix_maps: &[],
+        passthrough: &["properties."],
     },
 ];
 
@@ -363,6 +452,10 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
         if other.is_some_and(|o| o.iter().any(|(k, _, _)| k == key)) {
             continue;
         }
+        if connector.passthrough.iter().any(|p| key.starts_with(p)) {
+            out.insert(key.clone(), serde_json::json!(value));
+            continue;
+        }
         // `fields.<column>.<option>` style keys (datagen).
         if let Some((prefix, spec_key)) = connector
             .prefix_maps
@@ -388,6 +481,22 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
             table.name,
             keys.join(", ")
         )));
+    }
+    let metadata: serde_json::Map<String, serde_json::Value> = table
+        .columns
+        .iter()
+        .filter_map(|c| c.metadata.as_ref().map(|m| (c, m)))
+        .filter(|(_, m)| role == Role::Read || !m.is_virtual)
+        .map(|(c, m)| (c.name.clone(), serde_json::json!(m.key)))
+        .collect();
+    if !metadata.is_empty() {
+        if connector.spec != "kafka" {
+            return Err(table.here.invalid(format!(
+                "table `{}`: METADATA columns are supported by the kafka connector only",
+                table.name
+            )));
+        }
+        out.insert("metadata".to_owned(), serde_json::Value::Object(metadata));
     }
     if !s3.is_empty() {
         let path = option(table, "path").unwrap_or_default();
@@ -502,7 +611,12 @@ impl JobBuilder {
                 "table `{table}` has computed columns and cannot be written to"
             )));
         }
-        Ok(t.def.columns.iter().map(|c| c.name.clone()).collect())
+        Ok(t.def
+            .columns
+            .iter()
+            .filter(|c| c.metadata.as_ref().is_none_or(|m| !m.is_virtual))
+            .map(|c| c.name.clone())
+            .collect())
     }
 
     /// The Arrow types of the columns an INSERT into `table` writes, as `arrow_cast` names them.
@@ -514,6 +628,7 @@ impl JobBuilder {
         Ok(t.def
             .columns
             .iter()
+            .filter(|c| c.metadata.as_ref().is_none_or(|m| !m.is_virtual))
             .map(|c| c.data_type.to_string())
             .collect())
     }

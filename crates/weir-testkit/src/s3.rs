@@ -7,6 +7,11 @@
 //! the test process, even one killed with SIGKILL. Each test creates its own bucket
 //! ([`S3Server::create_bucket`], unique names). A machine without `python3` (with `venv` and
 //! `pip`) gets an [`TestkitError`] naming what to install, and the tests that need the server fail.
+//!
+//! With [`ENDPOINT_ENV`] set (`WEIR_TEST_S3_ENDPOINT=http://127.0.0.1:8333`), [`server`] starts
+//! nothing and uses the S3-compatible server already running there instead (for instance
+//! SeaweedFS, started by `scripts/s3-seaweedfs.sh`); that server must accept bucket creation
+//! without credentials and the tests' credentials ([`ACCESS_KEY_ID`], [`SECRET_ACCESS_KEY`]).
 
 use crate::{cache_dir, unique_name};
 use std::fs::{self, File};
@@ -29,36 +34,51 @@ pub const SECRET_ACCESS_KEY: &str = "weir-test-secret";
 /// The region the tests use.
 pub const REGION: &str = "us-east-1";
 
+/// The environment variable naming an S3-compatible server that is already running
+/// (`http://HOST:PORT`): when it is set, [`server`] uses that server and starts none.
+pub const ENDPOINT_ENV: &str = "WEIR_TEST_S3_ENDPOINT";
+
 /// How long the server may take to accept connections after it was started.
 const START_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// A running moto server.
+/// A running S3-compatible server: a moto server this test binary started, or the external
+/// server that [`ENDPOINT_ENV`] names.
 #[derive(Debug)]
 pub struct S3Server {
+    host: String,
     port: u16,
     endpoint: String,
+    /// The moto server this test binary started; `None` for an external server.
+    started: Option<Started>,
+}
+
+/// A moto server started under its watchdog.
+#[derive(Debug)]
+struct Started {
     /// The server's PID, as the watchdog reported it.
     pid: u32,
     /// The write end of the watchdog's standard input: closed when the process exits, which
     /// makes the watchdog stop the server.
     _watchdog_stdin: Mutex<ChildStdin>,
-    _watchdog: Mutex<Child>,
+    watchdog: Mutex<Child>,
 }
 
 impl S3Server {
-    /// The server's URL, `http://127.0.0.1:{port}`.
+    /// The server's URL: `http://127.0.0.1:{port}` for a moto server, the value of
+    /// [`ENDPOINT_ENV`] (without a trailing `/`) for an external one.
     pub fn endpoint(&self) -> &str {
         &self.endpoint
     }
 
-    /// The server's port on 127.0.0.1.
+    /// The server's port.
     pub fn port(&self) -> u16 {
         self.port
     }
 
-    /// The server process's id.
-    pub fn pid(&self) -> u32 {
-        self.pid
+    /// The id of the server process this test binary started; `None` for an external server
+    /// ([`ENDPOINT_ENV`]), which this process neither started nor stops.
+    pub fn pid(&self) -> Option<u32> {
+        self.started.as_ref().map(|s| s.pid)
     }
 
     /// Creates a bucket no other test uses (`prefix`, then [`unique_name`]'s suffix, lowercase)
@@ -86,16 +106,16 @@ impl S3Server {
             request: format!("{method} {path}"),
             detail,
         };
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port))
-            .map_err(|e| failed(format!("connecting: {e}")))?;
+        let mut stream = TcpStream::connect((self.host.as_str(), self.port))
+            .map_err(|e| failed(format!("connecting to {}: {e}", self.endpoint)))?;
         stream
             .set_read_timeout(Some(Duration::from_secs(30)))
             .map_err(|e| failed(e.to_string()))?;
         write!(
             stream,
-            "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nContent-Length: 0\r\n\
+            "{method} {path} HTTP/1.1\r\nHost: {}:{}\r\nContent-Length: 0\r\n\
              Connection: close\r\n\r\n",
-            self.port
+            self.host, self.port
         )
         .map_err(|e| failed(format!("sending: {e}")))?;
         let mut response = Vec::new();
@@ -113,10 +133,11 @@ impl S3Server {
 }
 
 /// The server of this test binary, started (and installed, on first use on this machine) by the
-/// first caller; later callers share it.
+/// first caller; later callers share it. With [`ENDPOINT_ENV`] set, the external server it names.
 ///
 /// # Errors
-/// [`TestkitError`] when Python is missing, the installation fails or the server does not start;
+/// [`TestkitError`] when Python is missing, the installation fails or the server does not start,
+/// or when [`ENDPOINT_ENV`] is not `http://HOST:PORT` or nothing accepts connections there;
 /// every later call returns the same error.
 pub fn server() -> Result<&'static S3Server, TestkitError> {
     static SERVER: OnceLock<Result<S3Server, String>> = OnceLock::new();
@@ -129,8 +150,62 @@ pub fn server() -> Result<&'static S3Server, TestkitError> {
         })
 }
 
-/// Installs (when needed) and starts the server.
+/// The external server when [`ENDPOINT_ENV`] is set, else a moto server, installed when needed
+/// and started.
 fn start() -> Result<S3Server, TestkitError> {
+    match std::env::var(ENDPOINT_ENV) {
+        Ok(endpoint) => external(&endpoint),
+        Err(std::env::VarError::NotPresent) => start_moto(),
+        Err(std::env::VarError::NotUnicode(value)) => Err(TestkitError::S3Start {
+            detail: format!("{ENDPOINT_ENV}={value:?} is not UTF-8"),
+        }),
+    }
+}
+
+/// The external server at `endpoint` ([`ENDPOINT_ENV`]'s value), once it accepts connections.
+fn external(endpoint: &str) -> Result<S3Server, TestkitError> {
+    let (host, port) = parse_endpoint(endpoint).map_err(|detail| TestkitError::S3Start {
+        detail: format!("{ENDPOINT_ENV}=`{endpoint}`: {detail}"),
+    })?;
+    if let Err(e) = TcpStream::connect((host.as_str(), port)) {
+        return Err(TestkitError::S3Start {
+            detail: format!(
+                "nothing accepts connections at {ENDPOINT_ENV}=`{endpoint}` ({e}); start the \
+                 server first (scripts/s3-seaweedfs.sh does) or unset {ENDPOINT_ENV} to use moto"
+            ),
+        });
+    }
+    Ok(S3Server {
+        endpoint: format!("http://{host}:{port}"),
+        host,
+        port,
+        started: None,
+    })
+}
+
+/// The host and port of an endpoint `http://HOST:PORT` (a trailing `/` allowed); HTTPS is refused,
+/// as buckets are created over plain HTTP.
+fn parse_endpoint(endpoint: &str) -> Result<(String, u16), String> {
+    let rest = endpoint
+        .strip_prefix("http://")
+        .ok_or("the endpoint must start with `http://` (HTTPS is not supported)")?;
+    let authority = rest.strip_suffix('/').unwrap_or(rest);
+    let (host, port) = authority
+        .rsplit_once(':')
+        .ok_or("the endpoint must name its port: `http://HOST:PORT`")?;
+    if host.is_empty() || authority.contains('/') {
+        return Err("the endpoint must be `http://HOST:PORT`, without a path".into());
+    }
+    let port = port
+        .parse::<u16>()
+        .ok()
+        .filter(|p| *p != 0)
+        .ok_or_else(|| format!("`{port}` is not a port"))?;
+    Ok((host.to_owned(), port))
+}
+
+/// Installs moto (when needed) and starts it.
+fn start_moto() -> Result<S3Server, TestkitError> {
     let venv = install(&cache_dir("moto"))?;
     let program = venv.join("bin").join("moto_server");
     let mut last = None;
@@ -252,11 +327,14 @@ fn start_on_free_port(program: &Path) -> Result<S3Server, TestkitError> {
         ));
     };
     let server = S3Server {
+        host: "127.0.0.1".into(),
         port,
         endpoint: format!("http://127.0.0.1:{port}"),
-        pid,
-        _watchdog_stdin: Mutex::new(stdin),
-        _watchdog: Mutex::new(watchdog),
+        started: Some(Started {
+            pid,
+            _watchdog_stdin: Mutex::new(stdin),
+            watchdog: Mutex::new(watchdog),
+        }),
     };
     let addr = SocketAddr::from(([127, 0, 0, 1], port));
     let deadline = Instant::now() + START_TIMEOUT;
@@ -264,10 +342,11 @@ fn start_on_free_port(program: &Path) -> Result<S3Server, TestkitError> {
         if TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
             return Ok(server);
         }
-        let exited = server
-            ._watchdog
-            .lock()
-            .map_or(true, |mut w| !matches!(w.try_wait(), Ok(None)));
+        let exited = server.started.as_ref().is_none_or(|s| {
+            s.watchdog
+                .lock()
+                .map_or(true, |mut w| !matches!(w.try_wait(), Ok(None)))
+        });
         if exited || Instant::now() > deadline || !process_alive(pid) {
             let tail = fs::read_to_string(&log).unwrap_or_default();
             let tail: Vec<&str> = tail.lines().rev().take(20).collect();
@@ -312,10 +391,10 @@ fn process_alive(pid: u32) -> bool {
 mod tests {
     use super::*;
 
-    /// The server starts, creates buckets, and its watchdog stops it by PID when the pipe from
-    /// the test process closes (here: a second server whose pipe is dropped).
+    /// The server of this test binary (moto, or the external one of [`ENDPOINT_ENV`]) creates
+    /// buckets with distinct valid names and answers for them, and not for others.
     #[test]
-    fn the_server_runs_and_its_watchdog_stops_it() {
+    fn the_server_creates_buckets() {
         let server = server().unwrap();
         let a = server.create_bucket("Test_Bucket").unwrap();
         let b = server.create_bucket("Test_Bucket").unwrap();
@@ -323,13 +402,24 @@ mod tests {
         assert!(a.starts_with("test-bucket-"), "{a}");
         assert_eq!(server.request("HEAD", &format!("/{a}")).unwrap(), 200);
         assert_eq!(server.request("HEAD", "/no-such-bucket-here").unwrap(), 404);
-        assert!(process_alive(server.pid()));
+        // Only a server this process started has a PID, and it runs.
+        match (std::env::var_os(ENDPOINT_ENV), server.pid()) {
+            (None, Some(pid)) => assert!(process_alive(pid)),
+            (Some(_), None) => {}
+            (endpoint, pid) => panic!("{ENDPOINT_ENV}={endpoint:?} but PID {pid:?}"),
+        }
+    }
 
-        let program = cache_dir("moto").join("venv/bin/moto_server");
-        let second = start_on_free_port(&program).unwrap();
-        let pid = second.pid();
+    /// A moto server's watchdog stops it by PID when the pipe from the test process closes
+    /// (here: a server whose pipe is dropped). Moto is started whether or not
+    /// [`ENDPOINT_ENV`] is set.
+    #[test]
+    fn the_watchdog_stops_a_moto_server() {
+        let venv = install(&cache_dir("moto")).unwrap();
+        let server = start_on_free_port(&venv.join("bin").join("moto_server")).unwrap();
+        let pid = server.pid().unwrap();
         assert!(process_alive(pid));
-        drop(second);
+        drop(server);
         let deadline = Instant::now() + Duration::from_secs(30);
         while process_alive(pid) {
             assert!(
@@ -338,5 +428,41 @@ mod tests {
             );
             std::thread::sleep(Duration::from_millis(50));
         }
+    }
+
+    #[test]
+    fn endpoints_are_http_host_and_port() {
+        assert_eq!(
+            parse_endpoint("http://127.0.0.1:8333").unwrap(),
+            ("127.0.0.1".to_owned(), 8333)
+        );
+        assert_eq!(
+            parse_endpoint("http://localhost:9000/").unwrap(),
+            ("localhost".to_owned(), 9000)
+        );
+        for bad in [
+            "https://127.0.0.1:8333",
+            "127.0.0.1:8333",
+            "http://127.0.0.1",
+            "http://:8333",
+            "http://127.0.0.1:0",
+            "http://127.0.0.1:port",
+            "http://127.0.0.1:8333/bucket",
+        ] {
+            assert!(parse_endpoint(bad).is_err(), "{bad}");
+        }
+    }
+
+    /// An endpoint where nothing listens is an error naming the variable, not a hang or panic.
+    #[test]
+    fn an_external_endpoint_without_a_server_is_an_error() {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .unwrap()
+            .port();
+        let err = external(&format!("http://127.0.0.1:{port}")).unwrap_err();
+        assert!(err.to_string().contains(ENDPOINT_ENV), "{err}");
+        let err = external("https://127.0.0.1:1").unwrap_err();
+        assert!(err.to_string().contains("HTTPS"), "{err}");
     }
 }

@@ -106,7 +106,8 @@ impl Format {
 }
 
 /// Where each column of a table comes from: the message key, the message value or the message
-/// metadata. Indices are into the table schema; each column is in exactly one list.
+/// metadata. Indices are into the table schema; each column is in one list, except that a key
+/// column may also be a value column (`value.fields-include` = ALL).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct RecordLayout {
     /// The key format, when the table has key columns.
@@ -122,7 +123,8 @@ pub(crate) struct RecordLayout {
 }
 
 impl RecordLayout {
-    /// Checks the layout against `schema`: every column in exactly one list, a key format exactly
+    /// Checks the layout against `schema`: every column in exactly one list (a key column may
+    /// also be a value column), a key format exactly
     /// when there are key columns, raw parts with exactly one Utf8 or Binary column, CSV parts
     /// without nested types. `context` names the connector in errors (`kafka source`).
     ///
@@ -150,7 +152,11 @@ impl RecordLayout {
                         ),
                     ));
                 };
-                if let Some(other) = slot {
+                // A key column may also be a value column: Flink's `value.fields-include` =
+                // ALL writes key columns into the value too.
+                if let Some(other) = slot
+                    && !(*other == "key" && *list == "value")
+                {
                     return Err(Error::schema(
                         context,
                         format!(

@@ -338,10 +338,14 @@ impl Coordinator {
                 // A finished file may be gone by now; it stays discovered and finished.
                 discovered.extend(before.iter().cloned());
             }
+            let assigned = assigned.remove(operator).unwrap_or_default();
+            // Splits found by partition discovery while the attempt ran are discovered too.
+            discovered.extend(assigned.keys().cloned());
+            discovered.extend(finished.iter().cloned());
             m.source_enumerator_snapshots.push(EnumeratorSnapshot {
                 operator: operator.clone(),
                 discovered,
-                assigned: assigned.remove(operator).unwrap_or_default(),
+                assigned,
                 finished,
                 discovery_cursor: None,
             });
@@ -444,7 +448,15 @@ impl Coordinator {
             if i > 0 {
                 failpoint("mid-commit");
             }
-            commit_sink(&self.sinks, &self.store, &self.job_id, &operator, subtask, &values).await?;
+            commit_sink(
+                &self.sinks,
+                &self.store,
+                &self.job_id,
+                &operator,
+                subtask,
+                &values,
+            )
+            .await?;
         }
         if !self.pending.is_empty() {
             failpoint("mid-commit");

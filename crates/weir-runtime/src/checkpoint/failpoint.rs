@@ -14,12 +14,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const FAILPOINT_ENV: &str = "WEIR_FAILPOINT";
 
 /// Every fail point the runtime has, in the order an epoch meets them.
-pub const FAILPOINTS: [&str; 5] = [
+pub const FAILPOINTS: [&str; 6] = [
     "after-pre-commit",
     "after-segments",
     "after-manifest",
     "mid-commit",
     "mid-restore",
+    "mid-recovery-commit",
 ];
 
 struct Armed {

@@ -4,6 +4,7 @@
 //! what it restores (state segments, split cursors).
 
 use super::coordinator::{SinkHandle, commit_sink};
+use super::failpoint;
 use super::{CheckpointConfig, RestoreFrom};
 use crate::error::{Error, Result};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -315,6 +316,8 @@ async fn recover_sinks(
         values.sort_by_key(|(e, _)| *e);
         let values: Vec<serde_json::Value> = values.into_iter().map(|(_, v)| v).collect();
         commit_sink(sinks, store, &plan.job_id, &operator, subtask, &values).await?;
+        // After a sink subtask's recovery commit, before the next one's.
+        failpoint("mid-recovery-commit");
     }
     for (operator, handle) in sinks {
         let recorded = by_subtask
@@ -512,5 +515,84 @@ impl RestorePlan {
             next += 1;
         }
         Ok(out)
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    /// A manifest of epoch 4 of source `events`: split `late` (found by partition discovery in
+    /// the run that took it) at offset 7 with watermark 900 on subtask 1, split `s0` at offset
+    /// 3, split `done` finished.
+    fn manifest() -> EpochManifest {
+        let offset = |split: &str, subtask: u32, next: u64, watermark: Option<i64>| {
+            serde_json::json!({
+                "operator": "events", "subtask": subtask, "split": split,
+                "cursor": { "next_record": next, "max_event_time": watermark.map(|w| w + 1) },
+                "watermark": watermark,
+            })
+        };
+        serde_json::from_value(serde_json::json!({
+            "formatVersion": 1, "namespace": "ns", "epoch": 4, "jobId": "job",
+            "pipelineId": "job", "planFingerprint": "", "logicalFingerprint": "",
+            "kind": { "type": "checkpoint" }, "attemptId": 1, "stateFormatVersion": 1,
+            "stateShardCount": {}, "taskSnapshots": [],
+            "sourceOffsets": [offset("s0", 0, 3, None), offset("late", 1, 7, Some(900))],
+            "sourceEnumeratorSnapshots": [{
+                "operator": "events",
+                "discovered": ["s0", "late", "done"],
+                "assigned": { "s0": 0, "late": 1 },
+                "finished": ["done"],
+                "discoveryCursor": null,
+            }],
+            "sinkTransactions": [], "createdAtMs": 0, "durableAtMs": 0, "checksum": "",
+        }))
+        .unwrap()
+    }
+
+    fn split(id: &str) -> SourceSplit {
+        SourceSplit {
+            id: id.into(),
+            cursor: SplitCursor::default(),
+            size_bytes: None,
+        }
+    }
+
+    #[test]
+    fn a_discovered_split_in_the_cut_resumes_at_its_cursor() {
+        let plan = RestorePlan::new(manifest());
+        // The restore lists the discovered split again (after the enumerated ones).
+        let listed = [split("s0"), split("done"), split("late"), split("newer")];
+        let per_subtask = plan
+            .splits_for(&OperatorId::new("events"), &listed, 2)
+            .unwrap();
+        let ids = |s: &[(SourceSplit, SplitResume)]| {
+            s.iter()
+                .map(|(split, _)| (split.id.clone(), split.cursor.next_record))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            ids(&per_subtask[0]),
+            [("s0".into(), 3), ("newer".into(), 0)]
+        );
+        assert_eq!(ids(&per_subtask[1]), [("late".to_owned(), 7)]);
+        assert_eq!(
+            per_subtask[1][0].1,
+            SplitResume {
+                max_event_time: Some(EventTimeMs(901)),
+                emitted: Some(Watermark(EventTimeMs(900))),
+            }
+        );
+    }
+
+    #[test]
+    fn a_discovered_split_the_restore_does_not_list_is_an_error() {
+        let plan = RestorePlan::new(manifest());
+        let err = plan
+            .splits_for(&OperatorId::new("events"), &[split("s0")], 2)
+            .unwrap_err();
+        assert!(err.to_string().contains("split `late`"), "{err}");
     }
 }

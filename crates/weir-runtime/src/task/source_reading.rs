@@ -9,6 +9,7 @@ use crate::checkpoint::recovery::SplitResume;
 use crate::error::{Error, Result};
 use crate::event_time::{SourceAlignment, SourceStep, SourceWatermarks};
 use crate::metrics::OperatorMetrics;
+use crate::split_assignment::{discovered_split_owner, discovery_interval};
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::collections::HashSet;
 use std::future::Future;
@@ -37,13 +38,6 @@ pub(crate) struct SourceHead {
     /// The id of every split the attempt knew at its start (every subtask's, and the ones
     /// finished before a restore): partition discovery takes only splits not among them.
     pub(crate) known_splits: Arc<HashSet<String>>,
-}
-
-/// The subtask of `parallelism` that reads a split found by partition discovery: the XXH64 of
-/// its id (seed 0) modulo the parallelism, the same on every subtask.
-pub(crate) fn discovered_split_owner(id: &str, parallelism: u32) -> u32 {
-    let hash = twox_hash::XxHash64::oneshot(0, id.as_bytes());
-    u32::try_from(hash % u64::from(parallelism.max(1))).unwrap_or(0)
 }
 
 /// A pending read of one split: the future owns the reader and hands it back with the result,
@@ -184,9 +178,10 @@ impl ChainTask {
     /// Reads every assigned split at the same time: each open split has one pending read, and
     /// whichever completes first is handed on (then that split's next read starts). The reads
     /// are raced against checkpoint triggers (the barrier is injected at once: nothing of a
-    /// pending read was emitted, so the cut is exact), against the idle timeout (ticking every
-    /// timeout; silent splits become idle, which may advance the source watermark, and when
-    /// every open split is idle the downstream is told so) and against the discovery timer.
+    /// pending read was emitted, so the cut is exact), against the idle timeout (a tick one
+    /// timeout after the last, whether data came or not: silent splits become idle, which may
+    /// advance the source watermark, and when every open split is idle the downstream is told
+    /// so) and against the discovery timer.
     ///
     /// A split whose read returns `None` is finished. The subtask ends when every split it reads
     /// ended, unless it discovers splits of an unbounded source: then it waits for new ones,
@@ -214,7 +209,7 @@ impl ChainTask {
                 .await?;
             reads.push(pending_read(index, reader));
         }
-        let discovery = reading.source.discovery_interval().filter(|d| !d.is_zero());
+        let discovery = discovery_interval(reading.source.as_ref());
         let waits_for_new =
             discovery.is_some() && reading.source.boundedness() == Boundedness::Unbounded;
         let mut known: HashSet<String> = reading.known_splits.iter().cloned().collect();
@@ -273,7 +268,7 @@ impl ChainTask {
                         .await?;
                 }
                 () = tokio::time::sleep_until(idle_tick), if idle_ms.is_some() => {
-                    idle_tick += patience;
+                    idle_tick = tokio::time::Instant::now() + patience;
                     if let Some(w) = watermarks.as_deref_mut() {
                         self.on_silence(reading, w, now_ms()).await?;
                     }
@@ -371,9 +366,9 @@ impl ChainTask {
         Ok(opened)
     }
 
-    /// Hands on one read of split `index`: its dead letters, then its rows (with watermarks:
-    /// sliced at the split's cut points, each followed by the source watermark where it
-    /// advanced), commits the state, and advances the split's cursor and backlog.
+    /// Hands on one read of split `index`: notes the split's backlog, hands on its dead letters,
+    /// then its rows (with watermarks: sliced at the split's cut points, each followed by the
+    /// source watermark where it advanced), commits the state and advances the split's cursor.
     async fn hand_on(
         &mut self,
         reading: &SourceReading<'_>,
@@ -383,6 +378,11 @@ impl ChainTask {
         watermarks: Option<&mut SourceWatermarks>,
         now_ms: u64,
     ) -> Result<()> {
+        if let Some(backlog) = read.backlog {
+            reading
+                .metrics
+                .set_backlog(&progress.splits[index].split.id, backlog);
+        }
         if let Some(dead) = read.dead_letters
             && dead.num_rows() > 0
         {
@@ -417,11 +417,7 @@ impl ChainTask {
             }
             None => {}
         }
-        let split = &mut progress.splits[index];
-        split.split.cursor = read.cursor;
-        if let Some(backlog) = read.backlog {
-            reading.metrics.set_backlog(&split.split.id, backlog);
-        }
+        progress.splits[index].split.cursor = read.cursor;
         Ok(())
     }
 

@@ -254,7 +254,8 @@ impl KafkaSplitReader {
             let known = self.known_end.load(Ordering::Relaxed);
             (known >= 0).then_some(known)
         })?;
-        u64::try_from(end.saturating_sub(self.next)).ok()
+        // The statistics may lag behind what was read already: then there is no backlog.
+        u64::try_from(end.saturating_sub(self.next).max(0)).ok()
     }
 }
 

@@ -375,7 +375,7 @@ mod tests {
             ) WITH ('connector' = 'kafka', 'topic' = 'bids', 'format' = 'json',\n\
               'properties.bootstrap.servers' = 'b:9092', 'properties.group.id' = 'g',\n\
               'properties.fetch.max.bytes' = '1000000', 'scan.startup.mode' = 'earliest-offset');\n\
-            CREATE TABLE out (auction BIGINT, part INT METADATA FROM 'partition' VIRTUAL,\n\
+            CREATE TABLE out (auction BIGINT,\n\
               ts TIMESTAMP(3) METADATA FROM 'timestamp') WITH ('connector' = 'kafka',\n\
               'topic' = 'out', 'format' = 'json', 'properties.bootstrap.servers' = 'b:9092',\n\
               'sink.delivery-guarantee' = 'exactly-once', 'sink.transactional-id-prefix' = 'p');\n\
@@ -395,11 +395,22 @@ mod tests {
         );
         let sink = &spec.sinks[0];
         assert_eq!(sink.options["sink.delivery-guarantee"], "exactly-once");
-        // A VIRTUAL column is not written.
         assert_eq!(
             sink.options["metadata"],
             serde_json::json!({"ts": "timestamp"})
         );
+        // A table with a VIRTUAL (read-only) column is not written to.
+        let err = compiler
+            .compile(
+                &script.replace(
+                    "INSERT INTO out SELECT auction, ts",
+                    "INSERT INTO bids SELECT auction, ts, 1",
+                ),
+                "v.sql",
+            )
+            .await
+            .expect_err("virtual");
+        assert!(err.to_string().contains("VIRTUAL"), "{err}");
 
         let err = compiler
             .compile(

@@ -338,11 +338,22 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
             keys.join(", ")
         )));
     }
+    if role == Role::Write
+        && let Some(c) = table
+            .columns
+            .iter()
+            .find(|c| c.metadata.as_ref().is_some_and(|m| m.is_virtual))
+    {
+        return Err(table.here.invalid(format!(
+            "table `{}` has the VIRTUAL (read-only) metadata column `{}` and cannot be written \
+             to; write to a table declared without it",
+            table.name, c.name
+        )));
+    }
     let metadata: serde_json::Map<String, serde_json::Value> = table
         .columns
         .iter()
         .filter_map(|c| c.metadata.as_ref().map(|m| (c, m)))
-        .filter(|(_, m)| role == Role::Read || !m.is_virtual)
         .map(|(c, m)| (c.name.clone(), serde_json::json!(m.key)))
         .collect();
     if !metadata.is_empty() {
@@ -467,12 +478,7 @@ impl JobBuilder {
                 "table `{table}` has computed columns and cannot be written to"
             )));
         }
-        Ok(t.def
-            .columns
-            .iter()
-            .filter(|c| c.metadata.as_ref().is_none_or(|m| !m.is_virtual))
-            .map(|c| c.name.clone())
-            .collect())
+        Ok(t.def.columns.iter().map(|c| c.name.clone()).collect())
     }
 
     /// The Arrow types of the columns an INSERT into `table` writes, as `arrow_cast` names them.
@@ -484,7 +490,6 @@ impl JobBuilder {
         Ok(t.def
             .columns
             .iter()
-            .filter(|c| c.metadata.as_ref().is_none_or(|m| !m.is_virtual))
             .map(|c| c.data_type.to_string())
             .collect())
     }

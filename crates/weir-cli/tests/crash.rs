@@ -14,11 +14,6 @@ use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 
-use arrow::array::{Array, Int64Array};
-use arrow::compute::cast;
-use arrow::datatypes::DataType;
-use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
-
 mod common;
 
 use common::{
@@ -224,42 +219,7 @@ fn write_input(dir: &Path) -> Vec<Row> {
 
 /// Every row of the committed `part-*.parquet` files directly in `dir` (not `_staging/`), sorted.
 fn published_rows(dir: &Path) -> Vec<Row> {
-    let mut rows = Vec::new();
-    let entries = std::fs::read_dir(dir)
-        .unwrap_or_else(|e| panic!("the output directory {}: {e}", dir.display()));
-    for entry in entries {
-        let entry = entry.expect("directory entry");
-        let name = entry.file_name().to_string_lossy().into_owned();
-        if !(name.starts_with("part-") && name.ends_with(".parquet")) {
-            continue;
-        }
-        let path = entry.path();
-        let file = File::open(&path).expect("open a part file");
-        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-            .and_then(|b| b.build())
-            .unwrap_or_else(|e| panic!("{name} is not a readable Parquet file: {e}"));
-        for batch in reader {
-            let batch = batch.unwrap_or_else(|e| panic!("{name}: {e}"));
-            assert_eq!(batch.num_columns(), 6, "{name}: {:?}", batch.schema());
-            let columns: Vec<Int64Array> = batch
-                .columns()
-                .iter()
-                .map(|c| {
-                    assert_eq!(c.null_count(), 0, "{name}: a null in {:?}", batch.schema());
-                    let ints = cast(c, &DataType::Int64).expect("an integer or timestamp column");
-                    ints.as_any()
-                        .downcast_ref::<Int64Array>()
-                        .expect("cast to Int64")
-                        .clone()
-                })
-                .collect();
-            for i in 0..batch.num_rows() {
-                rows.push(std::array::from_fn(|c| columns[c].value(i)));
-            }
-        }
-    }
-    rows.sort_unstable();
-    rows
+    common::published_parquet_rows(dir)
 }
 
 /// How two sorted outputs differ, with the windows where they do.

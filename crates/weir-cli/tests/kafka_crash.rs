@@ -46,6 +46,16 @@ const LEGEND: &str = "[id, auction, doubled price]";
 /// source offsets and the sink's pending epochs are in the manifest). `mid-recovery-commit`
 /// (after a sink subtask's recovery commit, before the next one's) is reached by a run that
 /// restores a manifest.
+/// The fail points of the window job (Kafka into a staged Parquet sink, window state in
+/// segments): all of them.
+const WINDOW_FAIL_POINTS: [&str; 6] = [
+    "after-pre-commit",
+    "after-segments",
+    "after-manifest",
+    "mid-commit",
+    "mid-restore",
+    "mid-recovery-commit",
+];
 const JOB_FAIL_POINTS: [&str; 5] = [
     "after-pre-commit",
     "after-segments",
@@ -271,6 +281,91 @@ fn a_kafka_job_whose_broker_goes_away_publishes_every_record_exactly_once() {
 }
 
 /// A job reading `input` into its own output topic and transactional ids.
+/// Kafka into windows into Parquet: the bids counted per auction in 1 s event-time windows,
+/// written by the staged file sink, with kills at random moments and at the fail points; every
+/// round's Parquet rows must equal those of the run that never failed.
+#[test]
+fn killed_and_restored_kafka_window_jobs_publish_what_a_run_that_never_failed_published() {
+    let _alone = one_at_a_time();
+    let kills_wanted = (env_u64("WEIR_CRASH_KILLS").unwrap_or(DEFAULT_KILLS) / 2).max(4);
+    let seed = env_u64("WEIR_CRASH_SEED").unwrap_or_else(clock_seed);
+    println!("kafka window crash round: seed {seed}");
+    let broker = KafkaBroker::shared().expect("the Kafka test broker");
+    let input = unique_name("kcrash-window-bids");
+    broker
+        .create_topic(&input, INPUT_PARTITIONS)
+        .expect("create the input topic");
+    produce_input(broker, &input);
+    let evidence = Evidence::new();
+    let work = evidence.path();
+    let window_job = |dir: &Path| {
+        let servers = broker.bootstrap_servers();
+        let out = dir.join("out");
+        let sql = format!(
+            "SET 'job.name' = 'kafka-window-crash';\n\
+             SET 'parallelism' = '2';\n\
+             SET 'checkpoint.interval' = '100ms';\n\
+             CREATE TABLE bids (id BIGINT, auction BIGINT, price BIGINT, ts BIGINT,\n\
+             \x20 et AS TO_TIMESTAMP_MILLIS(ts), WATERMARK FOR et AS et - INTERVAL '1' SECOND\n\
+             ) WITH ('connector' = 'kafka', 'topic' = '{input}',\n\
+             \x20 'properties.bootstrap.servers' = '{servers}', 'format' = 'json',\n\
+             \x20 'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset');\n\
+             CREATE TABLE out (auction BIGINT, window_start TIMESTAMP(3), bids BIGINT) WITH (\n\
+             \x20 'connector' = 'filesystem', 'path' = '{}', 'format' = 'parquet');\n\
+             INSERT INTO out SELECT auction, window_start, COUNT(*) AS bids\n\
+             \x20 FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(et), INTERVAL '1' SECOND))\n\
+             \x20 GROUP BY auction, window_start, window_end;\n",
+            out.display()
+        );
+        (Job::create(dir, &sql), out)
+    };
+
+    let (clean, clean_out) = window_job(&work.join("clean"));
+    let mut run = Weir::spawn(&clean, false, None);
+    match run.drive(&Kill::Never) {
+        Outcome::Finished => {}
+        other => panic!(
+            "the run without kills did not finish: {other}\n{}",
+            run.stderr()
+        ),
+    }
+    let expected: Vec<[i64; 3]> = common::published_parquet_rows(&clean_out);
+    let counted: i64 = expected.iter().map(|r| r[2]).sum();
+    assert_eq!(
+        counted, RECORDS as i64,
+        "the run without kills counted every bid once"
+    );
+
+    let mut rounds = Rounds::new(
+        seed,
+        kills_wanted,
+        Schedule::covering(seed, &WINDOW_FAIL_POINTS),
+    );
+    while rounds.tally.kills() < kills_wanted {
+        let round = rounds.done + 1;
+        let (job, out) = window_job(&work.join(format!("round-{round}")));
+        rounds.run(&job, &|job| format!(", {}", job.restored_from()));
+        let published: Vec<[i64; 3]> = common::published_parquet_rows(&out);
+        if let Some(diff) = Diff::of(&expected, &published, "[auction, window start, bids]") {
+            panic!(
+                "round {round} (seed {seed}): the Parquet output differs from the run that \
+                 never failed:\n{diff}\nkill sequence:\n{}",
+                rounds.log.join("\n")
+            );
+        }
+        std::fs::remove_dir_all(&job.dir).expect("remove the round's directory");
+    }
+    println!(
+        "kafka window crash round: {} kills ({} at fail points, {} at random moments), {} rounds, \
+         {} window rows checked per round",
+        rounds.tally.kills(),
+        rounds.tally.at_fail_points,
+        rounds.tally.at_random,
+        rounds.done,
+        expected.len()
+    );
+}
+
 struct KafkaJob {
     job: Job,
     output: String,

@@ -6,6 +6,10 @@
 //! Each test binary compiles this module on its own and uses most, not all, of it.
 #![allow(dead_code)]
 
+use arrow::array::{Array, Int64Array};
+use arrow::compute::cast;
+use arrow::datatypes::DataType;
+use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::fs::File;
@@ -664,4 +668,45 @@ pub fn clock_seed() -> u64 {
         .duration_since(UNIX_EPOCH)
         .expect("the clock is after 1970");
     now.as_secs() ^ (u64::from(now.subsec_nanos()) << 20)
+}
+
+/// Every row of the committed `part-*.parquet` files directly in `dir` (not `_staging/`), each
+/// column cast to Int64 (integers, timestamps), sorted. Every file must have `N` columns.
+pub fn published_parquet_rows<const N: usize>(dir: &Path) -> Vec<[i64; N]> {
+    let mut rows = Vec::new();
+    let entries = std::fs::read_dir(dir)
+        .unwrap_or_else(|e| panic!("the output directory {}: {e}", dir.display()));
+    for entry in entries {
+        let entry = entry.expect("directory entry");
+        let name = entry.file_name().to_string_lossy().into_owned();
+        if !(name.starts_with("part-") && name.ends_with(".parquet")) {
+            continue;
+        }
+        let path = entry.path();
+        let file = File::open(&path).expect("open a part file");
+        let reader = ParquetRecordBatchReaderBuilder::try_new(file)
+            .and_then(|b| b.build())
+            .unwrap_or_else(|e| panic!("{name} is not a readable Parquet file: {e}"));
+        for batch in reader {
+            let batch = batch.unwrap_or_else(|e| panic!("{name}: {e}"));
+            assert_eq!(batch.num_columns(), N, "{name}: {:?}", batch.schema());
+            let columns: Vec<Int64Array> = batch
+                .columns()
+                .iter()
+                .map(|c| {
+                    assert_eq!(c.null_count(), 0, "{name}: a null in {:?}", batch.schema());
+                    let ints = cast(c, &DataType::Int64).expect("an integer or timestamp column");
+                    ints.as_any()
+                        .downcast_ref::<Int64Array>()
+                        .expect("cast to Int64")
+                        .clone()
+                })
+                .collect();
+            for i in 0..batch.num_rows() {
+                rows.push(std::array::from_fn(|c| columns[c].value(i)));
+            }
+        }
+    }
+    rows.sort_unstable();
+    rows
 }

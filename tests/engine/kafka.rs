@@ -222,27 +222,42 @@ async fn kafka_windows_into_parquet() {
     );
     run_sql(&sql, &dir.path().join("cp"), None).await;
     let rows = format_rows(&read_published_parts(&out));
-    // 10 s windows hold 1,000 bids (10 ms apart), spread over 7 auctions by id.
-    let mut want = Vec::new();
-    for w in 0..n / 1_000 {
-        for a in 0..7u64 {
-            let count = (w * 1_000..(w + 1) * 1_000).filter(|i| i % 7 == a).count();
-            let start = 1_700_000_000_000u64 + w * 10_000;
-            want.push((a, start, count));
-        }
-    }
-    assert_eq!(rows.len(), want.len(), "{rows:?}");
-    let total: u64 = rows
+    // 10 s windows hold 1,000 bids (10 ms apart), spread over 7 auctions by id: per auction,
+    // the counts of its windows in time order.
+    let want: Vec<(u64, Vec<u64>)> = (0..7u64)
+        .map(|a| {
+            let counts = (0..n / 1_000)
+                .map(|w| (w * 1_000..(w + 1) * 1_000).filter(|i| i % 7 == a).count() as u64)
+                .collect();
+            (a, counts)
+        })
+        .collect();
+    // Rows are `auction | window_start | bids`; ISO window starts sort in time order.
+    let mut parsed: Vec<(u64, String, u64)> = rows
         .iter()
         .map(|r| {
-            r.rsplit(" | ")
-                .next()
-                .expect("count")
-                .parse::<u64>()
-                .expect("n")
+            let f: Vec<&str> = r.split(" | ").collect();
+            assert_eq!(f.len(), 3, "{r}");
+            (
+                f[0].parse().expect("auction"),
+                f[1].to_owned(),
+                f[2].parse().expect("bids"),
+            )
         })
-        .sum();
-    assert_eq!(total, n);
+        .collect();
+    parsed.sort();
+    let got: Vec<(u64, Vec<u64>)> = (0..7u64)
+        .map(|a| {
+            let counts = parsed
+                .iter()
+                .filter(|(auction, _, _)| *auction == a)
+                .map(|(_, _, c)| *c)
+                .collect();
+            (a, counts)
+        })
+        .collect();
+    assert_eq!(got, want, "{rows:?}");
+    assert_eq!(parsed.len(), 7 * (n / 1_000) as usize, "{rows:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

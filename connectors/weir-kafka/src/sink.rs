@@ -59,6 +59,7 @@ impl SinkFactory for KafkaSinkFactory {
             layout,
             transactions: tokio::sync::Mutex::new(HashMap::new()),
             epoch_topic_ready: tokio::sync::OnceCell::new(),
+            partitions: tokio::sync::OnceCell::new(),
         }))
     }
 }
@@ -73,6 +74,8 @@ pub(crate) struct KafkaSink {
     /// transactional id.
     transactions: tokio::sync::Mutex<HashMap<String, Arc<tokio::sync::Mutex<Transactional>>>>,
     epoch_topic_ready: tokio::sync::OnceCell<()>,
+    /// The topic's partition count, read once (by the first writer or commit).
+    partitions: tokio::sync::OnceCell<i32>,
 }
 
 /// A transactional producer and what it knows of its committed epochs.
@@ -164,8 +167,16 @@ impl KafkaSink {
         Ok(producer)
     }
 
-    /// The topic's partition count, which also checks that the topic exists.
+    /// The topic's partition count, which also checks that the topic exists; read from the
+    /// cluster once per sink.
     async fn partitions(&self) -> Result<i32> {
+        self.partitions
+            .get_or_try_init(|| self.fetch_partitions())
+            .await
+            .copied()
+    }
+
+    async fn fetch_partitions(&self) -> Result<i32> {
         let servers = self.servers().to_owned();
         let topic = self.options.topic.clone();
         let properties = self.options.properties.clone();

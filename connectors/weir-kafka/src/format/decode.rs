@@ -287,8 +287,6 @@ impl PayloadError {
 /// Decodes the keys or the values of messages in one format into the part's columns.
 #[derive(Debug)]
 struct PartDecoder {
-    /// Whether this decodes keys or values.
-    part: Part,
     /// The part's format.
     format: Format,
     /// The part's columns, in the format's field order.
@@ -314,11 +312,7 @@ impl PartDecoder {
                     )
                 })?;
         }
-        Ok(Self {
-            part,
-            format,
-            schema,
-        })
+        Ok(Self { format, schema })
     }
 
     /// Decodes all payloads in one go, a missing payload giving a row of nulls; `None` when any

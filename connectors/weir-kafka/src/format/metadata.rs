@@ -93,7 +93,9 @@ impl MetadataKey {
         }
     }
 
-    /// Whether a column of this key can hold nulls when the schema does not say.
+    /// Whether a column of this key can hold nulls when the schema does not say (the tests
+    /// build their schemas with it).
+    #[cfg(test)]
     pub(crate) fn nullable(self) -> bool {
         matches!(self, MetadataKey::LeaderEpoch | MetadataKey::Timestamp)
     }

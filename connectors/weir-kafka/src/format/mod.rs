@@ -6,7 +6,6 @@
 //! offset, ...). [`RecordLayout`] says which column comes from where; [`RecordDecoder`] turns a
 //! slice of messages into one batch and [`RecordEncoder`] turns one batch into keys, values,
 //! timestamps and headers to produce.
-#![allow(dead_code)] // used by the source and sink
 
 mod decode;
 mod encode;
@@ -19,9 +18,7 @@ mod encode_tests;
 #[cfg(test)]
 mod test_support;
 
-#[allow(unused_imports)] // used by the source
-pub(crate) use decode::{Decoded, RecordDecoder};
-#[allow(unused_imports)] // used by the sink
+pub(crate) use decode::RecordDecoder;
 pub(crate) use encode::{Encoded, RecordEncoder, RowHeaders};
 pub(crate) use metadata::MetadataKey;
 

@@ -8,9 +8,11 @@ pub(crate) type OptionMap = (&'static str, &'static str, bool);
 pub(crate) struct Connector {
     pub(crate) sql: &'static [&'static str],
     pub(crate) spec: &'static str,
-    /// Options of both roles; `None` for a role the connector cannot play.
+    /// Options of each role; `None` for a role the connector cannot play.
     pub(crate) read: Option<&'static [OptionMap]>,
     pub(crate) write: Option<&'static [OptionMap]>,
+    /// Options of both roles (besides `read` and `write`).
+    pub(crate) common: &'static [OptionMap],
     /// `prefix.<column>.<option>` keys gathered into one map option (datagen's `fields`).
     pub(crate) prefix_maps: &'static [(&'static str, &'static str)],
     /// Key prefixes passed to the connector as they are (Kafka's `properties.*`).
@@ -33,16 +35,8 @@ const KAFKA_COMMON: [OptionMap; 8] = [
     ),
 ];
 
-/// Options of a `kafka` table read as a source.
-const KAFKA_READ: [OptionMap; 16] = [
-    KAFKA_COMMON[0],
-    KAFKA_COMMON[1],
-    KAFKA_COMMON[2],
-    KAFKA_COMMON[3],
-    KAFKA_COMMON[4],
-    KAFKA_COMMON[5],
-    KAFKA_COMMON[6],
-    KAFKA_COMMON[7],
+/// Options of a `kafka` table read as a source, besides [`KAFKA_COMMON`].
+const KAFKA_READ: [OptionMap; 8] = [
     ("scan.startup.mode", "scan.startup.mode", false),
     (
         "scan.startup.timestamp-millis",
@@ -73,16 +67,8 @@ const KAFKA_READ: [OptionMap; 16] = [
     ("scan.batch-size", "scan.batch-size", false),
 ];
 
-/// Options of a `kafka` table written as a sink.
-const KAFKA_WRITE: [OptionMap; 12] = [
-    KAFKA_COMMON[0],
-    KAFKA_COMMON[1],
-    KAFKA_COMMON[2],
-    KAFKA_COMMON[3],
-    KAFKA_COMMON[4],
-    KAFKA_COMMON[5],
-    KAFKA_COMMON[6],
-    KAFKA_COMMON[7],
+/// Options of a `kafka` table written as a sink, besides [`KAFKA_COMMON`].
+const KAFKA_WRITE: [OptionMap; 4] = [
     ("sink.delivery-guarantee", "sink.delivery-guarantee", false),
     (
         "sink.transactional-id-prefix",
@@ -112,6 +98,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
             ("parquet.compression", "compression", false),
         ]),
         prefix_maps: &[],
+        common: &[],
         passthrough: &[],
     },
     Connector {
@@ -126,6 +113,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         ]),
         write: None,
         prefix_maps: &[("fields.", "fields")],
+        common: &[],
         passthrough: &[],
     },
     Connector {
@@ -134,6 +122,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         read: None,
         write: Some(&[("rows-per-second", "rows_per_second", true)]),
         prefix_maps: &[],
+        common: &[],
         passthrough: &[],
     },
     Connector {
@@ -141,6 +130,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         spec: "kafka",
         read: Some(&KAFKA_READ),
         write: Some(&KAFKA_WRITE),
+        common: &KAFKA_COMMON,
         prefix_maps: &[],
         passthrough: &["properties."],
     },

@@ -1,7 +1,7 @@
 //! Building the job spec: declared tables become sources and sinks, `SET` options become job
 //! options, and the translator's operators are collected in order.
 
-use crate::connectors::CONNECTORS;
+use crate::connectors::{CONNECTORS, OptionMap};
 use crate::ddl::TableDef;
 use crate::error::{Here, Position, Result};
 use arrow::datatypes::SchemaRef;
@@ -261,6 +261,7 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
             }
         )));
     };
+    let known: Vec<&OptionMap> = known.iter().chain(connector.common).collect();
     let mut out = serde_json::Map::new();
     let mut s3 = S3Options::default();
     for (key, (value, at)) in &table.options {

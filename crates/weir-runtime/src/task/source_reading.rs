@@ -90,6 +90,9 @@ impl ChainTask {
             w.restore(&splits);
             w
         });
+        if let Some(m) = generators.as_ref().and_then(SourceWatermarks::current) {
+            reading.published(m); // restored progress
+        }
         if source.reads_splits_concurrently() {
             self.read_concurrently(&reading, &mut progress, generators.as_mut())
                 .await?;
@@ -120,9 +123,6 @@ impl ChainTask {
     ) -> Result<()> {
         let clock = tokio::time::Instant::now();
         let now_ms = || u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
-        if let Some(m) = watermarks.as_deref().and_then(SourceWatermarks::current) {
-            reading.published(m); // restored progress
-        }
         for index in 0..progress.splits.len() {
             let split = progress.splits[index].split.clone();
             let mut reader = reading
@@ -194,9 +194,6 @@ impl ChainTask {
     ) -> Result<()> {
         let clock = tokio::time::Instant::now();
         let now_ms = || u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX);
-        if let Some(m) = watermarks.as_deref().and_then(SourceWatermarks::current) {
-            reading.published(m); // restored progress
-        }
         let mut reads: FuturesUnordered<PendingRead> = FuturesUnordered::new();
         for index in 0..progress.splits.len() {
             let reader = self

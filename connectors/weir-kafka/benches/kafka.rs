@@ -23,9 +23,13 @@
 //!    (`SplitBatch::backlog`) and the true lag (records acknowledged by the broker minus records
 //!    read) are sampled until the reader has read every record.
 //!
+//! 4. **the same through the whole engine** (`kafka/runtime.rs`): SQL jobs run by a `weir`
+//!    binary named in `WEIR_BENCH_KAFKA_WEIR`: Kafka -> filter -> Kafka exactly once against
+//!    the bare loop of part 2, and Kafka -> tumbling window -> Parquet.
+//!
 //! Run: `nice -n 19 cargo bench -p weir-kafka --bench kafka` (a few minutes).
-//! `WEIR_BENCH_KAFKA_PARTS` picks the parts (default `123`), `WEIR_BENCH_KAFKA_RECORDS` the
-//! input size.
+//! `WEIR_BENCH_KAFKA_PARTS` picks the parts (default `123`, `1234` when
+//! `WEIR_BENCH_KAFKA_WEIR` is set), `WEIR_BENCH_KAFKA_RECORDS` the input size.
 
 use std::collections::BTreeSet;
 use std::hint::black_box;
@@ -58,6 +62,9 @@ use weir_testkit::unique_name;
 /// Part 3.
 #[path = "kafka/lag.rs"]
 mod lag;
+/// Part 4.
+#[path = "kafka/runtime.rs"]
+mod runtime;
 
 /// Partitions of the input topic (and of every output topic).
 const PARTITIONS: i32 = 4;
@@ -563,8 +570,12 @@ fn main() -> BenchResult<()> {
         staging_root: std::env::temp_dir().join(unique_name("kbench-staging")),
     };
 
-    // Which parts run: `WEIR_BENCH_KAFKA_PARTS` (default "123"), e.g. "2" under `perf`.
-    let parts = std::env::var("WEIR_BENCH_KAFKA_PARTS").unwrap_or_else(|_| "123".into());
+    // Which parts run: `WEIR_BENCH_KAFKA_PARTS` (default "123", and 4 when a `weir` binary is
+    // named), e.g. "2" under `perf`.
+    let weir = std::env::var_os("WEIR_BENCH_KAFKA_WEIR").map(PathBuf::from);
+    let parts = std::env::var("WEIR_BENCH_KAFKA_PARTS").unwrap_or_else(|_| {
+        if weir.is_some() { "1234" } else { "123" }.into()
+    });
     let mut criterion = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_secs(2))
@@ -578,6 +589,13 @@ fn main() -> BenchResult<()> {
     }
     if parts.contains('3') {
         rt.block_on(lag::burst(&bench))?;
+    }
+    if parts.contains('4') {
+        let weir = weir.ok_or(
+            "part 4 runs jobs with `weir run`: set WEIR_BENCH_KAFKA_WEIR to a weir binary \
+             (`cargo build --release -p weir-cli`, then target/release/weir)",
+        )?;
+        runtime::through_weir_run(&bench, &weir)?;
     }
     criterion.final_summary();
     let _ = std::fs::remove_dir_all(&bench.staging_root);

@@ -303,6 +303,61 @@ async fn killed_runs_restored_at_other_parallelisms_lose_and_repeat_nothing() {
     );
 }
 
+/// `job` with its input file read in byte ranges of 4 KiB (the input is about 75 KiB).
+fn in_byte_ranges(mut job: JobSpec) -> JobSpec {
+    job.sources[0].options["split_size"] = serde_json::json!(4096);
+    job
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_file_read_in_byte_ranges_killed_and_restored_at_other_parallelisms_loses_and_repeats_nothing()
+ {
+    let want = reference(100).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path());
+    let engine = Engine::new();
+    let cp = dir.path().join("cp");
+    // The same kills as above; the ranges are split across subtasks, and the ones being read at
+    // a checkpoint resume at their cursors under another parallelism.
+    let mut killed = 0;
+    for (parallelism, restore) in [(2, None), (3, Some(RestoreFrom::Latest))] {
+        let job = in_byte_ranges(spec(dir.path(), parallelism, Some(5), 100, None));
+        if run_and_kill(&engine, job, options(&cp, restore), 2).await {
+            killed += 1;
+        }
+    }
+    let job = in_byte_ranges(spec(dir.path(), 1, Some(5), 100, None));
+    let summary = run_to_end(&engine, &job, options(&cp, Some(RestoreFrom::Latest)))
+        .await
+        .expect("restored run");
+    assert!(killed >= 1, "at least one run was killed part way");
+    assert!(
+        summary
+            .checkpoints
+            .expect("counters")
+            .restored_from
+            .is_some()
+    );
+    assert_same_rows(
+        &published_rows(&dir.path().join("out")),
+        &want,
+        "published output",
+    );
+    // Without kills or checkpoints, at parallelism 2: the same rows.
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path());
+    let job = in_byte_ranges(spec(dir.path(), 2, None, 100, None));
+    let summary = run_to_end(&engine, &job, RunOptions::default())
+        .await
+        .expect("run");
+    assert_same_rows(
+        &published_rows(&dir.path().join("out")),
+        &want,
+        "published output at parallelism 2",
+    );
+    assert_eq!(summary.metrics.source_rows(), ROWS as u64);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_savepoint_is_restored_by_name() {
     let want = reference(100).await;

@@ -341,6 +341,7 @@ impl PreparedSource for StallingSource {
                 id: id.into(),
                 cursor: SplitCursor::default(),
                 size_bytes: None,
+                range: None,
             })
             .collect())
     }

@@ -237,6 +237,7 @@ impl PreparedSource for DatagenSource {
                 id: format!("{SPLIT_PREFIX}{index}"),
                 cursor: SplitCursor::default(),
                 size_bytes: None,
+                range: None,
             })
             .collect())
     }

@@ -448,6 +448,7 @@ async fn missing_schema_and_unknown_split_are_config_errors() {
             id: id.into(),
             cursor: SplitCursor::default(),
             size_bytes: None,
+            range: None,
         };
         let err = source
             .open_split(&split, &ctx())
@@ -460,6 +461,7 @@ async fn missing_schema_and_unknown_split_are_config_errors() {
         id: "datagen-1".into(),
         cursor: SplitCursor { next_record: 6 },
         size_bytes: None,
+        range: None,
     };
     let err = source
         .open_split(&past_end, &ctx())

@@ -37,9 +37,14 @@ enum Fast {
 #[derive(Debug)]
 pub(crate) struct CsvSplitReader {
     input: String,
-    /// The file; its pending bytes start at a record boundary on line `line`.
+    /// The file, or a byte range of it; its pending bytes start at a record boundary on line
+    /// `line`, counted from the start of the range.
     bytes: ObjectBytes,
     line: u64,
+    /// Lines before the range, once an error needs the file's line numbers.
+    line_base: u64,
+    /// Whether no record of a range past the file's start has been read yet.
+    at_range_start: bool,
     next_record: u64,
     /// Records to skip before the first batch (after the header), until done.
     pending_skip: Option<u64>,
@@ -53,7 +58,8 @@ pub(crate) struct CsvSplitReader {
 }
 
 impl CsvSplitReader {
-    /// A reader of `bytes` (the file `input`) that starts at data record `cursor.next_record`.
+    /// A reader of `bytes` (the file `input`, or a byte range of it) that starts at data record
+    /// `cursor.next_record` of the range.
     pub(crate) fn new(
         input: &str,
         bytes: ObjectBytes,
@@ -72,8 +78,10 @@ impl CsvSplitReader {
         ));
         Self {
             input: input.to_owned(),
+            at_range_start: bytes.begin() > 0 && cursor.next_record == 0,
             bytes,
             line: 1,
+            line_base: 0,
             next_record: cursor.next_record,
             pending_skip: Some(cursor.next_record),
             settings,
@@ -126,7 +134,8 @@ impl CsvSplitReader {
 
     /// Skips the header (checking its width) and the records before the cursor.
     async fn skip_start(&mut self, mut to_skip: u64) -> Result<()> {
-        if self.settings.has_header {
+        // Only the range at the start of the file holds the header.
+        if self.settings.has_header && self.bytes.begin() == 0 {
             let scan = self.scan(1).await?;
             if let Some(header) = scan.records.first()
                 && header.fields != self.schema.fields().len()
@@ -180,6 +189,7 @@ impl CsvSplitReader {
                 if decoder.decode(&[]).is_err() {
                     return Ok(Fast::Failed);
                 }
+                self.check_range_end(self.bytes.pending().len()).await?;
                 break;
             }
             self.bytes.fill().await?;
@@ -196,6 +206,7 @@ impl CsvSplitReader {
         let line = self.line + count_lines(&self.bytes.pending()[..pos]);
         self.consume(pos, line);
         self.next_record += batch.num_rows() as u64;
+        self.at_range_start = false;
         self.decoder = Some(decoder);
         Ok(Fast::Batch(batch))
     }
@@ -204,14 +215,19 @@ impl CsvSplitReader {
     async fn slow_chunk(&mut self) -> Result<Option<SplitBatch>> {
         tracing::debug!(input = %self.input, line = self.line, "locating bad CSV records");
         self.decoder = None;
+        self.line_base = self.bytes.lines_before_begin().await?;
         let scan = self.scan(self.batch_size).await?;
         if scan.records.is_empty() {
             self.consume(scan.consumed, scan.line);
             return Ok(None);
         }
+        if self.bytes.eof() && scan.consumed == self.bytes.pending().len() {
+            self.check_range_end(scan.consumed).await?;
+        }
         let (data, rejected) = self.decode_located(&scan.records)?;
         self.consume(scan.consumed, scan.line);
         self.next_record += scan.records.len() as u64;
+        self.at_range_start = false;
         self.rejections.reject_all(rejected)?;
         Ok(Some(SplitBatch {
             data,
@@ -366,7 +382,43 @@ impl CsvSplitReader {
     ) -> Rejection {
         let column = column.map(|c| self.schema.field(c).name().as_str());
         let raw = raw_text(&self.bytes.pending()[record.start..record.end]);
-        Rejection::new(&self.input, Some(record.line), column, reason, Some(raw))
+        let mut reason = reason.into();
+        if self.at_range_start && record.start == 0 {
+            reason.push_str(&format!(
+                " (the first record of the byte range at {}: when a quoted field with a line \
+                 break spans that point, the file cannot be read in ranges; set `split_size` \
+                 to 0)",
+                self.bytes.begin()
+            ));
+        }
+        let line = record.line + self.line_base;
+        Rejection::new(&self.input, Some(line), column, reason, Some(raw))
+    }
+
+    /// At the end of a range that stops inside the file, fails when the range's last line
+    /// feed is inside a quoted field: the next range then starts inside a record, so the file
+    /// cannot be read in byte ranges. `len` pending bytes, starting at a record, end the range.
+    async fn check_range_end(&mut self, len: usize) -> Result<()> {
+        let tail = &self.bytes.pending()[..len];
+        if !self.bytes.ends_inside() || memchr::memchr(b'"', tail).is_none() {
+            return Ok(());
+        }
+        let scan = scan_records(tail, 0, 0, false, usize::MAX, self.settings.delimiter);
+        if scan.consumed == tail.len() {
+            return Ok(());
+        }
+        let lines_in_tail = count_lines(tail);
+        let line = self.bytes.lines_before_begin().await? + self.line + lines_in_tail - 1;
+        Err(Error::schema(
+            &self.input,
+            format!(
+                "a quoted field holds the line break that ends line {line}, where the file's \
+                 byte range ending at byte {} stops, so the file cannot be read in byte \
+                 ranges; set the source's `split_size` to 0 (SQL: 'split-size' = '0') to read \
+                 it whole",
+                self.bytes.end()
+            ),
+        ))
     }
 }
 

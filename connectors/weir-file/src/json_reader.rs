@@ -67,7 +67,8 @@ pub(crate) fn scan_lines(buf: &[u8], from: usize, line: u64, eof: bool, max: usi
 #[derive(Debug)]
 pub(crate) struct JsonSplitReader {
     input: String,
-    /// The file; its pending bytes start line `line`.
+    /// The file, or a byte range of it; its pending bytes start line `line`, counted from the
+    /// start of the range.
     bytes: ObjectBytes,
     line: u64,
     next_record: u64,
@@ -79,7 +80,8 @@ pub(crate) struct JsonSplitReader {
 }
 
 impl JsonSplitReader {
-    /// A reader of `bytes` (the file `input`) that starts at record `cursor.next_record`.
+    /// A reader of `bytes` (the file `input`, or a byte range of it) that starts at record
+    /// `cursor.next_record` of the range.
     pub(crate) fn new(
         input: &str,
         bytes: ObjectBytes,
@@ -153,7 +155,12 @@ impl JsonSplitReader {
     }
 
     /// Decodes a chunk line by line, rejecting the bad lines.
-    fn decode_slowly(&self, lines: &[JsonLine]) -> Result<(RecordBatch, Vec<Rejection>)> {
+    /// `line_base` lines come before the range.
+    fn decode_slowly(
+        &self,
+        lines: &[JsonLine],
+        line_base: u64,
+    ) -> Result<(RecordBatch, Vec<Rejection>)> {
         let mut batches = Vec::with_capacity(lines.len());
         let mut rejected = Vec::new();
         for line in lines {
@@ -162,7 +169,7 @@ impl JsonSplitReader {
                 Ok(batch) => batches.push(batch),
                 Err((column, reason)) => rejected.push(Rejection::new(
                     &self.input,
-                    Some(line.line),
+                    Some(line.line + line_base),
                     column.as_deref(),
                     reason,
                     Some(raw_text(text)),
@@ -198,7 +205,8 @@ impl SplitReader for JsonSplitReader {
             Some(batch) => (batch, Vec::new()),
             None => {
                 tracing::debug!(input = %self.input, line = self.line, "locating bad JSON lines");
-                self.decode_slowly(&scan.lines)?
+                let line_base = self.bytes.lines_before_begin().await?;
+                self.decode_slowly(&scan.lines, line_base)?
             }
         };
         self.consume(&scan);

@@ -60,6 +60,8 @@ mod rejection;
 mod sink;
 mod source;
 #[cfg(test)]
+mod split_tests;
+#[cfg(test)]
 mod test_support;
 
 pub use options::{

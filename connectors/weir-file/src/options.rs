@@ -8,6 +8,11 @@ use weir_api::{Error, Result, S3Options};
 /// small enough to keep a batch of wide rows in a few megabytes.
 pub const DEFAULT_BATCH_SIZE: usize = 8192;
 
+/// Bytes per split when `split_size` is not set: a file larger than this is read as several
+/// splits (byte ranges of CSV and JSON lines, groups of row groups of Parquet), so that the
+/// source's subtasks share one large file.
+pub const DEFAULT_SPLIT_SIZE: u64 = 16 * 1024 * 1024;
+
 /// Rows per part file when `rows_per_file` is not set.
 pub const DEFAULT_ROWS_PER_FILE: u64 = 1_000_000;
 
@@ -82,6 +87,11 @@ pub struct FileSourceOptions {
     /// Rows per emitted batch (default 8192).
     #[serde(default = "default_batch_size")]
     pub batch_size: usize,
+    /// Bytes per split (default 16 MiB): a larger file is cut into splits read by different
+    /// subtasks, at line starts for CSV and JSON lines, at row groups for Parquet. 0 reads each
+    /// file as one split (for CSV files whose quoted fields hold line breaks).
+    #[serde(default = "default_split_size")]
+    pub split_size: u64,
     /// CSV only: the field delimiter, one ASCII character (default `,`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delimiter: Option<char>,
@@ -92,6 +102,10 @@ pub struct FileSourceOptions {
 
 fn default_batch_size() -> usize {
     DEFAULT_BATCH_SIZE
+}
+
+fn default_split_size() -> u64 {
+    DEFAULT_SPLIT_SIZE
 }
 
 impl FileSourceOptions {

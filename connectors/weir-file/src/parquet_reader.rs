@@ -25,7 +25,7 @@ use parquet::errors::ParquetError;
 use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
 use std::ops::Range;
 use std::sync::Arc;
-use weir_api::{BadRecordPolicy, Error, Result, SplitBatch, SplitCursor, SplitReader};
+use weir_api::{BadRecordPolicy, Error, Result, SourceSplit, SplitBatch, SplitCursor, SplitReader};
 
 /// Bytes fetched from the end of a file in the first request, so the footer of most files takes
 /// one round trip.
@@ -107,6 +107,25 @@ pub(crate) async fn parquet_builder(
         .map_err(|e| parquet_error(input, e))
 }
 
+/// The compressed size in bytes of each row group of a Parquet file, in file order: what the
+/// source cuts a large file into splits by.
+///
+/// # Errors
+/// External errors when the file cannot be read or is not Parquet.
+pub(crate) async fn row_group_bytes(
+    store: Arc<dyn ObjectStore>,
+    path: Path,
+    input: &str,
+) -> Result<Vec<u64>> {
+    let builder = parquet_builder(store, path, input).await?;
+    Ok(builder
+        .metadata()
+        .row_groups()
+        .iter()
+        .map(|g| u64::try_from(g.compressed_size()).unwrap_or(0))
+        .collect())
+}
+
 fn parquet_error(input: &str, err: ParquetError) -> Error {
     Error::external("parquet", format!("reading `{input}`"), err, false)
 }
@@ -116,6 +135,8 @@ pub(crate) struct ParquetSplitReader {
     input: String,
     stream: ParquetRecordBatchStream<ObjectParquetReader>,
     schema: SchemaRef,
+    /// Rows of the file before the split's first row group.
+    rows_before: u64,
     next_record: u64,
     rejections: Rejections,
 }
@@ -130,7 +151,8 @@ impl std::fmt::Debug for ParquetSplitReader {
 }
 
 impl ParquetSplitReader {
-    /// Opens `path` (the file `input`) at row `cursor.next_record`.
+    /// Opens `path` (the file `input`), or the row groups of it that `split` covers, at row
+    /// `split.cursor.next_record` of the split.
     ///
     /// # Errors
     /// [`Error::Schema`] when a non-nullable column of `schema` is not in the file; external
@@ -142,9 +164,28 @@ impl ParquetSplitReader {
         schema: SchemaRef,
         batch_size: usize,
         policy: BadRecordPolicy,
-        cursor: SplitCursor,
+        split: &SourceSplit,
     ) -> Result<Self> {
+        let (cursor, row_groups) = (split.cursor, split.range);
         let builder = parquet_builder(store, path, input).await?;
+        let all = builder.metadata().num_row_groups();
+        let wanted = match row_groups {
+            None => 0..all,
+            Some(r) => {
+                let start = usize::try_from(r.start).unwrap_or(usize::MAX);
+                let end = usize::try_from(r.end).unwrap_or(usize::MAX);
+                if start > end || end > all {
+                    return Err(Error::schema(
+                        input,
+                        format!(
+                            "the split names row groups {start}..{end}, but the file has {all} \
+                             (was it rewritten since the job started?)"
+                        ),
+                    ));
+                }
+                start..end
+            }
+        };
         let file_schema = builder.schema().clone();
         let mut roots = Vec::new();
         for field in schema.fields() {
@@ -163,9 +204,14 @@ impl ParquetSplitReader {
         let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
         let mut skip = cursor.next_record;
         let mut row_groups = Vec::new();
+        let mut rows_before = 0;
         for (index, group) in builder.metadata().row_groups().iter().enumerate() {
             let rows = u64::try_from(group.num_rows()).unwrap_or(0);
-            if row_groups.is_empty() && skip >= rows {
+            if index < wanted.start {
+                rows_before += rows;
+            } else if index >= wanted.end {
+                break;
+            } else if row_groups.is_empty() && skip >= rows {
                 skip -= rows;
             } else {
                 row_groups.push(index);
@@ -182,6 +228,7 @@ impl ParquetSplitReader {
             input: input.to_owned(),
             stream,
             schema,
+            rows_before,
             next_record: cursor.next_record,
             rejections: Rejections::new(policy),
         })
@@ -289,7 +336,7 @@ impl SplitReader for ParquetSplitReader {
         else {
             return Ok(None);
         };
-        let first_row = self.next_record;
+        let first_row = self.rows_before + self.next_record;
         self.next_record += batch.num_rows() as u64;
         let (data, rejected) = self.conform(&batch, first_row)?;
         self.rejections.reject_all(rejected)?;

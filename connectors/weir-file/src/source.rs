@@ -5,13 +5,13 @@ use crate::inference::infer_schema;
 use crate::location::{FileLocation, ListedFile};
 use crate::object_bytes::{DEFAULT_BLOCK_BYTES, ObjectBytes};
 use crate::options::{CsvSettings, FileFormat, FileSourceOptions};
-use crate::parquet_reader::ParquetSplitReader;
+use crate::parquet_reader::{ParquetSplitReader, row_group_bytes};
 use arrow::datatypes::{DataType, SchemaRef};
 use object_store::registry::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use std::sync::Arc;
 use weir_api::{
     BadRecordPolicy, Boundedness, ConnectorSpec, Error, PreparedSource, Result, SourceCapability,
-    SourceFactory, SourceSplit, SplitReader, TaskContext, decode_options,
+    SourceFactory, SourceSplit, SplitRange, SplitReader, TaskContext, decode_options,
 };
 
 /// Creates `file` sources: bounded, replayable reads of CSV, JSON-lines and Parquet files from the
@@ -108,6 +108,7 @@ impl SourceFactory for FileSourceFactory {
             csv,
             schema,
             batch_size: options.batch_size,
+            split_size: options.split_size,
             policy: spec.bad_records,
             block_bytes: self.block_bytes,
         }))
@@ -223,8 +224,86 @@ struct FileSource {
     csv: CsvSettings,
     schema: SchemaRef,
     batch_size: usize,
+    /// Bytes per split; 0: one split per file.
+    split_size: u64,
     policy: BadRecordPolicy,
     block_bytes: usize,
+}
+
+impl FileSource {
+    /// The splits of one listed file: the whole file, or consecutive parts of about
+    /// `split_size` bytes when it is larger (byte ranges of text, groups of row groups of
+    /// Parquet), each with the file's id and its range as id.
+    async fn splits_of(&self, file: ListedFile) -> Result<Vec<SourceSplit>> {
+        let parts = if self.split_size == 0 || file.size <= self.split_size {
+            Vec::new()
+        } else if self.format == FileFormat::Parquet {
+            let path = self
+                .location
+                .path_of(&file.id, &format!("{}.path", self.options_path))?;
+            let sizes = row_group_bytes(self.location.store().clone(), path, &file.id).await?;
+            group_row_groups(&sizes, self.split_size)
+        } else {
+            (0..file.size.div_ceil(self.split_size))
+                .map(|i| SplitRange {
+                    start: i * self.split_size,
+                    end: ((i + 1) * self.split_size).min(file.size),
+                })
+                .collect()
+        };
+        if parts.len() <= 1 {
+            return Ok(vec![SourceSplit {
+                id: file.id,
+                cursor: Default::default(),
+                size_bytes: Some(file.size),
+                range: None,
+            }]);
+        }
+        let unit = if self.format == FileFormat::Parquet {
+            "row-groups"
+        } else {
+            "bytes"
+        };
+        Ok(parts
+            .into_iter()
+            .map(|range| SourceSplit {
+                id: format!(
+                    "{}{RANGE_MARK}{unit}={}-{}",
+                    file.id, range.start, range.end
+                ),
+                cursor: Default::default(),
+                size_bytes: (self.format != FileFormat::Parquet).then(|| range.end - range.start),
+                range: Some(range),
+            })
+            .collect())
+    }
+}
+
+/// What separates a file's id from its range in the id of a split that covers part of a file.
+const RANGE_MARK: char = '#';
+
+/// Consecutive row groups gathered until each group holds at least `split_size` bytes (the last
+/// may hold less).
+pub(crate) fn group_row_groups(sizes: &[u64], split_size: u64) -> Vec<SplitRange> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, size) in sizes.iter().enumerate() {
+        bytes += size;
+        if bytes >= split_size {
+            out.push(SplitRange {
+                start,
+                end: i as u64 + 1,
+            });
+            (start, bytes) = (i as u64 + 1, 0);
+        }
+    }
+    if start < sizes.len() as u64 {
+        out.push(SplitRange {
+            start,
+            end: sizes.len() as u64,
+        });
+    }
+    out
 }
 
 #[async_trait::async_trait]
@@ -247,14 +326,11 @@ impl PreparedSource for FileSource {
 
     async fn enumerate_splits(&self) -> Result<Vec<SourceSplit>> {
         let files = list_some(&self.location, &self.options_path).await?;
-        Ok(files
-            .into_iter()
-            .map(|file| SourceSplit {
-                id: file.id,
-                cursor: Default::default(),
-                size_bytes: Some(file.size),
-            })
-            .collect())
+        let mut splits = Vec::with_capacity(files.len());
+        for file in files {
+            splits.extend(self.splits_of(file).await?);
+        }
+        Ok(splits)
     }
 
     async fn open_split(
@@ -262,14 +338,23 @@ impl PreparedSource for FileSource {
         split: &SourceSplit,
         _ctx: &TaskContext,
     ) -> Result<Box<dyn SplitReader>> {
+        // The file's id: a split of part of a file appends its range.
+        let file = match split.range {
+            Some(_) => split
+                .id
+                .rsplit_once(RANGE_MARK)
+                .map_or(split.id.as_str(), |(file, _)| file),
+            None => &split.id,
+        };
         let path = self
             .location
-            .path_of(&split.id, &format!("{}.path", self.options_path))?;
+            .path_of(file, &format!("{}.path", self.options_path))?;
         let store = self.location.store().clone();
+        let text_range = split.range.filter(|_| self.format != FileFormat::Parquet);
         let reader: Box<dyn SplitReader> = match self.format {
             FileFormat::Csv => Box::new(CsvSplitReader::new(
-                &split.id,
-                ObjectBytes::open(store, path, &split.id, self.block_bytes).await?,
+                file,
+                ObjectBytes::open_range(store, path, file, self.block_bytes, text_range).await?,
                 self.csv,
                 self.schema.clone(),
                 self.batch_size,
@@ -277,8 +362,8 @@ impl PreparedSource for FileSource {
                 split.cursor,
             )),
             FileFormat::Json => Box::new(crate::json_reader::JsonSplitReader::new(
-                &split.id,
-                ObjectBytes::open(store, path, &split.id, self.block_bytes).await?,
+                file,
+                ObjectBytes::open_range(store, path, file, self.block_bytes, text_range).await?,
                 self.schema.clone(),
                 self.batch_size,
                 self.policy,
@@ -288,11 +373,11 @@ impl PreparedSource for FileSource {
                 ParquetSplitReader::open(
                     store,
                     path,
-                    &split.id,
+                    file,
                     self.schema.clone(),
                     self.batch_size,
                     self.policy,
-                    split.cursor,
+                    split,
                 )
                 .await?,
             ),

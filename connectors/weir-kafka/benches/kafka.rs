@@ -573,9 +573,8 @@ fn main() -> BenchResult<()> {
     // Which parts run: `WEIR_BENCH_KAFKA_PARTS` (default "123", and 4 when a `weir` binary is
     // named), e.g. "2" under `perf`.
     let weir = std::env::var_os("WEIR_BENCH_KAFKA_WEIR").map(PathBuf::from);
-    let parts = std::env::var("WEIR_BENCH_KAFKA_PARTS").unwrap_or_else(|_| {
-        if weir.is_some() { "1234" } else { "123" }.into()
-    });
+    let parts = std::env::var("WEIR_BENCH_KAFKA_PARTS")
+        .unwrap_or_else(|_| if weir.is_some() { "1234" } else { "123" }.into());
     let mut criterion = Criterion::default()
         .sample_size(10)
         .warm_up_time(Duration::from_secs(2))

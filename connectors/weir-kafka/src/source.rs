@@ -351,6 +351,7 @@ impl PreparedSource for KafkaSource {
                     next_record: u64::try_from(p.start).unwrap_or(0),
                 },
                 size_bytes: None,
+                range: None,
             });
         }
         Ok(splits)
@@ -414,6 +415,7 @@ impl PreparedSource for KafkaSource {
                 id: split_id(&p.topic, p.partition),
                 cursor: SplitCursor { next_record: 0 },
                 size_bytes: None,
+                range: None,
             })
             .collect())
     }

@@ -54,7 +54,7 @@ pub use s3::{S3_SQL_KEYS, S3Options, is_s3_url};
 pub use sink::{PreparedSink, SinkFactory, SinkWriter};
 pub use source::{
     BadRecordPolicy, ConnectorSpec, DeadLetterBuilder, PreparedSource, SourceFactory, SourceSplit,
-    SplitBatch, SplitCursor, SplitReader, dead_letter_schema,
+    SplitBatch, SplitCursor, SplitRange, SplitReader, dead_letter_schema,
 };
 
 pub use state::{

@@ -52,6 +52,21 @@ pub struct SourceSplit {
     pub cursor: SplitCursor,
     /// Size in bytes where known, for progress reporting.
     pub size_bytes: Option<u64>,
+    /// The part of one input this split covers when a source cuts an input into several
+    /// splits (bytes of a text file, row groups of a Parquet file); `None`: the whole input.
+    /// The source gives each part its own [`SourceSplit::id`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<SplitRange>,
+}
+
+/// A half-open range `[start, end)` inside one input, in units its source defines (bytes,
+/// row groups).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SplitRange {
+    /// First unit of the range.
+    pub start: u64,
+    /// One past the last unit.
+    pub end: u64,
 }
 
 /// One read from a split.

@@ -132,6 +132,7 @@ impl PreparedSource for ChanSource {
                 id: id.clone(),
                 cursor: SplitCursor::default(),
                 size_bytes: None,
+                range: None,
             })
             .collect())
     }

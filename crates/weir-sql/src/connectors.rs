@@ -87,6 +87,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
             ("path", "path", false),
             ("format", "format", false),
             ("batch-size", "batch_size", true),
+            ("split-size", "split_size", true),
             ("csv.field-delimiter", "delimiter", false),
             ("csv.has-header", "has_header", false),
         ]),

@@ -131,7 +131,11 @@ fn weir_run(weir: &Path, sql: &str, dir: &Path) -> BenchResult<Run> {
         .into());
     }
     let summary: serde_json::Value = serde_json::from_slice(&output.stdout)?;
-    let number = |key: &str| summary[key].as_f64().ok_or(format!("no `{key}` in {summary}"));
+    let number = |key: &str| {
+        summary[key]
+            .as_f64()
+            .ok_or(format!("no `{key}` in {summary}"))
+    };
     Ok(Run {
         process_secs,
         engine_secs: number("wall_time_secs")?,
@@ -215,7 +219,10 @@ pub(crate) fn through_weir_run(bench: &Bench, weir: &Path) -> BenchResult<()> {
         "## 4. through `weir run` ({}), {records} input records, {RUNS} runs, checkpoints every 1 s",
         weir.display()
     );
-    println!("{:<46} {:>12}", "job", "median rec/s (input over process time)");
+    println!(
+        "{:<46} {:>12}",
+        "job", "median rec/s (input over process time)"
+    );
     let bare_rate = median(bare.clone());
     println!(
         "{:<46} {bare_rate:>12.0} | runs: {}",
@@ -235,7 +242,11 @@ pub(crate) fn through_weir_run(bench: &Bench, weir: &Path) -> BenchResult<()> {
             rate / bare_rate
         );
     }
-    let (_, line) = row("(c) tumble 10 s -> Parquet exactly-once, p=2", records, &window);
+    let (_, line) = row(
+        "(c) tumble 10 s -> Parquet exactly-once, p=2",
+        records,
+        &window,
+    );
     println!("{line}");
     println!("    (c) wrote {groups} rows (auction x window) per run");
     Ok(())

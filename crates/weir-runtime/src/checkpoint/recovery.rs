@@ -557,6 +557,7 @@ mod tests {
             id: id.into(),
             cursor: SplitCursor::default(),
             size_bytes: None,
+            range: None,
         }
     }
 

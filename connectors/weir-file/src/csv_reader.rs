@@ -33,6 +33,15 @@ enum Fast {
     Failed,
 }
 
+/// The columns of a CSV file: all of them by position, and the ones the job reads.
+#[derive(Debug, Clone)]
+pub(crate) struct CsvColumns {
+    /// Every column of the file, in order.
+    pub(crate) file: SchemaRef,
+    /// The indices of the columns the job reads (ascending), when not all.
+    pub(crate) read: Option<Arc<[usize]>>,
+}
+
 /// Reads the records of one CSV file.
 #[derive(Debug)]
 pub(crate) struct CsvSplitReader {
@@ -49,7 +58,11 @@ pub(crate) struct CsvSplitReader {
     /// Records to skip before the first batch (after the header), until done.
     pending_skip: Option<u64>,
     settings: CsvSettings,
+    /// The file's columns as decoded: those the job does not read as nullable text, so that
+    /// only the columns read can reject a record.
     schema: SchemaRef,
+    /// The indices of the columns the job reads, when not all.
+    projection: Option<Arc<[usize]>>,
     /// The schema with every column nullable text, for locating bad cells.
     text_schema: SchemaRef,
     batch_size: usize,
@@ -64,11 +77,28 @@ impl CsvSplitReader {
         input: &str,
         bytes: ObjectBytes,
         settings: CsvSettings,
-        schema: SchemaRef,
+        columns: CsvColumns,
         batch_size: usize,
         policy: BadRecordPolicy,
         cursor: SplitCursor,
     ) -> Self {
+        let CsvColumns { file, read } = columns;
+        let schema = match &read {
+            None => file,
+            Some(read) => Arc::new(Schema::new(
+                file.fields()
+                    .iter()
+                    .enumerate()
+                    .map(|(i, f)| {
+                        if read.contains(&i) {
+                            Field::clone(f)
+                        } else {
+                            Field::new(f.name(), DataType::Utf8, true)
+                        }
+                    })
+                    .collect::<Vec<_>>(),
+            )),
+        };
         let text_schema = Arc::new(Schema::new(
             schema
                 .fields()
@@ -86,6 +116,7 @@ impl CsvSplitReader {
             pending_skip: Some(cursor.next_record),
             settings,
             schema,
+            projection: read,
             text_schema,
             batch_size,
             decoder: None,
@@ -168,7 +199,16 @@ impl CsvSplitReader {
     async fn fast_chunk(&mut self) -> Result<Fast> {
         let mut decoder = match self.decoder.take() {
             Some(decoder) => decoder,
-            None => self.decoder(&self.schema, self.batch_size),
+            None => {
+                let mut builder = arrow::csv::ReaderBuilder::new(self.schema.clone())
+                    .with_header(false)
+                    .with_delimiter(self.settings.delimiter)
+                    .with_batch_size(self.batch_size);
+                if let Some(read) = &self.projection {
+                    builder = builder.with_projection(read.to_vec());
+                }
+                builder.build_decoder()
+            }
         };
         let mut pos = 0;
         loop {
@@ -225,6 +265,12 @@ impl CsvSplitReader {
             self.check_range_end(scan.consumed).await?;
         }
         let (data, rejected) = self.decode_located(&scan.records)?;
+        let data = match &self.projection {
+            Some(read) => data
+                .project(read)
+                .map_err(|e| Error::arrow("dropping the columns the job does not read", e))?,
+            None => data,
+        };
         self.consume(scan.consumed, scan.line);
         self.next_record += scan.records.len() as u64;
         self.at_range_start = false;

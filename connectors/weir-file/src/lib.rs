@@ -56,6 +56,8 @@ mod object_bytes;
 mod options;
 mod parquet_reader;
 mod part_file;
+#[cfg(test)]
+mod projection_tests;
 mod rejection;
 mod sink;
 mod source;

@@ -1,6 +1,6 @@
 //! The `file` source: lists matching files as splits and reads each from a row cursor.
 
-use crate::csv_reader::CsvSplitReader;
+use crate::csv_reader::{CsvColumns, CsvSplitReader};
 use crate::inference::infer_schema;
 use crate::location::{FileLocation, ListedFile};
 use crate::object_bytes::{DEFAULT_BLOCK_BYTES, ObjectBytes};
@@ -106,7 +106,9 @@ impl SourceFactory for FileSourceFactory {
             options_path: options_path.to_owned(),
             format,
             csv,
+            file_schema: schema.clone(),
             schema,
+            projection: None,
             batch_size: options.batch_size,
             split_size: options.split_size,
             policy: spec.bad_records,
@@ -216,13 +218,18 @@ fn readable_csv_type(data_type: &DataType) -> bool {
 }
 
 /// A prepared `file` source.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct FileSource {
     location: FileLocation,
     options_path: String,
     format: FileFormat,
     csv: CsvSettings,
+    /// Every column of the files (declared or inferred).
+    file_schema: SchemaRef,
+    /// The columns the source emits: all, or those of `projection`.
     schema: SchemaRef,
+    /// The indices in `file_schema` of the columns the job reads, when not all.
+    projection: Option<Arc<[usize]>>,
     batch_size: usize,
     /// Bytes per split; 0: one split per file.
     split_size: u64,
@@ -321,7 +328,17 @@ impl PreparedSource for FileSource {
     }
 
     fn describe(&self) -> String {
-        format!("file: {} {}", self.format, self.location.given())
+        let mut line = format!("file: {} {}", self.format, self.location.given());
+        if self.projection.is_some() {
+            let names: Vec<&str> = self
+                .schema
+                .fields()
+                .iter()
+                .map(|f| f.name().as_str())
+                .collect();
+            line.push_str(&format!("; reads {}", names.join(", ")));
+        }
+        line
     }
 
     async fn enumerate_splits(&self) -> Result<Vec<SourceSplit>> {
@@ -356,7 +373,10 @@ impl PreparedSource for FileSource {
                 file,
                 ObjectBytes::open_range(store, path, file, self.block_bytes, text_range).await?,
                 self.csv,
-                self.schema.clone(),
+                CsvColumns {
+                    file: self.file_schema.clone(),
+                    read: self.projection.clone(),
+                },
                 self.batch_size,
                 self.policy,
                 split.cursor,
@@ -383,6 +403,17 @@ impl PreparedSource for FileSource {
             ),
         };
         Ok(reader)
+    }
+
+    /// CSV decodes (and checks) only the columns read, JSON lines and Parquet read them by
+    /// name.
+    fn project(&self, indices: &[usize]) -> Option<Arc<dyn PreparedSource>> {
+        let schema = Arc::new(self.file_schema.project(indices).ok()?);
+        Some(Arc::new(FileSource {
+            schema,
+            projection: Some(indices.into()),
+            ..self.clone()
+        }))
     }
 }
 

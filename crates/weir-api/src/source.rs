@@ -153,6 +153,16 @@ pub trait PreparedSource: Send + Sync + std::fmt::Debug {
     async fn discover_splits(&self) -> Result<Vec<SourceSplit>> {
         self.enumerate_splits().await
     }
+
+    /// Projection pushdown: a copy of this source that reads only the columns `indices` of
+    /// [`PreparedSource::schema`] (ascending, without repeats), so that it decodes no more
+    /// than the job uses. Its schema must be `schema().project(indices)`. `None` (the default)
+    /// when the source cannot narrow its reading; the runtime then drops the other columns
+    /// after every read.
+    fn project(&self, indices: &[usize]) -> Option<Arc<dyn PreparedSource>> {
+        let _ = indices;
+        None
+    }
 }
 
 /// Prepares sources of one connector type (`file`, `kafka`, `datagen`) from their options.

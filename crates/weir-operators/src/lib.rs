@@ -6,6 +6,7 @@
 //! - [`window::WindowFactory`] (`window`): event-time windows with vectorized aggregates and
 //!   late-data policies (docs/windows.md).
 //! - [`with_computed_columns`]: sources' computed columns (`sources[i].computed`).
+//! - [`with_columns`]: the columns a source reads (`sources[i].columns`).
 //!
 //! `filter`, `project` and computed columns plan their SQL once, in
 //! [`weir_api::OperatorFactory::prepare`], with a DataFusion session (dialect, type coercion,
@@ -23,6 +24,7 @@ pub mod event_time;
 mod expr;
 mod filter;
 mod project;
+mod source_columns;
 mod union;
 pub mod window;
 
@@ -34,4 +36,5 @@ pub use datafusion;
 pub use expr::{ExprCompiler, SharedSession};
 pub use filter::FilterFactory;
 pub use project::ProjectFactory;
+pub use source_columns::with_columns;
 pub use union::UnionFactory;

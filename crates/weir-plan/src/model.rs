@@ -88,6 +88,10 @@ pub struct ModelNode {
     /// `[]`) when there are none, so plans of jobs without them keep their fingerprints.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub computed: Vec<ComputedColumn>,
+    /// The connector columns a source reads (before its computed columns); absent when it
+    /// reads all, so plans of jobs that read all keep their fingerprints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub columns: Option<Vec<String>>,
 }
 
 /// A source's watermark generation with every default applied (from [`WatermarkSpec`]).
@@ -154,6 +158,7 @@ struct Draft<'a> {
     bad_records: BadRecordPolicy,
     watermark: Option<&'a WatermarkSpec>,
     computed: &'a [ComputedColumn],
+    columns: Option<&'a [String]>,
     inputs: Vec<(String, &'a InputSpec)>,
     default_partition: Option<&'a PartitionSpec>,
     options: &'a serde_json::Value,
@@ -261,6 +266,10 @@ impl StreamModel {
             }
             check_computed(d.computed)
                 .map_err(|(field, m)| err(format!("{}.computed{field}", d.origin), m))?;
+            if let Some(columns) = d.columns {
+                check_columns(columns)
+                    .map_err(|(field, m)| err(format!("{}.columns{field}", d.origin), m))?;
+            }
             if d.type_name.trim().is_empty() {
                 let field = if d.kind == NodeKind::Operator {
                     "type"
@@ -426,6 +435,7 @@ impl StreamModel {
                 options: canonicalize(d.options.clone()),
                 watermark: d.watermark.map(ModelWatermark::from),
                 computed: d.computed.to_vec(),
+                columns: d.columns.map(<[String]>::to_vec),
             })
             .collect();
 
@@ -470,6 +480,25 @@ fn check_watermark(w: &WatermarkSpec) -> std::result::Result<(), (&'static str, 
 /// What the model can check of computed columns without the source's schema: names present and
 /// unique, expressions not blank. The field that is wrong (`[1].name`) and why. Clashes with the
 /// connector's columns and the expressions themselves are checked at the deep build.
+/// A source's `columns`: at least one, none empty, none twice.
+fn check_columns(columns: &[String]) -> std::result::Result<(), (String, String)> {
+    if columns.is_empty() {
+        return Err((
+            String::new(),
+            "must name at least one column (leave `columns` out to read all)".into(),
+        ));
+    }
+    for (j, c) in columns.iter().enumerate() {
+        if c.trim().is_empty() {
+            return Err((format!("[{j}]"), "must not be empty".into()));
+        }
+        if let Some(first) = columns[..j].iter().position(|d| d == c) {
+            return Err((format!("[{j}]"), format!("`{c}` is also columns[{first}]")));
+        }
+    }
+    Ok(())
+}
+
 fn check_computed(columns: &[ComputedColumn]) -> std::result::Result<(), (String, String)> {
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (j, c) in columns.iter().enumerate() {
@@ -530,6 +559,7 @@ fn drafts(spec: &JobSpec) -> Vec<Draft<'_>> {
             bad_records: s.bad_records,
             watermark: s.watermark.as_ref(),
             computed: &s.computed,
+            columns: s.columns.as_deref(),
             inputs: Vec::new(),
             default_partition: None,
             options: &s.options,
@@ -549,6 +579,7 @@ fn drafts(spec: &JobSpec) -> Vec<Draft<'_>> {
             bad_records: BadRecordPolicy::Fail,
             watermark: None,
             computed: &[],
+            columns: None,
             default_partition: o.partition.as_ref(),
             options: &o.options,
         });
@@ -567,6 +598,7 @@ fn drafts(spec: &JobSpec) -> Vec<Draft<'_>> {
             bad_records: BadRecordPolicy::Fail,
             watermark: None,
             computed: &[],
+            columns: None,
             default_partition: s.partition.as_ref(),
             options: &s.options,
         });

@@ -417,6 +417,8 @@ struct LogicalNode<'a> {
     options: &'a serde_json::Value,
     watermark: Option<&'a crate::model::ModelWatermark>,
     computed: &'a [ComputedColumn],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    columns: Option<&'a [String]>,
 }
 
 impl<'a> From<&'a ModelNode> for LogicalNode<'a> {
@@ -439,6 +441,7 @@ impl<'a> From<&'a ModelNode> for LogicalNode<'a> {
             options: &n.options,
             watermark: n.watermark.as_ref(),
             computed: &n.computed,
+            columns: n.columns.as_deref(),
         }
     }
 }

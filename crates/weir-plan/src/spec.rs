@@ -169,6 +169,11 @@ pub struct SourceSpec {
     /// Declared columns; when absent the connector infers them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub schema: Option<Vec<FieldSpec>>,
+    /// The columns of the connector's (declared or inferred) schema the job reads, by name;
+    /// the source emits only these, in schema order, followed by its computed columns, and
+    /// connectors that can decode only them (CSV, JSON lines, Parquet files) do. Absent: all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub columns: Option<Vec<String>>,
     /// What to do with unreadable records (`fail` or `dead_letter`).
     #[serde(default, skip_serializing_if = "is_default_policy")]
     pub bad_records: BadRecordPolicy,

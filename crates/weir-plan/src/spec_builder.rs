@@ -87,6 +87,7 @@ impl SourceSpec {
             bad_records: BadRecordPolicy::Fail,
             watermark: None,
             computed: Vec::new(),
+            columns: None,
             options,
         }
     }

@@ -149,6 +149,12 @@ impl PreparedJob {
                     .prepare(connector_spec)
                     .await
                     .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+                // The columns the job reads: the connector decodes only those where it can.
+                let source = match &node.columns {
+                    Some(columns) => weir_operators::with_columns(source, columns, &node.origin)
+                        .map_err(|(path, e)| self.prepare_error(path, e))?,
+                    None => source,
+                };
                 // Computed columns extend the source's schema before anything downstream (the
                 // watermark column check included) sees it.
                 let source = weir_operators::with_computed_columns(

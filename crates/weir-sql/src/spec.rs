@@ -206,8 +206,56 @@ pub(crate) struct JobBuilder {
     pub(crate) tables: BTreeMap<String, Table>,
     sources: BTreeSet<String>,
     source_specs: Vec<serde_json::Value>,
+    /// Per source table, the columns (physical or computed) some query reads.
+    read_columns: BTreeMap<String, BTreeSet<String>>,
     operators: Vec<serde_json::Value>,
     sinks: Vec<serde_json::Value>,
+}
+
+/// The physical columns a source must read for the columns `read` of `def`: those read, those
+/// its computed columns and its watermark use (every computed column is evaluated at the
+/// source), at least one; `None` when that is all of them. A computed column's expression is
+/// scanned for words that name a column, so a function named like a column reads it too.
+fn source_columns(def: &TableDef, read: &BTreeSet<String>) -> Option<Vec<String>> {
+    let mut needed: BTreeSet<&str> = BTreeSet::new();
+    let names = |text: &str| -> Vec<String> {
+        let dialect = datafusion::sql::sqlparser::dialect::GenericDialect {};
+        datafusion::sql::sqlparser::tokenizer::Tokenizer::new(&dialect, text)
+            .tokenize()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|t| match t {
+                datafusion::sql::sqlparser::tokenizer::Token::Word(w) => Some(w.value),
+                _ => None,
+            })
+            .collect()
+    };
+    let mut used: Vec<String> = read.iter().cloned().collect();
+    for (_, expression, _) in &def.computed {
+        used.extend(names(expression));
+    }
+    if let Some(w) = &def.watermark {
+        used.push(w.column.clone());
+    }
+    for c in &def.columns {
+        if used.iter().any(|u| u.eq_ignore_ascii_case(&c.name)) {
+            needed.insert(&c.name);
+        }
+    }
+    if needed.len() == def.columns.len() {
+        return None;
+    }
+    let mut columns: Vec<String> = def
+        .columns
+        .iter()
+        .filter(|c| needed.contains(c.name.as_str()))
+        .map(|c| c.name.clone())
+        .collect();
+    if columns.is_empty() {
+        // `SELECT COUNT(*)` reads no column, but rows must still be read.
+        columns.extend(def.columns.first().map(|c| c.name.clone()));
+    }
+    Some(columns)
 }
 
 fn option<'a>(table: &'a TableDef, key: &str) -> Option<&'a str> {
@@ -468,6 +516,14 @@ impl JobBuilder {
         Ok(table.to_owned())
     }
 
+    /// Records that a query reads `columns` (physical or computed) of the source `table`.
+    pub(crate) fn reads(&mut self, table: &str, columns: impl IntoIterator<Item = String>) {
+        self.read_columns
+            .entry(table.to_owned())
+            .or_default()
+            .extend(columns);
+    }
+
     /// The column names an INSERT into `table` writes, in order.
     pub(crate) fn sink_columns(&self, table: &str, here: &Here) -> Result<Vec<String>> {
         let t = self
@@ -575,9 +631,20 @@ impl JobBuilder {
         let with_s3 = |nodes: &[serde_json::Value]| -> Vec<serde_json::Value> {
             nodes.iter().map(|n| with_job_s3(n, &settings.s3)).collect()
         };
+        let mut sources = with_s3(&self.source_specs);
+        for source in &mut sources {
+            let name = source["name"].as_str().unwrap_or_default().to_owned();
+            let (Some(table), Some(read)) = (self.tables.get(&name), self.read_columns.get(&name))
+            else {
+                continue;
+            };
+            if let Some(columns) = source_columns(&table.def, read) {
+                source["columns"] = serde_json::json!(columns);
+            }
+        }
         let mut spec = serde_json::json!({
             "job": job,
-            "sources": with_s3(&self.source_specs),
+            "sources": sources,
             "operators": self.operators,
             "sinks": with_s3(&self.sinks),
         });

@@ -167,13 +167,14 @@ impl<'a> Translator<'a> {
                 let table = scan.table_name.table().to_owned();
                 let node = self.job.source(&table, self.here())?;
                 let schema = provider.schema();
-                let columns = match &scan.projection {
+                let columns: Vec<String> = match &scan.projection {
                     Some(indices) => indices
                         .iter()
                         .map(|&i| schema.field(i).name().clone())
                         .collect(),
                     None => schema.fields().iter().map(|f| f.name().clone()).collect(),
                 };
+                self.job.reads(&table, columns.iter().cloned());
                 Ok(Stream {
                     node,
                     columns,
@@ -391,6 +392,14 @@ impl<'a> Translator<'a> {
             Some(indices) => indices.iter().map(|&i| all[i].clone()).collect(),
             None => all,
         };
+        // The table's columns the query reads, and the window's time and partition columns.
+        let read = columns
+            .iter()
+            .filter(|c| !c.starts_with(VIRTUAL))
+            .cloned()
+            .chain([tvf_table.time_column.clone()])
+            .chain(tvf_table.partition_by.iter().cloned());
+        self.job.reads(&table, read.collect::<Vec<_>>());
         // Filters and projections between the TVF and the aggregate: filters become filter
         // operators on the table's rows; projections are substituted into the expressions.
         let mut exprs: Vec<Expr> = columns

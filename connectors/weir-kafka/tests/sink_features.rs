@@ -1,11 +1,13 @@
 //! The Kafka sink's at-least-once and none writers against a real broker, through the public
 //! API: message keys from key fields, headers and timestamps from metadata columns, the three
 //! partitioners, and both delivery guarantees writing every record. Each test reads its topic
-//! back with a plain consumer and compares partitions, keys, values, headers and timestamps.
+//! back with a plain consumer and compares partitions, keys, values, headers and timestamps; the
+//! key and metadata tests also read it with a Kafka source of the same layout, which must give
+//! the written rows back.
 
 use arrow::array::{
-    ArrayRef, BinaryBuilder, Int64Array, MapBuilder, RecordBatch, StringArray, StringBuilder,
-    TimestampMillisecondArray,
+    Array, ArrayRef, BinaryBuilder, Int64Array, MapBuilder, RecordBatch, StringArray,
+    StringBuilder, TimestampMillisecondArray,
 };
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use rdkafka::consumer::{BaseConsumer, Consumer};
@@ -17,9 +19,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use weir_api::{
     BadRecordPolicy, ConnectorSpec, Epoch, JobId, OperatorId, PreparedSink, SinkCapability,
-    SinkFactory, SubtaskIndex, TaskContext,
+    SinkFactory, SourceFactory, SubtaskIndex, TaskContext,
 };
-use weir_kafka::KafkaSinkFactory;
+use weir_kafka::{KafkaSinkFactory, KafkaSourceFactory};
 use weir_testkit::kafka::KafkaBroker;
 use weir_testkit::unique_name;
 
@@ -142,6 +144,48 @@ async fn sink(topic: &str, schema: &SchemaRef, extra: serde_json::Value) -> Arc<
         .expect("prepares")
 }
 
+/// Every row of `topic` read by a bounded Kafka source of `schema` with `extra` options, one
+/// batch per partition in partition order.
+async fn read_with_source(
+    topic: &str,
+    schema: &SchemaRef,
+    extra: serde_json::Value,
+) -> Vec<RecordBatch> {
+    let mut options = serde_json::json!({
+        "topic": topic,
+        "properties.bootstrap.servers": broker().bootstrap_servers(),
+        "format": "json",
+        "scan.startup.mode": "earliest-offset",
+        "scan.bounded.mode": "latest-offset",
+    });
+    for (k, v) in extra.as_object().expect("an object") {
+        options[k] = v.clone();
+    }
+    let source = KafkaSourceFactory
+        .prepare(ConnectorSpec {
+            operator_id: &OperatorId::new(unique_name("in")),
+            options: &options,
+            options_path: "sources[0].options",
+            schema: Some(schema.clone()),
+            bad_records: BadRecordPolicy::Fail,
+        })
+        .await
+        .expect("prepares");
+    let mut out = Vec::new();
+    for split in source.enumerate_splits().await.expect("splits") {
+        let mut reader = source.open_split(&split, &ctx(0, 1)).await.expect("opens");
+        let mut batches = Vec::new();
+        let read = async {
+            while let Some(b) = reader.next_batch().await.expect("reads") {
+                batches.push(b.data);
+            }
+        };
+        tokio::time::timeout(PATIENCE, read).await.expect("ends");
+        out.push(arrow::compute::concat_batches(schema, &batches).expect("concat"));
+    }
+    out
+}
+
 /// The context of sink subtask `subtask` of `parallelism`, without checkpoint staging.
 fn ctx(subtask: u32, parallelism: u32) -> TaskContext {
     TaskContext::new(
@@ -224,6 +268,15 @@ async fn json_key_fields_make_the_key_and_except_key_leaves_them_out_of_the_valu
             (Some(&br#"{"id":2}"#[..]), Some(&br#"{"v":20}"#[..])),
         ]
     );
+    // A source of the same layout takes `id` and `name` from the key, `v` from the value.
+    let read = read_with_source(
+        &topic,
+        &schema,
+        serde_json::json!({"key.format": "json", "key.fields": "name;id",
+            "value.fields-include": "EXCEPT_KEY"}),
+    )
+    .await;
+    assert_eq!(read, [id_name_batch(&[1, 2], &[Some("a"), None])]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -311,8 +364,9 @@ async fn headers_and_timestamps_come_from_their_columns() {
     )
     .await;
     let before = now_ms();
-    write(&sink, 0, 1, vec![batch]).await;
+    write(&sink, 0, 1, vec![batch.clone()]).await;
     let after = now_ms();
+    let written = batch;
     let reads = read_back(&topic);
     assert_eq!(
         values(&reads),
@@ -343,6 +397,28 @@ async fn headers_and_timestamps_come_from_their_columns() {
         ),
         other => panic!("expected a create time, got {other:?}"),
     }
+    // A source with the same metadata columns gives the written rows back, the stamped time in
+    // place of the null.
+    let read = read_with_source(
+        &topic,
+        &schema,
+        serde_json::json!({"metadata": {"ts": "timestamp", "h": "headers"}}),
+    )
+    .await;
+    assert_eq!(read.len(), 1);
+    assert_eq!(read[0].column(0), written.column(0));
+    assert_eq!(read[0].column(2), written.column(2));
+    let ts = read[0]
+        .column(1)
+        .as_any()
+        .downcast_ref::<TimestampMillisecondArray>()
+        .expect("ts");
+    let stamped = reads[1].timestamp.to_millis();
+    assert_eq!(
+        ts.iter().collect::<Vec<_>>(),
+        [Some(1_600_000_000_123), stamped, Some(5)]
+    );
+    assert_eq!(ts.null_count(), 0);
 }
 
 fn now_ms() -> i64 {

@@ -105,6 +105,17 @@ fn read_back(topic: &str) -> Vec<Read> {
     out
 }
 
+/// A message's key and value.
+type KeyValue<'a> = (Option<&'a [u8]>, Option<&'a [u8]>);
+
+/// The keys and values of `reads`.
+fn keys_and_values(reads: &[Read]) -> Vec<KeyValue<'_>> {
+    reads
+        .iter()
+        .map(|r| (r.key.as_deref(), r.value.as_deref()))
+        .collect()
+}
+
 /// The values of `reads` as text, with their partitions.
 fn values(reads: &[Read]) -> Vec<(i32, String)> {
     reads
@@ -253,10 +264,7 @@ async fn json_key_fields_make_the_key_and_except_key_leaves_them_out_of_the_valu
     )
     .await;
     let reads = read_back(&topic);
-    let pairs: Vec<(Option<&[u8]>, Option<&[u8]>)> = reads
-        .iter()
-        .map(|r| (r.key.as_deref(), r.value.as_deref()))
-        .collect();
+    let pairs = keys_and_values(&reads);
     // The key's fields in `key.fields` order; a null field is left out as in every json value.
     assert_eq!(
         pairs,
@@ -297,10 +305,7 @@ async fn a_raw_key_is_the_column_bytes_and_all_keeps_it_in_the_value() {
     )
     .await;
     let reads = read_back(&topic);
-    let pairs: Vec<(Option<&[u8]>, Option<&[u8]>)> = reads
-        .iter()
-        .map(|r| (r.key.as_deref(), r.value.as_deref()))
-        .collect();
+    let pairs = keys_and_values(&reads);
     // A null raw key is no key; an empty string is an empty key.
     assert_eq!(
         pairs,
@@ -315,11 +320,14 @@ async fn a_raw_key_is_the_column_bytes_and_all_keeps_it_in_the_value() {
     );
 }
 
+/// The headers of one row: `(name, value)` pairs.
+type HeaderRow<'a> = &'a [(&'a str, Option<&'a [u8]>)];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn headers_and_timestamps_come_from_their_columns() {
     let topic = topic(1);
     let mut headers = MapBuilder::new(None, StringBuilder::new(), BinaryBuilder::new());
-    let rows: [&[(&str, Option<&[u8]>)]; 3] = [
+    let rows: [HeaderRow<'_>; 3] = [
         &[
             ("trace", Some(b"t-1")),
             ("flag", None),

@@ -44,41 +44,41 @@ fn base_time() -> i64 {
 }
 
 /// One record to produce: its partition, its value and a message timestamp when given.
-struct Out<'a> {
+struct Out {
     partition: i32,
-    value: &'a str,
+    value: String,
     timestamp: Option<i64>,
 }
 
-/// A record `{"id": id}` for [`produce`].
-fn json(partition: i32, id: i64, timestamp: Option<i64>) -> (i32, String, Option<i64>) {
-    (partition, format!(r#"{{"id":{id}}}"#), timestamp)
+/// A record `{"id": id}`.
+fn json(partition: i32, id: i64, timestamp: Option<i64>) -> Out {
+    Out {
+        partition,
+        value: format!(r#"{{"id":{id}}}"#),
+        timestamp,
+    }
 }
 
-/// Produces `records` in order, one at a time, and returns their offsets.
-async fn produce(topic: &str, records: &[(i32, String, Option<i64>)]) -> Vec<i64> {
-    let outs: Vec<Out<'_>> = records
-        .iter()
-        .map(|(partition, value, timestamp)| Out {
-            partition: *partition,
-            value,
-            timestamp: *timestamp,
-        })
-        .collect();
-    produce_raw(topic, &outs).await
+/// A record of partition 0 whose value is `value`.
+fn text(value: &str) -> Out {
+    Out {
+        partition: 0,
+        value: value.to_owned(),
+        timestamp: None,
+    }
 }
 
-async fn produce_raw(topic: &str, records: &[Out<'_>]) -> Vec<i64> {
+/// Produces `records` in order, one at a time, each to its partition.
+async fn produce(topic: &str, records: &[Out]) {
     let producer: FutureProducer = broker()
         .client_config()
         .set("enable.idempotence", "true")
         .create()
         .expect("producer");
-    let mut offsets = Vec::new();
     for r in records {
         let mut record = FutureRecord::<(), str>::to(topic)
             .partition(r.partition)
-            .payload(r.value);
+            .payload(&r.value);
         if let Some(ts) = r.timestamp {
             record = record.timestamp(ts);
         }
@@ -88,9 +88,7 @@ async fn produce_raw(topic: &str, records: &[Out<'_>]) -> Vec<i64> {
             .map_err(|(e, _)| e)
             .expect("delivered");
         assert_eq!(delivered.partition, r.partition);
-        offsets.push(delivered.offset);
     }
-    offsets
 }
 
 /// Produces a tombstone (a message without a value) to partition 0.
@@ -244,24 +242,35 @@ fn untimed(rows: &[Row]) -> Vec<(i32, i64, i64)> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn earliest_offset_reads_every_partition_from_its_start() {
-    let topic = topic(2);
+async fn earliest_offset_reads_every_partition_of_every_topic_from_its_start() {
+    let (first, second) = (topic(2), topic(1));
     produce(
-        &topic,
+        &first,
         &[json(0, 1, None), json(1, 2, None), json(0, 3, None)],
     )
     .await;
+    produce(&second, &[json(0, 4, None)]).await;
     let source = prepare(
         &options(
-            &topic,
+            &format!("{first};{second}"),
             serde_json::json!({"scan.startup.mode": "earliest-offset",
                 "scan.bounded.mode": "latest-offset"}),
         ),
         BadRecordPolicy::Fail,
     )
     .await;
-    let rows = read_bounded(&source).await;
-    assert_eq!(untimed(&rows), [(0, 0, 1), (0, 1, 3), (1, 0, 2)]);
+    let splits = source.enumerate_splits().await.expect("splits");
+    // In topic, then partition order.
+    assert_eq!(
+        cursors(&splits),
+        [
+            (format!("{first}/0"), 0),
+            (format!("{first}/1"), 0),
+            (format!("{second}/0"), 0)
+        ]
+    );
+    let rows = read_splits(&source, &splits).await;
+    assert_eq!(untimed(&rows), [(0, 0, 1), (0, 0, 4), (0, 1, 3), (1, 0, 2)]);
     assert!(rows.iter().all(|r| r.3.is_some()), "{rows:?}");
 }
 
@@ -375,11 +384,14 @@ async fn group_offsets_without_a_commit_follow_auto_offset_reset_or_fail() {
         .enumerate_splits()
         .await
         .expect_err("no offset for partition 1");
-    let text = err.to_string();
+    let message = err.to_string();
     assert!(matches!(err, Error::Config { .. }), "{err:?}");
-    assert!(text.contains(&format!("{topic}/1")), "{text}");
-    assert!(text.contains(&group), "{text}");
-    assert!(text.contains("properties.auto.offset.reset"), "{text}");
+    assert!(message.contains(&format!("{topic}/1")), "{message}");
+    assert!(message.contains(&group), "{message}");
+    assert!(
+        message.contains("properties.auto.offset.reset"),
+        "{message}"
+    );
 
     let source = prepare(&with(Some("earliest")), BadRecordPolicy::Fail).await;
     assert_eq!(
@@ -640,49 +652,18 @@ async fn discovered_partitions_are_read_from_their_start() {
 
 /// The records of the dead-letter tests: good, bad and tombstones in partition 0.
 async fn produce_bad_records(topic: &str) {
-    produce_raw(
+    produce(
         topic,
         &[
-            Out {
-                partition: 0,
-                value: r#"{"id":1}"#,
-                timestamp: None,
-            },
-            Out {
-                partition: 0,
-                value: "not json",
-                timestamp: None,
-            },
-            Out {
-                partition: 0,
-                value: r#"{"id":3}"#,
-                timestamp: None,
-            },
-            Out {
-                partition: 0,
-                value: r#"{"id":"four"}"#,
-                timestamp: None,
-            },
+            text(r#"{"id":1}"#),
+            text("not json"),
+            text(r#"{"id":3}"#),
+            text(r#"{"id":"four"}"#),
         ],
     )
     .await;
     assert_eq!(produce_tombstone(topic).await, 4);
-    produce_raw(
-        topic,
-        &[
-            Out {
-                partition: 0,
-                value: r#"{"name":"no id"}"#,
-                timestamp: None,
-            },
-            Out {
-                partition: 0,
-                value: r#"{"id":7}"#,
-                timestamp: None,
-            },
-        ],
-    )
-    .await;
+    produce(topic, &[text(r#"{"name":"no id"}"#), text(r#"{"id":7}"#)]).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -706,7 +687,7 @@ async fn bad_records_go_to_the_dead_letter_output_with_their_position() {
             cursor = batch.cursor;
             if let Some(d) = batch.dead_letters {
                 assert_eq!(d.schema(), weir_api::dead_letter_schema());
-                let text = |i: usize| {
+                let utf8 = |i: usize| {
                     d.column(i)
                         .as_any()
                         .downcast_ref::<StringArray>()
@@ -719,11 +700,11 @@ async fn bad_records_go_to_the_dead_letter_output_with_their_position() {
                     .expect("line");
                 for r in 0..d.num_rows() {
                     dead.push((
-                        text(0).value(r).to_owned(),
+                        utf8(0).value(r).to_owned(),
                         line.value(r),
-                        text(2).is_valid(r).then(|| text(2).value(r).to_owned()),
-                        text(3).value(r).to_owned(),
-                        text(4).value(r).to_owned(),
+                        utf8(2).is_valid(r).then(|| utf8(2).value(r).to_owned()),
+                        utf8(3).value(r).to_owned(),
+                        utf8(4).value(r).to_owned(),
                     ));
                 }
             }

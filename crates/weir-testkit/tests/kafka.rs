@@ -1,4 +1,4 @@
-//! The test broker is a real Kafka: topics, transactions hidden from `read_committed` readers
+//! The test broker is a real Kafka: topics and their partitions, transactions hidden from `read_committed` readers
 //! when aborted, data kept across a restart, and a broker that dies with its test process.
 
 use std::io::{BufRead, BufReader};
@@ -88,6 +88,25 @@ fn topics_are_created_with_their_partitions() {
     // A second creation is refused with the broker's reason.
     let err = broker.create_topic(&topic, 4).expect_err("duplicate topic");
     assert!(err.to_string().contains(&topic), "{err}");
+
+    // Grown to 6 partitions; shrinking is refused with the broker's reason.
+    broker.create_partitions(&topic, 6).expect("grows");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let metadata = consumer
+            .fetch_metadata(Some(&topic), Duration::from_secs(30))
+            .expect("metadata");
+        if metadata.topics()[0].partitions().len() == 6 {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the new partitions are not listed"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let err = broker.create_partitions(&topic, 2).expect_err("shrinking");
+    assert!(err.to_string().contains("to 2 partitions"), "{err}");
 }
 
 #[test]

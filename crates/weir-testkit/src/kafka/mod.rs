@@ -26,7 +26,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientConfig;
-use rdkafka::admin::{AdminClient, AdminOptions, NewTopic, TopicReplication};
+use rdkafka::admin::{AdminClient, AdminOptions, NewPartitions, NewTopic, TopicReplication};
 use rdkafka::client::DefaultClientContext;
 use rdkafka::consumer::{BaseConsumer, Consumer};
 use rdkafka::error::KafkaError;
@@ -241,6 +241,32 @@ impl KafkaBroker {
             if let Err((name, code)) = result {
                 return Err(TestkitError::Broker {
                     operation: format!("creating topic {name}"),
+                    bootstrap: self.bootstrap_servers(),
+                    message: code.to_string(),
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Grows `topic` to `partitions` partitions in all (Kafka never removes partitions) and
+    /// returns once the controller has created them.
+    pub fn create_partitions(&self, topic: &str, partitions: usize) -> Result<()> {
+        let operation = format!("adding partitions to topic {topic}");
+        let admin: AdminClient<DefaultClientContext> = self
+            .client_config()
+            .create()
+            .map_err(|source| self.client_err(&operation, source))?;
+        let options = AdminOptions::new()
+            .request_timeout(Some(Duration::from_secs(30)))
+            .operation_timeout(Some(Duration::from_secs(30)));
+        let grow = NewPartitions::new(topic, partitions);
+        let results = block_on(admin.create_partitions([&grow], &options))
+            .map_err(|source| self.client_err(&operation, source))?;
+        for result in results {
+            if let Err((name, code)) = result {
+                return Err(TestkitError::Broker {
+                    operation: format!("growing topic {name} to {partitions} partitions"),
                     bootstrap: self.bootstrap_servers(),
                     message: code.to_string(),
                 });

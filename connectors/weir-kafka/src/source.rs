@@ -294,7 +294,7 @@ fn end_offsets(
             .iter()
             .map(|(p, _, high)| Some(map.get(p).copied().unwrap_or(*high)))
             .collect(),
-        StopAt::Timestamp(ts) => offsets_for_time(consumer, servers, topic, listed, ts + 1)?
+        StopAt::Timestamp(ts) => offsets_for_time(consumer, servers, topic, listed, *ts)?
             .into_iter()
             .zip(listed)
             .map(|(o, (_, _, high))| Some(o.unwrap_or(*high)))

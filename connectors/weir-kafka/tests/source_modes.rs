@@ -504,7 +504,7 @@ async fn specific_offsets_start_there_and_other_partitions_at_their_start() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn bounded_timestamp_ends_after_the_records_at_that_time() {
+async fn bounded_timestamp_ends_at_the_first_record_at_that_time() {
     let topic = topic(2);
     let t = base_time();
     produce(
@@ -532,14 +532,14 @@ async fn bounded_timestamp_ends_after_the_records_at_that_time() {
     let splits = source.enumerate_splits().await.expect("splits");
     // Written after the start: partition 1 ended at its end then, so this is not read.
     produce(&topic, &[json(1, 12, Some(t + 1000))]).await;
-    // The end is the first offset whose timestamp is after the bound (exclusive): the record at
-    // the bound is read, and nothing from the first later one on, earlier timestamps included.
+    // As in Flink, the end is the first offset whose timestamp is at or after the bound
+    // (exclusive): the record at the bound is not read, nor anything after it, earlier
+    // timestamps included.
     assert_eq!(
         read_splits(&source, &splits).await,
         [
             (0, 0, 0, Some(t + 1000)),
             (0, 1, 1, Some(t + 2000)),
-            (0, 2, 2, Some(t + 3000)),
             (1, 0, 10, Some(t + 1000)),
             (1, 1, 11, Some(t + 2000))
         ]

@@ -41,7 +41,7 @@ pub(crate) fn scan_lines(buf: &[u8], from: usize, line: u64, eof: bool, max: usi
     let mut lines = Vec::new();
     let (mut pos, mut line) = (from, line);
     while lines.len() < max && pos < buf.len() {
-        let end = match buf[pos..].iter().position(|&b| b == b'\n') {
+        let end = match memchr::memchr(b'\n', &buf[pos..]) {
             Some(len) => pos + len,
             None if eof => buf.len(),
             None => break,

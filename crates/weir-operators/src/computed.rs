@@ -8,15 +8,13 @@
 //! so that each reader evaluates the expressions, vectorized, on every batch.
 
 use super::expr::{ExprCompiler, datafusion_message, expression_error};
+use crate::mapped_source::{BatchMap, mapped};
 use arrow::array::ArrayRef;
 use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use datafusion::physical_expr::PhysicalExpr;
 use std::sync::Arc;
-use weir_api::{
-    Boundedness, Error, OperatorId, PreparedSource, Result, SourceCapability, SourceSplit,
-    SplitBatch, SplitReader, TaskContext,
-};
+use weir_api::{Error, OperatorId, PreparedSource, Result};
 use weir_plan::ComputedColumn;
 
 /// Plans `columns` of the source `operator_id`, written at `origin` (`sources[0]`), against
@@ -38,10 +36,7 @@ pub fn with_computed_columns(
         return Ok(source);
     }
     let columns = plan(source.schema(), columns, origin, operator_id, compiler)?;
-    Ok(Arc::new(ComputedSource {
-        inner: source,
-        columns: Arc::new(columns),
-    }))
+    Ok(mapped(source, columns))
 }
 
 /// Plans `columns` in order over `schema`; errors as [`with_computed_columns`].
@@ -127,7 +122,7 @@ struct ComputedColumns {
 
 impl ComputedColumns {
     /// `batch` (the connector's columns) with every computed column appended, in order.
-    fn apply(&self, batch: RecordBatch) -> Result<RecordBatch> {
+    fn append(&self, batch: RecordBatch) -> Result<RecordBatch> {
         let rows = batch.num_rows();
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
         let mut columns: Vec<ArrayRef> = batch.columns().to_vec();
@@ -159,83 +154,22 @@ impl ComputedColumns {
     }
 }
 
-/// A source whose batches get computed columns appended.
-#[derive(Debug)]
-struct ComputedSource {
-    inner: Arc<dyn PreparedSource>,
-    columns: Arc<ComputedColumns>,
-}
-
-#[async_trait::async_trait]
-impl PreparedSource for ComputedSource {
+impl BatchMap for ComputedColumns {
     fn schema(&self) -> SchemaRef {
-        Arc::clone(&self.columns.output)
-    }
-
-    fn capabilities(&self) -> Vec<SourceCapability> {
-        self.inner.capabilities()
-    }
-
-    fn boundedness(&self) -> Boundedness {
-        self.inner.boundedness()
+        Arc::clone(&self.output)
     }
 
     fn describe(&self) -> String {
         let computed: Vec<String> = self
-            .columns
             .steps
             .iter()
             .map(|s| format!("{} AS {}", s.name, s.text.trim()))
             .collect();
-        format!(
-            "{}; computed: {}",
-            self.inner.describe(),
-            computed.join(", ")
-        )
+        format!("computed: {}", computed.join(", "))
     }
 
-    async fn enumerate_splits(&self) -> Result<Vec<SourceSplit>> {
-        self.inner.enumerate_splits().await
-    }
-
-    async fn open_split(
-        &self,
-        split: &SourceSplit,
-        ctx: &TaskContext,
-    ) -> Result<Box<dyn SplitReader>> {
-        Ok(Box::new(ComputedReader {
-            inner: self.inner.open_split(split, ctx).await?,
-            columns: Arc::clone(&self.columns),
-        }))
-    }
-
-    fn reads_splits_concurrently(&self) -> bool {
-        self.inner.reads_splits_concurrently()
-    }
-
-    fn discovery_interval(&self) -> Option<std::time::Duration> {
-        self.inner.discovery_interval()
-    }
-
-    async fn discover_splits(&self) -> Result<Vec<SourceSplit>> {
-        self.inner.discover_splits().await
-    }
-}
-
-/// A split reader of a [`ComputedSource`]; dead letters pass through unchanged.
-struct ComputedReader {
-    inner: Box<dyn SplitReader>,
-    columns: Arc<ComputedColumns>,
-}
-
-#[async_trait::async_trait]
-impl SplitReader for ComputedReader {
-    async fn next_batch(&mut self) -> Result<Option<SplitBatch>> {
-        let Some(mut read) = self.inner.next_batch().await? else {
-            return Ok(None);
-        };
-        read.data = self.columns.apply(read.data)?;
-        Ok(Some(read))
+    fn apply(&self, batch: RecordBatch) -> Result<RecordBatch> {
+        self.append(batch)
     }
 }
 
@@ -285,7 +219,7 @@ mod tests {
             ]))],
         )
         .expect("batch");
-        let out = computed.apply(batch).expect("applies");
+        let out = computed.append(batch).expect("applies");
         assert_eq!(out.num_columns(), 3);
         let next = out.column(2).as_primitive::<TimestampMillisecondType>();
         assert_eq!(next.value(0), 2_000);

@@ -23,6 +23,7 @@ mod computed;
 pub mod event_time;
 mod expr;
 mod filter;
+mod mapped_source;
 mod project;
 mod source_columns;
 mod union;

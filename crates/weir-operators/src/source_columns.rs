@@ -2,12 +2,11 @@
 //! those ([`PreparedSource::project`], projection pushdown); one that cannot is wrapped so that
 //! every batch it reads is cut down to them before anything downstream sees it.
 
+use crate::mapped_source::{BatchMap, mapped};
 use arrow::datatypes::SchemaRef;
+use arrow::record_batch::RecordBatch;
 use std::sync::Arc;
-use weir_api::{
-    Boundedness, Error, PreparedSource, Result, SourceCapability, SourceSplit, SplitBatch,
-    SplitReader, TaskContext,
-};
+use weir_api::{Error, PreparedSource, Result};
 
 /// `source` reading only `columns` (names of its schema, written at `origin`, e.g.
 /// `sources[0]`): the connector's own projection where it has one, otherwise a wrapper that
@@ -59,34 +58,26 @@ pub fn with_columns(
             );
             Err((path.clone(), Error::config(path, message)))
         }
-        None => Ok(Arc::new(ProjectedSource {
-            inner: source,
-            indices: indices.into(),
-            schema: projected,
-        })),
+        None => Ok(mapped(
+            source,
+            Projection {
+                indices,
+                schema: projected,
+            },
+        )),
     }
 }
 
-/// A source whose batches are cut down to some of its columns after every read.
+/// Keeps some columns of every batch.
 #[derive(Debug)]
-struct ProjectedSource {
-    inner: Arc<dyn PreparedSource>,
-    indices: Arc<[usize]>,
+struct Projection {
+    indices: Vec<usize>,
     schema: SchemaRef,
 }
 
-#[async_trait::async_trait]
-impl PreparedSource for ProjectedSource {
+impl BatchMap for Projection {
     fn schema(&self) -> SchemaRef {
         Arc::clone(&self.schema)
-    }
-
-    fn capabilities(&self) -> Vec<SourceCapability> {
-        self.inner.capabilities()
-    }
-
-    fn boundedness(&self) -> Boundedness {
-        self.inner.boundedness()
     }
 
     fn describe(&self) -> String {
@@ -96,54 +87,13 @@ impl PreparedSource for ProjectedSource {
             .iter()
             .map(|f| f.name().as_str())
             .collect();
-        format!("{}; columns: {}", self.inner.describe(), names.join(", "))
+        format!("columns: {}", names.join(", "))
     }
 
-    async fn enumerate_splits(&self) -> Result<Vec<SourceSplit>> {
-        self.inner.enumerate_splits().await
-    }
-
-    async fn open_split(
-        &self,
-        split: &SourceSplit,
-        ctx: &TaskContext,
-    ) -> Result<Box<dyn SplitReader>> {
-        Ok(Box::new(ProjectedReader {
-            inner: self.inner.open_split(split, ctx).await?,
-            indices: Arc::clone(&self.indices),
-        }))
-    }
-
-    fn reads_splits_concurrently(&self) -> bool {
-        self.inner.reads_splits_concurrently()
-    }
-
-    fn discovery_interval(&self) -> Option<std::time::Duration> {
-        self.inner.discovery_interval()
-    }
-
-    async fn discover_splits(&self) -> Result<Vec<SourceSplit>> {
-        self.inner.discover_splits().await
-    }
-}
-
-/// A split reader of a [`ProjectedSource`]; dead letters pass through unchanged.
-struct ProjectedReader {
-    inner: Box<dyn SplitReader>,
-    indices: Arc<[usize]>,
-}
-
-#[async_trait::async_trait]
-impl SplitReader for ProjectedReader {
-    async fn next_batch(&mut self) -> Result<Option<SplitBatch>> {
-        let Some(mut read) = self.inner.next_batch().await? else {
-            return Ok(None);
-        };
-        read.data = read
-            .data
+    fn apply(&self, batch: RecordBatch) -> Result<RecordBatch> {
+        batch
             .project(&self.indices)
-            .map_err(|e| Error::arrow("dropping the columns the job does not read", e))?;
-        Ok(Some(read))
+            .map_err(|e| Error::arrow("dropping the columns the job does not read", e))
     }
 }
 
@@ -151,9 +101,12 @@ impl SplitReader for ProjectedReader {
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use arrow::array::{ArrayRef, Int64Array, RecordBatch};
+    use arrow::array::{ArrayRef, Int64Array};
     use arrow::datatypes::{DataType, Field, Schema};
-    use weir_api::{SplitCursor, TaskContext};
+    use weir_api::{
+        Boundedness, SourceCapability, SourceSplit, SplitBatch, SplitCursor, SplitReader,
+        TaskContext,
+    };
 
     /// A one-split source of columns a, b, c, that can project or not.
     #[derive(Debug)]

@@ -213,7 +213,8 @@ def compare_results(con, ref_table, weir_dir, limit=5):
         f"DIFFERENT: Weir {n_weir:,} rows, DuckDB {n_ref:,} rows; "
         f"{n_missing:,} rows only in DuckDB, {n_extra:,} rows only in Weir ({names})"
     ]
-    for label, sql, n in (("only in DuckDB", missing_sql, n_missing), ("only in Weir", extra_sql, n_extra)):
+    sides = (("only in DuckDB", missing_sql, n_missing), ("only in Weir", extra_sql, n_extra))
+    for label, sql, n in sides:
         if n:
             rows = con.execute(f"SELECT * FROM ({sql}) ORDER BY {order} LIMIT {limit}").fetchall()
             lines.append(f"  first rows {label}:")
@@ -255,26 +256,26 @@ def fmt_secs(v):
     return "-" if v is None else f"{v:.3f}"
 
 
-def markdown(results, header):
+def markdown(results, header, parallelism):
     lines = [
         header,
         "",
-        "| query | format | Weir p2 best (s) | Weir p1 best (s) | DuckDB best (s) "
+        f"| query | format | Weir p{parallelism} best (s) | Weir p1 best (s) | DuckDB best (s) "
         "| DuckDB/Weir | Weir peak RSS (MB) | rows out | check |",
         "|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
     for r in results:
-        w2 = best(x["process_secs"] for x in r["weir_p2"])
-        w1 = best(x["process_secs"] for x in r["weir_p1"])
-        d = best(r["duckdb_secs"])
-        ratio = f"{d / w2:.2f}" if d is not None and w2 else "-"
-        rss = best(-(x["peak_rss_bytes"] or 0) for x in r["weir_p2"])
-        rss = f"{-rss / 1e6:,.0f}" if rss else "-"
+        weir = best(x["process_secs"] for x in r["weir"])
+        weir_p1 = best(x["process_secs"] for x in r["weir_p1"])
+        duck = best(r["duckdb_secs"])
+        ratio = f"{duck / weir:.2f}" if duck is not None and weir else "-"
+        rss = [x["peak_rss_bytes"] for x in r["weir"] if x["peak_rss_bytes"] is not None]
+        rss = f"{max(rss) / 1e6:,.0f}" if rss else "-"
         rows = "-" if r["duckdb_rows"] is None else f"{r['duckdb_rows']:,}"
         check = "OK" if r["ok"] else "FAIL"
         lines.append(
-            f"| {r['query']} | {r['format']} | {fmt_secs(w2)} | {fmt_secs(w1)} | {fmt_secs(d)} "
-            f"| {ratio} | {rss} | {rows} | {check} |"
+            f"| {r['query']} | {r['format']} | {fmt_secs(weir)} | {fmt_secs(weir_p1)} "
+            f"| {fmt_secs(duck)} | {ratio} | {rss} | {rows} | {check} |"
         )
     lines += [
         "",
@@ -292,21 +293,32 @@ def markdown(results, header):
 
 
 def parse_args():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--rows", type=int, default=10_000_000, help="bids to generate (default 10,000,000)")
-    p.add_argument("--runs", type=int, default=3, help="timed runs per engine and case, best reported (default 3)")
-    p.add_argument("--queries", default=",".join(QUERIES), help=f"comma-separated, of {', '.join(QUERIES)} (default all)")
-    p.add_argument("--formats", default=",".join(FORMATS), help="comma-separated, of csv, parquet, json (default all; json runs tumble only unless --all-formats)")
-    p.add_argument("--all-formats", action="store_true", help="run every selected query on every selected format")
-    p.add_argument("--data-dir", type=Path, default=ROOT / "bench-data" / "compare", help="where the bids files go (default bench-data/compare/ under the repository root)")
-    p.add_argument("--results", type=Path, default=None, help="JSON results file (default: <data-dir>/results-<UTC time>.json)")
-    p.add_argument("--threads", type=int, default=2, help="DuckDB threads (default 2)")
-    p.add_argument("--parallelism", type=int, default=2, help="Weir parallelism of the main runs (default 2)")
-    p.add_argument("--no-check", action="store_true", help="skip the correctness checks")
-    p.add_argument("--keep-work", action="store_true", help="keep the work directory (rendered scripts, Weir's check output)")
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    arg = p.add_argument
+    arg("--rows", type=int, default=10_000_000, help="bids to generate (default 10,000,000)")
+    arg("--runs", type=int, default=3, help="timed runs per engine and case (default 3)")
+    arg("--queries", default=",".join(QUERIES),
+        help=f"comma-separated, of {', '.join(QUERIES)} (default all)")
+    arg("--formats", default=",".join(FORMATS),
+        help="comma-separated, of csv, parquet, json (default all; json runs tumble only "
+        "unless --all-formats)")
+    arg("--all-formats", action="store_true",
+        help="run every selected query on every selected format")
+    arg("--data-dir", type=Path, default=ROOT / "bench-data" / "compare",
+        help="where the bids files go (default bench-data/compare/ in the repository)")
+    arg("--results", type=Path, default=None,
+        help="JSON results file (default <data-dir>/results-<UTC time>.json)")
+    arg("--threads", type=int, default=2, help="DuckDB threads (default 2)")
+    arg("--parallelism", type=int, default=2,
+        help="Weir's parallelism of the main runs (default 2)")
+    arg("--no-check", action="store_true", help="skip the correctness checks")
+    arg("--keep-work", action="store_true",
+        help="keep the work directory (the rendered Weir scripts)")
     args = p.parse_args()
-    if args.rows < 1 or args.runs < 1:
-        p.error("--rows and --runs must be at least 1")
+    if args.rows < 1 or args.runs < 1 or args.threads < 1 or args.parallelism < 1:
+        p.error("--rows, --runs, --threads and --parallelism must be at least 1")
     args.queries = [x.strip() for x in args.queries.split(",") if x.strip()]
     args.formats = [x.strip() for x in args.formats.split(",") if x.strip()]
     for x in args.queries:
@@ -318,14 +330,113 @@ def parse_args():
     return args
 
 
+def run_case(con, args, weir_bin, work, data_dir, query, fmt):
+    """Runs one query on one format in both engines and checks; returns its record."""
+    data_file = data_dir / FILE_NAMES[fmt]
+    record = {
+        "query": query,
+        "format": fmt,
+        "description": QUERIES[query][2],
+        "weir": [],
+        "weir_p1": [],
+        "duckdb_secs": [],
+        "duckdb_rows": None,
+        "check": None,
+        "ok": True,
+        "messages": [],
+    }
+
+    def fail(message):
+        record["ok"] = False
+        record["messages"].append(message)
+        log(f"   FAIL: {message}")
+
+    # DuckDB: timed runs; the last one's table is the reference of the check.
+    sql = string.Template((QUERY_DIR / f"{query}.duckdb.sql").read_text()).substitute(
+        bids=duckdb_source(fmt, data_file)
+    )
+    try:
+        for _ in range(args.runs):
+            con.execute("DROP TABLE IF EXISTS r")
+            started = time.perf_counter()
+            con.execute(f"CREATE TEMP TABLE r AS {sql}")
+            record["duckdb_secs"].append(time.perf_counter() - started)
+    except duckdb.Error as e:
+        fail(f"DuckDB query queries/{query}.duckdb.sql failed: {e}")
+        return record
+    record["duckdb_rows"] = con.execute("SELECT count(*) FROM r").fetchone()[0]
+    times = ", ".join(f"{s:.3f}" for s in record["duckdb_secs"])
+    log(f"   duckdb: {times} s, {record['duckdb_rows']:,} rows")
+
+    # Weir: timed runs into the blackhole sink.
+    script = weir_script(
+        query, fmt, data_file, "'connector' = 'blackhole'", work / f"{query}-{fmt}-blackhole.sql"
+    )
+    parallelisms = [(args.parallelism, "weir")]
+    if fmt in QUERIES[query][1] and args.parallelism != 1:
+        parallelisms.append((1, "weir_p1"))
+    for parallelism, key in parallelisms:
+        for _ in range(args.runs):
+            try:
+                run = run_weir(weir_bin, script, parallelism)
+            except RuntimeError as e:
+                fail(f"weir -p {parallelism}: {e}")
+                break
+            run["parallelism"] = parallelism
+            record[key].append(run)
+            log(
+                f"   weir -p {parallelism}: {run['process_secs']:.3f} s "
+                f"(job {run['wall_time_secs']:.3f} s), {run['sink_rows']:,} sink rows"
+            )
+            if run["sink_rows"] != record["duckdb_rows"]:
+                fail(
+                    f"weir -p {parallelism}: sink_rows {run['sink_rows']:,}, "
+                    f"DuckDB {record['duckdb_rows']:,} rows"
+                )
+            if run["source_rows"] != args.rows:
+                fail(
+                    f"weir -p {parallelism}: source_rows {run['source_rows']:,}, "
+                    f"generated {args.rows:,}"
+                )
+
+    # Check: Weir writes Parquet, compared with DuckDB's table.
+    if args.no_check:
+        record["check"] = "skipped"
+    else:
+        out = work / f"out-{query}-{fmt}"
+        sink = f"'connector' = 'filesystem', 'path' = {q(out)}, 'format' = 'parquet'"
+        script = weir_script(query, fmt, data_file, sink, work / f"{query}-{fmt}-check.sql")
+        try:
+            run_weir(weir_bin, script, args.parallelism)
+            ok, text = compare_results(con, "r", out)
+            record["check"] = text
+            log(f"   check: {text}")
+            if not ok:
+                fail(f"check: {text}")
+        except RuntimeError as e:
+            fail(f"check run: {e}")
+        except duckdb.Error as e:
+            fail(f"check: reading Weir's output failed: {e}")
+        shutil.rmtree(out, ignore_errors=True)
+    con.execute("DROP TABLE IF EXISTS r")
+    return record
+
+
 def main():
     args = parse_args()
     weir_bin = Path(os.environ.get("WEIR_BIN", "target/release/weir")).absolute()
     if not os.access(weir_bin, os.X_OK):
         sys.exit(
-            f"compare: no Weir binary at {weir_bin}: build it with `cargo build --release -p weir-cli` "
-            "(from the repository root) or point WEIR_BIN at one"
+            f"compare: no Weir binary at {weir_bin}: build it with "
+            "`cargo build --release -p weir-cli` (from the repository root) or set WEIR_BIN"
         )
+    try:
+        version = subprocess.run(
+            [str(weir_bin), "--version"], capture_output=True, text=True, check=True
+        )
+        weir_version = version.stdout.strip() or "unknown version"
+    except (OSError, subprocess.CalledProcessError) as e:
+        sys.exit(f"compare: {weir_bin} --version failed: {e}")
     data_dir = args.data_dir.absolute()
     cases = [
         (query, fmt)
@@ -334,139 +445,59 @@ def main():
         if args.all_formats or fmt in QUERIES[query][0]
     ]
     if not cases:
-        sys.exit("compare: the selected queries and formats give nothing to run (try --all-formats)")
+        sys.exit("compare: the selected queries and formats give nothing to run (--all-formats?)")
 
     con = duckdb.connect()
-    con.execute(f"SET threads = {int(args.threads)}")
+    con.execute(f"SET threads = {args.threads}")
     generate(con, data_dir, args.rows)
 
     machine = machine_info()
     ram = f"{machine['ram_gib']:.1f} GiB" if machine["ram_gib"] else "unknown"
     header = (
-        f"Machine: {machine['nproc']} CPUs ({machine['cpu']}), {ram} RAM; Weir: {weir_bin}; "
-        f"DuckDB {duckdb.__version__} (threads = {args.threads}); {args.rows:,} bids; "
-        f"best of {args.runs} runs"
+        f"Machine: {machine['nproc']} CPUs ({machine['cpu']}), {ram} RAM; "
+        f"Weir: {weir_bin} ({weir_version}); DuckDB {duckdb.__version__} "
+        f"(threads = {args.threads}); {args.rows:,} bids; best of {args.runs} runs"
     )
     work = Path(tempfile.mkdtemp(prefix="weir-compare-"))
     log(f"work directory: {work}")
     results = []
-    failed = False
     try:
         for query, fmt in cases:
             log(f"== {query} / {fmt}")
-            data_file = data_dir / FILE_NAMES[fmt]
-            record = {
-                "query": query,
-                "format": fmt,
-                "description": QUERIES[query][2],
-                "weir_p2": [],
-                "weir_p1": [],
-                "duckdb_secs": [],
-                "duckdb_rows": None,
-                "ok": True,
-                "messages": [],
-            }
-            results.append(record)
-
-            def fail(message):
-                nonlocal failed
-                failed = True
-                record["ok"] = False
-                record["messages"].append(message)
-                log(f"   FAIL: {message}")
-
-            # DuckDB: timed runs; the last one's table is the reference of the check.
-            sql = string.Template((QUERY_DIR / f"{query}.duckdb.sql").read_text()).substitute(
-                bids=duckdb_source(fmt, data_file)
-            )
-            for i in range(args.runs):
-                con.execute("DROP TABLE IF EXISTS r")
-                started = time.perf_counter()
-                con.execute(f"CREATE TEMP TABLE r AS {sql}")
-                record["duckdb_secs"].append(time.perf_counter() - started)
-            record["duckdb_rows"] = con.execute("SELECT count(*) FROM r").fetchone()[0]
-            log(f"   duckdb: {', '.join(f'{s:.3f}' for s in record['duckdb_secs'])} s, {record['duckdb_rows']:,} rows")
-
-            # Weir: timed runs into the blackhole sink.
-            script = weir_script(query, fmt, data_file, "'connector' = 'blackhole'", work / f"{query}-{fmt}-blackhole.sql")
-            parallelisms = [(args.parallelism, "weir_p2")]
-            if fmt in QUERIES[query][1] and args.parallelism != 1:
-                parallelisms.append((1, "weir_p1"))
-            for parallelism, key in parallelisms:
-                for i in range(args.runs):
-                    try:
-                        run = run_weir(weir_bin, script, parallelism)
-                    except RuntimeError as e:
-                        fail(f"weir -p {parallelism}: {e}")
-                        break
-                    record[key].append(run)
-                    log(
-                        f"   weir -p {parallelism}: {run['process_secs']:.3f} s (job {run['wall_time_secs']:.3f} s), "
-                        f"{run['sink_rows']:,} sink rows"
-                    )
-                    if run["sink_rows"] != record["duckdb_rows"]:
-                        fail(f"weir -p {parallelism}: sink_rows {run['sink_rows']:,}, DuckDB {record['duckdb_rows']:,} rows")
-                    if run["source_rows"] != args.rows:
-                        fail(f"weir -p {parallelism}: source_rows {run['source_rows']:,}, generated {args.rows:,}")
-
-            # Check: Weir writes Parquet, compared with DuckDB's table.
-            if not args.no_check:
-                out = work / f"out-{query}-{fmt}"
-                sink = f"'connector' = 'filesystem', 'path' = {q(out)}, 'format' = 'parquet'"
-                script = weir_script(query, fmt, data_file, sink, work / f"{query}-{fmt}-check.sql")
-                try:
-                    run_weir(weir_bin, script, args.parallelism)
-                    ok, text = compare_results(con, "r", out)
-                    record["check"] = text
-                    log(f"   check: {text}")
-                    if not ok:
-                        fail(f"check: {text}")
-                except RuntimeError as e:
-                    fail(f"check run: {e}")
-                except duckdb.Error as e:
-                    fail(f"check: reading Weir's output failed: {e}")
-                shutil.rmtree(out, ignore_errors=True)
-            else:
-                record["check"] = "skipped"
-            con.execute("DROP TABLE IF EXISTS r")
+            results.append(run_case(con, args, weir_bin, work, data_dir, query, fmt))
     finally:
         if args.keep_work:
             log(f"work directory kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
 
-    report = markdown(results, header)
-    print(report)
+    print(markdown(results, header, args.parallelism))
     failures = [(r["query"], r["format"], m) for r in results for m in r["messages"]]
     if failures:
         print("\nFailures:")
         for query, fmt, message in failures:
             print(f"- {query} / {fmt}: {message}")
 
-    results_path = args.results or data_dir / (
-        "results-" + datetime.datetime.now(datetime.timezone.utc).strftime("%Y%m%dT%H%M%SZ") + ".json"
-    )
+    now = datetime.datetime.now(datetime.timezone.utc)
+    results_path = args.results or data_dir / f"results-{now:%Y%m%dT%H%M%SZ}.json"
     results_path.parent.mkdir(parents=True, exist_ok=True)
-    results_path.write_text(
-        json.dumps(
-            {
-                "machine": machine,
-                "weir_bin": str(weir_bin),
-                "duckdb_version": duckdb.__version__,
-                "duckdb_threads": args.threads,
-                "weir_parallelism": args.parallelism,
-                "rows": args.rows,
-                "runs": args.runs,
-                "generator_version": GENERATOR_VERSION,
-                "time_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                "results": results,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
+    summary = {
+        "machine": machine,
+        "weir_bin": str(weir_bin),
+        "weir_version": weir_version,
+        "duckdb_version": duckdb.__version__,
+        "duckdb_threads": args.threads,
+        "weir_parallelism": args.parallelism,
+        "rows": args.rows,
+        "runs": args.runs,
+        "generator_version": GENERATOR_VERSION,
+        "time_utc": now.isoformat(timespec="seconds"),
+        "header": header,
+        "results": results,
+    }
+    results_path.write_text(json.dumps(summary, indent=2) + "\n")
     print(f"\nResults: {results_path}")
-    sys.exit(1 if failed else 0)
+    sys.exit(1 if failures else 0)
 
 
 if __name__ == "__main__":

@@ -9,9 +9,11 @@
 #   COMPARE_VENV  the Python virtual environment holding duckdb, outside the clone
 #                 (default: ${XDG_CACHE_HOME:-$HOME/.cache}/weir-compare/venv; created if missing)
 #   PYTHON        the interpreter that creates the venv (default: python3)
+#   DUCKDB_VERSION  the duckdb release installed into the venv (default: 2.0.1)
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
+duckdb_version="${DUCKDB_VERSION:-2.0.1}"
 venv="${COMPARE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/weir-compare/venv}"
 python="${PYTHON:-python3}"
 
@@ -20,9 +22,9 @@ if [[ ! -x "$venv/bin/python" ]]; then
     mkdir -p "$(dirname "$venv")"
     "$python" -m venv "$venv"
 fi
-if ! "$venv/bin/python" -c 'import duckdb' 2>/dev/null; then
-    echo "installing duckdb into $venv" >&2
-    "$venv/bin/python" -m pip install --quiet duckdb
+if ! "$venv/bin/python" -c 'import duckdb, os, sys; sys.exit(duckdb.__version__ != sys.argv[1])' "$duckdb_version" 2>/dev/null; then
+    echo "installing duckdb $duckdb_version into $venv" >&2
+    "$venv/bin/python" -m pip install --quiet "duckdb==$duckdb_version"
 fi
 
 cd "$root"

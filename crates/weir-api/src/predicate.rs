@@ -434,7 +434,7 @@ mod tests {
         assert_eq!(
             p.to_string(),
             "id > 90000 AND name IN ('a', 'it''s') AND x <= 1.5 AND \
-             ts >= '2026-01-01T00:00:00+00:00' AND d <> 12.50 AND flag IS NULL"
+             ts >= '2026-01-01T00:00:00Z' AND d <> 12.50 AND flag IS NULL"
         );
         // The spec form round-trips.
         let text = serde_json::to_value(&c).expect("serializes");
@@ -474,8 +474,14 @@ mod tests {
             (path.as_str(), message.as_str()),
             ("[0].value", "`=` needs a value")
         );
+        // `value: null` is no value.
         let (path, message) = err(json!([{ "column": "id", "op": "=", "value": null }]));
-        assert_eq!(path, "[0].value");
+        assert_eq!(
+            (path.as_str(), message.as_str()),
+            ("[0].value", "`=` needs a value")
+        );
+        let (path, message) = err(json!([{ "column": "id", "op": "in", "value": [1, null] }]));
+        assert_eq!(path, "[0].value[1]");
         assert!(message.contains("is_null"), "{message}");
         let (path, _) = err(json!([{ "column": "id", "op": "in", "value": [] }]));
         assert_eq!(path, "[0].value");

@@ -801,6 +801,87 @@ sinks: [{ name: out, connector: blackhole, input: bids }]
     }
 
     #[test]
+    fn prune_conditions_reach_the_model_and_errors_name_their_field() {
+        let yaml = |prune: &str, watermark: &str| {
+            format!(
+                "job: p\nsources:\n  - name: bids\n    connector: file\n{watermark}\
+                 {prune}    options: {{ path: data/bids.parquet }}\n\
+                 sinks: [{{ name: out, connector: blackhole, input: bids }}]\n"
+            )
+        };
+        let good = "    prune:\n      - { column: price, op: \">\", value: 90000 }\n      \
+                    - { column: url, op: is_null }\n";
+        let spec = JobSpec::from_yaml_str(&yaml(good, ""), "p.yaml").expect("valid");
+        let model = StreamModel::from_spec(&spec, Some("p.yaml")).expect("model");
+        let node = serde_json::to_value(&model.nodes[0]).expect("node");
+        assert_eq!(
+            node["prune"],
+            serde_json::json!([
+                { "column": "price", "op": ">", "value": 90000 },
+                { "column": "url", "op": "is_null" },
+            ])
+        );
+        // Pruning skips only what filters drop: checkpoints restore under other conditions.
+        let mut plain = spec.clone();
+        plain.sources[0].prune = None;
+        let plans = CompiledPlans::compile(&spec, Some("p.yaml")).expect("plans");
+        let plain_plans = CompiledPlans::compile(&plain, Some("p.yaml")).expect("plans");
+        assert_eq!(
+            plans.partitioned.logical_fingerprint(),
+            plain_plans.partitioned.logical_fingerprint()
+        );
+        assert!(
+            serde_json::to_value(&plain_plans.model.nodes[0])
+                .expect("node")
+                .get("prune")
+                .is_none()
+        );
+        for (prune, watermark, path, wanted) in [
+            (
+                "    prune: []\n",
+                "",
+                "sources[0].prune",
+                "at least one condition",
+            ),
+            (
+                good,
+                "    watermark: { column: ts }\n",
+                "sources[0].prune",
+                "watermark generator",
+            ),
+            (
+                "    prune: [{ column: a, op: \"=\" }]\n",
+                "",
+                "sources[0].prune[0].value",
+                "`=` needs a value",
+            ),
+            (
+                "    prune: [{ column: a, op: in, value: [1, [2]] }]\n",
+                "",
+                "sources[0].prune[0].value[1]",
+                "must be a boolean, a number or a string",
+            ),
+            (
+                "    prune: [{ column: '', op: is_null }]\n",
+                "",
+                "sources[0].prune[0].column",
+                "must name a column",
+            ),
+        ] {
+            let spec = JobSpec::from_yaml_str(&yaml(prune, watermark), "p.yaml").expect("parses");
+            let err = StreamModel::from_spec(&spec, Some("p.yaml")).expect_err(prune);
+            let text = err.to_string();
+            assert!(text.contains(path) && text.contains(wanted), "{text}");
+        }
+        let err = JobSpec::from_yaml_str(
+            &yaml("    prune: [{ column: a, op: like, value: x }]\n", ""),
+            "p.yaml",
+        )
+        .expect_err("unknown op");
+        assert!(err.to_string().contains("sources[0].prune[0].op"), "{err}");
+    }
+
+    #[test]
     fn computed_errors_name_their_field() {
         let with = |computed: &str| {
             YAML.replace(

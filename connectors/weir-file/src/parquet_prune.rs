@@ -27,7 +27,8 @@ use arrow::datatypes::{DataType, Float64Type, Schema};
 use arrow::error::ArrowError;
 use parquet::arrow::arrow_reader::statistics::StatisticsConverter;
 use parquet::basic::{ColumnOrder, SortOrder};
-use parquet::file::metadata::ParquetMetaData;
+use parquet::errors::ParquetError;
+use parquet::file::metadata::{ParquetMetaData, RowGroupMetaData};
 use parquet::file::page_index::column_index::ColumnIndexMetaData;
 use std::ops::Range;
 use weir_api::{ColumnPredicate, PruneOp, SourcePredicate};
@@ -95,28 +96,7 @@ pub(crate) fn keep_ranges(
     let metas = &metadata.row_groups()[groups.clone()];
     let mut group_may = vec![true; group_rows.len()];
     for (condition, converter, _) in &usable {
-        let stats = (|| -> Result<Chunks, ArrowError> {
-            Ok(Chunks {
-                mins: converter
-                    .row_group_mins(metas.iter())
-                    .map_err(|e| ArrowError::ExternalError(Box::new(e)))?,
-                maxes: converter
-                    .row_group_maxes(metas.iter())
-                    .map_err(|e| ArrowError::ExternalError(Box::new(e)))?,
-                nulls: converter
-                    .row_group_null_counts(metas.iter())
-                    .map_err(|e| ArrowError::ExternalError(Box::new(e)))?,
-                rows: group_rows.clone(),
-                exact: Some((
-                    converter
-                        .row_group_is_min_value_exact(metas.iter())
-                        .map_err(|e| ArrowError::ExternalError(Box::new(e)))?,
-                    converter
-                        .row_group_is_max_value_exact(metas.iter())
-                        .map_err(|e| ArrowError::ExternalError(Box::new(e)))?,
-                )),
-            })
-        })();
+        let stats = group_stats(converter, metas, &group_rows);
         // Statistics that do not convert rule nothing out.
         let Ok(stats) = stats else { continue };
         if let Ok(may) = may_match(condition, &stats) {
@@ -153,6 +133,24 @@ pub(crate) fn keep_ranges(
         start += rows;
     }
     kept
+}
+
+/// The row-group statistics of `converter`'s column in `metas`.
+fn group_stats<'a>(
+    converter: &StatisticsConverter<'a>,
+    metas: &'a [RowGroupMetaData],
+    rows: &[u64],
+) -> Result<Chunks, ParquetError> {
+    Ok(Chunks {
+        mins: converter.row_group_mins(metas)?,
+        maxes: converter.row_group_maxes(metas)?,
+        nulls: converter.row_group_null_counts(metas)?,
+        rows: rows.to_vec(),
+        exact: Some((
+            converter.row_group_is_min_value_exact(metas)?,
+            converter.row_group_is_max_value_exact(metas)?,
+        )),
+    })
 }
 
 /// The rows of row group `group` whose pages of `column` may hold a row satisfying

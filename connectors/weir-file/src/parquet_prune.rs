@@ -20,6 +20,9 @@
 //! out on float columns (only all-null ranges), a NaN bound is unknown, and a zero bound is
 //! widened to `-0.0` (min) or `+0.0` (max).
 
+// Lists of row ranges that hold one range (`vec![0..rows]`) are meant as lists.
+#![allow(clippy::single_range_in_vec_init)]
+
 use arrow::array::{Array, ArrayRef, AsArray, BooleanArray, Float64Array, Scalar, UInt64Array};
 use arrow::compute::cast;
 use arrow::compute::kernels::cmp;

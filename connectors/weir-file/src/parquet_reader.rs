@@ -9,6 +9,9 @@
 //! split's rows, skipped ones included: after a batch it is one past the batch's last row, so
 //! a reader opened there (pruning again, with the same statistics) resumes exactly after it.
 
+// Lists of row ranges that hold one range (`vec![0..rows]`) are meant as lists.
+#![allow(clippy::single_range_in_vec_init)]
+
 use crate::location::store_error;
 use crate::rejection::{Rejection, Rejections};
 use arrow::array::{Array, ArrayRef, BooleanArray, new_null_array};

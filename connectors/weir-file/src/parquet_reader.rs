@@ -238,7 +238,16 @@ impl ParquetSplitReader {
         let total: u64 = wanted.clone().map(rows_of).sum();
         let kept = match predicate {
             Some(p) => {
-                crate::parquet_prune::keep_ranges(p, &metadata, &file_schema, wanted.clone()).ranges
+                let kept =
+                    crate::parquet_prune::keep_ranges(p, &metadata, &file_schema, wanted.clone());
+                tracing::debug!(
+                    input,
+                    split = %split.id,
+                    row_groups_skipped = kept.groups_skipped,
+                    page_rows_skipped = kept.page_rows_skipped,
+                    "pruned a Parquet split"
+                );
+                kept.ranges
             }
             None if total > 0 => vec![0..total],
             None => Vec::new(),

@@ -472,3 +472,24 @@ async fn rejected_rows_after_skipped_pages_name_their_row_of_the_file() {
     );
     assert_eq!(read.cursors.last(), Some(&100));
 }
+
+#[test]
+fn pruning_counts_the_row_groups_and_page_rows_it_skips() {
+    use parquet::arrow::arrow_reader::{ArrowReaderOptions, ParquetRecordBatchReaderBuilder};
+    let bytes = bytes::Bytes::from(parquet_file(EnabledStatistics::Page, None));
+    let options = ArrowReaderOptions::new()
+        .with_page_index_policy(parquet::file::metadata::PageIndexPolicy::Required);
+    let builder = ParquetRecordBatchReaderBuilder::try_new_with_options(bytes, options).unwrap();
+    let conditions: Vec<PruneCondition> =
+        serde_json::from_value(json!([{ "column": "id", "op": "=", "value": 42 }])).unwrap();
+    let predicate = SourcePredicate::resolve(&conditions, builder.schema()).unwrap();
+    let kept =
+        crate::parquet_prune::keep_ranges(&predicate, builder.metadata(), builder.schema(), 0..5);
+    assert_eq!(kept.ranges, vec![40..45]);
+    assert_eq!((kept.groups_skipped, kept.page_rows_skipped), (4, 15));
+    // Row groups 1..3 of the file: split-relative rows.
+    let kept =
+        crate::parquet_prune::keep_ranges(&predicate, builder.metadata(), builder.schema(), 1..3);
+    assert_eq!(kept.ranges, vec![20..25]);
+    assert_eq!((kept.groups_skipped, kept.page_rows_skipped), (1, 15));
+}

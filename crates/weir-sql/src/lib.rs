@@ -579,6 +579,17 @@ mod tests {
             .expect("compiles")
             .spec;
         assert_eq!(spec.sources[0].prune, None);
+        // Only `filesystem` tables are pruned.
+        let generated = "CREATE TABLE g (a BIGINT) WITH ('connector' = 'datagen', \
+            'number-of-rows' = '10');\n\
+            CREATE TABLE o (a BIGINT) WITH ('connector' = 'blackhole');\n\
+            INSERT INTO o SELECT a FROM g WHERE a > 3;";
+        let spec = compiler
+            .compile(generated, "g.sql")
+            .await
+            .expect("compiles")
+            .spec;
+        assert_eq!(spec.sources[0].prune, None);
         // A table with a watermark is never pruned.
         let watermarked = "CREATE TABLE bids (auction BIGINT, ts TIMESTAMP(3), \
             WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', \

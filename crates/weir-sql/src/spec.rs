@@ -560,9 +560,12 @@ impl JobBuilder {
     }
 
     /// The `prune` conditions of source `table`: those every scan of it has; none for a table
-    /// with a watermark (a skipped row would not advance it).
+    /// with a watermark (a skipped row would not advance it), nor for connectors other than
+    /// `filesystem` (the one that prunes; its schema is exactly the declared columns).
     fn prune_conditions(&self, table: &Table) -> Vec<serde_json::Value> {
-        if table.def.watermark.is_some() {
+        let files =
+            option(&table.def, "connector").is_some_and(|c| c.eq_ignore_ascii_case("filesystem"));
+        if table.def.watermark.is_some() || !files {
             return Vec::new();
         }
         let scans: Vec<Vec<serde_json::Value>> = self

@@ -1,9 +1,14 @@
 //! SQL scripts compiled by the engine outside the goldens (those are in `slt.rs`): user
-//! functions registered from Rust, and table options that reach the spec.
+//! functions registered from Rust, table options that reach the spec, and a `WHERE` pushed
+//! into a Parquet source (row groups and pages skipped, also across a kill and a restore).
 
+use crate::checkpoints::{assert_same_rows, published_rows, run_and_kill};
 use crate::support::{format_rows, read_parquet_dir};
+use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
+use parquet::file::properties::WriterProperties;
 use std::path::Path;
-use weir::Engine;
+use std::sync::Arc;
+use weir::{CheckpointStorage, Engine, RestoreFrom, RunOptions};
 
 fn rows(dir: &Path) -> Vec<String> {
     format_rows(&read_parquet_dir(dir))
@@ -51,4 +56,184 @@ async fn watermark_options_of_a_table_reach_its_source() {
     assert_eq!(w.idle_timeout, Some(weir::api::DurationMs(5_000)));
     assert_eq!(w.max_drift, Some(weir::api::DurationMs(30_000)));
     assert_eq!(w.interval, weir::api::DurationMs(1_000));
+}
+
+/// Rows of the pruning tests' Parquet file: row groups of 500 rows, pages of 50.
+const PRUNE_ROWS: i64 = 6_000;
+
+/// Writes `dir/bids.parquet`: `auction` = row, `price` = 10 x row on even pages of 50 rows and
+/// 0 on odd ones, `channel` = `c<row % 7>`. `price > 100` thus rules out every odd page.
+fn write_bids(dir: &Path) {
+    let ids: Vec<i64> = (0..PRUNE_ROWS).collect();
+    let batch = RecordBatch::try_from_iter([
+        (
+            "auction",
+            Arc::new(Int64Array::from(ids.clone())) as ArrayRef,
+        ),
+        (
+            "price",
+            Arc::new(Int64Array::from_iter_values(
+                ids.iter()
+                    .map(|i| if (i / 50) % 2 == 0 { i * 10 } else { 0 }),
+            )) as ArrayRef,
+        ),
+        (
+            "channel",
+            Arc::new(StringArray::from_iter_values(
+                ids.iter().map(|i| format!("c{}", i % 7)),
+            )) as ArrayRef,
+        ),
+    ])
+    .expect("batch");
+    let props = WriterProperties::builder()
+        .set_max_row_group_row_count(Some(500))
+        .set_data_page_row_count_limit(50)
+        .set_write_batch_size(50)
+        .build();
+    let file = std::fs::File::create(dir.join("bids.parquet")).expect("create input");
+    let mut writer =
+        parquet::arrow::ArrowWriter::try_new(file, batch.schema(), Some(props)).expect("writer");
+    writer.write(&batch).expect("write");
+    writer.close().expect("close");
+}
+
+/// The pruning tests' script over `dir`: the rows of `bids` priced above 30000 (rows 3001..),
+/// read in splits of about one row group, `extra` statements first.
+fn prune_script(dir: &Path, extra: &str) -> String {
+    format!(
+        "{extra}CREATE TABLE bids (auction BIGINT NOT NULL, price BIGINT NOT NULL, channel STRING) \
+         WITH ('connector' = 'filesystem', 'path' = '{d}/bids.parquet', 'format' = 'parquet', \
+         'split-size' = '1', 'batch-size' = '16');\n\
+         CREATE TABLE o (auction BIGINT, price BIGINT) WITH ('connector' = 'filesystem', \
+         'path' = '{d}/out', 'format' = 'parquet');\n\
+         INSERT INTO o SELECT auction, price FROM bids WHERE price > 30000 AND channel <> 'c3';",
+        d = dir.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_where_over_a_parquet_table_skips_row_groups_and_pages_and_keeps_the_output() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_bids(dir.path());
+    let engine = Engine::new();
+    let job = engine
+        .compile_sql(&prune_script(dir.path(), ""), "prune.sql")
+        .await
+        .expect("compiles");
+    let prune = serde_json::to_value(&job.spec.sources[0].prune).expect("serializes");
+    assert_eq!(
+        prune,
+        serde_json::json!([
+            { "column": "price", "op": ">", "value": 30000 },
+            { "column": "channel", "op": "<>", "value": "c3" },
+        ])
+    );
+    let prepared = engine
+        .prepare(&job.spec, Some("prune.sql"))
+        .await
+        .expect("prepares");
+    let describe: Vec<String> = prepared.nodes.values().map(|n| n.describe()).collect();
+    assert!(
+        describe.iter().any(|d| d.ends_with(
+            "; skips row groups and pages where no row can satisfy price > 30000 AND channel <> 'c3'"
+        )),
+        "{describe:?}"
+    );
+    let pruned = engine
+        .run(&job.spec, Some("prune.sql"))
+        .await
+        .expect("runs");
+    let out = format_rows(&read_parquet_dir(&dir.path().join("out")));
+
+    // The same job reading everything.
+    let mut unpruned = job.spec.clone();
+    unpruned.sources[0].prune = None;
+    std::fs::remove_dir_all(dir.path().join("out")).expect("clear the output");
+    let whole = engine
+        .run(&unpruned, Some("prune.sql"))
+        .await
+        .expect("runs");
+    assert_eq!(format_rows(&read_parquet_dir(&dir.path().join("out"))), out);
+    // Rows 3000..6000 on even pages, minus channel c3: 1500 - 1500/7 rounded.
+    let want = (3001..PRUNE_ROWS)
+        .filter(|i| (i / 50) % 2 == 0 && i % 7 != 3)
+        .count();
+    assert_eq!(out.len(), want);
+    assert_eq!(whole.metrics.source_rows(), PRUNE_ROWS as u64);
+    // Row groups 0..6 are skipped, and every odd page of the others: 1500 rows are read.
+    assert_eq!(pruned.metrics.source_rows(), 1_500);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_pruned_parquet_job_killed_and_restored_loses_and_repeats_nothing() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_bids(dir.path());
+    let engine = Engine::new();
+    let reference = engine
+        .compile_sql(&prune_script(dir.path(), ""), "prune.sql")
+        .await
+        .expect("compiles");
+    let mut reference = reference.spec;
+    reference.sources[0].prune = None;
+    engine
+        .run(&reference, Some("prune.sql"))
+        .await
+        .expect("reference run");
+    let want = published_rows(&dir.path().join("out"));
+    std::fs::remove_dir_all(dir.path().join("out")).expect("clear the output");
+
+    let cp = dir.path().join("cp");
+    let options = |restore: Option<RestoreFrom>| RunOptions {
+        state_dir: None,
+        checkpoint_storage: Some(CheckpointStorage::local(&cp).expect("checkpoint dir")),
+        restore,
+        accept_duplicates: false,
+    };
+    let mut killed = 0;
+    for (parallelism, restore) in [(2, None), (3, Some(RestoreFrom::Latest))] {
+        let script = prune_script(
+            dir.path(),
+            &format!("SET 'checkpoint.interval' = '2ms';\nSET 'parallelism' = '{parallelism}';\n"),
+        );
+        let job = engine
+            .compile_sql(&script, "prune.sql")
+            .await
+            .expect("compiles");
+        assert!(job.spec.sources[0].prune.is_some());
+        if run_and_kill(&engine, job.spec, options(restore), 2).await {
+            killed += 1;
+        }
+    }
+    // The last run reads everything: cursors of a pruned run mean the same rows, so its
+    // checkpoint restores into a job without `prune` (the logical fingerprint leaves it out).
+    let script = prune_script(dir.path(), "SET 'checkpoint.interval' = '2ms';\n");
+    let mut job = engine
+        .compile_sql(&script, "prune.sql")
+        .await
+        .expect("compiles");
+    job.spec.sources[0].prune = None;
+    let prepared = engine
+        .prepare(&job.spec, Some("prune.sql"))
+        .await
+        .expect("prepares");
+    let summary = engine
+        .start_with(prepared, options(Some(RestoreFrom::Latest)))
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("restored run");
+    assert!(killed >= 1, "at least one run was killed part way");
+    assert!(
+        summary
+            .checkpoints
+            .expect("counters")
+            .restored_from
+            .is_some()
+    );
+    assert_same_rows(
+        &published_rows(&dir.path().join("out")),
+        &want,
+        "published output",
+    );
 }

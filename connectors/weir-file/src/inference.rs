@@ -61,7 +61,8 @@ pub(crate) async fn infer_schema(
                 .map(|(schema, _)| schema)
         }
         FileFormat::Parquet => {
-            let builder = parquet_builder(store.clone(), file.path.clone(), &file.id).await?;
+            let builder =
+                parquet_builder(store.clone(), file.path.clone(), &file.id, false).await?;
             return Ok(Schema::new(builder.schema().fields().clone()));
         }
     }

@@ -54,10 +54,13 @@ mod json_reader;
 mod location;
 mod object_bytes;
 mod options;
+mod parquet_prune;
 mod parquet_reader;
 mod part_file;
 #[cfg(test)]
 mod projection_tests;
+#[cfg(test)]
+mod prune_tests;
 mod rejection;
 mod sink;
 mod source;

@@ -3,6 +3,14 @@
 //! Columns are matched by name; whole row groups before the cursor are never fetched, and the
 //! rest of the offset is skipped by the reader. A column whose file type differs from the declared
 //! type is cast; a value that does not cast, or a null in a non-nullable column, rejects its row.
+//!
+//! With a predicate ([`crate::parquet_prune`]) the reader reads only the row groups, and with
+//! a page index the pages, that may hold a row satisfying it. The cursor still counts the
+//! split's rows, skipped ones included: after a batch it is one past the batch's last row, so
+//! a reader opened there (pruning again, with the same statistics) resumes exactly after it.
+
+// Lists of row ranges that hold one range (`vec![0..rows]`) are meant as lists.
+#![allow(clippy::single_range_in_vec_init)]
 
 use crate::location::store_error;
 use crate::rejection::{Rejection, Rejections};
@@ -17,15 +25,19 @@ use futures::{FutureExt, TryStreamExt};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 use parquet::arrow::ProjectionMask;
-use parquet::arrow::arrow_reader::ArrowReaderOptions;
+use parquet::arrow::arrow_reader::{ArrowReaderOptions, RowSelection, RowSelectionPolicy};
 use parquet::arrow::async_reader::{
     AsyncFileReader, ParquetRecordBatchStream, ParquetRecordBatchStreamBuilder,
 };
 use parquet::errors::ParquetError;
-use parquet::file::metadata::{ParquetMetaData, ParquetMetaDataReader};
+use parquet::file::metadata::{PageIndexPolicy, ParquetMetaData, ParquetMetaDataReader};
+use std::collections::VecDeque;
 use std::ops::Range;
 use std::sync::Arc;
-use weir_api::{BadRecordPolicy, Error, Result, SourceSplit, SplitBatch, SplitCursor, SplitReader};
+use weir_api::{
+    BadRecordPolicy, Error, Result, SourcePredicate, SourceSplit, SplitBatch, SplitCursor,
+    SplitReader,
+};
 
 /// Bytes fetched from the end of a file in the first request, so the footer of most files takes
 /// one round trip.
@@ -84,7 +96,8 @@ impl AsyncFileReader for ObjectParquetReader {
     }
 }
 
-/// Opens the Parquet reader builder of one file.
+/// Opens the Parquet reader builder of one file, with its page index (where it has one) when
+/// `page_index`.
 ///
 /// # Errors
 /// External errors when the file cannot be read or is not Parquet.
@@ -92,6 +105,7 @@ pub(crate) async fn parquet_builder(
     store: Arc<dyn ObjectStore>,
     path: Path,
     input: &str,
+    page_index: bool,
 ) -> Result<ParquetRecordBatchStreamBuilder<ObjectParquetReader>> {
     let meta = store
         .head(&path)
@@ -102,7 +116,13 @@ pub(crate) async fn parquet_builder(
         path,
         size: meta.size,
     };
-    ParquetRecordBatchStreamBuilder::new(reader)
+    let policy = if page_index {
+        PageIndexPolicy::Optional
+    } else {
+        PageIndexPolicy::Skip
+    };
+    let options = ArrowReaderOptions::new().with_page_index_policy(policy);
+    ParquetRecordBatchStreamBuilder::new_with_options(reader, options)
         .await
         .map_err(|e| parquet_error(input, e))
 }
@@ -117,13 +137,17 @@ pub(crate) async fn row_group_bytes(
     path: Path,
     input: &str,
 ) -> Result<Vec<u64>> {
-    let builder = parquet_builder(store, path, input).await?;
+    let builder = parquet_builder(store, path, input, false).await?;
     Ok(builder
         .metadata()
         .row_groups()
         .iter()
         .map(|g| u64::try_from(g.compressed_size()).unwrap_or(0))
         .collect())
+}
+
+fn as_usize(n: u64) -> usize {
+    usize::try_from(n).unwrap_or(usize::MAX)
 }
 
 fn parquet_error(input: &str, err: ParquetError) -> Error {
@@ -138,6 +162,9 @@ pub(crate) struct ParquetSplitReader {
     /// Rows of the file before the split's first row group.
     rows_before: u64,
     next_record: u64,
+    /// The rows of the split the stream still delivers, relative to the split's first row, in
+    /// order: the rows after the cursor that pruning kept.
+    pending: VecDeque<Range<u64>>,
     rejections: Rejections,
 }
 
@@ -152,11 +179,12 @@ impl std::fmt::Debug for ParquetSplitReader {
 
 impl ParquetSplitReader {
     /// Opens `path` (the file `input`), or the row groups of it that `split` covers, at row
-    /// `split.cursor.next_record` of the split.
+    /// `split.cursor.next_record` of the split, reading only rows that may satisfy `predicate`.
     ///
     /// # Errors
     /// [`Error::Schema`] when a non-nullable column of `schema` is not in the file; external
     /// errors when the file cannot be read.
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn open(
         store: Arc<dyn ObjectStore>,
         path: Path,
@@ -165,9 +193,10 @@ impl ParquetSplitReader {
         batch_size: usize,
         policy: BadRecordPolicy,
         split: &SourceSplit,
+        predicate: Option<&SourcePredicate>,
     ) -> Result<Self> {
         let (cursor, row_groups) = (split.cursor, split.range);
-        let builder = parquet_builder(store, path, input).await?;
+        let builder = parquet_builder(store, path, input, predicate.is_some()).await?;
         let all = builder.metadata().num_row_groups();
         let wanted = match row_groups {
             None => 0..all,
@@ -202,25 +231,57 @@ impl ParquetSplitReader {
         }
         roots.sort_unstable();
         let mask = ProjectionMask::roots(builder.parquet_schema(), roots);
-        let mut skip = cursor.next_record;
-        let mut row_groups = Vec::new();
-        let mut rows_before = 0;
-        for (index, group) in builder.metadata().row_groups().iter().enumerate() {
-            let rows = u64::try_from(group.num_rows()).unwrap_or(0);
-            if index < wanted.start {
-                rows_before += rows;
-            } else if index >= wanted.end {
-                break;
-            } else if row_groups.is_empty() && skip >= rows {
-                skip -= rows;
-            } else {
-                row_groups.push(index);
+        let metadata = builder.metadata().clone();
+        let rows_of =
+            |index: usize| u64::try_from(metadata.row_group(index).num_rows()).unwrap_or(0);
+        let rows_before: u64 = (0..wanted.start).map(rows_of).sum();
+        let total: u64 = wanted.clone().map(rows_of).sum();
+        let kept = match predicate {
+            Some(p) => {
+                let kept =
+                    crate::parquet_prune::keep_ranges(p, &metadata, &file_schema, wanted.clone());
+                tracing::debug!(
+                    input,
+                    split = %split.id,
+                    row_groups_skipped = kept.groups_skipped,
+                    page_rows_skipped = kept.page_rows_skipped,
+                    "pruned a Parquet split"
+                );
+                kept.ranges
             }
+            None if total > 0 => vec![0..total],
+            None => Vec::new(),
+        };
+        // What is left after the cursor.
+        let pending = crate::parquet_prune::intersect(
+            &kept,
+            &[cursor.next_record..total.max(cursor.next_record)],
+        );
+        // The row groups holding those rows, and the selection of them in the row groups'
+        // concatenation, which is what the reader selects from.
+        let mut row_groups = Vec::new();
+        let mut selected = Vec::new();
+        let (mut start, mut concatenated) = (0u64, 0u64);
+        for index in wanted {
+            let rows = rows_of(index);
+            let here = crate::parquet_prune::intersect(&pending, &[start..start + rows]);
+            if !here.is_empty() {
+                row_groups.push(index);
+                for r in here {
+                    let from = concatenated + (r.start - start);
+                    selected.push(as_usize(from)..as_usize(from + (r.end - r.start)));
+                }
+                concatenated += rows;
+            }
+            start += rows;
         }
+        let selection =
+            RowSelection::from_consecutive_ranges(selected.into_iter(), as_usize(concatenated));
         let stream = builder
             .with_projection(mask)
             .with_row_groups(row_groups)
-            .with_offset(usize::try_from(skip).unwrap_or(usize::MAX))
+            .with_row_selection(selection)
+            .with_row_selection_policy(RowSelectionPolicy::Selectors)
             .with_batch_size(batch_size)
             .build()
             .map_err(|e| parquet_error(input, e))?;
@@ -230,17 +291,50 @@ impl ParquetSplitReader {
             schema,
             rows_before,
             next_record: cursor.next_record,
+            pending: pending.into(),
             rejections: Rejections::new(policy),
         })
     }
 
-    /// Matches, casts and checks the columns of `batch`, whose first row is row `first_row`
-    /// (0-based) of the file.
+    /// The next `rows` rows of the stream as runs `(index in the batch, row of the split,
+    /// length)`, taken off `pending`.
+    fn take_rows(&mut self, rows: u64) -> Result<Vec<(u64, u64, u64)>> {
+        let mut runs = Vec::new();
+        let mut taken = 0;
+        while taken < rows {
+            let Some(range) = self.pending.front_mut() else {
+                return Err(Error::Internal(format!(
+                    "the Parquet reader of `{}` read more rows than it selected",
+                    self.input
+                )));
+            };
+            let len = (range.end - range.start).min(rows - taken);
+            runs.push((taken, range.start, len));
+            range.start += len;
+            if range.is_empty() {
+                self.pending.pop_front();
+            }
+            taken += len;
+        }
+        Ok(runs)
+    }
+
+    /// Matches, casts and checks the columns of `batch`, whose rows are the split's rows of
+    /// `runs` ([`Self::take_rows`]).
     fn conform(
         &self,
         batch: &RecordBatch,
-        first_row: u64,
+        runs: &[(u64, u64, u64)],
     ) -> Result<(RecordBatch, Vec<Rejection>)> {
+        // 1-based row of the file of the batch's row `row`.
+        let file_row = |row: usize| -> u64 {
+            let row = row as u64;
+            runs.iter()
+                .rev()
+                .find(|(at, _, _)| *at <= row)
+                .map_or(row, |(at, first, _)| self.rows_before + first + (row - at))
+                + 1
+        };
         let rows = batch.num_rows();
         let mut bad: Vec<Option<(usize, String)>> = vec![None; rows];
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
@@ -278,7 +372,7 @@ impl ParquetSplitReader {
                                 col,
                                 format!(
                                     "row {}: `{}` is not a valid {}",
-                                    first_row + row as u64 + 1,
+                                    file_row(row),
                                     formatter.value(row),
                                     field.data_type()
                                 ),
@@ -293,10 +387,7 @@ impl ParquetSplitReader {
                     if slot.is_none() && column.is_null(row) {
                         *slot = Some((
                             col,
-                            format!(
-                                "row {}: null in a non-nullable column",
-                                first_row + row as u64 + 1
-                            ),
+                            format!("row {}: null in a non-nullable column", file_row(row)),
                         ));
                     }
                 }
@@ -336,9 +427,11 @@ impl SplitReader for ParquetSplitReader {
         else {
             return Ok(None);
         };
-        let first_row = self.rows_before + self.next_record;
-        self.next_record += batch.num_rows() as u64;
-        let (data, rejected) = self.conform(&batch, first_row)?;
+        let runs = self.take_rows(batch.num_rows() as u64)?;
+        if let Some((_, first, len)) = runs.last() {
+            self.next_record = first + len;
+        }
+        let (data, rejected) = self.conform(&batch, &runs)?;
         self.rejections.reject_all(rejected)?;
         Ok(Some(SplitBatch {
             data,

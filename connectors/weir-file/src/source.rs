@@ -11,7 +11,8 @@ use object_store::registry::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use std::sync::Arc;
 use weir_api::{
     BadRecordPolicy, Boundedness, ConnectorSpec, Error, PreparedSource, Result, SourceCapability,
-    SourceFactory, SourceSplit, SplitRange, SplitReader, TaskContext, decode_options,
+    SourceFactory, SourcePredicate, SourceSplit, SplitRange, SplitReader, TaskContext,
+    decode_options,
 };
 
 /// Creates `file` sources: bounded, replayable reads of CSV, JSON-lines and Parquet files from the
@@ -109,6 +110,7 @@ impl SourceFactory for FileSourceFactory {
             file_schema: schema.clone(),
             schema,
             projection: None,
+            predicate: None,
             batch_size: options.batch_size,
             split_size: options.split_size,
             policy: spec.bad_records,
@@ -230,6 +232,8 @@ struct FileSource {
     schema: SchemaRef,
     /// The indices in `file_schema` of the columns the job reads, when not all.
     projection: Option<Arc<[usize]>>,
+    /// Parquet only: the predicate row groups and pages are skipped by, when pruned.
+    predicate: Option<Arc<SourcePredicate>>,
     batch_size: usize,
     /// Bytes per split; 0: one split per file.
     split_size: u64,
@@ -338,6 +342,11 @@ impl PreparedSource for FileSource {
                 .collect();
             line.push_str(&format!("; reads {}", names.join(", ")));
         }
+        if let Some(predicate) = &self.predicate {
+            line.push_str(&format!(
+                "; skips row groups and pages where no row can satisfy {predicate}"
+            ));
+        }
         line
     }
 
@@ -398,6 +407,7 @@ impl PreparedSource for FileSource {
                     self.batch_size,
                     self.policy,
                     split,
+                    self.predicate.as_deref(),
                 )
                 .await?,
             ),
@@ -412,6 +422,24 @@ impl PreparedSource for FileSource {
         Some(Arc::new(FileSource {
             schema,
             projection: Some(indices.into()),
+            ..self.clone()
+        }))
+    }
+
+    /// Parquet skips the row groups whose column-chunk statistics, and the pages whose page
+    /// index, show that no row satisfies `predicate` (docs/connectors/file.md); CSV and JSON
+    /// lines read everything.
+    fn prune(&self, predicate: &SourcePredicate) -> Option<Arc<dyn PreparedSource>> {
+        if self.format != FileFormat::Parquet
+            || predicate
+                .conditions()
+                .iter()
+                .any(|c| self.file_schema.field_with_name(&c.column).is_err())
+        {
+            return None;
+        }
+        Some(Arc::new(FileSource {
+            predicate: Some(Arc::new(predicate.clone())),
             ..self.clone()
         }))
     }

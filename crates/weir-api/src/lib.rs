@@ -30,6 +30,7 @@ mod ids;
 mod message;
 mod operator;
 mod options;
+mod predicate;
 mod s3;
 mod sink;
 mod source;
@@ -50,6 +51,9 @@ pub use operator::{
     Emitted, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, SideOutput,
 };
 pub use options::decode_options;
+pub use predicate::{
+    ColumnPredicate, PruneCondition, PruneOp, SourcePredicate, prunable_type, prune_value,
+};
 pub use s3::{S3_SQL_KEYS, S3Options, is_s3_url};
 pub use sink::{PreparedSink, SinkFactory, SinkWriter};
 pub use source::{

@@ -4,6 +4,7 @@ use crate::capability::{Boundedness, SourceCapability};
 use crate::context::TaskContext;
 use crate::error::{RecordLocation, Result};
 use crate::ids::OperatorId;
+use crate::predicate::SourcePredicate;
 use arrow::array::{ArrayRef, StringBuilder, UInt64Builder};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
@@ -161,6 +162,22 @@ pub trait PreparedSource: Send + Sync + std::fmt::Debug {
     /// after every read.
     fn project(&self, indices: &[usize]) -> Option<Arc<dyn PreparedSource>> {
         let _ = indices;
+        None
+    }
+
+    /// Predicate pushdown: a copy of this source that may skip input in which no row can
+    /// satisfy `predicate` (whose columns are columns of [`PreparedSource::schema`]), e.g.
+    /// Parquet row groups whose statistics rule it out. Only an optimization: the job filters
+    /// the rows after the source anyway, so the copy must emit every row that satisfies the
+    /// predicate, may emit rows that do not, never changes a row, and keeps the schema, the
+    /// split ids and the meaning of cursors (a cursor counts skipped records as read), so that
+    /// a reader opened at a cursor of the unpruned source, or of one pruned with another
+    /// predicate, resumes at the same place. `None` (the default): the source ignores the
+    /// predicate. The runtime calls it before [`PreparedSource::project`], so the predicate's
+    /// columns need not be among those read, and never for a source with event-time
+    /// watermarks (a skipped row would not advance them).
+    fn prune(&self, predicate: &SourcePredicate) -> Option<Arc<dyn PreparedSource>> {
+        let _ = predicate;
         None
     }
 }

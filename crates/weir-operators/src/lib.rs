@@ -7,6 +7,7 @@
 //!   late-data policies (docs/windows.md).
 //! - [`with_computed_columns`]: sources' computed columns (`sources[i].computed`).
 //! - [`with_columns`]: the columns a source reads (`sources[i].columns`).
+//! - [`with_prune`]: the conditions a source may skip input by (`sources[i].prune`).
 //!
 //! `filter`, `project` and computed columns plan their SQL once, in
 //! [`weir_api::OperatorFactory::prepare`], with a DataFusion session (dialect, type coercion,
@@ -26,6 +27,7 @@ mod filter;
 mod mapped_source;
 mod project;
 mod source_columns;
+mod source_prune;
 mod union;
 pub mod window;
 
@@ -38,4 +40,5 @@ pub use expr::{ExprCompiler, SharedSession};
 pub use filter::FilterFactory;
 pub use project::ProjectFactory;
 pub use source_columns::with_columns;
+pub use source_prune::with_prune;
 pub use union::UnionFactory;

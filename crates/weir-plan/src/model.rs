@@ -92,6 +92,10 @@ pub struct ModelNode {
     /// reads all, so plans of jobs that read all keep their fingerprints.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub columns: Option<Vec<String>>,
+    /// Conditions a source may skip input by (`prune`); absent when it has none, so plans of
+    /// jobs without them keep their fingerprints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune: Option<Vec<weir_api::PruneCondition>>,
 }
 
 /// A source's watermark generation with every default applied (from [`WatermarkSpec`]).
@@ -159,6 +163,7 @@ struct Draft<'a> {
     watermark: Option<&'a WatermarkSpec>,
     computed: &'a [ComputedColumn],
     columns: Option<&'a [String]>,
+    prune: Option<&'a [weir_api::PruneCondition]>,
     inputs: Vec<(String, &'a InputSpec)>,
     default_partition: Option<&'a PartitionSpec>,
     options: &'a serde_json::Value,
@@ -269,6 +274,10 @@ impl StreamModel {
             if let Some(columns) = d.columns {
                 check_columns(columns)
                     .map_err(|(field, m)| err(format!("{}.columns{field}", d.origin), m))?;
+            }
+            if let Some(prune) = d.prune {
+                check_prune(prune, d.watermark.is_some())
+                    .map_err(|(field, m)| err(format!("{}.prune{field}", d.origin), m))?;
             }
             if d.type_name.trim().is_empty() {
                 let field = if d.kind == NodeKind::Operator {
@@ -436,6 +445,7 @@ impl StreamModel {
                 watermark: d.watermark.map(ModelWatermark::from),
                 computed: d.computed.to_vec(),
                 columns: d.columns.map(<[String]>::to_vec),
+                prune: d.prune.map(<[weir_api::PruneCondition]>::to_vec),
             })
             .collect();
 
@@ -477,9 +487,6 @@ fn check_watermark(w: &WatermarkSpec) -> std::result::Result<(), (&'static str, 
     Ok(())
 }
 
-/// What the model can check of computed columns without the source's schema: names present and
-/// unique, expressions not blank. The field that is wrong (`[1].name`) and why. Clashes with the
-/// connector's columns and the expressions themselves are checked at the deep build.
 /// A source's `columns`: at least one, none empty, none twice.
 fn check_columns(columns: &[String]) -> std::result::Result<(), (String, String)> {
     if columns.is_empty() {
@@ -499,6 +506,44 @@ fn check_columns(columns: &[String]) -> std::result::Result<(), (String, String)
     Ok(())
 }
 
+/// What the model can check of a source's `prune` without its schema: at least one condition,
+/// each of the shape its operator takes, and no watermark on the source. The columns and the
+/// values' types are checked at the deep build.
+fn check_prune(
+    prune: &[weir_api::PruneCondition],
+    watermark: bool,
+) -> std::result::Result<(), (String, String)> {
+    if prune.is_empty() {
+        return Err((
+            String::new(),
+            "must hold at least one condition (leave `prune` out not to prune)".into(),
+        ));
+    }
+    if watermark {
+        return Err((
+            String::new(),
+            "a source with a `watermark` is not pruned: rows in skipped input would never \
+             reach its watermark generator, which could change which rows are late downstream; \
+             leave `prune` out"
+                .into(),
+        ));
+    }
+    for (j, c) in prune.iter().enumerate() {
+        c.check().map_err(|(field, m)| {
+            let field = if field.is_empty() {
+                format!("[{j}]")
+            } else {
+                format!("[{j}].{field}")
+            };
+            (field, m)
+        })?;
+    }
+    Ok(())
+}
+
+/// What the model can check of computed columns without the source's schema: names present and
+/// unique, expressions not blank. The field that is wrong (`[1].name`) and why. Clashes with the
+/// connector's columns and the expressions themselves are checked at the deep build.
 fn check_computed(columns: &[ComputedColumn]) -> std::result::Result<(), (String, String)> {
     let mut seen: HashMap<&str, usize> = HashMap::new();
     for (j, c) in columns.iter().enumerate() {
@@ -560,6 +605,7 @@ fn drafts(spec: &JobSpec) -> Vec<Draft<'_>> {
             watermark: s.watermark.as_ref(),
             computed: &s.computed,
             columns: s.columns.as_deref(),
+            prune: s.prune.as_deref(),
             inputs: Vec::new(),
             default_partition: None,
             options: &s.options,
@@ -580,6 +626,7 @@ fn drafts(spec: &JobSpec) -> Vec<Draft<'_>> {
             watermark: None,
             computed: &[],
             columns: None,
+            prune: None,
             default_partition: o.partition.as_ref(),
             options: &o.options,
         });
@@ -599,6 +646,7 @@ fn drafts(spec: &JobSpec) -> Vec<Draft<'_>> {
             watermark: None,
             computed: &[],
             columns: None,
+            prune: None,
             default_partition: s.partition.as_ref(),
             options: &s.options,
         });
@@ -750,6 +798,87 @@ sinks: [{ name: out, connector: blackhole, input: bids }]
             .with_computed("ts", "to_timestamp_millis(date_time)")
             .with_computed("day", "date_trunc('day', ts)");
         assert_eq!(built.computed, spec.sources[0].computed);
+    }
+
+    #[test]
+    fn prune_conditions_reach_the_model_and_errors_name_their_field() {
+        let yaml = |prune: &str, watermark: &str| {
+            format!(
+                "job: p\nsources:\n  - name: bids\n    connector: file\n{watermark}\
+                 {prune}    options: {{ path: data/bids.parquet }}\n\
+                 sinks: [{{ name: out, connector: blackhole, input: bids }}]\n"
+            )
+        };
+        let good = "    prune:\n      - { column: price, op: \">\", value: 90000 }\n      \
+                    - { column: url, op: is_null }\n";
+        let spec = JobSpec::from_yaml_str(&yaml(good, ""), "p.yaml").expect("valid");
+        let model = StreamModel::from_spec(&spec, Some("p.yaml")).expect("model");
+        let node = serde_json::to_value(&model.nodes[0]).expect("node");
+        assert_eq!(
+            node["prune"],
+            serde_json::json!([
+                { "column": "price", "op": ">", "value": 90000 },
+                { "column": "url", "op": "is_null" },
+            ])
+        );
+        // Pruning skips only what filters drop: checkpoints restore under other conditions.
+        let mut plain = spec.clone();
+        plain.sources[0].prune = None;
+        let plans = CompiledPlans::compile(&spec, Some("p.yaml")).expect("plans");
+        let plain_plans = CompiledPlans::compile(&plain, Some("p.yaml")).expect("plans");
+        assert_eq!(
+            plans.partitioned.logical_fingerprint(),
+            plain_plans.partitioned.logical_fingerprint()
+        );
+        assert!(
+            serde_json::to_value(&plain_plans.model.nodes[0])
+                .expect("node")
+                .get("prune")
+                .is_none()
+        );
+        for (prune, watermark, path, wanted) in [
+            (
+                "    prune: []\n",
+                "",
+                "sources[0].prune",
+                "at least one condition",
+            ),
+            (
+                good,
+                "    watermark: { column: ts }\n",
+                "sources[0].prune",
+                "watermark generator",
+            ),
+            (
+                "    prune: [{ column: a, op: \"=\" }]\n",
+                "",
+                "sources[0].prune[0].value",
+                "`=` needs a value",
+            ),
+            (
+                "    prune: [{ column: a, op: in, value: [1, [2]] }]\n",
+                "",
+                "sources[0].prune[0].value[1]",
+                "must be a boolean, a number or a string",
+            ),
+            (
+                "    prune: [{ column: '', op: is_null }]\n",
+                "",
+                "sources[0].prune[0].column",
+                "must name a column",
+            ),
+        ] {
+            let spec = JobSpec::from_yaml_str(&yaml(prune, watermark), "p.yaml").expect("parses");
+            let err = StreamModel::from_spec(&spec, Some("p.yaml")).expect_err(prune);
+            let text = err.to_string();
+            assert!(text.contains(path) && text.contains(wanted), "{text}");
+        }
+        let err = JobSpec::from_yaml_str(
+            &yaml("    prune: [{ column: a, op: like, value: x }]\n", ""),
+            "p.yaml",
+        )
+        .expect_err("unknown op");
+        assert!(err.to_string().contains("sources[0].prune[0].op"), "{err}");
     }
 
     #[test]

@@ -320,8 +320,10 @@ impl PartitionedPlan {
     /// `stateShardCount` of a HASH edge).
     ///
     /// Left out: parallelism (of vertices and of model nodes), tasks, shard owner ranges,
-    /// channels, edge ids, the checkpoint ACK set, the channel capacity, and where nodes are
-    /// written in the spec. FORWARD and REBALANCE edges are one kind here: where the user
+    /// channels, edge ids, the checkpoint ACK set, the channel capacity, where nodes are
+    /// written in the spec, and sources' `prune` conditions (pruning skips only input the
+    /// job's filters drop anyway and keeps cursors, so a checkpoint restores under other
+    /// conditions). FORWARD and REBALANCE edges are one kind here: where the user
     /// did not declare a partitioning the planner picks one of them from the parallelisms, and
     /// neither keeps state; a declared one is part of the inputs. Chains are kept, so a
     /// parallelism change that changes chaining (operators of different parallelism do not

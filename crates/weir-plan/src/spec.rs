@@ -174,6 +174,12 @@ pub struct SourceSpec {
     /// connectors that can decode only them (CSV, JSON lines, Parquet files) do. Absent: all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub columns: Option<Vec<String>>,
+    /// Predicate pushdown: conditions on the connector's columns, all of which the rows the
+    /// job keeps satisfy (it filters them after the source anyway), so that a connector that
+    /// can (Parquet files) skips input no row of which can satisfy them. Absent: no pruning.
+    /// Refused together with `watermark` (a skipped row would not advance the watermark).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prune: Option<Vec<weir_api::PruneCondition>>,
     /// What to do with unreadable records (`fail` or `dead_letter`).
     #[serde(default, skip_serializing_if = "is_default_policy")]
     pub bad_records: BadRecordPolicy,

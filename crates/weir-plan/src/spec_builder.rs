@@ -88,6 +88,7 @@ impl SourceSpec {
             watermark: None,
             computed: Vec::new(),
             columns: None,
+            prune: None,
             options,
         }
     }

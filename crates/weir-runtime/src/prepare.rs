@@ -149,6 +149,16 @@ impl PreparedJob {
                     .prepare(connector_spec)
                     .await
                     .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+                // Predicate pushdown, before projection: the conditions name columns of the
+                // connector's whole schema, which the job need not read. The model refuses it
+                // on a source with a watermark.
+                let source = match &node.prune {
+                    Some(conditions) if node.watermark.is_none() => {
+                        weir_operators::with_prune(source, conditions, &node.origin)
+                            .map_err(|(path, e)| self.prepare_error(path, e))?
+                    }
+                    _ => source,
+                };
                 // The columns the job reads: the connector decodes only those where it can.
                 let source = match &node.columns {
                     Some(columns) => weir_operators::with_columns(source, columns, &node.origin)

@@ -21,6 +21,7 @@
 mod connectors;
 mod ddl;
 mod error;
+mod prune;
 mod script;
 mod spec;
 mod translate;
@@ -476,5 +477,132 @@ mod tests {
             .await
             .expect_err("S3 options on a local path");
         assert!(err.to_string().contains("s3:// 'path'"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn filters_right_over_a_table_fill_its_prune_conditions() {
+        let compiler = SqlCompiler::new();
+        let tables = "CREATE TABLE bids (auction BIGINT NOT NULL, price BIGINT, \
+            channel STRING, x DOUBLE, ts TIMESTAMP(3), d DECIMAL(10, 2), \
+            cents AS price * 100) \
+            WITH ('connector' = 'filesystem', 'path' = 'in.parquet', 'format' = 'parquet');\n\
+            CREATE TABLE o (auction BIGINT) WITH ('connector' = 'filesystem', 'path' = 'out', \
+            'format' = 'parquet');\n";
+        let prune = |spec: &weir_plan::JobSpec| {
+            serde_json::to_value(&spec.sources[0].prune).expect("serializes")
+        };
+        let script = format!(
+            "{tables}INSERT INTO o SELECT auction FROM bids WHERE price > 90000 \
+             AND 10 >= auction AND channel IN ('a', 'b') AND x < 1.5 AND d <> CAST(12.5 AS DECIMAL(10, 2)) \
+             AND ts >= TIMESTAMP '2026-01-01 00:00:00' AND auction BETWEEN 1 AND 7 \
+             AND channel IS NOT NULL AND price + auction > 5 AND cents < 100 \
+             AND lower(channel) = 'a';"
+        );
+        let spec = compiler
+            .compile(&script, "p.sql")
+            .await
+            .expect("compiles")
+            .spec;
+        // In the order of DataFusion's optimized filter, which drops `10 >= auction` (implied
+        // by the BETWEEN) and spells the IN list as ORs.
+        assert_eq!(
+            prune(&spec),
+            serde_json::json!([
+                { "column": "channel", "op": "in", "value": ["a", "b"] },
+                { "column": "d", "op": "<>", "value": "12.50" },
+                { "column": "channel", "op": "is_not_null" },
+                { "column": "auction", "op": ">=", "value": 1 },
+                { "column": "auction", "op": "<=", "value": 7 },
+                { "column": "price", "op": ">", "value": 90000 },
+                { "column": "ts", "op": ">=", "value": "2026-01-01T00:00:00" },
+                { "column": "x", "op": "<", "value": 1.5 },
+            ])
+        );
+        // Swapped operands, IN lists, and ORs that are not one column's equalities.
+        let script = format!(
+            "{tables}INSERT INTO o SELECT auction FROM bids WHERE 90000 < price \
+             AND auction IN (1, 2, 3, 4, 5, 6, 7) AND (price = 1 OR auction = 2);"
+        );
+        let spec = compiler
+            .compile(&script, "q.sql")
+            .await
+            .expect("compiles")
+            .spec;
+        assert_eq!(
+            prune(&spec),
+            serde_json::json!([
+                { "column": "price", "op": ">", "value": 90000 },
+                { "column": "auction", "op": "in", "value": [1, 2, 3, 4, 5, 6, 7] },
+            ])
+        );
+        // The filter operator still gets the whole WHERE.
+        assert!(
+            spec.operators[0].options["predicate"]
+                .as_str()
+                .is_some_and(|p| p.contains("(price = 1) OR (auction = 2)")),
+            "{:?}",
+            spec.operators[0].options
+        );
+        // A table read by two queries skips only what neither keeps; one without a filter
+        // keeps everything.
+        let two = format!(
+            "{tables}INSERT INTO o SELECT auction FROM bids WHERE price > 5 AND auction = 1;\n\
+             INSERT INTO o SELECT auction FROM bids WHERE auction = 1 OR price > 5;\n\
+             INSERT INTO o SELECT auction FROM bids WHERE auction = 1 AND channel = 'x';"
+        );
+        let spec = compiler
+            .compile(&two, "two.sql")
+            .await
+            .expect("compiles")
+            .spec;
+        assert_eq!(spec.sources[0].prune, None);
+        let two = format!(
+            "{tables}INSERT INTO o SELECT auction FROM bids WHERE price > 5 AND auction = 1;\n\
+             INSERT INTO o SELECT auction FROM bids WHERE auction = 1 AND channel = 'x';"
+        );
+        let spec = compiler
+            .compile(&two, "two.sql")
+            .await
+            .expect("compiles")
+            .spec;
+        assert_eq!(
+            prune(&spec),
+            serde_json::json!([{ "column": "auction", "op": "=", "value": 1 }])
+        );
+        let all = format!(
+            "{tables}INSERT INTO o SELECT auction FROM bids WHERE auction = 1;\n\
+             INSERT INTO o SELECT auction FROM bids;"
+        );
+        let spec = compiler
+            .compile(&all, "all.sql")
+            .await
+            .expect("compiles")
+            .spec;
+        assert_eq!(spec.sources[0].prune, None);
+        // Only `filesystem` tables are pruned.
+        let generated = "CREATE TABLE g (a BIGINT) WITH ('connector' = 'datagen', \
+            'number-of-rows' = '10');\n\
+            CREATE TABLE o (a BIGINT) WITH ('connector' = 'blackhole');\n\
+            INSERT INTO o SELECT a FROM g WHERE a > 3;";
+        let spec = compiler
+            .compile(generated, "g.sql")
+            .await
+            .expect("compiles")
+            .spec;
+        assert_eq!(spec.sources[0].prune, None);
+        // A table with a watermark is never pruned.
+        let watermarked = "CREATE TABLE bids (auction BIGINT, ts TIMESTAMP(3), \
+            WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', \
+            'path' = 'in.parquet', 'format' = 'parquet');\n\
+            CREATE TABLE o (auction BIGINT) WITH ('connector' = 'filesystem', 'path' = 'out', \
+            'format' = 'parquet');\n\
+            INSERT INTO o SELECT auction FROM bids WHERE auction > 3;";
+        let spec = compiler
+            .compile(watermarked, "w.sql")
+            .await
+            .expect("compiles")
+            .spec;
+        assert_eq!(spec.sources[0].prune, None);
+        assert!(spec.sources[0].watermark.is_some());
     }
 }

@@ -208,6 +208,9 @@ pub(crate) struct JobBuilder {
     source_specs: Vec<serde_json::Value>,
     /// Per source table, the columns (physical or computed) some query reads.
     read_columns: BTreeMap<String, BTreeSet<String>>,
+    /// Every scan of a source table by a query: the table, and the `prune` conditions the
+    /// filters right over it give (all rows the query keeps satisfy them).
+    scans: Vec<(String, Vec<serde_json::Value>)>,
     operators: Vec<serde_json::Value>,
     sinks: Vec<serde_json::Value>,
 }
@@ -524,6 +527,56 @@ impl JobBuilder {
             .extend(columns);
     }
 
+    /// A new scan of the source `table` by a query, without conditions yet; its index.
+    pub(crate) fn scan(&mut self, table: &str) -> usize {
+        self.scans.push((table.to_owned(), Vec::new()));
+        self.scans.len() - 1
+    }
+
+    /// Records that every row scan `scan` passes on satisfies `conditions` (`prune` JSON).
+    pub(crate) fn scan_conditions(&mut self, scan: usize, conditions: Vec<serde_json::Value>) {
+        if let Some((_, known)) = self.scans.get_mut(scan) {
+            for c in conditions {
+                if !known.contains(&c) {
+                    known.push(c);
+                }
+            }
+        }
+    }
+
+    /// The physical (declared, not computed, not metadata) column `name` of the table scan
+    /// `scan` reads, with its type.
+    pub(crate) fn physical_column(
+        &self,
+        scan: usize,
+        name: &str,
+    ) -> Option<(String, arrow::datatypes::DataType)> {
+        let (table, _) = self.scans.get(scan)?;
+        let def = &self.tables.get(table)?.def;
+        def.columns
+            .iter()
+            .find(|c| c.name == name && c.metadata.is_none())
+            .map(|c| (c.name.clone(), c.data_type.clone()))
+    }
+
+    /// The `prune` conditions of source `table`: those every scan of it has; none for a table
+    /// with a watermark (a skipped row would not advance it), nor for connectors other than
+    /// `filesystem` (the one that prunes; its schema is exactly the declared columns).
+    fn prune_conditions(&self, table: &Table) -> Vec<serde_json::Value> {
+        let files =
+            option(&table.def, "connector").is_some_and(|c| c.eq_ignore_ascii_case("filesystem"));
+        if table.def.watermark.is_some() || !files {
+            return Vec::new();
+        }
+        let scans: Vec<Vec<serde_json::Value>> = self
+            .scans
+            .iter()
+            .filter(|(t, _)| t == &table.def.name)
+            .map(|(_, c)| c.clone())
+            .collect();
+        crate::prune::common(&scans)
+    }
+
     /// The column names an INSERT into `table` writes, in order.
     pub(crate) fn sink_columns(&self, table: &str, here: &Here) -> Result<Vec<String>> {
         let t = self
@@ -634,8 +687,14 @@ impl JobBuilder {
         let mut sources = with_s3(&self.source_specs);
         for source in &mut sources {
             let name = source["name"].as_str().unwrap_or_default().to_owned();
-            let (Some(table), Some(read)) = (self.tables.get(&name), self.read_columns.get(&name))
-            else {
+            let Some(table) = self.tables.get(&name) else {
+                continue;
+            };
+            let prune = self.prune_conditions(table);
+            if !prune.is_empty() {
+                source["prune"] = serde_json::Value::Array(prune);
+            }
+            let Some(read) = self.read_columns.get(&name) else {
                 continue;
             };
             if let Some(columns) = source_columns(&table.def, read) {

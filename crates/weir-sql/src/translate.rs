@@ -34,6 +34,9 @@ struct Stream {
     /// The physical stream also carries the window update marker (late policy `update`),
     /// which the plan does not know; an INSERT can write it to a column of that name.
     marker: bool,
+    /// The table scan ([`JobBuilder::scan`]) whose rows these are, unchanged but maybe
+    /// filtered: a filter on them tells the source what it may skip.
+    scan: Option<usize>,
 }
 
 /// Translates the statements of one script into one job.
@@ -139,6 +142,7 @@ impl<'a> Translator<'a> {
             node,
             columns: sink_columns,
             marker: false,
+            scan: None,
         };
         let name = self.next_name(&format!("{table}_sink"));
         self.job.sink(&name, &table, &stream.node, self.here())
@@ -175,15 +179,26 @@ impl<'a> Translator<'a> {
                     None => schema.fields().iter().map(|f| f.name().clone()).collect(),
                 };
                 self.job.reads(&table, columns.iter().cloned());
+                let scan = self.job.scan(&table);
                 Ok(Stream {
                     node,
                     columns,
                     marker: false,
+                    scan: Some(scan),
                 })
             }
             LogicalPlan::SubqueryAlias(alias) => self.plan(&alias.input),
             LogicalPlan::Filter(filter) => {
                 let input = self.plan(&filter.input)?;
+                if let Some(scan) = input.scan {
+                    // Predicate pushdown: what of the filter the source can skip input by.
+                    let schema = filter.input.schema();
+                    let conditions = crate::prune::conditions(&filter.predicate, |c| {
+                        let i = schema.index_of_column(c).ok()?;
+                        self.job.physical_column(scan, input.columns.get(i)?)
+                    });
+                    self.job.scan_conditions(scan, conditions);
+                }
                 let predicate = self.sql(&filter.predicate, filter.input.schema(), &input)?;
                 let node = self.next_name("filter");
                 self.job.operator(
@@ -197,6 +212,7 @@ impl<'a> Translator<'a> {
                     node,
                     columns: input.columns,
                     marker: input.marker,
+                    scan: input.scan,
                 })
             }
             LogicalPlan::Projection(projection) => {
@@ -220,6 +236,7 @@ impl<'a> Translator<'a> {
                         node: input.node,
                         columns,
                         marker: input.marker,
+                        scan: input.scan,
                     });
                 }
                 let mut expressions = Vec::with_capacity(projection.expr.len());
@@ -247,6 +264,7 @@ impl<'a> Translator<'a> {
                     node,
                     columns: names,
                     marker: input.marker,
+                    scan: None,
                 })
             }
             LogicalPlan::Union(union) => {
@@ -281,6 +299,7 @@ impl<'a> Translator<'a> {
                     node,
                     columns: names,
                     marker: false,
+                    scan: None,
                 })
             }
             LogicalPlan::Aggregate(agg) => self.window_aggregate(agg),
@@ -400,6 +419,8 @@ impl<'a> Translator<'a> {
             .chain([tvf_table.time_column.clone()])
             .chain(tvf_table.partition_by.iter().cloned());
         self.job.reads(&table, read.collect::<Vec<_>>());
+        // A scan whose filters stay unknown to the source: nothing of the table is skipped.
+        self.job.scan(&table);
         // Filters and projections between the TVF and the aggregate: filters become filter
         // operators on the table's rows; projections are substituted into the expressions.
         let mut exprs: Vec<Expr> = columns
@@ -410,6 +431,7 @@ impl<'a> Translator<'a> {
             node: source,
             columns,
             marker: false,
+            scan: None,
         };
         for node in chain.iter().rev() {
             match node {
@@ -679,6 +701,7 @@ impl<'a> Translator<'a> {
             node,
             columns: out_columns,
             marker: self.settings.late_policy.as_deref() == Some("update"),
+            scan: None,
         })
     }
 

@@ -14,8 +14,8 @@ use super::output::{LateRows, result_batch_bounds, take_all};
 use crate::event_time::event_times_ms;
 use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
 use arrow::datatypes::Schema;
-use arrow::row::{RowConverter, SortField};
-use std::collections::HashMap;
+use arrow::row::{RowConverter, Rows, SortField};
+use datafusion::common::HashMap;
 use std::sync::Arc;
 use weir_api::{Barrier, Error, Operator, Output, RecordLocation, Result, StateImage, Watermark};
 
@@ -41,7 +41,7 @@ pub struct SessionWindowOperator {
     watermark: i64,
     /// Key rows in arrow's row format (memory only; persisted keys use the state row codec).
     converter: RowConverter,
-    sessions: HashMap<Box<[u8]>, Vec<Session>>,
+    sessions: HashMap<Vec<u8>, Vec<Session>>,
     space: GroupSpace,
     /// Slots allocated in `space` (some may be empty after merges until the next compaction).
     slots: usize,
@@ -131,16 +131,21 @@ impl SessionWindowOperator {
     }
 
     /// The key of each row as owned row-format bytes (empty keys without key columns).
-    fn key_rows(&self, keys: &[ArrayRef], any: Option<&ArrayRef>) -> Result<Vec<Box<[u8]>>> {
+    fn key_rows(&self, keys: &[ArrayRef], any: Option<&ArrayRef>) -> Result<Vec<Vec<u8>>> {
         if keys.is_empty() {
             let n = any.map_or(0, |a| a.len());
-            return Ok(vec![Box::from(&[][..]); n]);
+            return Ok(vec![Vec::new(); n]);
         }
-        let rows = self
-            .converter
+        let rows = self.encode_keys(keys)?;
+        Ok(rows.iter().map(|r| r.as_ref().to_vec()).collect())
+    }
+
+    /// The keys of a batch in arrow's row format: one buffer for all rows, so looking a key
+    /// up allocates nothing (only a key seen for the first time is copied).
+    fn encode_keys(&self, keys: &[ArrayRef]) -> Result<Rows> {
+        self.converter
             .convert_columns(keys)
-            .map_err(|e| Error::arrow("encoding session keys", e))?;
-        Ok(rows.iter().map(|r| Box::from(r.as_ref())).collect())
+            .map_err(|e| Error::arrow("encoding session keys", e))
     }
 
     /// Key columns of row-format keys.
@@ -159,7 +164,7 @@ impl SessionWindowOperator {
     /// renumbers the slots densely.
     fn emit_and_compact(
         &mut self,
-        fire: &[(Box<[u8]>, usize)],
+        fire: &[(Vec<u8>, usize)],
         keep: impl Fn(&Session) -> bool,
         out: &mut Output,
     ) -> Result<()> {
@@ -218,8 +223,8 @@ impl SessionWindowOperator {
 
     /// Sessions that are complete (`end - 1 <= watermark`) and have rows not emitted yet, in
     /// `(end, start, key)` order.
-    fn due(&self) -> Vec<(Box<[u8]>, usize)> {
-        let mut due: Vec<(i64, i64, Box<[u8]>, usize)> = Vec::new();
+    fn due(&self) -> Vec<(Vec<u8>, usize)> {
+        let mut due: Vec<(i64, i64, Vec<u8>, usize)> = Vec::new();
         for (key, list) in &self.sessions {
             for (i, s) in list.iter().enumerate() {
                 if s.pending && s.end - 1 <= self.watermark {
@@ -257,7 +262,11 @@ impl Operator for SessionWindowOperator {
             .map(|&i| Arc::clone(batch.column(i)))
             .collect();
         let n = batch.num_rows();
-        let key_rows = self.key_rows(&keys, Some(batch.column(self.cfg.time_index)))?;
+        let key_rows = if keys.is_empty() {
+            None
+        } else {
+            Some(self.encode_keys(&keys)?)
+        };
         let update = self.cfg.policy == LatePolicyKind::Update;
         let lateness = self.cfg.allowed_lateness;
         let slots_before = self.slots;
@@ -266,7 +275,7 @@ impl Operator for SessionWindowOperator {
         let mut taken = vec![false; n];
         let mut rows: Vec<u32> = Vec::with_capacity(n);
         let mut row_slot: Vec<usize> = Vec::with_capacity(n);
-        for (i, key) in key_rows.into_iter().enumerate() {
+        for i in 0..n {
             if times.is_null(i) {
                 continue;
             }
@@ -274,7 +283,8 @@ impl Operator for SessionWindowOperator {
             let end = ts
                 .checked_add(self.gap)
                 .ok_or_else(|| self.overflow(i, ts))?;
-            let list = self.sessions.entry(key).or_default();
+            let key: &[u8] = key_rows.as_ref().map_or(&[], |rows| rows.row(i).data());
+            let list = self.sessions.entry_ref(key).or_default();
             // Sessions this row's window [ts, end) touches (inclusive bounds).
             let mut hits = list
                 .iter()
@@ -298,6 +308,7 @@ impl Operator for SessionWindowOperator {
                         emitted: false,
                         pending: true,
                     });
+                    list.sort_by_key(|s| s.start);
                     slot
                 }
                 Some(first) => {
@@ -316,11 +327,14 @@ impl Operator for SessionWindowOperator {
                         merged_old |= s.slot < slots_before;
                     }
                     let slot = merged.slot;
+                    let moved = merged.start != list[first].start || !others.is_empty();
                     list[first] = merged;
+                    if moved {
+                        list.sort_by_key(|s| s.start);
+                    }
                     slot
                 }
             };
-            list.sort_by_key(|s| s.start);
             taken[i] = true;
             rows.push(i as u32);
             row_slot.push(slot);
@@ -383,7 +397,7 @@ impl Operator for SessionWindowOperator {
         // Every session (keys, bounds, flags, partial states) is taken out and put back; the
         // columns are the image, encoded and written in the background.
         let (_, states) = self.space.drain()?;
-        let mut entries: Vec<(WindowId, u8, Box<[u8]>, u32)> = Vec::new();
+        let mut entries: Vec<(WindowId, u8, Vec<u8>, u32)> = Vec::new();
         for (key, list) in &self.sessions {
             for s in list {
                 let flags = if s.emitted { FLAG_EMITTED } else { 0 };

@@ -61,11 +61,19 @@ def java_version():
     return lines[0] if proc.returncode == 0 and lines else None
 
 
-def parquet_jars(jar_dir):
+def jar_dir(version):
+    """Where run.sh puts the Parquet jars: COMPARE_FLINK_JARS, else the cache's per version."""
+    if os.environ.get("COMPARE_FLINK_JARS"):
+        return Path(os.environ["COMPARE_FLINK_JARS"])
+    cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return cache / "weir-compare" / "flink-jars" / version
+
+
+def parquet_jars(directory):
     """The jars Flink's Parquet runs add to `pipeline.jars`; (jars, names of the missing)."""
     jars, missing = [], []
     for prefix in PARQUET_JAR_PREFIXES:
-        found = sorted(jar_dir.glob(f"{prefix}*.jar")) if jar_dir.is_dir() else []
+        found = sorted(directory.glob(f"{prefix}*.jar")) if directory.is_dir() else []
         if found:
             jars.append(found[-1])
         else:
@@ -95,8 +103,12 @@ def run_flink(script, parallelism, jars):
     proc = subprocess.run(cmd, capture_output=True, text=True, cwd=script.parent)
     elapsed = time.perf_counter() - started
     if proc.returncode != 0:
+        # Java's stack traces are long: keep the exceptions' messages (the last "Caused by:"
+        # is the root cause), else the end of stderr.
         lines = proc.stderr.strip().splitlines()
         causes = [x.strip() for x in lines if x.lstrip().startswith("Caused by:")]
+        if not causes:
+            causes = [x.strip() for x in lines if re.search(r"(Exception|Error): ", x)]
         tail = "\n".join(causes[-4:] if causes else lines[-15:])
         raise RuntimeError(f"Flink on {script.name} exited with {proc.returncode}:\n{tail}")
     summary = None
@@ -105,7 +117,9 @@ def run_flink(script, parallelism, jars):
             summary = json.loads(line)
             break
     if summary is None:
-        raise RuntimeError(f"Flink on {script.name} printed no JSON summary:\n{proc.stdout[-2000:]}")
+        raise RuntimeError(
+            f"Flink on {script.name} printed no JSON summary:\n{proc.stdout[-2000:]}"
+        )
     summary["process_secs"] = elapsed
     return summary
 

@@ -45,21 +45,28 @@ fi
 if [[ $flink == 1 ]]; then
     java="${JAVA_HOME:+$JAVA_HOME/bin/}java"
     if ! "$java" -version >/dev/null 2>&1; then
-        echo "run.sh: --flink needs Java 11 or later (17 recommended): PyFlink starts \`java\` (JAVA_HOME or PATH)" >&2
+        echo "run.sh: --flink needs Java 11 or later (17 recommended):" \
+            "PyFlink starts \`java\` (JAVA_HOME or PATH)" >&2
         exit 1
     fi
-    if ! "$venv/bin/python" -c 'import importlib.metadata as m, sys; sys.exit(m.version("apache-flink") != sys.argv[1])' "$flink_version" 2>/dev/null; then
+    installed='import importlib.metadata as m, sys; sys.exit(m.version("apache-flink") != sys.argv[1])'
+    if ! "$venv/bin/python" -c "$installed" "$flink_version" 2>/dev/null; then
         pyver="$("$venv/bin/python" -c 'import sys; print("%d.%d" % sys.version_info[:2])')"
-        if [[ "$flink_version" == 2.3.0 ]] && ! "$venv/bin/python" -c 'import sys; sys.exit(not (3, 9) <= sys.version_info[:2] <= (3, 12))'; then
-            echo "run.sh: apache-flink 2.3.0 has wheels for CPython 3.9 to 3.12 only, and $venv has Python $pyver." >&2
+        wheels='import sys; sys.exit(not (3, 9) <= sys.version_info[:2] <= (3, 12))'
+        if [[ "$flink_version" == 2.3.0 ]] && ! "$venv/bin/python" -c "$wheels"; then
+            echo "run.sh: apache-flink 2.3.0 has wheels for CPython 3.9 to 3.12 only," \
+                "and $venv has Python $pyver." >&2
             echo "Give run.sh a virtual environment of its own made by one of those, e.g." >&2
-            echo "  PYTHON=python3.12 COMPARE_VENV=\$HOME/.cache/weir-compare/venv-py312 scripts/compare/run.sh --flink ..." >&2
+            echo "  PYTHON=python3.12 COMPARE_VENV=\$HOME/.cache/weir-compare/venv-py312" \
+                "scripts/compare/run.sh --flink ..." >&2
             exit 1
         fi
         echo "installing apache-flink $flink_version into $venv (about 350 MB)" >&2
         if ! "$venv/bin/python" -m pip install --quiet "apache-flink==$flink_version"; then
-            echo "run.sh: pip could not install apache-flink==$flink_version for Python $pyver in $venv" >&2
-            echo "(apache-flink 2.3.0 has wheels for CPython 3.9 to 3.12; PYTHON and COMPARE_VENV choose another)" >&2
+            echo "run.sh: pip could not install apache-flink==$flink_version" \
+                "for Python $pyver in $venv" >&2
+            echo "(apache-flink 2.3.0 has wheels for CPython 3.9 to 3.12;" \
+                "PYTHON and COMPARE_VENV choose another)" >&2
             exit 1
         fi
     fi
@@ -74,12 +81,14 @@ if [[ $flink == 1 ]]; then
         IFS=: read -r _ name version <<<"$artifact"
         [[ -f "$jars/$name-$version.jar" ]] && continue
         if ! command -v mvn >/dev/null; then
-            echo "run.sh: no mvn to fetch $artifact: Flink will not run Parquet (install Maven, or leave Parquet out with --formats csv,json)" >&2
+            echo "run.sh: no mvn to fetch $artifact: Flink cannot read Parquet" \
+                "(install Maven, or leave Parquet out with --formats csv,json)" >&2
             break
         fi
         echo "fetching $artifact into $jars" >&2
         mkdir -p "$jars"
-        (cd "$jars" && mvn --batch-mode --quiet dependency:copy -Dartifact="$artifact" -DoutputDirectory="$jars") >&2
+        (cd "$jars" && mvn --batch-mode --quiet dependency:copy \
+            -Dartifact="$artifact" -DoutputDirectory="$jars") >&2
     done
     export COMPARE_FLINK_JARS="$jars"
 fi

@@ -470,6 +470,7 @@ def run_flink_case(con, args, work, data_file, query, fmt, flink_jars, record, f
             fail(f"flink: {e}")
             break
         run.pop("columns", None)
+        run["parallelism"] = args.parallelism
         record["flink"].append(run)
         log(
             f"   flink -p {args.parallelism}: {run['execute_secs']:.3f} s "

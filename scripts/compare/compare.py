@@ -2,9 +2,10 @@
 """Weir against DuckDB on the same bids data (scripts/compare/README.md).
 
 Generates the bids data with DuckDB (once per row count), runs every selected query and format
-in Weir (`weir run --json` into the blackhole sink) and in DuckDB (materialized into a temp
-table), checks Weir's results against DuckDB's, prints a Markdown table and writes the same as
-JSON. Started by scripts/compare/run.sh, which provides a Python with duckdb.
+in Weir (`weir run --json` into the blackhole sink), in DuckDB (materialized into a temp table)
+and, with --flink, in Flink SQL (PyFlink, flink_runner.py), checks Weir's and Flink's results
+against DuckDB's, prints a Markdown table and writes the same as JSON. Started by
+scripts/compare/run.sh, which provides a Python with duckdb (and apache-flink for --flink).
 """
 
 import argparse
@@ -21,6 +22,8 @@ import time
 from pathlib import Path
 
 import duckdb
+
+import flink_runner
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
@@ -175,51 +178,59 @@ def run_weir(weir_bin, script, parallelism):
 # Check
 
 
-def compare_results(con, ref_table, weir_dir, limit=5):
-    """Compares Weir's Parquet output with DuckDB's table as multisets; returns (ok, text)."""
-    ref_cols = con.execute(f"DESCRIBE {ref_table}").fetchall()
+def weir_source(weir_dir):
+    """DuckDB SQL reading Weir's Parquet part files, or None when it wrote none."""
     files = sorted(weir_dir.glob("**/part-*.parquet"))
     if not files:
+        return None
+    return f"read_parquet([{', '.join(q(f) for f in files)}])"
+
+
+def compare_results(con, ref_table, src, engine="Weir", limit=5):
+    """Compares an engine's output (src: DuckDB SQL reading it, None when it wrote nothing) with
+    DuckDB's table as multisets; returns (ok, text)."""
+    ref_cols = con.execute(f"DESCRIBE {ref_table}").fetchall()
+    if src is None:
         ref_rows = con.execute(f"SELECT count(*) FROM {ref_table}").fetchone()[0]
         if ref_rows == 0:
             return True, "OK (both empty)"
-        return False, f"Weir wrote no rows, DuckDB has {ref_rows:,}"
-    src = f"read_parquet([{', '.join(q(f) for f in files)}])"
-    weir_cols = con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()
-    if [c[0] for c in weir_cols] != [c[0] for c in ref_cols]:
+        return False, f"{engine} wrote no rows, DuckDB has {ref_rows:,}"
+    out_cols = con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()
+    if [c[0] for c in out_cols] != [c[0] for c in ref_cols]:
         return False, (
-            f"columns differ: Weir {[c[0] for c in weir_cols]}, DuckDB {[c[0] for c in ref_cols]}"
+            f"columns differ: {engine} {[c[0] for c in out_cols]}, "
+            f"DuckDB {[c[0] for c in ref_cols]}"
         )
-    # Window bounds (Weir's TIMESTAMP(3)) as epoch milliseconds, everything as DuckDB's types.
+    # Window bounds (TIMESTAMP(3)) as epoch milliseconds, everything as DuckDB's types.
     exprs = []
-    for (name, wtype, *_), (_, rtype, *_) in zip(weir_cols, ref_cols):
+    for (name, wtype, *_), (_, rtype, *_) in zip(out_cols, ref_cols):
         col = f'"{name}"'
         if wtype.startswith("TIMESTAMP"):
             col = f"epoch_ms({col})"
         exprs.append(f"{col}::{rtype} AS \"{name}\"")
-    con.execute(f"CREATE OR REPLACE TEMP TABLE weir_out AS SELECT {', '.join(exprs)} FROM {src}")
+    con.execute(f"CREATE OR REPLACE TEMP TABLE engine_out AS SELECT {', '.join(exprs)} FROM {src}")
     order = ", ".join(str(i + 1) for i in range(len(ref_cols)))
-    missing_sql = f"SELECT * FROM {ref_table} EXCEPT ALL SELECT * FROM weir_out"
-    extra_sql = f"SELECT * FROM weir_out EXCEPT ALL SELECT * FROM {ref_table}"
+    missing_sql = f"SELECT * FROM {ref_table} EXCEPT ALL SELECT * FROM engine_out"
+    extra_sql = f"SELECT * FROM engine_out EXCEPT ALL SELECT * FROM {ref_table}"
     n_missing = con.execute(f"SELECT count(*) FROM ({missing_sql})").fetchone()[0]
     n_extra = con.execute(f"SELECT count(*) FROM ({extra_sql})").fetchone()[0]
-    n_weir = con.execute("SELECT count(*) FROM weir_out").fetchone()[0]
+    n_out = con.execute("SELECT count(*) FROM engine_out").fetchone()[0]
     n_ref = con.execute(f"SELECT count(*) FROM {ref_table}").fetchone()[0]
     if n_missing == 0 and n_extra == 0:
-        con.execute("DROP TABLE weir_out")
-        return True, f"OK ({n_weir:,} rows equal)"
+        con.execute("DROP TABLE engine_out")
+        return True, f"OK ({n_out:,} rows equal)"
     names = ", ".join(c[0] for c in ref_cols)
     lines = [
-        f"DIFFERENT: Weir {n_weir:,} rows, DuckDB {n_ref:,} rows; "
-        f"{n_missing:,} rows only in DuckDB, {n_extra:,} rows only in Weir ({names})"
+        f"DIFFERENT: {engine} {n_out:,} rows, DuckDB {n_ref:,} rows; "
+        f"{n_missing:,} rows only in DuckDB, {n_extra:,} rows only in {engine} ({names})"
     ]
-    sides = (("only in DuckDB", missing_sql, n_missing), ("only in Weir", extra_sql, n_extra))
+    sides = (("only in DuckDB", missing_sql, n_missing), (f"only in {engine}", extra_sql, n_extra))
     for label, sql, n in sides:
         if n:
             rows = con.execute(f"SELECT * FROM ({sql}) ORDER BY {order} LIMIT {limit}").fetchall()
             lines.append(f"  first rows {label}:")
             lines.extend(f"    {r}" for r in rows)
-    con.execute("DROP TABLE IF EXISTS weir_out")
+    con.execute("DROP TABLE IF EXISTS engine_out")
     return False, "\n".join(lines)
 
 
@@ -256,13 +267,14 @@ def fmt_secs(v):
     return "-" if v is None else f"{v:.3f}"
 
 
-def markdown(results, header, parallelism):
+def markdown(results, header, parallelism, flink):
+    flink_head = f" Flink p{parallelism} best (s) | Flink/Weir |" if flink else ""
     lines = [
         header,
         "",
         f"| query | format | Weir p{parallelism} best (s) | Weir p1 best (s) | DuckDB best (s) "
-        "| DuckDB/Weir | Weir peak RSS (MB) | rows out | check |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---|",
+        f"| DuckDB/Weir |{flink_head} Weir peak RSS (MB) | rows out | check |",
+        "|---|---|---:|---:|---:|---:|" + ("---:|---:|" if flink else "") + "---:|---:|---|",
     ]
     for r in results:
         weir = best(x["process_secs"] for x in r["weir"])
@@ -273,9 +285,14 @@ def markdown(results, header, parallelism):
         rss = f"{max(rss) / 1e6:,.0f}" if rss else "-"
         rows = "-" if r["duckdb_rows"] is None else f"{r['duckdb_rows']:,}"
         check = "OK" if r["ok"] else "FAIL"
+        flink_cells = ""
+        if flink:
+            fl = best(x["execute_secs"] for x in r["flink"])
+            fl_ratio = f"{fl / weir:.2f}" if fl is not None and weir else "-"
+            flink_cells = f" {fmt_secs(fl)} | {fl_ratio} |"
         lines.append(
             f"| {r['query']} | {r['format']} | {fmt_secs(weir)} | {fmt_secs(weir_p1)} "
-            f"| {fmt_secs(duck)} | {ratio} | {rss} | {rows} | {check} |"
+            f"| {fmt_secs(duck)} | {ratio} |{flink_cells} {rss} | {rows} | {check} |"
         )
     lines += [
         "",
@@ -285,6 +302,15 @@ def markdown(results, header, parallelism):
         "Weir is at least as fast. rows out: DuckDB's result rows (Weir's sink rows must equal "
         "them).",
     ]
+    if flink:
+        lines += [
+            "",
+            "Flink's times are the INSERT's `execute_sql(...)` to the end of `wait()`: planning, "
+            "the local mini cluster's start and the streaming job; the JVM's start and the "
+            "TableEnvironment are not in them (the JSON results keep the whole process, "
+            "`process_secs`, and the job's net runtime too). Flink/Weir >= 1.0 means Weir is at "
+            "least as fast.",
+        ]
     return "\n".join(lines)
 
 
@@ -315,7 +341,10 @@ def parse_args():
         help="Weir's parallelism of the main runs (default 2)")
     arg("--no-check", action="store_true", help="skip the correctness checks")
     arg("--keep-work", action="store_true",
-        help="keep the work directory (the rendered Weir scripts)")
+        help="keep the work directory (the rendered Weir and Flink scripts)")
+    arg("--flink", action="store_true",
+        help="also run every case in Flink SQL (PyFlink, streaming mode, parallelism as "
+        "--parallelism; run.sh installs apache-flink when given this)")
     args = p.parse_args()
     if args.rows < 1 or args.runs < 1 or args.threads < 1 or args.parallelism < 1:
         p.error("--rows, --runs, --threads and --parallelism must be at least 1")
@@ -330,8 +359,8 @@ def parse_args():
     return args
 
 
-def run_case(con, args, weir_bin, work, data_dir, query, fmt):
-    """Runs one query on one format in both engines and checks; returns its record."""
+def run_case(con, args, weir_bin, work, data_dir, query, fmt, flink_jars):
+    """Runs one query on one format in every engine and checks; returns its record."""
     data_file = data_dir / FILE_NAMES[fmt]
     record = {
         "query": query,
@@ -345,6 +374,9 @@ def run_case(con, args, weir_bin, work, data_dir, query, fmt):
         "ok": True,
         "messages": [],
     }
+    if args.flink:
+        record["flink"] = []
+        record["flink_check"] = None
 
     def fail(message):
         record["ok"] = False
@@ -408,7 +440,7 @@ def run_case(con, args, weir_bin, work, data_dir, query, fmt):
         script = weir_script(query, fmt, data_file, sink, work / f"{query}-{fmt}-check.sql")
         try:
             run_weir(weir_bin, script, args.parallelism)
-            ok, text = compare_results(con, "r", out)
+            ok, text = compare_results(con, "r", weir_source(out))
             record["check"] = text
             log(f"   check: {text}")
             if not ok:
@@ -418,8 +450,53 @@ def run_case(con, args, weir_bin, work, data_dir, query, fmt):
         except duckdb.Error as e:
             fail(f"check: reading Weir's output failed: {e}")
         shutil.rmtree(out, ignore_errors=True)
+    if args.flink:
+        run_flink_case(con, args, work, data_file, query, fmt, flink_jars, record, fail)
     con.execute("DROP TABLE IF EXISTS r")
     return record
+
+
+def run_flink_case(con, args, work, data_file, query, fmt, flink_jars, record, fail):
+    """Flink's timed runs (blackhole sink) and check (CSV files) of one query and format."""
+    jars = flink_jars if fmt == "parquet" else []
+    script = flink_runner.flink_script(
+        query, fmt, data_file, "'connector' = 'blackhole'",
+        work / f"{query}-{fmt}-blackhole.flink.sql",
+    )
+    for _ in range(args.runs):
+        try:
+            run = flink_runner.run_flink(script, args.parallelism, jars)
+        except RuntimeError as e:
+            fail(f"flink: {e}")
+            break
+        run.pop("columns", None)
+        run["parallelism"] = args.parallelism
+        record["flink"].append(run)
+        log(
+            f"   flink -p {args.parallelism}: {run['execute_secs']:.3f} s "
+            f"(process {run['process_secs']:.3f} s, net runtime {run['net_runtime_secs']:.3f} s)"
+        )
+    if args.no_check:
+        record["flink_check"] = "skipped"
+        return
+    out = work / f"flink-out-{query}-{fmt}"
+    sink = f"'connector' = 'filesystem', 'path' = {q(out)}, 'format' = 'csv'"
+    script = flink_runner.flink_script(
+        query, fmt, data_file, sink, work / f"{query}-{fmt}-check.flink.sql"
+    )
+    try:
+        run = flink_runner.run_flink(script, args.parallelism, jars)
+        src = flink_runner.check_source(out, run["columns"])
+        ok, text = compare_results(con, "r", src, engine="Flink")
+        record["flink_check"] = text
+        log(f"   flink check: {text}")
+        if not ok:
+            fail(f"flink check: {text}")
+    except RuntimeError as e:
+        fail(f"flink check run: {e}")
+    except duckdb.Error as e:
+        fail(f"flink check: reading Flink's output failed: {e}")
+    shutil.rmtree(out, ignore_errors=True)
 
 
 def main():
@@ -446,6 +523,27 @@ def main():
     ]
     if not cases:
         sys.exit("compare: the selected queries and formats give nothing to run (--all-formats?)")
+    flink_version = java = None
+    flink_jars = []
+    if args.flink:
+        flink_version = flink_runner.flink_version()
+        if flink_version is None:
+            sys.exit(
+                "compare: --flink needs apache-flink in this Python: start the script with "
+                "scripts/compare/run.sh --flink, which installs it"
+            )
+        java = flink_runner.java_version()
+        if java is None:
+            sys.exit("compare: --flink needs Java (PyFlink starts `java`: JAVA_HOME or PATH)")
+        jar_dir = flink_runner.jar_dir(flink_version)
+        if any(fmt == "parquet" for _, fmt in cases):
+            flink_jars, missing = flink_runner.parquet_jars(jar_dir)
+            if missing:
+                sys.exit(
+                    f"compare: Flink's Parquet runs need {', '.join(missing)} in {jar_dir}: "
+                    "scripts/compare/run.sh --flink fetches them with mvn (install Maven), or "
+                    "leave Parquet out (--formats csv,json)"
+                )
 
     con = duckdb.connect()
     con.execute(f"SET threads = {args.threads}")
@@ -458,20 +556,27 @@ def main():
         f"Weir: {weir_bin} ({weir_version}); DuckDB {duckdb.__version__} "
         f"(threads = {args.threads}); {args.rows:,} bids; best of {args.runs} runs"
     )
+    if args.flink:
+        header += (
+            f"; Flink {flink_version} (PyFlink, streaming mode, parallelism {args.parallelism}, "
+            f"{java})"
+        )
     work = Path(tempfile.mkdtemp(prefix="weir-compare-"))
     log(f"work directory: {work}")
     results = []
     try:
         for query, fmt in cases:
             log(f"== {query} / {fmt}")
-            results.append(run_case(con, args, weir_bin, work, data_dir, query, fmt))
+            results.append(
+                run_case(con, args, weir_bin, work, data_dir, query, fmt, flink_jars)
+            )
     finally:
         if args.keep_work:
             log(f"work directory kept: {work}")
         else:
             shutil.rmtree(work, ignore_errors=True)
 
-    print(markdown(results, header, args.parallelism))
+    print(markdown(results, header, args.parallelism, args.flink))
     failures = [(r["query"], r["format"], m) for r in results for m in r["messages"]]
     if failures:
         print("\nFailures:")
@@ -495,6 +600,11 @@ def main():
         "header": header,
         "results": results,
     }
+    if args.flink:
+        summary["flink_version"] = flink_version
+        summary["flink_parallelism"] = args.parallelism
+        summary["flink_java"] = java
+        summary["flink_jars"] = [str(j) for j in flink_jars]
     results_path.write_text(json.dumps(summary, indent=2) + "\n")
     print(f"\nResults: {results_path}")
     sys.exit(1 if failures else 0)

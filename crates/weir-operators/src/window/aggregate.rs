@@ -361,6 +361,35 @@ impl GroupSpace {
         Ok((keys, states))
     }
 
+    /// Takes the partial states of the first `n` groups out of a space whose groups are
+    /// addressed by index (no key table); the groups after them move down by `n`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Internal`] when the space has a key table, or DataFusion fails to emit.
+    pub fn drain_first(&mut self, n: usize) -> Result<Vec<Vec<ArrayRef>>> {
+        if self.keys.is_some() {
+            return Err(Error::Internal(
+                "drain_first on a group space with a key table".into(),
+            ));
+        }
+        let n = n.min(self.len);
+        let emit = if n == self.len {
+            EmitTo::All
+        } else {
+            EmitTo::First(n)
+        };
+        let mut states = Vec::with_capacity(self.accs.len());
+        for acc in &mut self.accs {
+            states.push(
+                acc.state(emit)
+                    .map_err(|e| df("emitting partial states", e))?,
+            );
+        }
+        self.len -= n;
+        Ok(states)
+    }
+
     /// Takes every group out with final values: key columns and one column per aggregate.
     ///
     /// # Errors

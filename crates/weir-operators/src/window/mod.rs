@@ -7,6 +7,7 @@ mod config;
 mod image;
 mod output;
 mod session;
+mod session_slots;
 mod time_window;
 
 #[cfg(test)]

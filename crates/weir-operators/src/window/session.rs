@@ -2,20 +2,25 @@
 //! touches (bounds inclusive, as Flink's `TimeWindow.intersects`: rows exactly one gap apart
 //! share a session). A late or out-of-order row that bridges two sessions merges them.
 //!
-//! Every session owns one group ("slot") in a [`GroupSpace`] addressed by index; rows are
-//! aggregated with one vectorized update per batch, and merging sessions merges their partial
-//! states. Assigning rows to sessions is a per-row loop over the key's few sessions (metadata
-//! only: no values are touched row by row).
+//! Every session owns one or more slots in [`SlotBuckets`]: rows are aggregated with one
+//! vectorized update per batch and bucket, and merging two sessions only hands the slots of one
+//! to the other (their states are combined when the session fires). Assigning rows to sessions
+//! is a per-row loop over the key's few sessions (metadata only: no values are touched row by
+//! row). Sessions due to fire are found in a heap by end time, so a watermark costs what fires,
+//! not what is open.
 
-use super::aggregate::GroupSpace;
 use super::config::{LatePolicyKind, WindowConfig};
 use super::image::{ImageWindows, RestoredWindows, WindowId, WindowState};
 use super::output::{LateRows, result_batch_bounds, take_all};
+use super::session_slots::{NO_OWNER, Part, SlotBuckets};
 use crate::event_time::event_times_ms;
+use crate::window::aggregate::GroupSpace;
 use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
 use arrow::datatypes::Schema;
 use arrow::row::{RowConverter, Rows, SortField};
 use datafusion::common::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::Arc;
 use weir_api::{Barrier, Error, Operator, Output, RecordLocation, Result, StateImage, Watermark};
 
@@ -24,14 +29,35 @@ const FLAG_EMITTED: u8 = 1;
 
 #[derive(Debug, Clone)]
 struct Session {
+    key: u32,
     start: i64,
     /// Exclusive: the last row's time plus the gap.
     end: i64,
-    slot: usize,
     /// A result of this session (or of a session merged into it) was emitted.
     emitted: bool,
     /// Rows were added since the last emission.
     pending: bool,
+    /// The slots holding its partial states (more than one after merges).
+    parts: Vec<Part>,
+    /// The slot new rows go to.
+    write: Part,
+}
+
+/// A place in the session arena; `version` changes whenever its session changes, so heap
+/// entries of an older state are recognised and skipped.
+#[derive(Debug, Default)]
+struct Entry {
+    version: u32,
+    /// The version last queued in the due heap.
+    queued: Option<u32>,
+    session: Option<Session>,
+}
+
+/// The sessions of one key, by start.
+#[derive(Debug, Default)]
+struct KeySessions {
+    bytes: Vec<u8>,
+    sessions: Vec<u32>,
 }
 
 /// A session-window operator instance (one subtask).
@@ -41,10 +67,16 @@ pub struct SessionWindowOperator {
     watermark: i64,
     /// Key rows in arrow's row format (memory only; persisted keys use the state row codec).
     converter: RowConverter,
-    sessions: HashMap<Vec<u8>, Vec<Session>>,
-    space: GroupSpace,
-    /// Slots allocated in `space` (some may be empty after merges until the next compaction).
-    slots: usize,
+    key_ids: HashMap<Vec<u8>, u32>,
+    keys: Vec<KeySessions>,
+    free_keys: Vec<u32>,
+    arena: Vec<Entry>,
+    free_sessions: Vec<u32>,
+    slots: SlotBuckets,
+    /// Pending sessions by end: `(end, session, version)`.
+    due: BinaryHeap<Reverse<(i64, u32, u32)>>,
+    /// Fired sessions kept for late rows (update policy) by deadline.
+    expiry: BinaryHeap<Reverse<(i64, u32, u32)>>,
     late: LateRows,
     /// Where its sessions go in checkpoints.
     state: WindowState,
@@ -53,19 +85,11 @@ pub struct SessionWindowOperator {
 impl std::fmt::Debug for SessionWindowOperator {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SessionWindowOperator")
-            .field("keys", &self.sessions.len())
-            .field("slots", &self.slots)
+            .field("keys", &self.key_ids.len())
+            .field("sessions", &(self.arena.len() - self.free_sessions.len()))
             .field("watermark", &self.watermark)
             .finish()
     }
-}
-
-fn find(parent: &mut [usize], mut x: usize) -> usize {
-    while parent[x] != x {
-        parent[x] = parent[parent[x]];
-        x = parent[x];
-    }
-    x
 }
 
 impl SessionWindowOperator {
@@ -90,15 +114,20 @@ impl SessionWindowOperator {
                 .collect(),
         )
         .map_err(|e| Error::arrow("creating the session key converter", e))?;
-        let space = GroupSpace::new(Arc::clone(&cfg.aggregates), Arc::new(Schema::empty()))?;
+        let slots = SlotBuckets::new(Arc::clone(&cfg.aggregates), gap);
         let mut op = Self {
             cfg,
             gap,
             watermark: restored.watermark,
             converter,
-            sessions: HashMap::new(),
-            space,
-            slots: 0,
+            key_ids: HashMap::default(),
+            keys: Vec::new(),
+            free_keys: Vec::new(),
+            arena: Vec::new(),
+            free_sessions: Vec::new(),
+            slots,
+            due: BinaryHeap::new(),
+            expiry: BinaryHeap::new(),
             late,
             state,
         };
@@ -108,36 +137,40 @@ impl SessionWindowOperator {
 
     fn restore(&mut self, restored: RestoredWindows) -> Result<()> {
         for ((id, flags), (keys, states)) in restored.windows {
-            let rows = self.key_rows(&keys, states.first().and_then(|s| s.first()))?;
-            let n = rows.len();
-            let first = self.slots;
-            self.slots += n;
-            let groups: Vec<usize> = (first..first + n).collect();
-            self.space.merge_indexed(&groups, self.slots, &states)?;
-            for (i, key) in rows.into_iter().enumerate() {
-                self.sessions.entry(key).or_default().push(Session {
-                    start: id.start,
-                    end: id.end,
-                    slot: first + i,
-                    emitted: flags & FLAG_EMITTED != 0,
-                    pending: id.end - 1 > self.watermark,
-                });
+            let rows = match states.first().and_then(|s| s.first()) {
+                Some(any) if keys.is_empty() => vec![Vec::new(); any.len()],
+                _ if keys.is_empty() => Vec::new(),
+                _ => {
+                    let rows = self.encode_keys(&keys)?;
+                    rows.iter().map(|r| r.as_ref().to_vec()).collect()
+                }
+            };
+            let mut sids = Vec::with_capacity(rows.len());
+            for key in rows {
+                let kid = self.key_id(&key);
+                let sid = self.new_session(kid, id.start, id.end)?;
+                let pending = id.end - 1 > self.watermark;
+                if let Some(s) = self.session_mut(sid) {
+                    s.emitted = flags & FLAG_EMITTED != 0;
+                    s.pending = pending;
+                }
+                sids.push(sid);
+            }
+            self.merge_into_writes(&sids, &states)?;
+            let lateness = self.cfg.allowed_lateness;
+            for sid in sids {
+                self.queue(sid);
+                // Fired and kept for late rows: dropped when its allowed lateness has passed.
+                if let Some(entry) = self.arena.get(sid as usize)
+                    && let Some(s) = entry.session.as_ref()
+                    && !s.pending
+                {
+                    let deadline = (s.end - 1).saturating_add(lateness);
+                    self.expiry.push(Reverse((deadline, sid, entry.version)));
+                }
             }
         }
-        for list in self.sessions.values_mut() {
-            list.sort_by_key(|s| s.start);
-        }
         Ok(())
-    }
-
-    /// The key of each row as owned row-format bytes (empty keys without key columns).
-    fn key_rows(&self, keys: &[ArrayRef], any: Option<&ArrayRef>) -> Result<Vec<Vec<u8>>> {
-        if keys.is_empty() {
-            let n = any.map_or(0, |a| a.len());
-            return Ok(vec![Vec::new(); n]);
-        }
-        let rows = self.encode_keys(keys)?;
-        Ok(rows.iter().map(|r| r.as_ref().to_vec()).collect())
     }
 
     /// The keys of a batch in arrow's row format: one buffer for all rows, so looking a key
@@ -159,81 +192,372 @@ impl SessionWindowOperator {
             .map_err(|e| Error::arrow("decoding session keys", e))
     }
 
-    /// Emits the sessions `(key, session index)` in `fire` (in that order), with the marker
-    /// where a result was emitted before; then keeps only the sessions `keep` says to keep and
-    /// renumbers the slots densely.
-    fn emit_and_compact(
-        &mut self,
-        fire: &[(Vec<u8>, usize)],
-        keep: impl Fn(&Session) -> bool,
-        out: &mut Output,
-    ) -> Result<()> {
-        let (_, states) = self.space.drain()?;
-        if !fire.is_empty() {
-            let mut starts = Vec::with_capacity(fire.len());
-            let mut ends = Vec::with_capacity(fire.len());
-            let mut marker = Vec::with_capacity(fire.len());
-            let mut slots = Vec::with_capacity(fire.len());
-            for (key, i) in fire {
-                if let Some(s) = self.sessions.get_mut(key).and_then(|l| l.get_mut(*i)) {
-                    starts.push(s.start);
-                    ends.push(s.end);
-                    marker.push(Some(s.emitted));
-                    slots.push(s.slot as u32);
-                    s.emitted = true;
-                    s.pending = false;
+    /// The id of a key, registering it when new.
+    fn key_id(&mut self, key: &[u8]) -> u32 {
+        if let Some(&id) = self.key_ids.get(key) {
+            return id;
+        }
+        let entry = KeySessions {
+            bytes: key.to_vec(),
+            sessions: Vec::new(),
+        };
+        let id = match self.free_keys.pop() {
+            Some(id) => {
+                self.keys[id as usize] = entry;
+                id
+            }
+            None => {
+                self.keys.push(entry);
+                (self.keys.len() - 1) as u32
+            }
+        };
+        self.key_ids.insert(key.to_vec(), id);
+        id
+    }
+
+    fn session(&self, sid: u32) -> Option<&Session> {
+        self.arena.get(sid as usize)?.session.as_ref()
+    }
+
+    fn session_mut(&mut self, sid: u32) -> Option<&mut Session> {
+        let entry = self.arena.get_mut(sid as usize)?;
+        entry.version = entry.version.wrapping_add(1);
+        entry.session.as_mut()
+    }
+
+    /// A new pending session `[start, end)` of key `kid` with a fresh slot.
+    fn new_session(&mut self, kid: u32, start: i64, end: i64) -> Result<u32> {
+        let sid = match self.free_sessions.pop() {
+            Some(sid) => sid,
+            None => {
+                self.arena.push(Entry::default());
+                (self.arena.len() - 1) as u32
+            }
+        };
+        let part = self.slots.alloc(self.slots.bucket_of(start), sid)?;
+        let entry = &mut self.arena[sid as usize];
+        entry.version = entry.version.wrapping_add(1);
+        entry.session = Some(Session {
+            key: kid,
+            start,
+            end,
+            emitted: false,
+            pending: true,
+            parts: vec![part],
+            write: part,
+        });
+        let list = &mut self.keys[kid as usize].sessions;
+        let at = list
+            .iter()
+            .position(|&o| {
+                self.arena[o as usize]
+                    .session
+                    .as_ref()
+                    .is_some_and(|s| s.start > start)
+            })
+            .unwrap_or(list.len());
+        list.insert(at, sid);
+        Ok(sid)
+    }
+
+    /// Extends session `sid` by a row's window `[ts, end)` and merges the sessions `others`
+    /// (of the same key) into it: they hand it their slots.
+    fn extend(&mut self, sid: u32, ts: i64, end: i64, others: &[u32]) {
+        let mut moved: Vec<Part> = Vec::new();
+        let (mut start, mut last, mut emitted) = (ts, end, false);
+        for &o in others {
+            if let Some(s) = self.arena[o as usize].session.take() {
+                start = start.min(s.start);
+                last = last.max(s.end);
+                emitted |= s.emitted;
+                moved.extend(s.parts);
+            }
+            let entry = &mut self.arena[o as usize];
+            entry.version = entry.version.wrapping_add(1);
+            self.free_sessions.push(o);
+        }
+        for &part in &moved {
+            self.slots.set_owner(part, sid);
+        }
+        let Some(s) = self.session_mut(sid) else {
+            return;
+        };
+        let moved_start = start < s.start || !others.is_empty();
+        s.start = s.start.min(start);
+        s.end = s.end.max(last);
+        s.emitted |= emitted;
+        s.pending = true;
+        s.parts.extend(moved);
+        let kid = s.key;
+        if moved_start {
+            let arena = &self.arena;
+            let list = &mut self.keys[kid as usize].sessions;
+            list.retain(|o| !others.contains(o));
+            list.sort_by_key(|&o| {
+                arena[o as usize]
+                    .session
+                    .as_ref()
+                    .map_or(i64::MIN, |s| s.start)
+            });
+        }
+    }
+
+    /// Queues a pending session in the due heap at its current end (once per version).
+    fn queue(&mut self, sid: u32) {
+        let Some(entry) = self.arena.get_mut(sid as usize) else {
+            return;
+        };
+        if entry.queued == Some(entry.version) {
+            return;
+        }
+        if let Some(s) = entry.session.as_ref()
+            && s.pending
+        {
+            self.due.push(Reverse((s.end, sid, entry.version)));
+            entry.queued = Some(entry.version);
+        }
+    }
+
+    /// Removes a session: frees its slots, and its key when it was the key's last session.
+    fn remove(&mut self, sid: u32) {
+        let Some(entry) = self.arena.get_mut(sid as usize) else {
+            return;
+        };
+        let Some(s) = entry.session.take() else {
+            return;
+        };
+        entry.version = entry.version.wrapping_add(1);
+        self.free_sessions.push(sid);
+        for part in s.parts {
+            self.slots.release(part);
+        }
+        let key = &mut self.keys[s.key as usize];
+        key.sessions.retain(|&o| o != sid);
+        if key.sessions.is_empty() {
+            let bytes = std::mem::take(&mut key.bytes);
+            self.key_ids.remove(bytes.as_slice());
+            self.free_keys.push(s.key);
+        }
+    }
+
+    /// Merges partial states (row `i` for session `sids[i]`) into each session's write slot.
+    fn merge_into_writes(&mut self, sids: &[u32], states: &[Vec<ArrayRef>]) -> Result<()> {
+        let mut by_bucket: BTreeMap<i64, (Vec<u32>, Vec<usize>)> = BTreeMap::new();
+        for (row, &sid) in sids.iter().enumerate() {
+            if let Some(s) = self.session(sid) {
+                let entry = by_bucket.entry(s.write.0).or_default();
+                entry.0.push(row as u32);
+                entry.1.push(self.slots.group(s.write));
+            }
+        }
+        let all = by_bucket.len() == 1
+            && sids.len() == by_bucket.values().map(|v| v.0.len()).sum::<usize>();
+        for (bucket, (rows, groups)) in by_bucket {
+            let taken: Vec<Vec<ArrayRef>> = if all {
+                states.to_vec()
+            } else {
+                let idx = UInt32Array::from(rows);
+                states
+                    .iter()
+                    .map(|s| take_all(s, &idx))
+                    .collect::<Result<_>>()?
+            };
+            self.slots.merge(bucket, &groups, &taken)?;
+        }
+        Ok(())
+    }
+
+    /// Fires every pending session with `end - 1 <= watermark`, then drops the fired sessions
+    /// whose allowed lateness has passed.
+    fn fire(&mut self, out: &mut Output) -> Result<()> {
+        let wm = self.watermark;
+        let mut due: Vec<u32> = Vec::new();
+        while let Some(&Reverse((end, sid, version))) = self.due.peek() {
+            if end - 1 > wm {
+                break;
+            }
+            self.due.pop();
+            let entry = &self.arena[sid as usize];
+            if entry.version == version
+                && let Some(s) = entry.session.as_ref()
+                && s.pending
+                && s.end == end
+            {
+                due.push(sid);
+            }
+        }
+        if !due.is_empty() {
+            self.emit(due, out)?;
+        }
+        while let Some(&Reverse((deadline, sid, version))) = self.expiry.peek() {
+            if deadline > wm {
+                break;
+            }
+            self.expiry.pop();
+            let entry = &self.arena[sid as usize];
+            if entry.version == version && entry.session.as_ref().is_some_and(|s| !s.pending) {
+                self.remove(sid);
+            }
+        }
+        Ok(())
+    }
+
+    /// Emits the sessions `due` in `(end, start, key)` order, with the marker where a result
+    /// was emitted before; keeps the ones still within their allowed lateness.
+    fn emit(&mut self, mut due: Vec<u32>, out: &mut Output) -> Result<()> {
+        fn order(op: &SessionWindowOperator, sid: u32) -> Option<(i64, i64, &[u8])> {
+            op.session(sid)
+                .map(|s| (s.end, s.start, op.keys[s.key as usize].bytes.as_slice()))
+        }
+        due.sort_by(|&a, &b| order(self, a).cmp(&order(self, b)));
+        let index: HashMap<u32, usize> = due.iter().enumerate().map(|(i, &s)| (s, i)).collect();
+        // Take out every bucket's slots up to the last slot of a due session.
+        let mut upto: BTreeMap<i64, u64> = BTreeMap::new();
+        for &sid in &due {
+            if let Some(s) = self.session(sid) {
+                for &(bucket, slot) in &s.parts {
+                    let u = upto.entry(bucket).or_default();
+                    *u = (*u).max(slot + 1);
                 }
             }
-            let idx = UInt32Array::from(slots);
-            let fired_states: Vec<Vec<ArrayRef>> = states
+        }
+        let mut fired =
+            GroupSpace::new(Arc::clone(&self.cfg.aggregates), Arc::new(Schema::empty()))?;
+        // One merge for all of them: DataFusion takes a merge without nulls as having seen
+        // every group below the total, so every group must get its rows in that one call.
+        let mut fire_states: Vec<Vec<Vec<ArrayRef>>> = Vec::new();
+        let mut all_fire_groups: Vec<usize> = Vec::new();
+        let mut carried_sids: Vec<u32> = Vec::new();
+        let mut carried_states: Vec<Vec<Vec<ArrayRef>>> = Vec::new();
+        for (&bucket, &end) in &upto {
+            let (owners, states) = self.slots.drain_prefix(bucket, end)?;
+            let (mut fire_rows, mut fire_groups) = (Vec::new(), Vec::new());
+            let mut carry_rows = Vec::new();
+            for (row, &owner) in owners.iter().enumerate() {
+                if owner == NO_OWNER {
+                    continue;
+                }
+                match index.get(&owner) {
+                    Some(&g) => {
+                        fire_rows.push(row as u32);
+                        fire_groups.push(g);
+                    }
+                    None => {
+                        carry_rows.push(row as u32);
+                        carried_sids.push(owner);
+                    }
+                }
+            }
+            let idx = UInt32Array::from(fire_rows);
+            fire_states.push(
+                states
+                    .iter()
+                    .map(|s| take_all(s, &idx))
+                    .collect::<Result<_>>()?,
+            );
+            all_fire_groups.extend(fire_groups);
+            if !carry_rows.is_empty() {
+                let idx = UInt32Array::from(carry_rows);
+                carried_states.push(
+                    states
+                        .iter()
+                        .map(|s| take_all(s, &idx))
+                        .collect::<Result<_>>()?,
+                );
+            }
+        }
+        fired.merge_indexed(&all_fire_groups, due.len(), &concat_states(&fire_states)?)?;
+        // Live sessions caught in a drained prefix: their drained slots become one new slot.
+        let drained = |part: &Part| upto.get(&part.0).is_some_and(|&u| part.1 < u);
+        let mut fresh: HashMap<u32, ()> = HashMap::default();
+        for &sid in &carried_sids {
+            if fresh.insert(sid, ()).is_some() {
+                continue;
+            }
+            let Some(start) = self.session(sid).map(|s| s.start) else {
+                continue;
+            };
+            let part = self.slots.alloc(self.slots.bucket_of(start), sid)?;
+            if let Some(s) = self.arena[sid as usize].session.as_mut() {
+                s.parts.retain(|p| !drained(p));
+                s.parts.push(part);
+                s.write = part;
+            }
+        }
+        if !carried_sids.is_empty() {
+            let states = concat_states(&carried_states)?;
+            self.merge_into_writes(&carried_sids, &states)?;
+        }
+
+        // The results.
+        let (_, states) = fired.drain()?;
+        let values = self.cfg.aggregates.evaluate_states(&states)?;
+        let mut starts = Vec::with_capacity(due.len());
+        let mut ends = Vec::with_capacity(due.len());
+        let mut marker = Vec::with_capacity(due.len());
+        let mut key_refs: Vec<&[u8]> = Vec::with_capacity(due.len());
+        for &sid in &due {
+            if let Some(s) = self.session(sid) {
+                starts.push(s.start);
+                ends.push(s.end);
+                marker.push(Some(s.emitted));
+                key_refs.push(&self.keys[s.key as usize].bytes);
+            }
+        }
+        let keys = self.key_columns(&key_refs)?;
+        out.emit(result_batch_bounds(
+            &self.cfg,
+            &keys,
+            &Int64Array::from(starts),
+            &Int64Array::from(ends),
+            values,
+            Some(BooleanArray::from(marker)),
+        )?);
+
+        // Kept (update policy, within allowed lateness) or gone.
+        let keep = self.cfg.policy == LatePolicyKind::Update;
+        let lateness = self.cfg.allowed_lateness;
+        let wm = self.watermark;
+        let mut kept_rows = Vec::new();
+        let mut kept_sids = Vec::new();
+        for (row, &sid) in due.iter().enumerate() {
+            let Some(deadline) = self
+                .session(sid)
+                .map(|s| (s.end - 1).saturating_add(lateness))
+            else {
+                continue;
+            };
+            if keep && deadline > wm {
+                let start = self.session(sid).map_or(0, |s| s.start);
+                let part = self.slots.alloc(self.slots.bucket_of(start), sid)?;
+                let entry = &mut self.arena[sid as usize];
+                entry.version = entry.version.wrapping_add(1);
+                if let Some(s) = entry.session.as_mut() {
+                    s.emitted = true;
+                    s.pending = false;
+                    s.parts = vec![part];
+                    s.write = part;
+                }
+                self.expiry.push(Reverse((deadline, sid, entry.version)));
+                kept_rows.push(row as u32);
+                kept_sids.push(sid);
+            } else {
+                // Its slots were all drained above.
+                if let Some(s) = self.arena[sid as usize].session.as_mut() {
+                    s.parts.clear();
+                }
+                self.remove(sid);
+            }
+        }
+        if !kept_sids.is_empty() {
+            let idx = UInt32Array::from(kept_rows);
+            let taken: Vec<Vec<ArrayRef>> = states
                 .iter()
                 .map(|s| take_all(s, &idx))
                 .collect::<Result<_>>()?;
-            let values = self.cfg.aggregates.evaluate_states(&fired_states)?;
-            let key_refs: Vec<&[u8]> = fire.iter().map(|(k, _)| &**k).collect();
-            let keys = self.key_columns(&key_refs)?;
-            out.emit(result_batch_bounds(
-                &self.cfg,
-                &keys,
-                &Int64Array::from(starts),
-                &Int64Array::from(ends),
-                values,
-                Some(BooleanArray::from(marker)),
-            )?);
+            self.merge_into_writes(&kept_sids, &taken)?;
         }
-        // Renumber the sessions that stay; their states move to slots 0..m.
-        let mut old_slots = Vec::new();
-        self.sessions.retain(|_, list| {
-            list.retain(|s| keep(s));
-            for s in list.iter_mut() {
-                old_slots.push(s.slot as u32);
-                s.slot = old_slots.len() - 1;
-            }
-            !list.is_empty()
-        });
-        let idx = UInt32Array::from(old_slots);
-        let kept: Vec<Vec<ArrayRef>> = states
-            .iter()
-            .map(|s| take_all(s, &idx))
-            .collect::<Result<_>>()?;
-        self.slots = idx.len();
-        let groups: Vec<usize> = (0..self.slots).collect();
-        self.space.merge_indexed(&groups, self.slots, &kept)
-    }
-
-    /// Sessions that are complete (`end - 1 <= watermark`) and have rows not emitted yet, in
-    /// `(end, start, key)` order.
-    fn due(&self) -> Vec<(Vec<u8>, usize)> {
-        let mut due: Vec<(i64, i64, Vec<u8>, usize)> = Vec::new();
-        for (key, list) in &self.sessions {
-            for (i, s) in list.iter().enumerate() {
-                if s.pending && s.end - 1 <= self.watermark {
-                    due.push((s.end, s.start, key.clone(), i));
-                }
-            }
-        }
-        due.sort_unstable();
-        due.into_iter().map(|(_, _, k, i)| (k, i)).collect()
+        Ok(())
     }
 
     fn overflow(&self, row: usize, ts: i64) -> Error {
@@ -250,6 +574,30 @@ impl SessionWindowOperator {
             ),
         }
     }
+}
+
+/// The rows of several chunks of partial states, one after the other.
+fn concat_states(chunks: &[Vec<Vec<ArrayRef>>]) -> Result<Vec<Vec<ArrayRef>>> {
+    if chunks.len() == 1 {
+        return Ok(chunks[0].clone());
+    }
+    let Some(first) = chunks.first() else {
+        return Ok(Vec::new());
+    };
+    first
+        .iter()
+        .enumerate()
+        .map(|(a, cols)| {
+            (0..cols.len())
+                .map(|c| {
+                    let parts: Vec<&dyn arrow::array::Array> =
+                        chunks.iter().map(|ch| ch[a][c].as_ref()).collect();
+                    arrow::compute::concat(&parts)
+                        .map_err(|e| Error::arrow("joining session states", e))
+                })
+                .collect()
+        })
+        .collect()
 }
 
 impl Operator for SessionWindowOperator {
@@ -269,12 +617,11 @@ impl Operator for SessionWindowOperator {
         };
         let update = self.cfg.policy == LatePolicyKind::Update;
         let lateness = self.cfg.allowed_lateness;
-        let slots_before = self.slots;
-        let mut parent: Vec<usize> = (0..self.slots).collect();
-        let mut merged_old = false;
         let mut taken = vec![false; n];
         let mut rows: Vec<u32> = Vec::with_capacity(n);
-        let mut row_slot: Vec<usize> = Vec::with_capacity(n);
+        let mut row_part: Vec<Part> = Vec::with_capacity(n);
+        let mut touched: Vec<u32> = Vec::new();
+        let mut others: Vec<u32> = Vec::new();
         for i in 0..n {
             if times.is_null(i) {
                 continue;
@@ -284,122 +631,105 @@ impl Operator for SessionWindowOperator {
                 .checked_add(self.gap)
                 .ok_or_else(|| self.overflow(i, ts))?;
             let key: &[u8] = key_rows.as_ref().map_or(&[], |rows| rows.row(i).data());
-            let list = self.sessions.entry_ref(key).or_default();
+            let kid = self.key_id(key);
             // Sessions this row's window [ts, end) touches (inclusive bounds).
-            let mut hits = list
-                .iter()
-                .enumerate()
-                .filter(|(_, s)| s.start <= end && ts <= s.end)
-                .map(|(j, _)| j);
-            let slot = match hits.next() {
+            let mut first = None;
+            others.clear();
+            for &sid in &self.keys[kid as usize].sessions {
+                if let Some(s) = self.arena[sid as usize].session.as_ref()
+                    && s.start <= end
+                    && ts <= s.end
+                {
+                    if first.is_none() {
+                        first = Some(sid);
+                    } else {
+                        others.push(sid);
+                    }
+                }
+            }
+            let sid = match first {
                 None => {
                     let complete = end - 1 <= self.watermark;
                     if complete && !(update && (end - 1).saturating_add(lateness) > self.watermark)
                     {
                         continue;
                     }
-                    let slot = self.slots;
-                    self.slots += 1;
-                    parent.push(slot);
-                    list.push(Session {
-                        start: ts,
-                        end,
-                        slot,
-                        emitted: false,
-                        pending: true,
-                    });
-                    list.sort_by_key(|s| s.start);
-                    slot
+                    self.new_session(kid, ts, end)?
                 }
-                Some(first) => {
-                    let others: Vec<usize> = hits.collect();
-                    let mut merged = list[first].clone();
-                    merged.start = merged.start.min(ts);
-                    merged.end = merged.end.max(end);
-                    merged.pending = true;
-                    for &j in others.iter().rev() {
-                        let s = list.remove(j);
-                        merged.start = merged.start.min(s.start);
-                        merged.end = merged.end.max(s.end);
-                        merged.emitted |= s.emitted;
-                        let (a, b) = (find(&mut parent, s.slot), find(&mut parent, merged.slot));
-                        parent[a] = b;
-                        merged_old |= s.slot < slots_before;
+                Some(sid) => {
+                    let same = others.is_empty()
+                        && self
+                            .session(sid)
+                            .is_some_and(|s| s.start <= ts && end <= s.end && s.pending);
+                    if !same {
+                        let merged = std::mem::take(&mut others);
+                        self.extend(sid, ts, end, &merged);
+                        others = merged;
                     }
-                    let slot = merged.slot;
-                    let moved = merged.start != list[first].start || !others.is_empty();
-                    list[first] = merged;
-                    if moved {
-                        list.sort_by_key(|s| s.start);
-                    }
-                    slot
+                    sid
                 }
             };
+            touched.push(sid);
             taken[i] = true;
             rows.push(i as u32);
-            row_slot.push(slot);
+            row_part.push(self.session(sid).map_or((0, 0), |s| s.write));
         }
 
-        if merged_old {
-            // Move the states of merged-away sessions into their survivors.
-            let (_, states) = self.space.drain()?;
-            let groups: Vec<usize> = (0..slots_before).map(|s| find(&mut parent, s)).collect();
-            self.space.merge_indexed(&groups, self.slots, &states)?;
-        }
-        for s in &mut row_slot {
-            *s = find(&mut parent, *s);
-        }
         if !rows.is_empty() {
             let args = self.cfg.aggregates.arguments(&batch)?;
-            let args = if rows.len() == n {
-                args
+            let bucket = row_part[0].0;
+            if row_part.iter().all(|p| p.0 == bucket) {
+                let groups: Vec<usize> = row_part.iter().map(|&p| self.slots.group(p)).collect();
+                let args = if rows.len() == n {
+                    args
+                } else {
+                    let idx = UInt32Array::from(rows);
+                    args.iter()
+                        .map(|cols| take_all(cols, &idx))
+                        .collect::<Result<_>>()?
+                };
+                self.slots.update(bucket, &groups, &args)?;
             } else {
-                let idx = UInt32Array::from(rows);
-                args.iter()
-                    .map(|cols| take_all(cols, &idx))
-                    .collect::<Result<_>>()?
-            };
-            self.space.update_indexed(&row_slot, self.slots, &args)?;
+                let mut by_bucket: BTreeMap<i64, (Vec<u32>, Vec<usize>)> = BTreeMap::new();
+                for (&row, &part) in rows.iter().zip(&row_part) {
+                    let entry = by_bucket.entry(part.0).or_default();
+                    entry.0.push(row);
+                    entry.1.push(self.slots.group(part));
+                }
+                for (bucket, (idx, groups)) in by_bucket {
+                    let idx = UInt32Array::from(idx);
+                    let taken_args: Vec<Vec<ArrayRef>> = args
+                        .iter()
+                        .map(|cols| take_all(cols, &idx))
+                        .collect::<Result<_>>()?;
+                    self.slots.update(bucket, &groups, &taken_args)?;
+                }
+            }
+        }
+        for sid in touched {
+            self.queue(sid);
         }
         // Late rows that landed in complete sessions (update policy) re-emit them now.
-        let due = self.due();
-        if !due.is_empty() || merged_old {
-            let watermark = self.watermark;
-            self.emit_and_compact(
-                &due,
-                |s| (s.end - 1).saturating_add(lateness) > watermark || s.pending,
-                out,
-            )?;
-        }
+        self.fire(out)?;
         self.late.handle(&batch, &times, &taken, out)
     }
 
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Output) -> Result<()> {
         if watermark.0.0 > self.watermark {
             self.watermark = watermark.0.0;
-            let due = self.due();
-            let lateness = self.cfg.allowed_lateness;
-            let wm = self.watermark;
-            let expired = self
-                .sessions
-                .values()
-                .flatten()
-                .any(|s| (s.end - 1).saturating_add(lateness) <= wm);
-            if !due.is_empty() || expired {
-                self.emit_and_compact(&due, |s| (s.end - 1).saturating_add(lateness) > wm, out)?;
-            }
+            self.fire(out)?;
         }
         out.emit_watermark(watermark);
         Ok(())
     }
 
     fn snapshot_image(&mut self, _barrier: Barrier) -> Result<Option<StateImage>> {
-        // Every session (keys, bounds, flags, partial states) is taken out and put back; the
-        // columns are the image, encoded and written in the background.
-        let (_, states) = self.space.drain()?;
-        let mut entries: Vec<(WindowId, u8, Vec<u8>, u32)> = Vec::new();
-        for (key, list) in &self.sessions {
-            for s in list {
+        // Every session's slots are taken out and combined into one row per session (the
+        // image), which goes back as the session's only slot. The columns are encoded and
+        // written in the background.
+        let mut entries: Vec<(WindowId, u8, u32)> = Vec::new();
+        for (sid, entry) in self.arena.iter().enumerate() {
+            if let Some(s) = entry.session.as_ref() {
                 let flags = if s.emitted { FLAG_EMITTED } else { 0 };
                 entries.push((
                     WindowId {
@@ -407,23 +737,70 @@ impl Operator for SessionWindowOperator {
                         start: s.start,
                     },
                     flags,
-                    key.clone(),
-                    s.slot as u32,
+                    sid as u32,
                 ));
             }
         }
-        entries.sort_unstable();
-        let key_refs: Vec<&[u8]> = entries.iter().map(|e| &*e.2).collect();
-        let keys = self.key_columns(&key_refs)?;
-        let idx = UInt32Array::from(entries.iter().map(|e| e.3).collect::<Vec<_>>());
-        let rows_states: Vec<Vec<ArrayRef>> = states
+        entries.sort_unstable_by(|a, b| {
+            let key = |sid: u32| {
+                self.session(sid)
+                    .map_or(&[][..], |s| self.keys[s.key as usize].bytes.as_slice())
+            };
+            (a.0, a.1, key(a.2)).cmp(&(b.0, b.1, key(b.2)))
+        });
+        let mut index = vec![usize::MAX; self.arena.len()];
+        for (i, e) in entries.iter().enumerate() {
+            index[e.2 as usize] = i;
+        }
+        let mut all = GroupSpace::new(Arc::clone(&self.cfg.aggregates), Arc::new(Schema::empty()))?;
+        let mut chunks: Vec<Vec<Vec<ArrayRef>>> = Vec::new();
+        let mut all_groups: Vec<usize> = Vec::new();
+        for (owners, states) in self.slots.drain_all()? {
+            let mut rows = Vec::new();
+            let mut groups = Vec::new();
+            for (row, &owner) in owners.iter().enumerate() {
+                if let Some(&i) = index.get(owner as usize)
+                    && i != usize::MAX
+                {
+                    rows.push(row as u32);
+                    groups.push(i);
+                }
+            }
+            let idx = UInt32Array::from(rows);
+            chunks.push(
+                states
+                    .iter()
+                    .map(|s| take_all(s, &idx))
+                    .collect::<Result<_>>()?,
+            );
+            all_groups.extend(groups);
+        }
+        // One merge (see `emit`).
+        all.merge_indexed(&all_groups, entries.len(), &concat_states(&chunks)?)?;
+        let (_, states) = all.drain()?;
+        // Every session gets one fresh slot holding its combined state.
+        let sids: Vec<u32> = entries.iter().map(|e| e.2).collect();
+        for &sid in &sids {
+            let Some(start) = self.session(sid).map(|s| s.start) else {
+                continue;
+            };
+            let part = self.slots.alloc(self.slots.bucket_of(start), sid)?;
+            if let Some(s) = self.arena[sid as usize].session.as_mut() {
+                s.parts = vec![part];
+                s.write = part;
+            }
+        }
+        self.merge_into_writes(&sids, &states)?;
+        let key_refs: Vec<&[u8]> = sids
             .iter()
-            .map(|s| take_all(s, &idx))
-            .collect::<Result<_>>()?;
-        let groups: Vec<usize> = (0..self.slots).collect();
-        self.space.merge_indexed(&groups, self.slots, &states)?;
+            .map(|&sid| {
+                self.session(sid)
+                    .map_or(&[][..], |s| self.keys[s.key as usize].bytes.as_slice())
+            })
+            .collect();
+        let keys = self.key_columns(&key_refs)?;
         let ids: Vec<(WindowId, u8)> = entries.iter().map(|e| (e.0, e.1)).collect();
-        let parts = vec![(ImageWindows::PerRow(ids), (keys, rows_states))];
+        let parts = vec![(ImageWindows::PerRow(ids), (keys, states))];
         Ok(Some(self.state.image(self.watermark, parts)))
     }
 }

@@ -43,13 +43,14 @@ struct Session {
     write: Part,
 }
 
-/// A place in the session arena; `version` changes whenever its session changes, so heap
-/// entries of an older state are recognised and skipped.
+/// A place in the session arena. `generation` changes when its session is gone, so heap
+/// entries of an earlier session in the same place are recognised and skipped.
 #[derive(Debug, Default)]
 struct Entry {
-    version: u32,
-    /// The version last queued in the due heap.
-    queued: Option<u32>,
+    generation: u32,
+    /// The session has an entry in the due heap (at its end then, or earlier: an entry whose
+    /// session has grown since is queued again at the new end when it comes up).
+    queued: bool,
     session: Option<Session>,
 }
 
@@ -73,7 +74,7 @@ pub struct SessionWindowOperator {
     arena: Vec<Entry>,
     free_sessions: Vec<u32>,
     slots: SlotBuckets,
-    /// Pending sessions by end: `(end, session, version)`.
+    /// Pending sessions by end: `(end, session, generation)`.
     due: BinaryHeap<Reverse<(i64, u32, u32)>>,
     /// Fired sessions kept for late rows (update policy) by deadline.
     expiry: BinaryHeap<Reverse<(i64, u32, u32)>>,
@@ -166,7 +167,7 @@ impl SessionWindowOperator {
                     && !s.pending
                 {
                     let deadline = (s.end - 1).saturating_add(lateness);
-                    self.expiry.push(Reverse((deadline, sid, entry.version)));
+                    self.expiry.push(Reverse((deadline, sid, entry.generation)));
                 }
             }
         }
@@ -220,9 +221,18 @@ impl SessionWindowOperator {
     }
 
     fn session_mut(&mut self, sid: u32) -> Option<&mut Session> {
-        let entry = self.arena.get_mut(sid as usize)?;
-        entry.version = entry.version.wrapping_add(1);
-        entry.session.as_mut()
+        self.arena.get_mut(sid as usize)?.session.as_mut()
+    }
+
+    /// Where a session starting at `start` goes in the key's list (sessions of a key never
+    /// overlap, so the list is in start and in end order).
+    fn position(&self, kid: u32, start: i64) -> usize {
+        self.keys[kid as usize].sessions.partition_point(|&o| {
+            self.arena[o as usize]
+                .session
+                .as_ref()
+                .is_some_and(|s| s.start <= start)
+        })
     }
 
     /// A new pending session `[start, end)` of key `kid` with a fresh slot.
@@ -235,8 +245,9 @@ impl SessionWindowOperator {
             }
         };
         let part = self.slots.alloc(self.slots.bucket_of(start), sid)?;
+        let at = self.position(kid, start);
         let entry = &mut self.arena[sid as usize];
-        entry.version = entry.version.wrapping_add(1);
+        entry.queued = false;
         entry.session = Some(Session {
             key: kid,
             start,
@@ -246,17 +257,7 @@ impl SessionWindowOperator {
             parts: vec![part],
             write: part,
         });
-        let list = &mut self.keys[kid as usize].sessions;
-        let at = list
-            .iter()
-            .position(|&o| {
-                self.arena[o as usize]
-                    .session
-                    .as_ref()
-                    .is_some_and(|s| s.start > start)
-            })
-            .unwrap_or(list.len());
-        list.insert(at, sid);
+        self.keys[kid as usize].sessions.insert(at, sid);
         Ok(sid)
     }
 
@@ -273,7 +274,7 @@ impl SessionWindowOperator {
                 moved.extend(s.parts);
             }
             let entry = &mut self.arena[o as usize];
-            entry.version = entry.version.wrapping_add(1);
+            entry.generation = entry.generation.wrapping_add(1);
             self.free_sessions.push(o);
         }
         for &part in &moved {
@@ -282,39 +283,34 @@ impl SessionWindowOperator {
         let Some(s) = self.session_mut(sid) else {
             return;
         };
-        let moved_start = start < s.start || !others.is_empty();
         s.start = s.start.min(start);
         s.end = s.end.max(last);
         s.emitted |= emitted;
         s.pending = true;
         s.parts.extend(moved);
         let kid = s.key;
-        if moved_start {
-            let arena = &self.arena;
-            let list = &mut self.keys[kid as usize].sessions;
-            list.retain(|o| !others.contains(o));
-            list.sort_by_key(|&o| {
-                arena[o as usize]
-                    .session
-                    .as_ref()
-                    .map_or(i64::MIN, |s| s.start)
-            });
+        // The merged session covers the ones it took in and no other session lies between
+        // them: the list stays in order without them.
+        if !others.is_empty() {
+            self.keys[kid as usize]
+                .sessions
+                .retain(|o| !others.contains(o));
         }
     }
 
-    /// Queues a pending session in the due heap at its current end (once per version).
+    /// Queues a pending session in the due heap at its current end, unless it is queued.
     fn queue(&mut self, sid: u32) {
         let Some(entry) = self.arena.get_mut(sid as usize) else {
             return;
         };
-        if entry.queued == Some(entry.version) {
+        if entry.queued {
             return;
         }
         if let Some(s) = entry.session.as_ref()
             && s.pending
         {
-            self.due.push(Reverse((s.end, sid, entry.version)));
-            entry.queued = Some(entry.version);
+            self.due.push(Reverse((s.end, sid, entry.generation)));
+            entry.queued = true;
         }
     }
 
@@ -326,13 +322,23 @@ impl SessionWindowOperator {
         let Some(s) = entry.session.take() else {
             return;
         };
-        entry.version = entry.version.wrapping_add(1);
+        entry.generation = entry.generation.wrapping_add(1);
         self.free_sessions.push(sid);
         for part in s.parts {
             self.slots.release(part);
         }
+        let at = self.keys[s.key as usize].sessions.partition_point(|&o| {
+            self.arena[o as usize]
+                .session
+                .as_ref()
+                .is_some_and(|x| x.start < s.start)
+        });
         let key = &mut self.keys[s.key as usize];
-        key.sessions.retain(|&o| o != sid);
+        if key.sessions.get(at) == Some(&sid) {
+            key.sessions.remove(at);
+        } else {
+            key.sessions.retain(|&o| o != sid);
+        }
         if key.sessions.is_empty() {
             let bytes = std::mem::take(&mut key.bytes);
             self.key_ids.remove(bytes.as_slice());
@@ -372,30 +378,47 @@ impl SessionWindowOperator {
     fn fire(&mut self, out: &mut Output) -> Result<()> {
         let wm = self.watermark;
         let mut due: Vec<u32> = Vec::new();
-        while let Some(&Reverse((end, sid, version))) = self.due.peek() {
+        while let Some(&Reverse((end, sid, generation))) = self.due.peek() {
             if end - 1 > wm {
                 break;
             }
             self.due.pop();
-            let entry = &self.arena[sid as usize];
-            if entry.version == version
-                && let Some(s) = entry.session.as_ref()
-                && s.pending
-                && s.end == end
-            {
-                due.push(sid);
+            let entry = &mut self.arena[sid as usize];
+            if entry.generation != generation {
+                continue;
             }
+            entry.queued = false;
+            let Some(s) = entry.session.as_ref() else {
+                continue;
+            };
+            if !s.pending {
+                continue;
+            }
+            if s.end != end {
+                // It grew since it was queued: queue it at its end now (perhaps due too).
+                self.due.push(Reverse((s.end, sid, generation)));
+                entry.queued = true;
+                continue;
+            }
+            due.push(sid);
         }
         if !due.is_empty() {
             self.emit(due, out)?;
         }
-        while let Some(&Reverse((deadline, sid, version))) = self.expiry.peek() {
+        let lateness = self.cfg.allowed_lateness;
+        while let Some(&Reverse((deadline, sid, generation))) = self.expiry.peek() {
             if deadline > wm {
                 break;
             }
             self.expiry.pop();
             let entry = &self.arena[sid as usize];
-            if entry.version == version && entry.session.as_ref().is_some_and(|s| !s.pending) {
+            // An entry of a session that got late rows since is stale: a newer one follows.
+            if entry.generation == generation
+                && entry
+                    .session
+                    .as_ref()
+                    .is_some_and(|s| !s.pending && (s.end - 1).saturating_add(lateness) <= wm)
+            {
                 self.remove(sid);
             }
         }
@@ -531,14 +554,13 @@ impl SessionWindowOperator {
                 let start = self.session(sid).map_or(0, |s| s.start);
                 let part = self.slots.alloc(self.slots.bucket_of(start), sid)?;
                 let entry = &mut self.arena[sid as usize];
-                entry.version = entry.version.wrapping_add(1);
                 if let Some(s) = entry.session.as_mut() {
                     s.emitted = true;
                     s.pending = false;
                     s.parts = vec![part];
                     s.write = part;
                 }
-                self.expiry.push(Reverse((deadline, sid, entry.version)));
+                self.expiry.push(Reverse((deadline, sid, entry.generation)));
                 kept_rows.push(row as u32);
                 kept_sids.push(sid);
             } else {
@@ -633,20 +655,22 @@ impl Operator for SessionWindowOperator {
             let key: &[u8] = key_rows.as_ref().map_or(&[], |rows| rows.row(i).data());
             let kid = self.key_id(key);
             // Sessions this row's window [ts, end) touches (inclusive bounds).
-            let mut first = None;
+            // The key's sessions are in start and end order: the ones starting at or before
+            // `end`, back to the first that ends before `ts`.
             others.clear();
-            for &sid in &self.keys[kid as usize].sessions {
-                if let Some(s) = self.arena[sid as usize].session.as_ref()
-                    && s.start <= end
-                    && ts <= s.end
-                {
-                    if first.is_none() {
-                        first = Some(sid);
-                    } else {
-                        others.push(sid);
-                    }
+            let list = &self.keys[kid as usize].sessions;
+            let mut j = self.position(kid, end);
+            while j > 0 {
+                let sid = list[j - 1];
+                match self.arena[sid as usize].session.as_ref() {
+                    Some(s) if ts <= s.end => others.push(sid),
+                    _ => break,
                 }
+                j -= 1;
             }
+            // The earliest one takes the others in.
+            let first = others.pop();
+            others.reverse();
             let sid = match first {
                 None => {
                     let complete = end - 1 <= self.watermark;

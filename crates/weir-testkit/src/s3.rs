@@ -298,11 +298,14 @@ fn start_on_free_port(program: &Path) -> Result<S3Server, TestkitError> {
         .unwrap_or_else(|| "tests".into());
     let log = cache_dir("moto").join(format!("server-{binary}.log"));
     // The watchdog: starts the server in the background (its stdin is /dev/null), prints its
-    // PID, then waits for EOF on its own stdin (the test process's pipe) and stops the server.
+    // PID, then waits for EOF on its own stdin (the test process's pipe) and stops the server
+    // with SIGKILL: moto's SIGTERM handler calls `sys.exit`, which a request thread starting at
+    // that moment swallows, and the server then runs on (seen under load). Its state is in
+    // RAM: nothing is lost by not letting it exit cleanly.
     let script = r#"
         "$0" -H 127.0.0.1 -p "$1" >"$2" 2>&1 </dev/null &
         pid=$!
-        trap 'kill "$pid" 2>/dev/null' EXIT HUP INT TERM
+        trap 'kill -9 "$pid" 2>/dev/null' EXIT HUP INT TERM
         echo "$pid"
         cat >/dev/null
     "#;

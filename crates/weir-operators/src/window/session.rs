@@ -45,13 +45,29 @@ struct Session {
 
 /// A place in the session arena. `generation` changes when its session is gone, so heap
 /// entries of an earlier session in the same place are recognised and skipped.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Entry {
     generation: u32,
     /// The session has an entry in the due heap (at its end then, or earlier: an entry whose
     /// session has grown since is queued again at the new end when it comes up).
     queued: bool,
+    /// While its session fires: its row in the results (`u32::MAX` otherwise).
+    fire_row: u32,
+    /// While a firing carries its session: it has its new slot.
+    carried: bool,
     session: Option<Session>,
+}
+
+impl Default for Entry {
+    fn default() -> Self {
+        Self {
+            generation: 0,
+            queued: false,
+            fire_row: u32::MAX,
+            carried: false,
+            session: None,
+        }
+    }
 }
 
 /// The sessions of one key, by start.
@@ -348,17 +364,26 @@ impl SessionWindowOperator {
 
     /// Merges partial states (row `i` for session `sids[i]`) into each session's write slot.
     fn merge_into_writes(&mut self, sids: &[u32], states: &[Vec<ArrayRef>]) -> Result<()> {
-        let mut by_bucket: BTreeMap<i64, (Vec<u32>, Vec<usize>)> = BTreeMap::new();
+        // Rows by bucket; there are few buckets, usually one.
+        let mut by_bucket: Vec<(i64, u64, Vec<u32>, Vec<usize>)> = Vec::new();
         for (row, &sid) in sids.iter().enumerate() {
-            if let Some(s) = self.session(sid) {
-                let entry = by_bucket.entry(s.write.0).or_default();
-                entry.0.push(row as u32);
-                entry.1.push(self.slots.group(s.write));
-            }
+            let Some(write) = self.session(sid).map(|s| s.write) else {
+                continue;
+            };
+            let at = match by_bucket.iter().position(|b| b.0 == write.0) {
+                Some(at) => at,
+                None => {
+                    let base = self.slots.base(write.0);
+                    by_bucket.push((write.0, base, Vec::new(), Vec::new()));
+                    by_bucket.len() - 1
+                }
+            };
+            let b = &mut by_bucket[at];
+            b.2.push(row as u32);
+            b.3.push((write.1 - b.1) as usize);
         }
-        let all = by_bucket.len() == 1
-            && sids.len() == by_bucket.values().map(|v| v.0.len()).sum::<usize>();
-        for (bucket, (rows, groups)) in by_bucket {
+        let all = by_bucket.len() == 1 && by_bucket[0].2.len() == sids.len();
+        for (bucket, _, rows, groups) in by_bucket {
             let taken: Vec<Vec<ArrayRef>> = if all {
                 states.to_vec()
             } else {
@@ -433,7 +458,9 @@ impl SessionWindowOperator {
                 .map(|s| (s.end, s.start, op.keys[s.key as usize].bytes.as_slice()))
         }
         due.sort_by(|&a, &b| order(self, a).cmp(&order(self, b)));
-        let index: HashMap<u32, usize> = due.iter().enumerate().map(|(i, &s)| (s, i)).collect();
+        for (row, &sid) in due.iter().enumerate() {
+            self.arena[sid as usize].fire_row = row as u32;
+        }
         // Take out every bucket's slots up to the last slot of a due session.
         let mut upto: BTreeMap<i64, u64> = BTreeMap::new();
         for &sid in &due {
@@ -460,14 +487,14 @@ impl SessionWindowOperator {
                 if owner == NO_OWNER {
                     continue;
                 }
-                match index.get(&owner) {
-                    Some(&g) => {
-                        fire_rows.push(row as u32);
-                        fire_groups.push(g);
-                    }
-                    None => {
+                match self.arena[owner as usize].fire_row {
+                    u32::MAX => {
                         carry_rows.push(row as u32);
                         carried_sids.push(owner);
+                    }
+                    g => {
+                        fire_rows.push(row as u32);
+                        fire_groups.push(g as usize);
                     }
                 }
             }
@@ -492,9 +519,8 @@ impl SessionWindowOperator {
         fired.merge_indexed(&all_fire_groups, due.len(), &concat_states(&fire_states)?)?;
         // Live sessions caught in a drained prefix: their drained slots become one new slot.
         let drained = |part: &Part| upto.get(&part.0).is_some_and(|&u| part.1 < u);
-        let mut fresh: HashMap<u32, ()> = HashMap::default();
         for &sid in &carried_sids {
-            if fresh.insert(sid, ()).is_some() {
+            if std::mem::replace(&mut self.arena[sid as usize].carried, true) {
                 continue;
             }
             let Some(start) = self.session(sid).map(|s| s.start) else {
@@ -506,6 +532,9 @@ impl SessionWindowOperator {
                 s.parts.push(part);
                 s.write = part;
             }
+        }
+        for &sid in &carried_sids {
+            self.arena[sid as usize].carried = false;
         }
         if !carried_sids.is_empty() {
             let states = concat_states(&carried_states)?;
@@ -543,6 +572,9 @@ impl SessionWindowOperator {
         let wm = self.watermark;
         let mut kept_rows = Vec::new();
         let mut kept_sids = Vec::new();
+        for &sid in &due {
+            self.arena[sid as usize].fire_row = u32::MAX;
+        }
         for (row, &sid) in due.iter().enumerate() {
             let Some(deadline) = self
                 .session(sid)
@@ -703,7 +735,8 @@ impl Operator for SessionWindowOperator {
             let args = self.cfg.aggregates.arguments(&batch)?;
             let bucket = row_part[0].0;
             if row_part.iter().all(|p| p.0 == bucket) {
-                let groups: Vec<usize> = row_part.iter().map(|&p| self.slots.group(p)).collect();
+                let base = self.slots.base(bucket);
+                let groups: Vec<usize> = row_part.iter().map(|p| (p.1 - base) as usize).collect();
                 let args = if rows.len() == n {
                     args
                 } else {

@@ -73,6 +73,11 @@ impl SlotBuckets {
         Ok((bucket, b.base + b.owners.len() as u64 - 1))
     }
 
+    /// The number of the first slot still in bucket `bucket` (0 for a bucket that is not).
+    pub(super) fn base(&self, bucket: i64) -> u64 {
+        self.buckets.get(&bucket).map_or(0, |b| b.base)
+    }
+
     /// The group index of a slot in its bucket's space (valid until the bucket is drained).
     pub(super) fn group(&self, part: Part) -> usize {
         self.buckets

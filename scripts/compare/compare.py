@@ -547,6 +547,8 @@ def main():
 
     con = duckdb.connect()
     con.execute(f"SET threads = {args.threads}")
+    # The progress bar would fill the log with carriage-return lines during generation.
+    con.execute("SET enable_progress_bar = false")
     generate(con, data_dir, args.rows)
 
     machine = machine_info()

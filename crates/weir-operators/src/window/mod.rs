@@ -7,7 +7,6 @@ mod config;
 mod image;
 mod output;
 mod session;
-mod session_slots;
 mod time_window;
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! what fires, not what is open: with a watermark held back by a slow input, many sessions
 //! wait, and a full pass over them at every watermark would make the operator quadratic.
 
-use super::aggregate::{AggregateSet, GroupSpace};
+use crate::window::aggregate::{AggregateSet, GroupSpace};
 use arrow::array::ArrayRef;
 use arrow::datatypes::Schema;
 use std::collections::{BTreeMap, VecDeque};

@@ -9,16 +9,18 @@
 //! row). Sessions due to fire are found in a heap by end time, so a watermark costs what fires,
 //! not what is open.
 
+mod fire;
+mod image;
+mod slots;
+
 use super::config::{LatePolicyKind, WindowConfig};
-use super::image::{ImageWindows, RestoredWindows, WindowId, WindowState};
-use super::output::{LateRows, result_batch_bounds, take_all};
-use super::session_slots::{NO_OWNER, Part, SlotBuckets};
+use super::image::{RestoredWindows, WindowState};
+use super::output::{LateRows, take_all};
 use crate::event_time::event_times_ms;
-use crate::window::aggregate::GroupSpace;
-use arrow::array::{Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, UInt32Array};
-use arrow::datatypes::Schema;
+use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use arrow::row::{RowConverter, Rows, SortField};
 use datafusion::common::HashMap;
+use slots::{Part, SlotBuckets};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 use std::sync::Arc;
@@ -150,44 +152,6 @@ impl SessionWindowOperator {
         };
         op.restore(restored)?;
         Ok(op)
-    }
-
-    fn restore(&mut self, restored: RestoredWindows) -> Result<()> {
-        for ((id, flags), (keys, states)) in restored.windows {
-            let rows = match states.first().and_then(|s| s.first()) {
-                Some(any) if keys.is_empty() => vec![Vec::new(); any.len()],
-                _ if keys.is_empty() => Vec::new(),
-                _ => {
-                    let rows = self.encode_keys(&keys)?;
-                    rows.iter().map(|r| r.as_ref().to_vec()).collect()
-                }
-            };
-            let mut sids = Vec::with_capacity(rows.len());
-            for key in rows {
-                let kid = self.key_id(&key);
-                let sid = self.new_session(kid, id.start, id.end)?;
-                let pending = id.end - 1 > self.watermark;
-                if let Some(s) = self.session_mut(sid) {
-                    s.emitted = flags & FLAG_EMITTED != 0;
-                    s.pending = pending;
-                }
-                sids.push(sid);
-            }
-            self.merge_into_writes(&sids, &states)?;
-            let lateness = self.cfg.allowed_lateness;
-            for sid in sids {
-                self.queue(sid);
-                // Fired and kept for late rows: dropped when its allowed lateness has passed.
-                if let Some(entry) = self.arena.get(sid as usize)
-                    && let Some(s) = entry.session.as_ref()
-                    && !s.pending
-                {
-                    let deadline = (s.end - 1).saturating_add(lateness);
-                    self.expiry.push(Reverse((deadline, sid, entry.generation)));
-                }
-            }
-        }
-        Ok(())
     }
 
     /// The keys of a batch in arrow's row format: one buffer for all rows, so looking a key
@@ -450,170 +414,6 @@ impl SessionWindowOperator {
         Ok(())
     }
 
-    /// Emits the sessions `due` in `(end, start, key)` order, with the marker where a result
-    /// was emitted before; keeps the ones still within their allowed lateness.
-    fn emit(&mut self, mut due: Vec<u32>, out: &mut Output) -> Result<()> {
-        fn order(op: &SessionWindowOperator, sid: u32) -> Option<(i64, i64, &[u8])> {
-            op.session(sid)
-                .map(|s| (s.end, s.start, op.keys[s.key as usize].bytes.as_slice()))
-        }
-        due.sort_by(|&a, &b| order(self, a).cmp(&order(self, b)));
-        for (row, &sid) in due.iter().enumerate() {
-            self.arena[sid as usize].fire_row = row as u32;
-        }
-        // Take out every bucket's slots up to the last slot of a due session.
-        let mut upto: BTreeMap<i64, u64> = BTreeMap::new();
-        for &sid in &due {
-            if let Some(s) = self.session(sid) {
-                for &(bucket, slot) in &s.parts {
-                    let u = upto.entry(bucket).or_default();
-                    *u = (*u).max(slot + 1);
-                }
-            }
-        }
-        let mut fired =
-            GroupSpace::new(Arc::clone(&self.cfg.aggregates), Arc::new(Schema::empty()))?;
-        // One merge for all of them: DataFusion takes a merge without nulls as having seen
-        // every group below the total, so every group must get its rows in that one call.
-        let mut fire_states: Vec<Vec<Vec<ArrayRef>>> = Vec::new();
-        let mut all_fire_groups: Vec<usize> = Vec::new();
-        let mut carried_sids: Vec<u32> = Vec::new();
-        let mut carried_states: Vec<Vec<Vec<ArrayRef>>> = Vec::new();
-        for (&bucket, &end) in &upto {
-            let (owners, states) = self.slots.drain_prefix(bucket, end)?;
-            let (mut fire_rows, mut fire_groups) = (Vec::new(), Vec::new());
-            let mut carry_rows = Vec::new();
-            for (row, &owner) in owners.iter().enumerate() {
-                if owner == NO_OWNER {
-                    continue;
-                }
-                match self.arena[owner as usize].fire_row {
-                    u32::MAX => {
-                        carry_rows.push(row as u32);
-                        carried_sids.push(owner);
-                    }
-                    g => {
-                        fire_rows.push(row as u32);
-                        fire_groups.push(g as usize);
-                    }
-                }
-            }
-            let idx = UInt32Array::from(fire_rows);
-            fire_states.push(
-                states
-                    .iter()
-                    .map(|s| take_all(s, &idx))
-                    .collect::<Result<_>>()?,
-            );
-            all_fire_groups.extend(fire_groups);
-            if !carry_rows.is_empty() {
-                let idx = UInt32Array::from(carry_rows);
-                carried_states.push(
-                    states
-                        .iter()
-                        .map(|s| take_all(s, &idx))
-                        .collect::<Result<_>>()?,
-                );
-            }
-        }
-        fired.merge_indexed(&all_fire_groups, due.len(), &concat_states(&fire_states)?)?;
-        // Live sessions caught in a drained prefix: their drained slots become one new slot.
-        let drained = |part: &Part| upto.get(&part.0).is_some_and(|&u| part.1 < u);
-        for &sid in &carried_sids {
-            if std::mem::replace(&mut self.arena[sid as usize].carried, true) {
-                continue;
-            }
-            let Some(start) = self.session(sid).map(|s| s.start) else {
-                continue;
-            };
-            let part = self.slots.alloc(self.slots.bucket_of(start), sid)?;
-            if let Some(s) = self.arena[sid as usize].session.as_mut() {
-                s.parts.retain(|p| !drained(p));
-                s.parts.push(part);
-                s.write = part;
-            }
-        }
-        for &sid in &carried_sids {
-            self.arena[sid as usize].carried = false;
-        }
-        if !carried_sids.is_empty() {
-            let states = concat_states(&carried_states)?;
-            self.merge_into_writes(&carried_sids, &states)?;
-        }
-
-        // The results.
-        let (_, states) = fired.drain()?;
-        let values = self.cfg.aggregates.evaluate_states(&states)?;
-        let mut starts = Vec::with_capacity(due.len());
-        let mut ends = Vec::with_capacity(due.len());
-        let mut marker = Vec::with_capacity(due.len());
-        let mut key_refs: Vec<&[u8]> = Vec::with_capacity(due.len());
-        for &sid in &due {
-            if let Some(s) = self.session(sid) {
-                starts.push(s.start);
-                ends.push(s.end);
-                marker.push(Some(s.emitted));
-                key_refs.push(&self.keys[s.key as usize].bytes);
-            }
-        }
-        let keys = self.key_columns(&key_refs)?;
-        out.emit(result_batch_bounds(
-            &self.cfg,
-            &keys,
-            &Int64Array::from(starts),
-            &Int64Array::from(ends),
-            values,
-            Some(BooleanArray::from(marker)),
-        )?);
-
-        // Kept (update policy, within allowed lateness) or gone.
-        let keep = self.cfg.policy == LatePolicyKind::Update;
-        let lateness = self.cfg.allowed_lateness;
-        let wm = self.watermark;
-        let mut kept_rows = Vec::new();
-        let mut kept_sids = Vec::new();
-        for &sid in &due {
-            self.arena[sid as usize].fire_row = u32::MAX;
-        }
-        for (row, &sid) in due.iter().enumerate() {
-            let Some(deadline) = self
-                .session(sid)
-                .map(|s| (s.end - 1).saturating_add(lateness))
-            else {
-                continue;
-            };
-            if keep && deadline > wm {
-                let start = self.session(sid).map_or(0, |s| s.start);
-                let part = self.slots.alloc(self.slots.bucket_of(start), sid)?;
-                let entry = &mut self.arena[sid as usize];
-                if let Some(s) = entry.session.as_mut() {
-                    s.emitted = true;
-                    s.pending = false;
-                    s.parts = vec![part];
-                    s.write = part;
-                }
-                self.expiry.push(Reverse((deadline, sid, entry.generation)));
-                kept_rows.push(row as u32);
-                kept_sids.push(sid);
-            } else {
-                // Its slots were all drained above.
-                if let Some(s) = self.arena[sid as usize].session.as_mut() {
-                    s.parts.clear();
-                }
-                self.remove(sid);
-            }
-        }
-        if !kept_sids.is_empty() {
-            let idx = UInt32Array::from(kept_rows);
-            let taken: Vec<Vec<ArrayRef>> = states
-                .iter()
-                .map(|s| take_all(s, &idx))
-                .collect::<Result<_>>()?;
-            self.merge_into_writes(&kept_sids, &taken)?;
-        }
-        Ok(())
-    }
-
     fn overflow(&self, row: usize, ts: i64) -> Error {
         Error::BadRecord {
             location: RecordLocation {
@@ -628,30 +428,6 @@ impl SessionWindowOperator {
             ),
         }
     }
-}
-
-/// The rows of several chunks of partial states, one after the other.
-fn concat_states(chunks: &[Vec<Vec<ArrayRef>>]) -> Result<Vec<Vec<ArrayRef>>> {
-    if chunks.len() == 1 {
-        return Ok(chunks[0].clone());
-    }
-    let Some(first) = chunks.first() else {
-        return Ok(Vec::new());
-    };
-    first
-        .iter()
-        .enumerate()
-        .map(|(a, cols)| {
-            (0..cols.len())
-                .map(|c| {
-                    let parts: Vec<&dyn arrow::array::Array> =
-                        chunks.iter().map(|ch| ch[a][c].as_ref()).collect();
-                    arrow::compute::concat(&parts)
-                        .map_err(|e| Error::arrow("joining session states", e))
-                })
-                .collect()
-        })
-        .collect()
 }
 
 impl Operator for SessionWindowOperator {
@@ -781,83 +557,6 @@ impl Operator for SessionWindowOperator {
     }
 
     fn snapshot_image(&mut self, _barrier: Barrier) -> Result<Option<StateImage>> {
-        // Every session's slots are taken out and combined into one row per session (the
-        // image), which goes back as the session's only slot. The columns are encoded and
-        // written in the background.
-        let mut entries: Vec<(WindowId, u8, u32)> = Vec::new();
-        for (sid, entry) in self.arena.iter().enumerate() {
-            if let Some(s) = entry.session.as_ref() {
-                let flags = if s.emitted { FLAG_EMITTED } else { 0 };
-                entries.push((
-                    WindowId {
-                        end: s.end,
-                        start: s.start,
-                    },
-                    flags,
-                    sid as u32,
-                ));
-            }
-        }
-        entries.sort_unstable_by(|a, b| {
-            let key = |sid: u32| {
-                self.session(sid)
-                    .map_or(&[][..], |s| self.keys[s.key as usize].bytes.as_slice())
-            };
-            (a.0, a.1, key(a.2)).cmp(&(b.0, b.1, key(b.2)))
-        });
-        let mut index = vec![usize::MAX; self.arena.len()];
-        for (i, e) in entries.iter().enumerate() {
-            index[e.2 as usize] = i;
-        }
-        let mut all = GroupSpace::new(Arc::clone(&self.cfg.aggregates), Arc::new(Schema::empty()))?;
-        let mut chunks: Vec<Vec<Vec<ArrayRef>>> = Vec::new();
-        let mut all_groups: Vec<usize> = Vec::new();
-        for (owners, states) in self.slots.drain_all()? {
-            let mut rows = Vec::new();
-            let mut groups = Vec::new();
-            for (row, &owner) in owners.iter().enumerate() {
-                if let Some(&i) = index.get(owner as usize)
-                    && i != usize::MAX
-                {
-                    rows.push(row as u32);
-                    groups.push(i);
-                }
-            }
-            let idx = UInt32Array::from(rows);
-            chunks.push(
-                states
-                    .iter()
-                    .map(|s| take_all(s, &idx))
-                    .collect::<Result<_>>()?,
-            );
-            all_groups.extend(groups);
-        }
-        // One merge (see `emit`).
-        all.merge_indexed(&all_groups, entries.len(), &concat_states(&chunks)?)?;
-        let (_, states) = all.drain()?;
-        // Every session gets one fresh slot holding its combined state.
-        let sids: Vec<u32> = entries.iter().map(|e| e.2).collect();
-        for &sid in &sids {
-            let Some(start) = self.session(sid).map(|s| s.start) else {
-                continue;
-            };
-            let part = self.slots.alloc(self.slots.bucket_of(start), sid)?;
-            if let Some(s) = self.arena[sid as usize].session.as_mut() {
-                s.parts = vec![part];
-                s.write = part;
-            }
-        }
-        self.merge_into_writes(&sids, &states)?;
-        let key_refs: Vec<&[u8]> = sids
-            .iter()
-            .map(|&sid| {
-                self.session(sid)
-                    .map_or(&[][..], |s| self.keys[s.key as usize].bytes.as_slice())
-            })
-            .collect();
-        let keys = self.key_columns(&key_refs)?;
-        let ids: Vec<(WindowId, u8)> = entries.iter().map(|e| (e.0, e.1)).collect();
-        let parts = vec![(ImageWindows::PerRow(ids), (keys, states))];
-        Ok(Some(self.state.image(self.watermark, parts)))
+        self.snapshot().map(Some)
     }
 }

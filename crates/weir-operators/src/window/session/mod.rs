@@ -452,7 +452,7 @@ impl Operator for SessionWindowOperator {
         let mut row_part: Vec<Part> = Vec::with_capacity(n);
         let mut touched: Vec<u32> = Vec::new();
         let mut others: Vec<u32> = Vec::new();
-        for i in 0..n {
+        for (i, is_taken) in taken.iter_mut().enumerate() {
             if times.is_null(i) {
                 continue;
             }
@@ -502,7 +502,7 @@ impl Operator for SessionWindowOperator {
                 }
             };
             touched.push(sid);
-            taken[i] = true;
+            *is_taken = true;
             rows.push(i as u32);
             row_part.push(self.session(sid).map_or((0, 0), |s| s.write));
         }

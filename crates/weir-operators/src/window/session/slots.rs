@@ -19,6 +19,9 @@ use weir_api::Result;
 /// that bucket, counted from the bucket's creation.
 pub(super) type Part = (i64, u64);
 
+/// Slots taken out of a bucket: each slot's owner and the partial states, one row per slot.
+pub(super) type Drained = (Vec<u32>, Vec<Vec<ArrayRef>>);
+
 /// The owner of a slot whose session is gone (expired, or fired and not kept).
 pub(super) const NO_OWNER: u32 = u32::MAX;
 
@@ -145,11 +148,7 @@ impl SlotBuckets {
 
     /// Takes the slots of bucket `bucket` before slot `upto` out: their owners and partial
     /// states, one row per slot.
-    pub(super) fn drain_prefix(
-        &mut self,
-        bucket: i64,
-        upto: u64,
-    ) -> Result<(Vec<u32>, Vec<Vec<ArrayRef>>)> {
+    pub(super) fn drain_prefix(&mut self, bucket: i64, upto: u64) -> Result<Drained> {
         let Some(b) = self.buckets.get_mut(&bucket) else {
             return Ok((Vec::new(), Vec::new()));
         };
@@ -166,7 +165,7 @@ impl SlotBuckets {
 
     /// Takes every slot out of every bucket (for a snapshot): per bucket, owners and partial
     /// states. No bucket is left.
-    pub(super) fn drain_all(&mut self) -> Result<Vec<(Vec<u32>, Vec<Vec<ArrayRef>>)>> {
+    pub(super) fn drain_all(&mut self) -> Result<Vec<Drained>> {
         let mut out = Vec::with_capacity(self.buckets.len());
         for (_, mut b) in std::mem::take(&mut self.buckets) {
             let n = b.owners.len();

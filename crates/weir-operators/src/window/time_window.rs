@@ -259,7 +259,8 @@ impl Operator for TimeWindowOperator {
 }
 
 /// The key and argument columns of the rows `rows_of` (ascending); no copy when they are all
-/// `total` rows.
+/// `total` rows or one contiguous run of them (event time nearly in order: a window's rows in
+/// a batch are mostly one run), which is sliced.
 fn take_rows(
     keys: &[ArrayRef],
     args: &[Vec<ArrayRef>],
@@ -268,6 +269,15 @@ fn take_rows(
 ) -> Result<(Vec<ArrayRef>, Vec<Vec<ArrayRef>>)> {
     if rows_of.len() == total {
         return Ok((keys.to_vec(), args.to_vec()));
+    }
+    if let (Some(&first), Some(&last)) = (rows_of.first(), rows_of.last())
+        && (last - first) as usize + 1 == rows_of.len()
+    {
+        let (offset, len) = (first as usize, rows_of.len());
+        let slice = |cols: &[ArrayRef]| -> Vec<ArrayRef> {
+            cols.iter().map(|c| c.slice(offset, len)).collect()
+        };
+        return Ok((slice(keys), args.iter().map(|a| slice(a)).collect()));
     }
     let idx = UInt32Array::from(rows_of);
     let k = take_all(keys, &idx)?;

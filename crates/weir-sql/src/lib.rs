@@ -590,6 +590,13 @@ mod tests {
             .expect("compiles")
             .spec;
         assert_eq!(spec.sources[0].prune, None);
+        // Nor CSV or JSON files, whose readers do not prune.
+        let csv = "CREATE TABLE c (a BIGINT) WITH ('connector' = 'filesystem', \
+            'path' = 'in.csv', 'format' = 'csv');\n\
+            CREATE TABLE o (a BIGINT) WITH ('connector' = 'blackhole');\n\
+            INSERT INTO o SELECT a FROM c WHERE a > 3;";
+        let spec = compiler.compile(csv, "c.sql").await.expect("compiles").spec;
+        assert_eq!(spec.sources[0].prune, None);
         // A table with a watermark is never pruned.
         let watermarked = "CREATE TABLE bids (auction BIGINT, ts TIMESTAMP(3), \
             WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) WITH ('connector' = 'filesystem', \

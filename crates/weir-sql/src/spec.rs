@@ -561,11 +561,18 @@ impl JobBuilder {
 
     /// The `prune` conditions of source `table`: those every scan of it has; none for a table
     /// with a watermark (a skipped row would not advance it), nor for connectors other than
-    /// `filesystem` (the one that prunes; its schema is exactly the declared columns).
+    /// `filesystem` (the one that prunes; its schema is exactly the declared columns), nor for
+    /// files declared CSV or JSON lines (only Parquet readers prune: the plan would carry
+    /// conditions nobody uses).
     fn prune_conditions(&self, table: &Table) -> Vec<serde_json::Value> {
         let files =
             option(&table.def, "connector").is_some_and(|c| c.eq_ignore_ascii_case("filesystem"));
-        if table.def.watermark.is_some() || !files {
+        let text = option(&table.def, "format").is_some_and(|f| {
+            ["csv", "json", "jsonl", "ndjson"]
+                .iter()
+                .any(|t| f.eq_ignore_ascii_case(t))
+        });
+        if table.def.watermark.is_some() || !files || text {
             return Vec::new();
         }
         let scans: Vec<Vec<serde_json::Value>> = self

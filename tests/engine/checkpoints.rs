@@ -107,6 +107,26 @@ pub(crate) fn published_rows(dir: &Path) -> Vec<String> {
     format_rows(&read_published_parts(dir))
 }
 
+/// The end of a kill-and-restore test: at least one run was killed part way, the last run
+/// restored a checkpoint, and `out` holds exactly the rows `want`.
+pub(crate) fn assert_killed_restored_and_published(
+    killed: usize,
+    summary: weir::JobSummary,
+    out: &Path,
+    want: &[String],
+) {
+    assert!(killed >= 1, "at least one run was killed part way");
+    assert!(
+        summary
+            .checkpoints
+            .expect("counters")
+            .restored_from
+            .is_some(),
+        "the last run restored a checkpoint"
+    );
+    assert_same_rows(&published_rows(out), want, "published output");
+}
+
 /// Fails with the rows missing from and repeated in `got`, not both lists.
 pub(crate) fn assert_same_rows(got: &[String], want: &[String], what: &str) {
     if got == want {
@@ -287,20 +307,7 @@ async fn killed_runs_restored_at_other_parallelisms_lose_and_repeat_nothing() {
     let summary = run_to_end(&engine, &job, options(&cp, Some(RestoreFrom::Latest)))
         .await
         .expect("restored run");
-    assert!(killed >= 1, "at least one run was killed part way");
-    assert!(
-        summary
-            .checkpoints
-            .expect("counters")
-            .restored_from
-            .is_some(),
-        "the last run restored a checkpoint"
-    );
-    assert_same_rows(
-        &published_rows(&dir.path().join("out")),
-        &want,
-        "published output",
-    );
+    assert_killed_restored_and_published(killed, summary, &dir.path().join("out"), &want);
 }
 
 /// `job` with its input file read in byte ranges of 4 KiB (the input is about 75 KiB).
@@ -330,19 +337,7 @@ async fn a_file_read_in_byte_ranges_killed_and_restored_at_other_parallelisms_lo
     let summary = run_to_end(&engine, &job, options(&cp, Some(RestoreFrom::Latest)))
         .await
         .expect("restored run");
-    assert!(killed >= 1, "at least one run was killed part way");
-    assert!(
-        summary
-            .checkpoints
-            .expect("counters")
-            .restored_from
-            .is_some()
-    );
-    assert_same_rows(
-        &published_rows(&dir.path().join("out")),
-        &want,
-        "published output",
-    );
+    assert_killed_restored_and_published(killed, summary, &dir.path().join("out"), &want);
     // Without kills or checkpoints, at parallelism 2: the same rows.
     let dir = tempfile::tempdir().expect("tempdir");
     write_input(dir.path());

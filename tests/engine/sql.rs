@@ -2,7 +2,7 @@
 //! functions registered from Rust, table options that reach the spec, and a `WHERE` pushed
 //! into a Parquet source (row groups and pages skipped, also across a kill and a restore).
 
-use crate::checkpoints::{assert_same_rows, published_rows, run_and_kill};
+use crate::checkpoints::{assert_killed_restored_and_published, published_rows, run_and_kill};
 use crate::support::{format_rows, read_parquet_dir};
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use parquet::file::properties::WriterProperties;
@@ -223,17 +223,5 @@ async fn a_pruned_parquet_job_killed_and_restored_loses_and_repeats_nothing() {
         .wait()
         .await
         .expect("restored run");
-    assert!(killed >= 1, "at least one run was killed part way");
-    assert!(
-        summary
-            .checkpoints
-            .expect("counters")
-            .restored_from
-            .is_some()
-    );
-    assert_same_rows(
-        &published_rows(&dir.path().join("out")),
-        &want,
-        "published output",
-    );
+    assert_killed_restored_and_published(killed, summary, &dir.path().join("out"), &want);
 }

@@ -226,47 +226,45 @@ impl KafkaBroker {
     /// Creates `topic` with `partitions` partitions (replication factor 1) and returns once the
     /// controller has created it.
     pub fn create_topic(&self, topic: &str, partitions: i32) -> Result<()> {
-        let operation = format!("creating topic {topic}");
-        let admin: AdminClient<DefaultClientContext> = self
-            .client_config()
-            .create()
-            .map_err(|source| self.client_err(&operation, source))?;
-        let options = AdminOptions::new()
-            .request_timeout(Some(Duration::from_secs(30)))
-            .operation_timeout(Some(Duration::from_secs(30)));
         let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-        let results = block_on(admin.create_topics([&new_topic], &options))
-            .map_err(|source| self.client_err(&operation, source))?;
-        for result in results {
-            if let Err((name, code)) = result {
-                return Err(TestkitError::Broker {
-                    operation: format!("creating topic {name}"),
-                    bootstrap: self.bootstrap_servers(),
-                    message: code.to_string(),
-                });
-            }
-        }
-        Ok(())
+        self.admin(&format!("creating topic {topic}"), |admin, options| {
+            block_on(admin.create_topics([&new_topic], options))
+        })
     }
 
     /// Grows `topic` to `partitions` partitions in all (Kafka never removes partitions) and
     /// returns once the controller has created them.
     pub fn create_partitions(&self, topic: &str, partitions: usize) -> Result<()> {
-        let operation = format!("adding partitions to topic {topic}");
+        let grow = NewPartitions::new(topic, partitions);
+        self.admin(
+            &format!("growing topic {topic} to {partitions} partitions"),
+            |admin, options| block_on(admin.create_partitions([&grow], options)),
+        )
+    }
+
+    /// Runs one admin request (`operation` names it in errors) with generous timeouts and
+    /// turns a failed per-topic result into an error.
+    fn admin(
+        &self,
+        operation: &str,
+        request: impl FnOnce(
+            &AdminClient<DefaultClientContext>,
+            &AdminOptions,
+        ) -> rdkafka::error::KafkaResult<Vec<rdkafka::admin::TopicResult>>,
+    ) -> Result<()> {
         let admin: AdminClient<DefaultClientContext> = self
             .client_config()
             .create()
-            .map_err(|source| self.client_err(&operation, source))?;
+            .map_err(|source| self.client_err(operation, source))?;
         let options = AdminOptions::new()
             .request_timeout(Some(Duration::from_secs(30)))
             .operation_timeout(Some(Duration::from_secs(30)));
-        let grow = NewPartitions::new(topic, partitions);
-        let results = block_on(admin.create_partitions([&grow], &options))
-            .map_err(|source| self.client_err(&operation, source))?;
+        let results =
+            request(&admin, &options).map_err(|source| self.client_err(operation, source))?;
         for result in results {
             if let Err((name, code)) = result {
                 return Err(TestkitError::Broker {
-                    operation: format!("growing topic {name} to {partitions} partitions"),
+                    operation: format!("{operation} ({name})"),
                     bootstrap: self.bootstrap_servers(),
                     message: code.to_string(),
                 });

@@ -4,7 +4,7 @@ use crate::csv_reader::{CsvColumns, CsvSplitReader};
 use crate::inference::infer_schema;
 use crate::location::{FileLocation, ListedFile};
 use crate::object_bytes::{DEFAULT_BLOCK_BYTES, ObjectBytes};
-use crate::options::{CsvSettings, FileFormat, FileSourceOptions};
+use crate::options::{CsvSettings, FileFormat, FileSourceOptions, default_split_size};
 use crate::parquet_reader::{ParquetSplitReader, row_group_bytes};
 use arrow::datatypes::{DataType, SchemaRef};
 use object_store::registry::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
@@ -112,7 +112,9 @@ impl SourceFactory for FileSourceFactory {
             projection: None,
             predicate: None,
             batch_size: options.batch_size,
-            split_size: options.split_size,
+            split_size: options
+                .split_size
+                .unwrap_or_else(|| default_split_size(format)),
             policy: spec.bad_records,
             block_bytes: self.block_bytes,
         }))

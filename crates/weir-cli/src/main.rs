@@ -9,6 +9,12 @@ use weir::{Engine, JobSpec, JobSummary};
 
 mod summary;
 
+/// The process's allocator. jemalloc keeps per-thread caches, so the batches one subtask's thread
+/// builds and another's drops do not contend for glibc malloc's arena locks (about a tenth of the
+/// CPU of a windowed job at parallelism 2 went to that lock; see docs/performance.md).
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 /// Weir: an Apache Arrow columnar streaming dataflow engine.
 #[derive(Debug, Parser)]
 #[command(

@@ -206,6 +206,12 @@ pub(crate) async fn run_and_kill(
     epochs: u64,
 ) -> bool {
     let running = start(engine, &job, options).await.expect("start");
+    kill_after_epochs(running, epochs).await
+}
+
+/// Kills `running` once `epochs` epochs are durable (or lets it end first); returns whether it
+/// was killed. Fails when neither happens within `KILL_DEADLINE`.
+pub(crate) async fn kill_after_epochs(running: weir::RunningJob, epochs: u64) -> bool {
     let started = std::time::Instant::now();
     loop {
         let durable = running

@@ -9,6 +9,7 @@ mod damaged_checkpoints;
 mod end_to_end;
 mod kafka;
 mod keyed_state;
+mod lanes;
 mod plugin_contract;
 mod routing;
 mod s3;

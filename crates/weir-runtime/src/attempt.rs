@@ -705,6 +705,7 @@ async fn build_task(
                     watermark: node.watermark.clone(),
                     alignment: alignment.cloned(),
                     known_splits: known_splits.clone(),
+                    share: job.split_share,
                 })));
             }
             (NodeKind::Operator, Some(PreparedNode::Operator(prepared))) => {

@@ -7,7 +7,9 @@
 //! what each split delivers and when; waits are for what the job did, with timeouts only as
 //! deadlines.
 
-use crate::{CheckpointStorage, PreparedJob, Registry, RestoreFrom, RunOptions, RunningJob};
+use crate::{
+    CheckpointStorage, PreparedJob, Registry, RestoreFrom, RunOptions, RunningJob, SplitShare,
+};
 use arrow::array::{Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use std::collections::HashMap;
@@ -321,16 +323,17 @@ async fn start(
     watermark: Option<&str>,
     checkpoints: Option<&Path>,
 ) -> (RunningJob, watch::Receiver<Seen>) {
-    start_with(source, parallelism, watermark, checkpoints, None).await
+    start_with(source, parallelism, watermark, checkpoints, None, None).await
 }
 
-/// [`start`], restoring from `restore`.
+/// [`start`], restoring from `restore`, as the lane that reads `share` of the splits if given.
 async fn start_with(
     source: ChanSource,
     parallelism: u32,
     watermark: Option<&str>,
     checkpoints: Option<&Path>,
     restore: Option<RestoreFrom>,
+    share: Option<SplitShare>,
 ) -> (RunningJob, watch::Receiver<Seen>) {
     let (seen_tx, seen) = watch::channel(Seen::default());
     let mut registry = Registry::with_builtin_operators();
@@ -360,9 +363,12 @@ sinks:
     );
     let spec = JobSpec::from_yaml_str(&yaml, "concurrent.yaml").expect("spec parses");
     let plans = CompiledPlans::compile(&spec, Some("concurrent.yaml")).expect("plans");
-    let job = PreparedJob::prepare(plans, &registry, "concurrent.yaml")
+    let mut job = PreparedJob::prepare(plans, &registry, "concurrent.yaml")
         .await
         .expect("job prepares");
+    if let Some(share) = share {
+        job = job.with_split_share(share);
+    }
     let options = RunOptions {
         state_dir: None,
         checkpoint_storage: checkpoints
@@ -591,6 +597,7 @@ async fn a_discovered_split_recorded_in_a_checkpoint_resumes_at_its_cursor() {
         None,
         Some(dir.path()),
         Some(RestoreFrom::Epoch(epoch)),
+        None,
     )
     .await;
     splits.feed("late", Feed::Rows(vec![4], None));
@@ -601,4 +608,58 @@ async fn a_discovered_split_recorded_in_a_checkpoint_resumes_at_its_cursor() {
     let opened = splits.opened();
     assert!(opened.contains(&("late".to_owned(), 0, 3)), "{opened:?}");
     job.kill().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lanes_read_only_their_share_of_listed_and_discovered_splits() {
+    let listed = ["a", "b", "c", "d", "e", "f"];
+    let discovered = ["g", "h", "i", "j", "k", "l"];
+    let splits = Splits::with(&listed);
+    let mut lanes = Vec::new();
+    for lane in 0..2 {
+        let share = SplitShare::new(lane, 2).expect("share");
+        let source = ChanSource {
+            splits: splits.clone(),
+            discovery: Some(Duration::from_millis(5)),
+        };
+        let (job, seen) = start_with(source, 1, None, None, None, Some(share)).await;
+        lanes.push((share, job, seen));
+    }
+    for id in discovered {
+        splits.add(id);
+    }
+    let all: Vec<&str> = listed.iter().chain(&discovered).copied().collect();
+    for (value, id) in all.iter().enumerate() {
+        splits.feed(id, Feed::Rows(vec![value as i64], None));
+    }
+    for (share, _, seen) in &mut lanes {
+        let mine: Vec<&str> = all
+            .iter()
+            .copied()
+            .filter(|id| share.contains(id))
+            .collect();
+        until(seen, "the lane's splits", |s| {
+            mine.iter().all(|id| s.rows_of(id).len() == 1)
+        })
+        .await;
+    }
+    // Every split was opened once, by the lane whose share holds it, and read by it alone.
+    let opened = splits.opened();
+    assert_eq!(opened.len(), all.len(), "{opened:?}");
+    for (value, id) in all.iter().enumerate() {
+        let readers: Vec<u32> = lanes
+            .iter()
+            .filter(|(_, _, seen)| seen.borrow().rows_of(id) == [value as i64])
+            .map(|(share, ..)| share.index())
+            .collect();
+        let owner: Vec<u32> = lanes
+            .iter()
+            .filter(|(share, ..)| share.contains(id))
+            .map(|(share, ..)| share.index())
+            .collect();
+        assert_eq!(readers, owner, "split {id}");
+    }
+    for (_, job, _) in lanes {
+        job.kill().await;
+    }
 }

@@ -34,3 +34,4 @@ pub use executor::{DEFAULT_CHECKPOINT_DIR, JobSummary, RunOptions, RunningJob, s
 pub use metrics::{JobMetrics, MetricsSnapshot, OperatorSnapshot, SplitLag};
 pub use prepare::{PreparedJob, PreparedNode};
 pub use registry::Registry;
+pub use split_assignment::SplitShare;

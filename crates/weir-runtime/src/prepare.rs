@@ -3,6 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::registry::Registry;
+use crate::split_assignment::SplitShare;
 use arrow::datatypes::{DataType, SchemaRef};
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -52,6 +53,9 @@ pub struct PreparedJob {
     /// The delivery guarantee in force: the declared mode, or the strongest the connectors and
     /// checkpointing can give (reported in the run summary).
     pub semantic_mode: SemanticMode,
+    /// The share of the splits this run reads when it is one lane of a distributed job (`None`:
+    /// every split). Set with [`PreparedJob::with_split_share`].
+    pub split_share: Option<SplitShare>,
 }
 
 impl PreparedJob {
@@ -68,6 +72,7 @@ impl PreparedJob {
             schemas: HashMap::new(),
             splits: HashMap::new(),
             semantic_mode: SemanticMode::BestEffort,
+            split_share: None,
         };
         let nodes: Vec<ModelNode> = job
             .plans
@@ -84,6 +89,17 @@ impl PreparedJob {
         job.check_side_outputs_consumed(&nodes)?;
         job.semantic_mode = job.check_semantic_mode(&nodes)?;
         Ok(job)
+    }
+
+    /// Makes this run one lane of a distributed job: its sources read only the splits of
+    /// `share`, those listed now and those partition discovery finds later.
+    #[must_use]
+    pub fn with_split_share(mut self, share: SplitShare) -> Self {
+        for splits in self.splits.values_mut() {
+            splits.retain(|s| share.contains(&s.id));
+        }
+        self.split_share = Some(share);
+        self
     }
 
     fn prepare_error(&self, path: String, source: weir_api::Error) -> Error {

@@ -9,7 +9,7 @@ use crate::checkpoint::recovery::SplitResume;
 use crate::error::{Error, Result};
 use crate::event_time::{SourceAlignment, SourceStep, SourceWatermarks};
 use crate::metrics::OperatorMetrics;
-use crate::split_assignment::{discovered_split_owner, discovery_interval};
+use crate::split_assignment::{SplitShare, discovered_split_owner, discovery_interval};
 use futures::stream::{FuturesUnordered, StreamExt};
 use std::collections::HashSet;
 use std::future::Future;
@@ -38,6 +38,9 @@ pub(crate) struct SourceHead {
     /// The id of every split the attempt knew at its start (every subtask's, and the ones
     /// finished before a restore): partition discovery takes only splits not among them.
     pub(crate) known_splits: Arc<HashSet<String>>,
+    /// The lane's share of the splits, when the run is one lane of a distributed job:
+    /// discovered splits outside it belong to other lanes.
+    pub(crate) share: Option<SplitShare>,
 }
 
 /// A pending read of one split: the future owns the reader and hands it back with the result,
@@ -75,6 +78,7 @@ impl ChainTask {
             watermark,
             alignment,
             known_splits,
+            share,
         } = head;
         let reading = SourceReading {
             source: &source,
@@ -83,6 +87,7 @@ impl ChainTask {
             dead_letter_writers: &dead_letter_writers,
             alignment: alignment.as_deref(),
             known_splits: &known_splits,
+            share,
         };
         let mut progress = SourceProgress::new(&ctx, &splits);
         let mut generators = watermark.as_ref().map(|spec| {
@@ -343,6 +348,9 @@ impl ChainTask {
         let mut opened = Vec::new();
         for split in listed {
             if !known.insert(split.id.clone())
+                || reading
+                    .share
+                    .is_some_and(|share| !share.contains(&split.id))
                 || discovered_split_owner(&split.id, reading.ctx.parallelism)
                     != reading.ctx.subtask.0
             {
@@ -605,6 +613,7 @@ struct SourceReading<'a> {
     dead_letter_writers: &'a [usize],
     alignment: Option<&'a SourceAlignment>,
     known_splits: &'a HashSet<String>,
+    share: Option<SplitShare>,
 }
 
 impl SourceReading<'_> {

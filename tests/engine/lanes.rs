@@ -1,0 +1,186 @@
+//! Lanes: one job run as independent lane jobs, each with its own job id and reading only its
+//! share of the splits (`PreparedJob::with_split_share`), the way the Agents of a distributed
+//! job run it. The lanes' outputs together must be the job's output, also when a lane is
+//! killed and restored from its own checkpoints while the others run to the end.
+
+use crate::checkpoints::{assert_same_rows, kill_after_epochs, published_rows};
+use std::path::Path;
+use weir::{CheckpointStorage, Engine, JobSpec, RestoreFrom, RunOptions, SplitShare};
+
+/// Input files; each holds its own keys and its own stretch of event time, so a keyed window
+/// gives the same result whichever lane reads the file.
+const FILES: usize = 12;
+/// Rows per file.
+const ROWS_PER_FILE: usize = 500;
+/// Lanes of the distributed runs.
+const LANES: u32 = 3;
+
+fn write_input(dir: &Path) {
+    for f in 0..FILES {
+        let mut text = String::from("ts,k,v\n");
+        for i in 0..ROWS_PER_FILE {
+            let ts = f * 100_000 + i * 7;
+            text.push_str(&format!("{ts},k{f}-{},{}\n", i % 8, (i * 31) % 1000));
+        }
+        std::fs::write(dir.join(format!("in-{f:02}.csv")), text).expect("write input");
+    }
+}
+
+/// The job with id `id`: tumbling 100 ms windows per key, count and sum, to Parquet in
+/// `dir/out`, checkpointing every 5 ms when `checkpoint`.
+fn spec(dir: &Path, id: &str, checkpoint: bool) -> JobSpec {
+    let checkpoint = if checkpoint {
+        "checkpoint: { interval: 5 }\n"
+    } else {
+        ""
+    };
+    let yaml = format!(
+        r#"
+job: {id}
+parallelism: 1
+{checkpoint}sources:
+  - name: events
+    connector: file
+    schema:
+      - {{ name: ts, type: int64, nullable: false }}
+      - {{ name: k, type: string, nullable: false }}
+      - {{ name: v, type: int64, nullable: false }}
+    options: {{ path: "{input}", format: csv, batch_size: 16 }}
+    watermark: {{ column: ts, max_out_of_orderness: 0, interval: 1 }}
+operators:
+  - name: w
+    type: window
+    input: {{ from: events, partition: {{ hash: [k] }} }}
+    options:
+      time_column: ts
+      window: {{ type: tumble, size: 100 }}
+      key_by: [k]
+      aggregates:
+        - {{ function: count, as: n }}
+        - {{ function: sum, column: v, as: total }}
+sinks:
+  - name: out
+    connector: file
+    input: w
+    options: {{ path: "{out}", format: parquet }}
+"#,
+        input = dir.join("in-*.csv").display(),
+        out = dir.join("out").display(),
+    );
+    JobSpec::from_yaml_str(&yaml, "lanes.yaml").expect("spec parses")
+}
+
+fn options(checkpoints: &Path, restore: Option<RestoreFrom>) -> RunOptions {
+    RunOptions {
+        state_dir: None,
+        checkpoint_storage: Some(CheckpointStorage::local(checkpoints).expect("checkpoint dir")),
+        restore,
+        accept_duplicates: false,
+    }
+}
+
+/// Starts lane `lane` of the job in `dir` and runs it to the end (or kills it after its first
+/// durable epoch when `kill`); returns whether it was killed.
+async fn run_lane(engine: &Engine, dir: &Path, lane: u32, kill: bool, restore: bool) -> bool {
+    let id = format!("lanes-lane-{lane}");
+    let job = spec(dir, &id, true);
+    let share = SplitShare::new(lane, LANES).expect("share");
+    let prepared = engine
+        .prepare(&job, Some("lanes.yaml"))
+        .await
+        .expect("prepare")
+        .with_split_share(share);
+    let opts = options(&dir.join("cp"), restore.then_some(RestoreFrom::Latest));
+    if kill {
+        let running = engine.start_with(prepared, opts).await.expect("start");
+        return kill_after_epochs(running, 1).await;
+    }
+    let summary = engine
+        .start_with(prepared, opts)
+        .await
+        .expect("start")
+        .wait()
+        .await
+        .expect("lane runs to the end");
+    if restore {
+        assert!(
+            summary
+                .checkpoints
+                .expect("counters")
+                .restored_from
+                .is_some(),
+            "lane {lane} restored its own checkpoint"
+        );
+    }
+    false
+}
+
+#[test]
+fn every_split_belongs_to_exactly_one_share() {
+    let ids: Vec<String> = (0..200).map(|i| format!("topic/{i}")).collect();
+    let mut per_lane = [0usize; LANES as usize];
+    for id in &ids {
+        let owners: Vec<u32> = (0..LANES)
+            .filter(|&l| SplitShare::new(l, LANES).expect("share").contains(id))
+            .collect();
+        assert_eq!(owners.len(), 1, "{id} belongs to one lane: {owners:?}");
+        per_lane[owners[0] as usize] += 1;
+    }
+    assert!(
+        per_lane.iter().all(|&n| n > 40),
+        "shares spread splits: {per_lane:?}"
+    );
+    assert!(SplitShare::new(3, 3).is_err());
+    assert!(SplitShare::new(0, 0).is_err());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn lanes_together_publish_the_jobs_output_also_when_one_is_killed_and_restored() {
+    // The reference: the whole job in one run.
+    let reference_dir = tempfile::tempdir().expect("tempdir");
+    write_input(reference_dir.path());
+    let engine = Engine::new();
+    engine
+        .run(
+            &spec(reference_dir.path(), "lanes", false),
+            Some("lanes.yaml"),
+        )
+        .await
+        .expect("reference run");
+    let want = published_rows(&reference_dir.path().join("out"));
+    assert!(want.len() > 500, "the reference has output: {}", want.len());
+
+    // The lanes, into one output directory and one checkpoint directory.
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path());
+    let files: Vec<String> = (0..FILES)
+        .map(|f| {
+            dir.path()
+                .join(format!("in-{f:02}.csv"))
+                .display()
+                .to_string()
+        })
+        .collect();
+    let count = |lane: u32| {
+        let share = SplitShare::new(lane, LANES).expect("share");
+        files.iter().filter(|f| share.contains(f)).count()
+    };
+    // The lane with the most files is killed part way and restored.
+    let victim = (0..LANES).max_by_key(|&l| count(l)).expect("lanes");
+    let mut killed = 0;
+    for lane in 0..LANES {
+        if lane == victim {
+            killed += usize::from(run_lane(&engine, dir.path(), lane, true, false).await);
+        }
+        run_lane(&engine, dir.path(), lane, false, lane == victim).await;
+    }
+    assert_eq!(
+        killed, 1,
+        "lane {victim} was killed after its first durable epoch"
+    );
+    assert_same_rows(
+        &published_rows(&dir.path().join("out")),
+        &want,
+        "the lanes' published output",
+    );
+}

@@ -85,7 +85,7 @@ impl RunningJob {
     /// # Errors
     /// When the job takes no checkpoints, ended, or the epoch was aborted.
     pub async fn checkpoint(&self) -> Result<Epoch> {
-        self.request(None).await
+        self.checkpoint_trigger()?.checkpoint().await
     }
 
     /// Takes a savepoint named `name`: a checkpoint retention never deletes, to restore with
@@ -95,30 +95,20 @@ impl RunningJob {
     /// A name that `--restore` would read otherwise (empty, a number, `latest`); as
     /// [`RunningJob::checkpoint`].
     pub async fn savepoint(&self, name: &str) -> Result<Epoch> {
-        // `--restore` reads digits as an epoch and `latest` as the newest checkpoint.
-        if name.is_empty() || name.parse::<u64>().is_ok() || name.eq_ignore_ascii_case("latest") {
-            return Err(Error::Restore {
-                message: format!(
-                    "`{name}` cannot name a savepoint: use a name that is not empty, not a \
-                     number and not `latest`"
-                ),
-            });
-        }
-        self.request(Some(Some(name.to_owned()))).await
+        self.checkpoint_trigger()?.savepoint(name).await
     }
 
-    async fn request(&self, savepoint: Option<Option<String>>) -> Result<Epoch> {
-        let requests = self.requests.as_ref().ok_or_else(|| {
+    /// A handle that takes checkpoints and savepoints of this job from another task, so that a
+    /// long checkpoint need not hold the [`RunningJob`] (an Agent keeps polling and can still
+    /// kill the job meanwhile).
+    ///
+    /// # Errors
+    /// When the job takes no checkpoints.
+    pub fn checkpoint_trigger(&self) -> Result<CheckpointTrigger> {
+        let requests = self.requests.clone().ok_or_else(|| {
             Error::Internal("the job takes no checkpoints: add a `checkpoint` section".into())
         })?;
-        let (reply, answer) = oneshot::channel();
-        requests
-            .send(CheckpointRequest { savepoint, reply })
-            .await
-            .map_err(|_| Error::Internal("the job has ended".into()))?;
-        answer
-            .await
-            .map_err(|_| Error::Internal("the job ended before the checkpoint completed".into()))?
+        Ok(CheckpointTrigger { requests })
     }
 
     /// Whether the job has ended (successfully or not); [`RunningJob::wait`] returns at once then.
@@ -148,6 +138,51 @@ impl RunningJob {
                 message: e.to_string(),
             }),
         }
+    }
+}
+
+/// Takes checkpoints and savepoints of a running job; cheap to clone, usable after the job
+/// ended (its requests then fail).
+#[derive(Debug, Clone)]
+pub struct CheckpointTrigger {
+    requests: mpsc::Sender<CheckpointRequest>,
+}
+
+impl CheckpointTrigger {
+    /// As [`RunningJob::checkpoint`].
+    ///
+    /// # Errors
+    /// When the job ended or the epoch was aborted.
+    pub async fn checkpoint(&self) -> Result<Epoch> {
+        self.request(None).await
+    }
+
+    /// As [`RunningJob::savepoint`].
+    ///
+    /// # Errors
+    /// As [`RunningJob::savepoint`].
+    pub async fn savepoint(&self, name: &str) -> Result<Epoch> {
+        // `--restore` reads digits as an epoch and `latest` as the newest checkpoint.
+        if name.is_empty() || name.parse::<u64>().is_ok() || name.eq_ignore_ascii_case("latest") {
+            return Err(Error::Restore {
+                message: format!(
+                    "`{name}` cannot name a savepoint: use a name that is not empty, not a \
+                     number and not `latest`"
+                ),
+            });
+        }
+        self.request(Some(Some(name.to_owned()))).await
+    }
+
+    async fn request(&self, savepoint: Option<Option<String>>) -> Result<Epoch> {
+        let (reply, answer) = oneshot::channel();
+        self.requests
+            .send(CheckpointRequest { savepoint, reply })
+            .await
+            .map_err(|_| Error::Internal("the job has ended".into()))?;
+        answer
+            .await
+            .map_err(|_| Error::Internal("the job ended before the checkpoint completed".into()))?
     }
 }
 

@@ -30,7 +30,10 @@ mod task_state;
 pub use checkpoint::coordinator::CheckpointSummary;
 pub use checkpoint::{CheckpointConfig, CheckpointStorage, RestoreFrom};
 pub use error::{Error, Result};
-pub use executor::{DEFAULT_CHECKPOINT_DIR, JobSummary, RunOptions, RunningJob, start, start_with};
+pub use executor::{
+    CheckpointTrigger, DEFAULT_CHECKPOINT_DIR, JobSummary, RunOptions, RunningJob, start,
+    start_with,
+};
 pub use metrics::{JobMetrics, MetricsSnapshot, OperatorSnapshot, SplitLag};
 pub use prepare::{PreparedJob, PreparedNode};
 pub use registry::Registry;

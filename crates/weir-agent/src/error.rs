@@ -1,0 +1,38 @@
+//! The Agent's errors.
+
+/// What went wrong in the Agent.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A lane could not be prepared, started or checkpointed.
+    #[error("lane {lane} of job `{job}`: {source}")]
+    Lane {
+        /// The distributed job.
+        job: String,
+        /// The lane.
+        lane: u32,
+        /// What the runtime said.
+        #[source]
+        source: weir::Error,
+    },
+    /// A lane that this Agent does not run.
+    #[error("lane {lane} of job `{job}` does not run on this Agent")]
+    NoSuchLane {
+        /// The distributed job.
+        job: String,
+        /// The lane.
+        lane: u32,
+    },
+    /// A lane number outside the job's lanes.
+    #[error("lane {lane} of job `{job}` does not exist: the job has {count} lane(s)")]
+    LaneOutOfRange {
+        /// The distributed job.
+        job: String,
+        /// The lane asked for.
+        lane: u32,
+        /// The job's lanes.
+        count: u32,
+    },
+}
+
+/// The Agent's result type.
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,331 @@
+//! The lanes an Agent runs, each a job of its own in this process.
+//!
+//! Lane `i` of a job with `count` lanes is the job's spec with id `<job>-lane-<i>` and
+//! parallelism 1, whose sources read share `i` of the splits ([`weir::SplitShare`]). Its own job
+//! id gives it its own checkpoint namespace (so it restores, and is fenced, on its own), its
+//! own keyed state, and sink output of its own (part file names and Kafka transactional ids are
+//! derived from the job id).
+
+use crate::error::{Error, Result};
+use std::collections::BTreeMap;
+use weir::{CheckpointTrigger, Engine, JobSpec, RunOptions, RunningJob, SplitShare};
+
+/// One lane of one distributed job.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct LaneId {
+    /// The distributed job's id.
+    pub job: String,
+    /// The lane's index.
+    pub lane: u32,
+}
+
+/// The job id lane `lane` of `job` runs under: its checkpoints, state and output are its own.
+pub fn lane_job_id(job: &str, lane: u32) -> String {
+    format!("{job}-lane-{lane}")
+}
+
+/// The spec lane `lane` of `job` runs: `spec` with the lane's job id and parallelism 1 on every
+/// node (a lane is one subtask of each operator; lanes spread over Agents, not subtasks).
+pub fn lane_spec(spec: &JobSpec, job: &str, lane: u32) -> JobSpec {
+    let mut lane_spec = spec.clone();
+    lane_spec.job = Some(lane_job_id(job, lane));
+    lane_spec.parallelism = Some(1);
+    for source in &mut lane_spec.sources {
+        source.parallelism = None;
+    }
+    for operator in &mut lane_spec.operators {
+        operator.parallelism = None;
+    }
+    for sink in &mut lane_spec.sinks {
+        sink.parallelism = None;
+    }
+    lane_spec
+}
+
+/// How a lane ended by itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LaneEnd {
+    /// Its sources ended and its final checkpoint was committed.
+    Finished,
+    /// It failed for good (after the restarts its spec allows), with the root cause.
+    Failed(String),
+}
+
+struct Lane {
+    generation: u64,
+    running: RunningJob,
+}
+
+/// The lanes running in this process.
+pub struct Lanes {
+    engine: Engine,
+    running: BTreeMap<LaneId, Lane>,
+}
+
+impl std::fmt::Debug for Lanes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Lanes")
+            .field("running", &self.running.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Lanes {
+    /// No lanes yet; lanes are prepared against `engine`'s registry.
+    pub fn new(engine: Engine) -> Self {
+        Lanes {
+            engine,
+            running: BTreeMap::new(),
+        }
+    }
+
+    /// Starts lane `lane` of the `count` lanes of `job` for `generation`: prepares the lane's
+    /// spec (the same deep build as `weir validate`), restricts its sources to the lane's share
+    /// of the splits and starts it with `options` (what to restore, where checkpoints go). A
+    /// lane of the job already running here is killed first: the newer generation replaces it.
+    ///
+    /// # Errors
+    /// [`Error::LaneOutOfRange`] when `lane >= count`; [`Error::Lane`] when the lane cannot be
+    /// prepared or started (e.g. its checkpoint cannot be restored).
+    pub async fn start(
+        &mut self,
+        job: &str,
+        generation: u64,
+        spec: &JobSpec,
+        (lane, count): (u32, u32),
+        options: RunOptions,
+    ) -> Result<()> {
+        let lane_error = |source| Error::Lane {
+            job: job.to_owned(),
+            lane,
+            source,
+        };
+        if lane >= count {
+            return Err(Error::LaneOutOfRange {
+                job: job.to_owned(),
+                lane,
+                count,
+            });
+        }
+        let id = LaneId {
+            job: job.to_owned(),
+            lane,
+        };
+        if let Some(old) = self.running.remove(&id) {
+            tracing::info!(
+                job,
+                lane,
+                old = old.generation,
+                new = generation,
+                "replacing a lane of an older generation"
+            );
+            old.running.kill().await;
+        }
+        let share = SplitShare::new(lane, count).map_err(lane_error)?;
+        let file = format!("{job} (lane {lane} of {count})");
+        let prepared = self
+            .engine
+            .prepare(&lane_spec(spec, job, lane), Some(&file))
+            .await
+            .map_err(lane_error)?
+            .with_split_share(share);
+        let running = self
+            .engine
+            .start_with(prepared, options)
+            .await
+            .map_err(lane_error)?;
+        tracing::info!(job, lane, count, generation, "lane started");
+        self.running.insert(
+            id,
+            Lane {
+                generation,
+                running,
+            },
+        );
+        Ok(())
+    }
+
+    /// Kills lane `lane` of `job` as a crash would (what was not durable is recovered by the
+    /// lane's next restore); returns whether it was running here.
+    pub async fn stop(&mut self, job: &str, lane: u32) -> bool {
+        let id = LaneId {
+            job: job.to_owned(),
+            lane,
+        };
+        match self.running.remove(&id) {
+            Some(l) => {
+                l.running.kill().await;
+                tracing::info!(job, lane, generation = l.generation, "lane stopped");
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Kills every lane (the Agent is shutting down).
+    pub async fn stop_all(&mut self) {
+        for (id, l) in std::mem::take(&mut self.running) {
+            l.running.kill().await;
+            tracing::info!(job = %id.job, lane = id.lane, "lane stopped");
+        }
+    }
+
+    /// The lanes running here, with their generations.
+    pub fn running(&self) -> Vec<(LaneId, u64)> {
+        self.running
+            .iter()
+            .map(|(id, l)| (id.clone(), l.generation))
+            .collect()
+    }
+
+    /// A handle that takes checkpoints and savepoints of lane `lane` of `job` from another task
+    /// (a long checkpoint must not stop the Agent's heartbeats and polling).
+    ///
+    /// # Errors
+    /// [`Error::NoSuchLane`] when the lane does not run here; [`Error::Lane`] when it takes no
+    /// checkpoints.
+    pub fn checkpoint_trigger(&self, job: &str, lane: u32) -> Result<CheckpointTrigger> {
+        let id = LaneId {
+            job: job.to_owned(),
+            lane,
+        };
+        let l = self.running.get(&id).ok_or_else(|| Error::NoSuchLane {
+            job: job.to_owned(),
+            lane,
+        })?;
+        l.running
+            .checkpoint_trigger()
+            .map_err(|source| Error::Lane {
+                job: job.to_owned(),
+                lane,
+                source,
+            })
+    }
+
+    /// The lanes that ended by themselves since the last call, with their generations and how
+    /// they ended; they no longer run here.
+    pub async fn reap(&mut self) -> Vec<(LaneId, u64, LaneEnd)> {
+        let ended: Vec<LaneId> = self
+            .running
+            .iter()
+            .filter(|(_, l)| l.running.is_finished())
+            .map(|(id, _)| id.clone())
+            .collect();
+        let mut out = Vec::with_capacity(ended.len());
+        for id in ended {
+            let Some(l) = self.running.remove(&id) else {
+                continue;
+            };
+            let end = match l.running.wait().await {
+                Ok(_) => LaneEnd::Finished,
+                Err(e) => LaneEnd::Failed(e.to_string()),
+            };
+            tracing::info!(job = %id.job, lane = id.lane, ?end, "lane ended");
+            out.push((id, l.generation, end));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    const SPEC: &str = r#"
+job: totals
+parallelism: 3
+checkpoint: { interval: 10 }
+sources:
+  - name: events
+    connector: file
+    parallelism: 2
+    schema:
+      - { name: k, type: string, nullable: false }
+      - { name: v, type: int64, nullable: false }
+    options: { path: "IN", format: csv }
+operators:
+  - { name: big, type: filter, input: events, parallelism: 2, options: { predicate: "v >= 0" } }
+sinks:
+  - { name: out, connector: file, input: big, options: { path: "OUT", format: csv } }
+"#;
+
+    fn spec(dir: &std::path::Path) -> JobSpec {
+        let yaml = SPEC
+            .replace("IN", &dir.join("in-*.csv").display().to_string())
+            .replace("OUT", &dir.join("out").display().to_string());
+        JobSpec::from_yaml_str(&yaml, "totals.yaml").expect("spec parses")
+    }
+
+    #[test]
+    fn a_lane_is_the_job_at_parallelism_one_under_its_own_id() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let lane = lane_spec(&spec(dir.path()), "totals", 2);
+        assert_eq!(lane.job.as_deref(), Some("totals-lane-2"));
+        assert_eq!(lane.parallelism, Some(1));
+        assert!(lane.sources.iter().all(|s| s.parallelism.is_none()));
+        assert!(lane.operators.iter().all(|o| o.parallelism.is_none()));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn lanes_read_disjoint_shares_and_together_read_everything() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut want = Vec::new();
+        for f in 0..8 {
+            let mut text = String::from("k,v\n");
+            for i in 0..20 {
+                text.push_str(&format!("f{f},{i}\n"));
+                want.push(format!("f{f},{i}"));
+            }
+            std::fs::write(dir.path().join(format!("in-{f}.csv")), text).expect("input");
+        }
+        let spec = spec(dir.path());
+        let mut lanes = Lanes::new(Engine::new());
+        let options = || RunOptions {
+            checkpoint_storage: Some(
+                weir::CheckpointStorage::local(&dir.path().join("cp")).expect("storage"),
+            ),
+            ..RunOptions::default()
+        };
+        let err = lanes
+            .start("totals", 1, &spec, (3, 3), options())
+            .await
+            .expect_err("lane 3 of 3");
+        assert!(matches!(err, Error::LaneOutOfRange { .. }), "{err}");
+        for lane in 0..3 {
+            lanes
+                .start("totals", 1, &spec, (lane, 3), options())
+                .await
+                .expect("lane starts");
+        }
+        assert_eq!(lanes.running().len(), 3);
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let mut ended = Vec::new();
+        while ended.len() < 3 {
+            assert!(Instant::now() < deadline, "lanes ended: {ended:?}");
+            ended.extend(lanes.reap().await);
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        assert!(
+            ended
+                .iter()
+                .all(|(_, g, e)| *g == 1 && *e == LaneEnd::Finished),
+            "{ended:?}"
+        );
+        assert!(lanes.running().is_empty());
+        let mut got = Vec::new();
+        for entry in std::fs::read_dir(dir.path().join("out")).expect("out") {
+            let path = entry.expect("entry").path();
+            if path.extension().is_some_and(|e| e == "csv") {
+                let text = std::fs::read_to_string(&path).expect("part");
+                got.extend(text.lines().skip(1).map(str::to_owned));
+            }
+        }
+        got.sort();
+        want.sort();
+        assert_eq!(
+            got, want,
+            "every row once, from the three lanes' part files"
+        );
+    }
+}

@@ -76,9 +76,11 @@ pub enum Restore {
     LaneEpochs(BTreeMap<u32, u64>),
 }
 
-/// What an Agent is told to do.
+/// What an Agent is told to do, externally tagged on the wire: `{"run": {...}}`,
+/// `{"stop": {...}}`, `{"checkpoint": {...}}` (an internally tagged enum could not carry the
+/// integer keys of [`Restore::LaneEpochs`] through serde's buffering).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "camelCase", tag = "kind")]
+#[serde(rename_all = "camelCase")]
 pub enum CommandAction {
     /// Run these lanes of the job's version in this generation; lanes of the job the Agent runs
     /// in an older generation are replaced.
@@ -298,4 +300,46 @@ pub struct AgentEntry {
     pub refused_report_items: u64,
     /// Reports refused for a stale session or sequence number, over its life.
     pub refused_reports: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_and_reports_round_trip_through_json() {
+        let command = Command {
+            command_id: "c".into(),
+            job_id: "j".into(),
+            version_id: "j-v1".into(),
+            generation: 4,
+            action: CommandAction::Run {
+                lanes: vec![0, 2],
+                lane_count: 3,
+                spec: serde_json::json!({"job": "j"}),
+                restore: Restore::LaneEpochs(BTreeMap::from([(0, 5), (2, 6)])),
+            },
+        };
+        let text = serde_json::to_string(&command).unwrap();
+        assert!(
+            text.contains(r#""restore":{"laneEpochs":{"0":5,"2":6}}"#),
+            "{text}"
+        );
+        assert_eq!(serde_json::from_str::<Command>(&text).unwrap(), command);
+        for restore in [Restore::None, Restore::Latest] {
+            let text = serde_json::to_string(&restore).unwrap();
+            assert_eq!(serde_json::from_str::<Restore>(&text).unwrap(), restore);
+        }
+        let item = ReportItem::CommandResult {
+            command_id: "c".into(),
+            job_id: "j".into(),
+            generation: 4,
+            outcome: CommandOutcome::Failed {
+                cause: "no slot".into(),
+            },
+        };
+        let text = serde_json::to_string(&item).unwrap();
+        assert!(text.starts_with(r#"{"kind":"commandResult""#), "{text}");
+        assert_eq!(serde_json::from_str::<ReportItem>(&text).unwrap(), item);
+    }
 }

@@ -123,12 +123,10 @@ impl<T: Serialize> IntoResponse for Json<T> {
 /// rejection does not).
 pub(crate) struct ApiJson<T>(pub T);
 
-/// The field a serde error message names (`missing field `x``, `unknown field `x``).
-fn named_field(message: &str) -> Option<&str> {
-    let rest = message
-        .strip_prefix("missing field `")
-        .or_else(|| message.strip_prefix("unknown field `"))?;
-    rest.split('`').next()
+/// The field a serde "missing field" message names: the error's path is the object that lacks
+/// it (for an unknown field, the path already ends with the field).
+fn missing_field(message: &str) -> Option<&str> {
+    message.strip_prefix("missing field `")?.split('`').next()
 }
 
 /// Decodes `bytes` as `T`, naming the field of the first error.
@@ -141,8 +139,12 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, HubError> {
         let path = err.path().to_string();
         let inner = err.into_inner();
         let message = inner.to_string();
+        if inner.is_syntax() || inner.is_eof() {
+            // Not JSON at all: the whole body is to blame (the message has line and column).
+            return HubError::bad_request("$", message);
+        }
         let base = if path == "." { String::new() } else { path };
-        let field = match named_field(&message) {
+        let field = match missing_field(&message) {
             Some(name) if base.is_empty() => name.to_owned(),
             Some(name) => format!("{base}.{name}"),
             None if base.is_empty() => "$".to_owned(),

@@ -35,16 +35,20 @@ async fn start_hub(db: &Path, lease_ttl: Duration, maintain: bool) -> TestHub {
         db_path: db.to_owned(),
         lease_ttl,
     })
-    .unwrap();
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let base = format!("http://{}", listener.local_addr().unwrap());
+    .expect("the hub answers");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("the hub answers");
+    let base = format!("http://{}", listener.local_addr().expect("the hub answers"));
     let router = hub.router();
     let server = tokio::spawn(async move {
-        axum::serve(listener, router).await.unwrap();
+        axum::serve(listener, router)
+            .await
+            .expect("the hub answers");
     });
     let maintenance = maintain.then(|| hub.spawn_maintenance());
     TestHub {
-        client: HubClient::new(&base).unwrap(),
+        client: HubClient::new(&base).expect("the hub answers"),
         hub,
         base,
         server,
@@ -114,7 +118,7 @@ fn lane_status(job: &str, generation: u64, lane: u32, state: LaneState) -> Repor
 
 /// Lanes of the job's current generation, by Agent.
 async fn placement(client: &HubClient, job: &str) -> Vec<(u32, Option<String>, String)> {
-    let detail = client.job_detail(job).await.unwrap();
+    let detail = client.job_detail(job).await.expect("the hub answers");
     detail
         .assignments
         .into_iter()
@@ -789,13 +793,17 @@ async fn checkpoint_both(
                 },
             )
             .await
-            .unwrap()
+            .expect("the hub answers")
     } else {
-        t.client.checkpoint("bids").await.unwrap()
+        t.client.checkpoint("bids").await.expect("the hub answers")
     };
     let generation = accepted.generation;
     for (agent, reg, lane) in [("a", a, 0), ("b", b, 1)] {
-        let commands = t.client.commands(agent, &reg.session_token).await.unwrap();
+        let commands = t
+            .client
+            .commands(agent, &reg.session_token)
+            .await
+            .expect("the hub answers");
         let cmd = commands
             .iter()
             .find(|c| matches!(&c.action, CommandAction::Checkpoint { checkpoint_id, .. } if *checkpoint_id == accepted.checkpoint_id))
@@ -822,8 +830,13 @@ async fn checkpoint_both(
             ],
         )
         .await
-        .unwrap();
-        let records = t.client.job_detail("bids").await.unwrap().recovery_records;
+        .expect("the hub answers");
+        let records = t
+            .client
+            .job_detail("bids")
+            .await
+            .expect("the hub answers")
+            .recovery_records;
         let complete = records
             .iter()
             .any(|r| r.checkpoint_id == accepted.checkpoint_id);

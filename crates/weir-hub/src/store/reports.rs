@@ -67,17 +67,30 @@ fn apply_item(
                 params![now, to_stored("outcome", outcome)?, command_id],
             )
             .map_err(HubError::store(context))?;
-            if let (CommandOutcome::Failed { cause }, CommandAction::Run { lanes, .. }) =
-                (outcome, from_stored::<CommandAction>("command", &action)?)
-            {
-                for lane in lanes {
+            match (outcome, from_stored::<CommandAction>("command", &action)?) {
+                (CommandOutcome::Failed { cause }, CommandAction::Run { lanes, .. }) => {
+                    for lane in lanes {
+                        tx.execute(
+                            "UPDATE assignments SET state = 'failed', cause = ?1, updated_at = ?2 \
+                             WHERE job_id = ?3 AND generation = ?4 AND lane = ?5 AND agent_id = ?6",
+                            params![cause, now, job.job_id, generation, lane, agent_id],
+                        )
+                        .map_err(HubError::store(context))?;
+                    }
+                }
+                // A lane that cannot take the checkpoint leaves it incomplete for good.
+                (
+                    CommandOutcome::Failed { .. },
+                    CommandAction::Checkpoint { checkpoint_id, .. },
+                ) => {
                     tx.execute(
-                        "UPDATE assignments SET state = 'failed', cause = ?1, updated_at = ?2 \
-                         WHERE job_id = ?3 AND generation = ?4 AND lane = ?5 AND agent_id = ?6",
-                        params![cause, now, job.job_id, generation, lane, agent_id],
+                        "UPDATE checkpoints SET state = 'abandoned' \
+                         WHERE checkpoint_id = ?1 AND state = 'pending'",
+                        [checkpoint_id],
                     )
                     .map_err(HubError::store(context))?;
                 }
+                _ => {}
             }
             Ok(true)
         }
@@ -328,6 +341,45 @@ pub(crate) fn recovery_records(tx: &Transaction<'_>, job_id: &str) -> Result<Vec
         .collect()
 }
 
+/// Abandons the pending job-level checkpoints older than their job's `checkpoint.timeout`
+/// (default 10 minutes): a lane that never reports must not block the periodic ones.
+fn abandon_timed_out(tx: &Transaction<'_>, now: i64) -> Result<()> {
+    let context = "abandoning timed-out checkpoints";
+    let pending = {
+        let mut stmt = tx
+            .prepare_cached(
+                "SELECT checkpoint_id, version_id, created_at FROM checkpoints \
+                 WHERE state = 'pending'",
+            )
+            .map_err(HubError::store(context))?;
+        stmt.query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(HubError::store(context))?
+    };
+    for (checkpoint_id, version_id, created) in pending {
+        let spec: JobSpec = from_stored("job spec", &version_row(tx, &version_id)?.spec_text())?;
+        let timeout = spec
+            .checkpoint
+            .and_then(|c| c.timeout)
+            .unwrap_or(weir::plan::DEFAULT_CHECKPOINT_TIMEOUT)
+            .as_i64();
+        if now - created > timeout {
+            tx.execute(
+                "UPDATE checkpoints SET state = 'abandoned' WHERE checkpoint_id = ?1",
+                [&checkpoint_id],
+            )
+            .map_err(HubError::store(context))?;
+        }
+    }
+    Ok(())
+}
+
 impl Store {
     /// Applies a report of Agent `agent_id`'s session `token`: refused whole (409) for an old
     /// session or a `seq` that is not the next one, with nothing changed but a counter; items
@@ -507,7 +559,8 @@ impl Store {
     }
 
     /// Requests the periodic job-level checkpoints that are due: running jobs whose lanes all
-    /// run, whose checkpoint interval passed since the last request, with none in flight.
+    /// run, whose checkpoint interval passed since the last request, with none in flight
+    /// (pending ones older than the job's `checkpoint.timeout` are abandoned first).
     ///
     /// # Errors
     /// [`HubError::Store`].
@@ -527,6 +580,7 @@ impl Store {
                     .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
                     .map_err(HubError::store(context))?
             };
+            abandon_timed_out(tx, now)?;
             let mut requested = Vec::new();
             for id in ids {
                 let job = require_job(tx, &id)?;

@@ -567,6 +567,7 @@ impl Store {
     pub fn request_due_checkpoints(&self, now: i64) -> Result<Vec<CheckpointAccepted>> {
         self.write("requesting periodic checkpoints", |tx| {
             let context = "requesting periodic checkpoints";
+            abandon_timed_out(tx, now)?;
             let ids = {
                 let mut stmt = tx
                     .prepare_cached(
@@ -580,7 +581,6 @@ impl Store {
                     .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
                     .map_err(HubError::store(context))?
             };
-            abandon_timed_out(tx, now)?;
             let mut requested = Vec::new();
             for id in ids {
                 let job = require_job(tx, &id)?;

@@ -364,3 +364,52 @@ async fn the_observed_state_aggregates_every_lane() {
         "the healthy lane stays visible"
     );
 }
+
+#[tokio::test]
+async fn lanes_wait_for_a_slot_and_are_placed_when_an_agent_registers() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = start_hub(
+        &dir.path().join("hub.sqlite"),
+        Duration::from_secs(60),
+        false,
+    )
+    .await;
+    t.client
+        .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Running))
+        .await
+        .unwrap();
+    assert_eq!(
+        placement(&t.client, "bids").await,
+        [(0, None, "pending".into()), (1, None, "pending".into())]
+    );
+    let a = t
+        .client
+        .register(&register_request("a", "boot", 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        placement(&t.client, "bids").await,
+        [
+            (0, Some("a".into()), "pending".into()),
+            (1, None, "pending".into())
+        ],
+        "never over an Agent's slots"
+    );
+    let commands = t.client.commands("a", &a.session_token).await.unwrap();
+    assert_eq!(run_lanes(&commands, "bids"), [(1, vec![0], Restore::None)]);
+    let b = t
+        .client
+        .register(&register_request("b", "boot", 4))
+        .await
+        .unwrap();
+    assert_eq!(
+        placement(&t.client, "bids").await,
+        [
+            (0, Some("a".into()), "pending".into()),
+            (1, Some("b".into()), "pending".into())
+        ]
+    );
+    let commands = t.client.commands("b", &b.session_token).await.unwrap();
+    assert_eq!(run_lanes(&commands, "bids"), [(1, vec![1], Restore::None)]);
+    assert_eq!(t.client.get_job("bids").await.unwrap().generation, 1);
+}

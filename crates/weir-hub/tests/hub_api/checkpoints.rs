@@ -318,3 +318,89 @@ async fn upgrades_need_a_stopped_job_and_a_savepoint_and_roll_back() {
         (404, Some("upgradeId".into()))
     );
 }
+
+fn unix_ms() -> i64 {
+    let since = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("the clock is past 1970");
+    i64::try_from(since.as_millis()).expect("a 64-bit time")
+}
+
+/// Ids of the checkpoint commands the Agent has not acknowledged.
+async fn checkpoint_ids(t: &TestHub, agent: &str, reg: &Registration) -> Vec<String> {
+    let commands = t
+        .client
+        .commands(agent, &reg.session_token)
+        .await
+        .expect("commands");
+    commands
+        .into_iter()
+        .filter_map(|c| match c.action {
+            CommandAction::Checkpoint { checkpoint_id, .. } => Some(checkpoint_id),
+            _ => None,
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn periodic_checkpoints_follow_the_interval_one_at_a_time_until_the_timeout() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = start_hub(
+        &dir.path().join("hub.sqlite"),
+        Duration::from_secs(60),
+        false,
+    )
+    .await;
+    let a = t
+        .client
+        .register(&register_request("a", "boot", 1))
+        .await
+        .unwrap();
+    let b = t
+        .client
+        .register(&register_request("b", "boot", 1))
+        .await
+        .unwrap();
+    let mut job = spec(dir.path(), 2);
+    job["checkpoint"]["interval"] = json!("1s");
+    job["checkpoint"]["timeout"] = json!("5s");
+    t.client
+        .submit(&submit("bids", job, DesiredState::Running))
+        .await
+        .unwrap();
+    let now = unix_ms();
+    t.hub.maintain(now).unwrap();
+    assert!(
+        checkpoint_ids(&t, "a", &a).await.is_empty(),
+        "no checkpoint while lanes start"
+    );
+    report(
+        &t.client,
+        "a",
+        &a,
+        0,
+        vec![lane_status("bids", 1, 0, LaneState::Running)],
+    )
+    .await
+    .unwrap();
+    report(
+        &t.client,
+        "b",
+        &b,
+        0,
+        vec![lane_status("bids", 1, 1, LaneState::Running)],
+    )
+    .await
+    .unwrap();
+    t.hub.maintain(now).unwrap();
+    let first = checkpoint_ids(&t, "a", &a).await;
+    assert_eq!(first.len(), 1);
+    assert_eq!(checkpoint_ids(&t, "b", &b).await, first);
+    // One in flight: no other before it completes or times out.
+    t.hub.maintain(now + 3_000).unwrap();
+    assert_eq!(checkpoint_ids(&t, "a", &a).await, first);
+    t.hub.maintain(now + 6_000).unwrap();
+    let after_timeout = checkpoint_ids(&t, "a", &a).await;
+    assert_eq!(after_timeout.len(), 2, "the timed-out one is abandoned");
+    assert_eq!(after_timeout[0], first[0]);
+}

@@ -238,7 +238,8 @@ impl HubClient {
     /// `POST /api/v1/agents/{agent_id}/heartbeat`: renews the lease.
     ///
     /// # Errors
-    /// 409 when the session is no longer the Agent's (register again).
+    /// 409 when the session is no longer the Agent's: it registered again, or its lease
+    /// lapsed and its lanes were placed on other Agents (stop them, then register again).
     pub async fn heartbeat(&self, agent_id: &str, token: &str) -> Result<HeartbeatAck> {
         let path = format!("/api/v1/agents/{}/heartbeat", segment(agent_id));
         self.call::<(), _>(Method::POST, &path, Some(token), None)

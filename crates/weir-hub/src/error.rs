@@ -128,7 +128,9 @@ impl HubError {
     pub fn body(&self) -> ApiError {
         match self {
             HubError::BadRequest { field, message } => ApiError::at(field, message),
-            HubError::NotFound { field, .. } => ApiError::at(field, self.to_string()),
+            HubError::NotFound { what, id, field } => {
+                ApiError::at(field, format!("no {what} `{id}`"))
+            }
             HubError::Conflict { field, message } => ApiError {
                 error: message.clone(),
                 field: field.clone(),

@@ -70,6 +70,27 @@ async fn submit_validate_list_detail_and_versions() {
     assert_eq!(bad_sql.errors[0].line, Some(1), "{bad_sql:?}");
     assert!(bad_sql.errors[0].column.is_some());
 
+    // The only live Agent runs another Weir: nothing can run the job.
+    let mut other = register_request("old", "boot", 4);
+    other.capabilities.runtime_version = "0.0.1".into();
+    t.client.register(&other).await.unwrap();
+    let no_agent = t
+        .client
+        .validate(&ValidateRequest {
+            name: Some("bids".into()),
+            sql: None,
+            spec: Some(spec(dir.path(), 2)),
+        })
+        .await
+        .unwrap();
+    assert!(!no_agent.valid);
+    assert!(
+        no_agent.errors[0]
+            .message
+            .contains("runtime version 0.0.1 is not the Hub's"),
+        "{no_agent:?}"
+    );
+
     let summary = t
         .client
         .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Stopped))

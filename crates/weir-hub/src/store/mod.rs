@@ -124,8 +124,8 @@ impl Store {
         Ok(out)
     }
 
-    /// Runs `f` in a transaction that is committed whatever `f` returns: for refusals that
-    /// still count something (a stale report bumps a counter and is refused).
+    /// Runs `f` in a transaction that is committed when `f` succeeds or refuses with a
+    /// conflict: a refusal that still counts something (a stale report bumps a counter).
     fn write_always<T>(
         &self,
         context: &str,

@@ -3,7 +3,8 @@
 use crate::support::*;
 use std::time::Duration;
 use weir_control::{
-    AgentState, DesiredState, DesiredStateChange, LaneState, ObservedPhase, Registration, Restore,
+    AgentState, CommandOutcome, DesiredState, DesiredStateChange, LaneState, ObservedPhase,
+    Registration, ReportItem, Restore,
 };
 
 #[tokio::test]
@@ -50,6 +51,29 @@ async fn registering_again_with_the_same_boot_keeps_lanes_and_a_new_boot_moves_t
     assert_eq!(
         run_lanes(&redelivered, "bids"),
         [(1, vec![0, 1], Restore::None)]
+    );
+    // Acknowledged, it is not delivered again.
+    let ack = report(
+        &t.client,
+        "a",
+        &again,
+        0,
+        vec![ReportItem::CommandResult {
+            command_id: redelivered[0].command_id.clone(),
+            job_id: "bids".into(),
+            generation: 1,
+            outcome: CommandOutcome::Ok,
+        }],
+    )
+    .await
+    .unwrap();
+    assert_eq!(ack.accepted, 1);
+    assert!(
+        t.client
+            .commands("a", &again.session_token)
+            .await
+            .unwrap()
+            .is_empty()
     );
     let stale = t
         .client

@@ -5,6 +5,10 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
+/// The Weir version the Hub and the Agents are built from (the workspace version); an Agent
+/// advertises it as `runtimeVersion` and the Hub places lanes only on Agents of its own.
+pub const RUNTIME_VERSION: &str = env!("CARGO_PKG_VERSION");
+
 /// Version of the job-level checkpoint protocol this crate speaks (`checkpoint` commands,
 /// `laneCheckpoint` reports, job manifests); an Agent advertises it in its capabilities and the
 /// Hub refuses jobs for Agents speaking another.
@@ -17,7 +21,7 @@ pub const STATE_BACKEND_REDB: &str = "redb";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct AgentCapabilities {
-    /// The Weir version of its runtime; must equal the Hub's.
+    /// The Weir version of its runtime ([`RUNTIME_VERSION`]); must equal the Hub's.
     pub runtime_version: String,
     /// Keyed-state backends it offers ([`STATE_BACKEND_REDB`]).
     pub state_backends: Vec<String>,

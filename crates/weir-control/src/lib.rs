@@ -14,8 +14,8 @@ mod manifest;
 
 pub use agent::{
     AgentCapabilities, AgentEntry, AgentState, CHECKPOINT_PROTOCOL, Command, CommandAction,
-    CommandOutcome, HeartbeatAck, LaneState, RegisterAgent, Registration, ReportAck, ReportBatch,
-    ReportItem, Restore, STATE_BACKEND_REDB,
+    CommandOutcome, HeartbeatAck, LaneState, RUNTIME_VERSION, RegisterAgent, Registration,
+    ReportAck, ReportBatch, ReportItem, Restore, STATE_BACKEND_REDB,
 };
 pub use client::HubClient;
 pub use error::{ApiError, ControlError, Result};

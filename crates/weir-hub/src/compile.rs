@@ -4,11 +4,9 @@
 use weir::plan::{CheckpointSpec, Plan};
 use weir::{Engine, JobSpec};
 use weir_control::{
-    AgentCapabilities, CHECKPOINT_PROTOCOL, STATE_BACKEND_REDB, ValidateResult, ValidationError,
+    AgentCapabilities, CHECKPOINT_PROTOCOL, RUNTIME_VERSION, STATE_BACKEND_REDB, ValidateResult,
+    ValidationError,
 };
-
-/// The runtime version of this Hub; Agents must run the same.
-pub const RUNTIME_VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// A job version compiled and prepared, ready to store.
 #[derive(Debug, Clone)]

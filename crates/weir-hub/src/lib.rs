@@ -16,9 +16,9 @@ mod publish;
 mod store;
 
 pub use api::ApiDoc;
-pub use compile::RUNTIME_VERSION;
 pub use error::{HubError, Result};
 pub use store::{PublishTask, Store};
+pub use weir_control::RUNTIME_VERSION;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -23,6 +23,16 @@ fn valid_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
 }
 
+/// Compares two secrets in time that depends only on their lengths, so that response times do
+/// not reveal how much of a guessed token is right.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
 /// Checks that `token` is the current session of live Agent `agent_id`.
 pub(crate) fn authenticate(tx: &Transaction<'_>, agent_id: &str, token: &str) -> Result<Session> {
     let row = optional(
@@ -42,7 +52,7 @@ pub(crate) fn authenticate(tx: &Transaction<'_>, agent_id: &str, token: &str) ->
     let Some((session_id, current, state)) = row else {
         return Err(HubError::not_found("agent", agent_id, "agentId"));
     };
-    if current != token {
+    if !same_secret(&current, token) {
         return Err(HubError::conflict(
             "Authorization",
             format!(

@@ -341,15 +341,16 @@ pub(crate) fn recovery_records(tx: &Transaction<'_>, job_id: &str) -> Result<Vec
         .collect()
 }
 
-/// Abandons the pending job-level checkpoints older than their job's `checkpoint.timeout`
-/// (default 10 minutes): a lane that never reports must not block the periodic ones.
+/// Abandons the job-level checkpoints still pending (or publishing, when the Hub stopped between
+/// writing and recording) after their job's `checkpoint.timeout` (default 10 minutes): a lane
+/// that never reports must not block the periodic ones.
 fn abandon_timed_out(tx: &Transaction<'_>, now: i64) -> Result<()> {
     let context = "abandoning timed-out checkpoints";
     let pending = {
         let mut stmt = tx
             .prepare_cached(
                 "SELECT checkpoint_id, version_id, created_at FROM checkpoints \
-                 WHERE state = 'pending'",
+                 WHERE state IN ('pending', 'publishing')",
             )
             .map_err(HubError::store(context))?;
         stmt.query_map([], |r| {

@@ -81,7 +81,7 @@ pub(crate) fn register_request(agent: &str, boot: &str, slots: u32) -> RegisterA
         agent_id: agent.into(),
         boot_id: boot.into(),
         capabilities: AgentCapabilities {
-            runtime_version: weir_hub::RUNTIME_VERSION.into(),
+            runtime_version: weir_control::RUNTIME_VERSION.into(),
             state_backends: vec![STATE_BACKEND_REDB.into()],
             checkpoint_protocol: CHECKPOINT_PROTOCOL,
             slots,

@@ -151,6 +151,29 @@ async fn submit_validate_list_detail_and_versions() {
         );
     }
     assert!(doc["components"]["schemas"]["ReportItem"].is_object());
+    // Every schema reference resolves.
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(map) => {
+                if let Some(Value::String(r)) = map.get("$ref") {
+                    out.push(r.clone());
+                }
+                map.values().for_each(|v| refs(v, out));
+            }
+            Value::Array(items) => items.iter().for_each(|v| refs(v, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    assert!(all.len() > 20, "{all:?}");
+    for r in all {
+        let name = r.trim_start_matches("#/components/schemas/");
+        assert!(
+            doc["components"]["schemas"][name].is_object(),
+            "unresolved {r}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -58,6 +58,25 @@ impl Hub {
         &self.store
     }
 
+    /// Runs `f` on the store in tokio's blocking pool: a commit waits for its fsync
+    /// (`synchronous=FULL`), which must not stall the tasks serving other requests.
+    ///
+    /// # Errors
+    /// What `f` returns; [`HubError::Io`] when the blocking task panicked.
+    pub async fn with_store<T, F>(self: &Arc<Self>, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Store) -> Result<T> + Send + 'static,
+    {
+        let hub = self.clone();
+        tokio::task::spawn_blocking(move || f(&hub.store))
+            .await
+            .map_err(|e| HubError::Io {
+                context: "running a store operation".into(),
+                source: std::io::Error::other(e.to_string()),
+            })?
+    }
+
     /// The engine jobs are validated with.
     pub fn engine(&self) -> &weir::Engine {
         &self.engine
@@ -71,16 +90,24 @@ impl Hub {
     /// Publishes the job manifests of completed job-level checkpoints: each is written into
     /// its job's checkpoint storage, then recorded as a recovery record. A manifest that cannot
     /// be written leaves its checkpoint abandoned (the previous record stays the valid one).
-    pub async fn publish(&self, tasks: Vec<PublishTask>) {
+    pub async fn publish(self: &Arc<Self>, tasks: Vec<PublishTask>) {
         for task in tasks {
             let id = task.body.checkpoint_id.clone();
+            let job = task.body.job_id.clone();
             let recorded = match publish::write_manifest(&task).await {
-                Ok((path, checksum)) => self.store.record_recovery(&task, &path, &checksum),
+                Ok((path, checksum)) => {
+                    self.with_store(move |s| s.record_recovery(&task, &path, &checksum))
+                        .await
+                }
                 Err(e) => Err(e),
             };
             if let Err(e) = recorded {
-                tracing::error!("job-level checkpoint {id} of job {}: {e}", task.body.job_id);
-                if let Err(e) = self.store.abandon_checkpoint(&id) {
+                tracing::error!("job-level checkpoint {id} of job {job}: {e}");
+                let abandon = id.clone();
+                if let Err(e) = self
+                    .with_store(move |s| s.abandon_checkpoint(&abandon))
+                    .await
+                {
                     tracing::error!("abandoning checkpoint {id}: {e}");
                 }
             }
@@ -115,8 +142,11 @@ impl Hub {
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
             loop {
                 ticker.tick().await;
-                if let Err(e) = hub.maintain(store::now_ms()) {
-                    tracing::error!("hub maintenance: {e}");
+                let h = hub.clone();
+                match tokio::task::spawn_blocking(move || h.maintain(store::now_ms())).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::error!("hub maintenance: {e}"),
+                    Err(e) => tracing::error!("hub maintenance failed: {e}"),
                 }
             }
         })

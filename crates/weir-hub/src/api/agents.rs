@@ -16,7 +16,7 @@ use weir_control::{
 #[utoipa::path(get, path = "/api/v1/agents", tag = "agents",
     responses((status = 200, body = Vec<AgentEntry>)))]
 pub(crate) async fn list(State(hub): State<Arc<Hub>>) -> Result<Json<Vec<AgentEntry>>> {
-    hub.store().list_agents().map(Json)
+    hub.with_store(|s| s.list_agents()).await.map(Json)
 }
 
 /// Registers an Agent: a new session and lease.
@@ -27,7 +27,9 @@ pub(crate) async fn register(
     State(hub): State<Arc<Hub>>,
     ApiJson(request): ApiJson<RegisterAgent>,
 ) -> Result<Json<Registration>> {
-    hub.store().register(&request, now_ms()).map(Json)
+    hub.with_store(move |s| s.register(&request, now_ms()))
+        .await
+        .map(Json)
 }
 
 /// Renews the lease of the session the bearer token names.
@@ -42,7 +44,9 @@ pub(crate) async fn heartbeat(
     headers: HeaderMap,
 ) -> Result<Json<HeartbeatAck>> {
     let token = bearer(&headers)?;
-    hub.store().heartbeat(&agent_id, &token, now_ms()).map(Json)
+    hub.with_store(move |s| s.heartbeat(&agent_id, &token, now_ms()))
+        .await
+        .map(Json)
 }
 
 /// Claims the Agent's unacknowledged commands.
@@ -57,8 +61,8 @@ pub(crate) async fn commands(
     headers: HeaderMap,
 ) -> Result<Json<Vec<Command>>> {
     let token = bearer(&headers)?;
-    hub.store()
-        .claim_commands(&agent_id, &token, now_ms())
+    hub.with_store(move |s| s.claim_commands(&agent_id, &token, now_ms()))
+        .await
         .map(Json)
 }
 
@@ -78,8 +82,8 @@ pub(crate) async fn reports(
 ) -> Result<Json<ReportAck>> {
     let token = bearer(&headers)?;
     let (ack, publish) = hub
-        .store()
-        .apply_report(&agent_id, &token, &batch, now_ms())?;
+        .with_store(move |s| s.apply_report(&agent_id, &token, &batch, now_ms()))
+        .await?;
     hub.publish(publish).await;
     Ok(Json(ack))
 }

@@ -69,7 +69,7 @@ pub(crate) async fn validate(
     check_name(name, "name")?;
     let source = source(request.sql.as_ref(), request.spec.as_ref())?;
     let compiled = compile::compile(hub.engine(), name, source).await;
-    let agents = hub.store().list_agents()?;
+    let agents = hub.with_store(|s| s.list_agents()).await?;
     let live: Vec<_> = agents
         .into_iter()
         .filter(|a| a.state == weir_control::AgentState::Live)
@@ -93,8 +93,8 @@ pub(crate) async fn submit(
     check_name(&request.name, "name")?;
     let source = source(request.sql.as_ref(), request.spec.as_ref())?;
     let compiled = compile_for_store(&hub, &request.name, source).await?;
-    hub.store()
-        .submit(
+    hub.with_store(move |s| {
+        s.submit(
             &request.name,
             &compiled,
             request.sql.as_deref(),
@@ -102,14 +102,16 @@ pub(crate) async fn submit(
             request.desired_state,
             now_ms(),
         )
-        .map(Json)
+    })
+    .await
+    .map(Json)
 }
 
 /// Lists every job.
 #[utoipa::path(get, path = "/api/v1/jobs", tag = "jobs",
     responses((status = 200, body = Vec<JobSummary>)))]
 pub(crate) async fn list(State(hub): State<Arc<Hub>>) -> Result<Json<Vec<JobSummary>>> {
-    hub.store().list_jobs().map(Json)
+    hub.with_store(|s| s.list_jobs()).await.map(Json)
 }
 
 /// One job's summary.
@@ -120,7 +122,7 @@ pub(crate) async fn get_job(
     State(hub): State<Arc<Hub>>,
     Path(job_id): Path<String>,
 ) -> Result<Json<JobSummary>> {
-    hub.store().job(&job_id).map(Json)
+    hub.with_store(move |s| s.job(&job_id)).await.map(Json)
 }
 
 /// Everything about a job: plans, assignments, observed state, recovery records, upgrades.
@@ -131,7 +133,7 @@ pub(crate) async fn detail(
     State(hub): State<Arc<Hub>>,
     Path(job_id): Path<String>,
 ) -> Result<Json<JobDetail>> {
-    hub.store().detail(&job_id).map(Json)
+    hub.with_store(move |s| s.detail(&job_id)).await.map(Json)
 }
 
 /// Every version of a job, oldest first.
@@ -142,7 +144,7 @@ pub(crate) async fn versions(
     State(hub): State<Arc<Hub>>,
     Path(job_id): Path<String>,
 ) -> Result<Json<Vec<JobVersion>>> {
-    hub.store().versions(&job_id).map(Json)
+    hub.with_store(move |s| s.versions(&job_id)).await.map(Json)
 }
 
 /// Changes the desired state in a new generation (conditional on `generation` when given).
@@ -156,8 +158,8 @@ pub(crate) async fn desired_state(
     Path(job_id): Path<String>,
     ApiJson(change): ApiJson<DesiredStateChange>,
 ) -> Result<Json<JobSummary>> {
-    hub.store()
-        .change_desired_state(&job_id, &change, now_ms())
+    hub.with_store(move |s| s.change_desired_state(&job_id, &change, now_ms()))
+        .await
         .map(Json)
 }
 
@@ -172,9 +174,11 @@ pub(crate) async fn checkpoint(
     Path(job_id): Path<String>,
     ApiJson(_request): ApiJson<CheckpointRequest>,
 ) -> Result<Json<CheckpointAccepted>> {
-    hub.store()
-        .request_checkpoint(&job_id, CheckpointKind::Checkpoint, None, now_ms())
-        .map(Json)
+    hub.with_store(move |s| {
+        s.request_checkpoint(&job_id, CheckpointKind::Checkpoint, None, now_ms())
+    })
+    .await
+    .map(Json)
 }
 
 /// Asks the lanes for a savepoint.
@@ -191,14 +195,16 @@ pub(crate) async fn savepoint(
     if let Some(name) = &request.name {
         check_name(name, "name")?;
     }
-    hub.store()
-        .request_checkpoint(
+    hub.with_store(move |s| {
+        s.request_checkpoint(
             &job_id,
             CheckpointKind::Savepoint,
             request.name.as_deref(),
             now_ms(),
         )
-        .map(Json)
+    })
+    .await
+    .map(Json)
 }
 
 /// Upgrades a stopped job to a new version that starts from a savepoint of the current one.
@@ -214,11 +220,12 @@ pub(crate) async fn upgrade(
     ApiJson(request): ApiJson<UpgradeRequest>,
 ) -> Result<Json<UpgradeRecord>> {
     // An unknown job is a 404 before any compiling.
-    hub.store().job(&job_id)?;
+    let known = job_id.clone();
+    hub.with_store(move |s| s.job(&known)).await?;
     let source = source(request.sql.as_ref(), request.spec.as_ref())?;
     let compiled = compile_for_store(&hub, &job_id, source).await?;
-    hub.store()
-        .upgrade(&job_id, &request, &compiled, now_ms())
+    hub.with_store(move |s| s.upgrade(&job_id, &request, &compiled, now_ms()))
+        .await
         .map(Json)
 }
 
@@ -232,5 +239,7 @@ pub(crate) async fn rollback(
     State(hub): State<Arc<Hub>>,
     Path((job_id, upgrade_id)): Path<(String, String)>,
 ) -> Result<Json<UpgradeRecord>> {
-    hub.store().rollback(&job_id, &upgrade_id).map(Json)
+    hub.with_store(move |s| s.rollback(&job_id, &upgrade_id))
+        .await
+        .map(Json)
 }

@@ -8,8 +8,8 @@ use std::collections::BTreeMap;
 use utoipa::ToSchema;
 
 /// Directory, under the job's checkpoint directory, that holds the job manifests
-/// (`<dir>/job-manifests/<checkpointId>.json`); the lanes' own checkpoints live beside it under
-/// their lane job ids.
+/// (`<dir>/job-manifests/<checkpointId>.json`), beside the `checkpoint/` tree where the lanes,
+/// each a job of its own, keep their checkpoints (docs/checkpoints.md, "Storage layout").
 pub const MANIFEST_DIR: &str = "job-manifests";
 
 /// What a job manifest records.

@@ -276,3 +276,46 @@ pub fn validate_result(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps() -> AgentCapabilities {
+        AgentCapabilities {
+            runtime_version: RUNTIME_VERSION.into(),
+            state_backends: vec![STATE_BACKEND_REDB.into()],
+            checkpoint_protocol: CHECKPOINT_PROTOCOL,
+            slots: 2,
+        }
+    }
+
+    #[test]
+    fn every_capability_that_does_not_fit_is_named() {
+        assert!(incompatibilities(&caps()).is_empty());
+        let wrong = AgentCapabilities {
+            runtime_version: "0.0.0".into(),
+            state_backends: vec!["rocksdb".into()],
+            checkpoint_protocol: CHECKPOINT_PROTOCOL + 1,
+            slots: 0,
+        };
+        let problems = incompatibilities(&wrong);
+        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert!(problems[1].contains("offers: rocksdb"));
+    }
+
+    #[test]
+    fn one_fitting_agent_is_enough_and_others_only_warn() {
+        let errors: &[ValidationError] = &[];
+        let mut old = caps();
+        old.runtime_version = "0.0.0".into();
+        let agents = [("a".to_owned(), old.clone()), ("b".to_owned(), caps())];
+        let result = validate_result(Err(errors), &agents[..1]);
+        assert!(!result.valid);
+        assert!(result.errors[0].message.contains("no live Agent can run"));
+        let result = validate_result(Err(errors), &agents);
+        assert!(result.errors.is_empty());
+        assert_eq!(result.warnings.len(), 1);
+        assert!(result.warnings[0].starts_with("Agent `a` cannot run it"));
+    }
+}

@@ -7,6 +7,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use weir::{Engine, JobSpec, JobSummary};
 
+mod hub_cmd;
+mod jobs_cmd;
 mod summary;
 
 /// The process's allocator. jemalloc keeps per-thread caches, so the batches one subtask's thread
@@ -75,6 +77,34 @@ enum Command {
         /// Override the job's default parallelism.
         #[arg(short, long)]
         parallelism: Option<u32>,
+    },
+    /// Run the Hub: the control plane of distributed jobs (REST API, Agent protocol).
+    Hub {
+        /// Address to listen on.
+        #[arg(long, default_value = "127.0.0.1:7800")]
+        listen: String,
+        /// The SQLite store (created if missing).
+        #[arg(long, default_value = "hub.sqlite")]
+        db: PathBuf,
+        /// How long an Agent's lease lasts after its last heartbeat (`10s`, `500ms`).
+        #[arg(long, default_value = "10s", value_parser = hub_cmd::parse_duration)]
+        lease_ttl: Duration,
+    },
+    /// Manage distributed jobs on a Hub (prints JSON).
+    Jobs {
+        /// The Hub's URL (default: `WEIR_HUB`, else http://127.0.0.1:7800).
+        #[arg(long, global = true)]
+        hub: Option<String>,
+        #[command(subcommand)]
+        command: jobs_cmd::JobsCommand,
+    },
+    /// List the Agents registered with a Hub (prints JSON).
+    Agents {
+        /// The Hub's URL (default: `WEIR_HUB`, else http://127.0.0.1:7800).
+        #[arg(long, global = true)]
+        hub: Option<String>,
+        #[command(subcommand)]
+        command: jobs_cmd::AgentsCommand,
     },
 }
 
@@ -159,6 +189,13 @@ fn explain_text(plans: &weir::CompiledPlans) -> Result<String> {
 async fn dispatch(cli: Cli) -> Result<()> {
     let engine = Engine::new();
     match cli.command {
+        Command::Hub {
+            listen,
+            db,
+            lease_ttl,
+        } => hub_cmd::run(&listen, db, lease_ttl).await?,
+        Command::Jobs { hub, command } => jobs_cmd::jobs(hub.as_deref(), command).await?,
+        Command::Agents { hub, command } => jobs_cmd::agents(hub.as_deref(), command).await?,
         Command::Plan { job, parallelism } => {
             let Loaded { spec, file, .. } = load(&engine, &job, parallelism).await?;
             let plans = weir::CompiledPlans::compile(&spec, Some(&file))?;

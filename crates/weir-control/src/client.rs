@@ -1,0 +1,300 @@
+//! [`HubClient`]: one method per endpoint of the Hub.
+
+use crate::agent::{
+    AgentEntry, Command, HeartbeatAck, RegisterAgent, Registration, ReportAck, ReportBatch,
+};
+use crate::error::{ApiError, ControlError, Result};
+use crate::jobs::{
+    CheckpointAccepted, CheckpointRequest, DesiredStateChange, JobDetail, JobSummary, JobVersion,
+    SavepointRequest, SubmitJob, UpgradeRecord, UpgradeRequest, ValidateRequest, ValidateResult,
+};
+use reqwest::{Method, header};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+/// A client of one Hub. Bodies go as JSON; an error status comes back as
+/// [`ControlError::Api`] with the Hub's JSON error.
+#[derive(Debug, Clone)]
+pub struct HubClient {
+    base: String,
+    http: reqwest::Client,
+}
+
+/// Percent-encodes one path segment (an id a user typed may hold `/` or spaces).
+fn segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+impl HubClient {
+    /// A client of the Hub at `base` (`http://127.0.0.1:7800`).
+    ///
+    /// # Errors
+    /// [`ControlError::InvalidUrl`] when `base` is not an `http://` or `https://` URL.
+    pub fn new(base: &str) -> Result<Self> {
+        let trimmed = base.trim_end_matches('/');
+        if !(trimmed.starts_with("http://") || trimmed.starts_with("https://")) {
+            return Err(ControlError::InvalidUrl {
+                url: base.to_owned(),
+                message: "expected an http:// or https:// URL".into(),
+            });
+        }
+        Ok(HubClient {
+            base: trimmed.to_owned(),
+            http: reqwest::Client::new(),
+        })
+    }
+
+    /// The Hub's base URL.
+    pub fn base_url(&self) -> &str {
+        &self.base
+    }
+
+    async fn call<B: Serialize, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        token: Option<&str>,
+        body: Option<&B>,
+    ) -> Result<T> {
+        let url = format!("{}{path}", self.base);
+        let mut request = self.http.request(method.clone(), &url);
+        if let Some(token) = token {
+            request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
+        }
+        if let Some(body) = body {
+            let bytes = serde_json::to_vec(body).map_err(|source| ControlError::Decode {
+                method: method.to_string(),
+                url: url.clone(),
+                source,
+            })?;
+            request = request
+                .header(header::CONTENT_TYPE, "application/json")
+                .body(bytes);
+        }
+        let transport = |source| ControlError::Transport {
+            method: method.to_string(),
+            url: url.clone(),
+            source,
+        };
+        let response = request.send().await.map_err(transport)?;
+        let status = response.status();
+        let bytes = response.bytes().await.map_err(transport)?;
+        if !status.is_success() {
+            let error = serde_json::from_slice::<ApiError>(&bytes)
+                .unwrap_or_else(|_| ApiError::new(String::from_utf8_lossy(&bytes).into_owned()));
+            return Err(ControlError::Api {
+                method: method.to_string(),
+                url,
+                status: status.as_u16(),
+                error,
+            });
+        }
+        serde_json::from_slice(&bytes).map_err(|source| ControlError::Decode {
+            method: method.to_string(),
+            url,
+            source,
+        })
+    }
+
+    /// `POST /api/v1/jobs/validate`.
+    ///
+    /// # Errors
+    /// As every method: [`ControlError`].
+    pub async fn validate(&self, request: &ValidateRequest) -> Result<ValidateResult> {
+        self.call(Method::POST, "/api/v1/jobs/validate", None, Some(request))
+            .await
+    }
+
+    /// `POST /api/v1/jobs`.
+    ///
+    /// # Errors
+    /// 409 when the name is taken, 422 when the job is invalid.
+    pub async fn submit(&self, request: &SubmitJob) -> Result<JobSummary> {
+        self.call(Method::POST, "/api/v1/jobs", None, Some(request))
+            .await
+    }
+
+    /// `GET /api/v1/jobs`.
+    ///
+    /// # Errors
+    /// [`ControlError`].
+    pub async fn list_jobs(&self) -> Result<Vec<JobSummary>> {
+        self.call::<(), _>(Method::GET, "/api/v1/jobs", None, None)
+            .await
+    }
+
+    /// `GET /api/v1/jobs/{job_id}`.
+    ///
+    /// # Errors
+    /// 404 for an unknown job.
+    pub async fn get_job(&self, job_id: &str) -> Result<JobSummary> {
+        let path = format!("/api/v1/jobs/{}", segment(job_id));
+        self.call::<(), _>(Method::GET, &path, None, None).await
+    }
+
+    /// `GET /api/v1/jobs/{job_id}/detail`.
+    ///
+    /// # Errors
+    /// 404 for an unknown job.
+    pub async fn job_detail(&self, job_id: &str) -> Result<JobDetail> {
+        let path = format!("/api/v1/jobs/{}/detail", segment(job_id));
+        self.call::<(), _>(Method::GET, &path, None, None).await
+    }
+
+    /// `GET /api/v1/jobs/{job_id}/versions`.
+    ///
+    /// # Errors
+    /// 404 for an unknown job.
+    pub async fn job_versions(&self, job_id: &str) -> Result<Vec<JobVersion>> {
+        let path = format!("/api/v1/jobs/{}/versions", segment(job_id));
+        self.call::<(), _>(Method::GET, &path, None, None).await
+    }
+
+    /// `PUT /api/v1/jobs/{job_id}/desired-state`.
+    ///
+    /// # Errors
+    /// 409 when `generation` is given and no longer the job's.
+    pub async fn set_desired_state(
+        &self,
+        job_id: &str,
+        change: &DesiredStateChange,
+    ) -> Result<JobSummary> {
+        let path = format!("/api/v1/jobs/{}/desired-state", segment(job_id));
+        self.call(Method::PUT, &path, None, Some(change)).await
+    }
+
+    /// `POST /api/v1/jobs/{job_id}/checkpoints`.
+    ///
+    /// # Errors
+    /// 409 when the job is not running on placed lanes.
+    pub async fn checkpoint(&self, job_id: &str) -> Result<CheckpointAccepted> {
+        let path = format!("/api/v1/jobs/{}/checkpoints", segment(job_id));
+        self.call(Method::POST, &path, None, Some(&CheckpointRequest {}))
+            .await
+    }
+
+    /// `POST /api/v1/jobs/{job_id}/savepoints`.
+    ///
+    /// # Errors
+    /// 409 when the job is not running on placed lanes.
+    pub async fn savepoint(
+        &self,
+        job_id: &str,
+        request: &SavepointRequest,
+    ) -> Result<CheckpointAccepted> {
+        let path = format!("/api/v1/jobs/{}/savepoints", segment(job_id));
+        self.call(Method::POST, &path, None, Some(request)).await
+    }
+
+    /// `POST /api/v1/jobs/{job_id}/upgrades`.
+    ///
+    /// # Errors
+    /// 409 when the job is not stopped or the savepoint does not fit, 422 when the new version
+    /// is invalid.
+    pub async fn upgrade(&self, job_id: &str, request: &UpgradeRequest) -> Result<UpgradeRecord> {
+        let path = format!("/api/v1/jobs/{}/upgrades", segment(job_id));
+        self.call(Method::POST, &path, None, Some(request)).await
+    }
+
+    /// `POST /api/v1/jobs/{job_id}/upgrades/{upgrade_id}/rollback`.
+    ///
+    /// # Errors
+    /// 409 when the job is not stopped or the upgrade is not the one in force.
+    pub async fn rollback(&self, job_id: &str, upgrade_id: &str) -> Result<UpgradeRecord> {
+        let path = format!(
+            "/api/v1/jobs/{}/upgrades/{}/rollback",
+            segment(job_id),
+            segment(upgrade_id)
+        );
+        self.call::<(), _>(Method::POST, &path, None, None).await
+    }
+
+    /// `GET /api/v1/agents`.
+    ///
+    /// # Errors
+    /// [`ControlError`].
+    pub async fn list_agents(&self) -> Result<Vec<AgentEntry>> {
+        self.call::<(), _>(Method::GET, "/api/v1/agents", None, None)
+            .await
+    }
+
+    /// `POST /api/v1/agents/register`: starts a new session.
+    ///
+    /// # Errors
+    /// 400 for bad capabilities.
+    pub async fn register(&self, request: &RegisterAgent) -> Result<Registration> {
+        self.call(Method::POST, "/api/v1/agents/register", None, Some(request))
+            .await
+    }
+
+    /// `POST /api/v1/agents/{agent_id}/heartbeat`: renews the lease.
+    ///
+    /// # Errors
+    /// 409 when the session is no longer the Agent's: it registered again, or its lease
+    /// lapsed and its lanes were placed on other Agents (stop them, then register again).
+    pub async fn heartbeat(&self, agent_id: &str, token: &str) -> Result<HeartbeatAck> {
+        let path = format!("/api/v1/agents/{}/heartbeat", segment(agent_id));
+        self.call::<(), _>(Method::POST, &path, Some(token), None)
+            .await
+    }
+
+    /// `GET /api/v1/agents/{agent_id}/commands`: the unacknowledged commands, claimed.
+    ///
+    /// # Errors
+    /// 409 when the session is no longer the Agent's.
+    pub async fn commands(&self, agent_id: &str, token: &str) -> Result<Vec<Command>> {
+        let path = format!("/api/v1/agents/{}/commands", segment(agent_id));
+        self.call::<(), _>(Method::GET, &path, Some(token), None)
+            .await
+    }
+
+    /// `POST /api/v1/agents/{agent_id}/reports`.
+    ///
+    /// # Errors
+    /// 409 for an old session or a `seq` that is not the next one.
+    pub async fn report(
+        &self,
+        agent_id: &str,
+        token: &str,
+        batch: &ReportBatch,
+    ) -> Result<ReportAck> {
+        let path = format!("/api/v1/agents/{}/reports", segment(agent_id));
+        self.call(Method::POST, &path, Some(token), Some(batch))
+            .await
+    }
+
+    /// `GET /api/v1/openapi.json`.
+    ///
+    /// # Errors
+    /// [`ControlError`].
+    pub async fn openapi(&self) -> Result<serde_json::Value> {
+        self.call::<(), _>(Method::GET, "/api/v1/openapi.json", None, None)
+            .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_are_encoded_as_one_segment() {
+        assert_eq!(segment("a-b_c.d"), "a-b_c.d");
+        assert_eq!(segment("a/b c"), "a%2Fb%20c");
+    }
+
+    #[test]
+    fn a_base_url_must_be_http() {
+        assert!(HubClient::new("127.0.0.1:7800").is_err());
+        let client = HubClient::new("http://127.0.0.1:7800/").unwrap();
+        assert_eq!(client.base_url(), "http://127.0.0.1:7800");
+    }
+}

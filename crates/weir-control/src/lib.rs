@@ -1,0 +1,28 @@
+//! Weir's control plane on the wire: the bodies of the Hub's REST API, the Agent protocol (leases,
+//! sessions, commands, reports with generation fencing), the job manifest the Hub publishes for a
+//! job-level checkpoint, and [`HubClient`], which calls the Hub.
+//!
+//! Both sides share these types: the Hub (`weir-hub`) serves them and generates its OpenAPI
+//! document from their [`utoipa::ToSchema`] derivations; the Agent and the `weir jobs` CLI call
+//! the Hub through [`HubClient`]. Every body is JSON with camelCase field names.
+
+mod agent;
+mod client;
+mod error;
+mod jobs;
+mod manifest;
+
+pub use agent::{
+    AgentCapabilities, AgentEntry, AgentState, CHECKPOINT_PROTOCOL, Command, CommandAction,
+    CommandOutcome, HeartbeatAck, LaneState, RUNTIME_VERSION, RegisterAgent, Registration,
+    ReportAck, ReportBatch, ReportItem, Restore, STATE_BACKEND_REDB,
+};
+pub use client::HubClient;
+pub use error::{ApiError, ControlError, Result};
+pub use jobs::{
+    Assignment, CheckpointAccepted, CheckpointKind, CheckpointRequest, DesiredState,
+    DesiredStateChange, JobDetail, JobSummary, JobVersion, ObservedPhase, ObservedState,
+    RecoveryRecord, SavepointRequest, SubmitJob, UpgradeRecord, UpgradeRequest, UpgradeState,
+    ValidateRequest, ValidateResult, ValidationError,
+};
+pub use manifest::{JobManifest, JobManifestBody, MANIFEST_DIR};

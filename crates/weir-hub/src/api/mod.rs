@@ -1,0 +1,219 @@
+//! The HTTP API: routes, the JSON body extractor that names the offending field, and the
+//! OpenAPI document generated from the handlers and the wire types.
+
+mod agents;
+mod jobs;
+
+use crate::Hub;
+use crate::error::HubError;
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::{FromRequest, Request};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post, put};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use std::sync::Arc;
+use utoipa::OpenApi;
+
+/// The OpenAPI document of the Hub, generated from its handlers and the `weir-control` types;
+/// served at `GET /api/v1/openapi.json`.
+#[derive(OpenApi)]
+#[openapi(
+    info(title = "Weir Hub", description = "Control plane of Weir's distributed jobs"),
+    paths(
+        jobs::validate,
+        jobs::submit,
+        jobs::list,
+        jobs::get_job,
+        jobs::detail,
+        jobs::versions,
+        jobs::desired_state,
+        jobs::checkpoint,
+        jobs::savepoint,
+        jobs::upgrade,
+        jobs::rollback,
+        agents::list,
+        agents::register,
+        agents::heartbeat,
+        agents::commands,
+        agents::reports,
+        openapi_json,
+    ),
+    components(schemas(weir_control::JobManifest, weir_control::JobManifestBody)),
+    modifiers(&SessionTokenScheme)
+)]
+pub struct ApiDoc;
+
+/// Declares the `session_token` bearer scheme the Agent endpoints name.
+struct SessionTokenScheme;
+
+impl utoipa::Modify for SessionTokenScheme {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+        openapi
+            .components
+            .get_or_insert_with(Default::default)
+            .add_security_scheme(
+                "session_token",
+                SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+            );
+    }
+}
+
+/// The router over `hub`.
+pub(crate) fn router(hub: Arc<Hub>) -> Router {
+    Router::new()
+        .route("/api/v1/jobs/validate", post(jobs::validate))
+        .route("/api/v1/jobs", post(jobs::submit).get(jobs::list))
+        .route("/api/v1/jobs/{job_id}", get(jobs::get_job))
+        .route("/api/v1/jobs/{job_id}/detail", get(jobs::detail))
+        .route("/api/v1/jobs/{job_id}/versions", get(jobs::versions))
+        .route(
+            "/api/v1/jobs/{job_id}/desired-state",
+            put(jobs::desired_state),
+        )
+        .route("/api/v1/jobs/{job_id}/checkpoints", post(jobs::checkpoint))
+        .route("/api/v1/jobs/{job_id}/savepoints", post(jobs::savepoint))
+        .route("/api/v1/jobs/{job_id}/upgrades", post(jobs::upgrade))
+        .route(
+            "/api/v1/jobs/{job_id}/upgrades/{upgrade_id}/rollback",
+            post(jobs::rollback),
+        )
+        .route("/api/v1/agents", get(agents::list))
+        .route("/api/v1/agents/register", post(agents::register))
+        .route(
+            "/api/v1/agents/{agent_id}/heartbeat",
+            post(agents::heartbeat),
+        )
+        .route("/api/v1/agents/{agent_id}/commands", get(agents::commands))
+        .route("/api/v1/agents/{agent_id}/reports", post(agents::reports))
+        .route("/api/v1/openapi.json", get(openapi_json))
+        .fallback(not_found)
+        .with_state(hub)
+}
+
+/// A JSON response with `status`.
+pub(crate) fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response {
+    match serde_json::to_vec(body) {
+        Ok(bytes) => (status, [(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
+        Err(e) => (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            [(header::CONTENT_TYPE, "application/json")],
+            format!(
+                r#"{{"error":"encoding the answer: {}"}}"#,
+                e.to_string().replace('"', "'")
+            ),
+        )
+            .into_response(),
+    }
+}
+
+/// A 200 JSON answer.
+pub(crate) struct Json<T>(pub T);
+
+impl<T: Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        json_response(StatusCode::OK, &self.0)
+    }
+}
+
+/// A JSON request body whose decoding errors name the offending field's JSON path (axum's own
+/// rejection does not).
+pub(crate) struct ApiJson<T>(pub T);
+
+/// The field a serde "missing field" message names: the error's path is the object that lacks
+/// it (for an unknown field, the path already ends with the field).
+fn missing_field(message: &str) -> Option<&str> {
+    message.strip_prefix("missing field `")?.split('`').next()
+}
+
+/// Decodes `bytes` as `T`, naming the field of the first error.
+pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, HubError> {
+    if bytes.iter().all(u8::is_ascii_whitespace) {
+        return Err(HubError::bad_request("$", "expected a JSON body"));
+    }
+    let mut de = serde_json::Deserializer::from_slice(bytes);
+    serde_path_to_error::deserialize(&mut de).map_err(|err| {
+        let path = err.path().to_string();
+        let inner = err.into_inner();
+        let message = inner.to_string();
+        if inner.is_syntax() || inner.is_eof() {
+            // Not JSON at all: the whole body is to blame (the message has line and column).
+            return HubError::bad_request("$", message);
+        }
+        let base = if path == "." { String::new() } else { path };
+        let field = match missing_field(&message) {
+            Some(name) if base.is_empty() => name.to_owned(),
+            Some(name) => format!("{base}.{name}"),
+            None if base.is_empty() => "$".to_owned(),
+            None => base,
+        };
+        HubError::bad_request(field, message)
+    })
+}
+
+impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+    type Rejection = HubError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = Bytes::from_request(req, state)
+            .await
+            .map_err(|e| HubError::bad_request("$", format!("cannot read the body: {e}")))?;
+        decode(&bytes).map(ApiJson)
+    }
+}
+
+/// The bearer token of an Agent request.
+pub(crate) fn bearer(headers: &HeaderMap) -> Result<String, HubError> {
+    headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(|t| t.trim().to_owned())
+        .filter(|t| !t.is_empty())
+        .ok_or_else(|| {
+            HubError::Unauthorized(
+                "Authorization: expected `Bearer <sessionToken>` from the Agent's registration"
+                    .into(),
+            )
+        })
+}
+
+async fn not_found(uri: axum::http::Uri) -> HubError {
+    HubError::not_found("endpoint", uri.path(), "$")
+}
+
+/// `GET /api/v1/openapi.json`: this document.
+#[utoipa::path(get, path = "/api/v1/openapi.json", tag = "meta",
+    responses((status = 200, description = "The OpenAPI document", body = Object)))]
+pub(crate) async fn openapi_json() -> Response {
+    json_response(StatusCode::OK, &ApiDoc::openapi())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weir_control::SubmitJob;
+
+    fn field_of(body: &str) -> String {
+        match decode::<SubmitJob>(body.as_bytes()) {
+            Err(HubError::BadRequest { field, .. }) => field,
+            other => panic!("expected a bad request, got {:?}", other.map(|s| s.name)),
+        }
+    }
+
+    #[test]
+    fn decoding_errors_name_the_field() {
+        assert_eq!(field_of(r#"{"sql": "x"}"#), "name");
+        assert_eq!(field_of(r#"{"name": "a", "sqll": "x"}"#), "sqll");
+        assert_eq!(field_of(r#"{"name": 3}"#), "name");
+        assert_eq!(
+            field_of(r#"{"name": "a", "desiredState": "flying"}"#),
+            "desiredState"
+        );
+        assert_eq!(field_of("{"), "$");
+        assert_eq!(field_of(""), "$");
+    }
+}

@@ -1,0 +1,321 @@
+//! Validation of a job as a distributed job: the same side-effect-free deep build as
+//! `weir validate`, the distributed checks, and the registered Agents' capabilities.
+
+use weir::plan::{CheckpointSpec, Plan};
+use weir::{Engine, JobSpec};
+use weir_control::{
+    AgentCapabilities, CHECKPOINT_PROTOCOL, RUNTIME_VERSION, STATE_BACKEND_REDB, ValidateResult,
+    ValidationError,
+};
+
+/// A job version compiled and prepared, ready to store.
+#[derive(Debug, Clone)]
+pub struct Compiled {
+    /// The compiled spec, its job id set to the job's.
+    pub spec: JobSpec,
+    /// Every plan, as `weir plan` prints them.
+    pub plans_json: serde_json::Value,
+    /// Fingerprint of the partitioned plan.
+    pub plan_fingerprint: String,
+    /// Lanes: the spec's default parallelism.
+    pub lanes: u32,
+    /// The checkpoint section (a distributed job has one).
+    pub checkpoint: CheckpointSpec,
+}
+
+/// Where a job's text comes from.
+#[derive(Debug, Clone, Copy)]
+pub enum Source<'a> {
+    /// A SQL script.
+    Sql(&'a str),
+    /// A job spec as JSON.
+    Spec(&'a serde_json::Value),
+}
+
+impl Source<'_> {
+    /// The request field that holds the source, to name in errors.
+    pub fn field(&self) -> &'static str {
+        match self {
+            Source::Sql(_) => "sql",
+            Source::Spec(_) => "spec",
+        }
+    }
+}
+
+fn plan_error(e: &weir::plan::Error) -> ValidationError {
+    let mut v = ValidationError {
+        message: e.to_string(),
+        path: None,
+        line: None,
+        column: None,
+    };
+    match e {
+        weir::plan::Error::Syntax { line, column, .. } => {
+            v.line = Some(*line as u64);
+            v.column = Some(*column as u64);
+        }
+        weir::plan::Error::Spec { path, .. } => v.path = Some(path.clone()),
+        _ => {}
+    }
+    v
+}
+
+fn runtime_error(e: &weir::Error) -> ValidationError {
+    match e {
+        weir::Error::Plan(p) => plan_error(p),
+        weir::Error::UnknownType { path, .. } | weir::Error::Prepare { path, .. } => {
+            ValidationError {
+                message: e.to_string(),
+                path: Some(path.clone()),
+                line: None,
+                column: None,
+            }
+        }
+        _ => ValidationError {
+            message: e.to_string(),
+            path: None,
+            line: None,
+            column: None,
+        },
+    }
+}
+
+fn sql_error(e: &weir::sql::SqlError) -> ValidationError {
+    let position = match e {
+        weir::sql::SqlError::Syntax { position, .. }
+        | weir::sql::SqlError::Unsupported { position, .. }
+        | weir::sql::SqlError::Invalid { position, .. } => Some(*position),
+        _ => None,
+    };
+    ValidationError {
+        message: e.to_string(),
+        path: None,
+        line: position.map(|p| p.line),
+        column: position.map(|p| p.column),
+    }
+}
+
+fn error_at(path: &str, message: String) -> ValidationError {
+    ValidationError {
+        message,
+        path: Some(path.to_owned()),
+        line: None,
+        column: None,
+    }
+}
+
+/// Compiles and prepares `source` as job `name`, then applies the distributed checks.
+///
+/// # Errors
+/// Every problem found, located as the engine locates it.
+pub async fn compile(
+    engine: &Engine,
+    name: &str,
+    source: Source<'_>,
+) -> Result<Compiled, Vec<ValidationError>> {
+    let (mut spec, file) = match source {
+        Source::Sql(text) => {
+            let file = format!("{name}.sql");
+            let job = engine
+                .compile_sql(text, &file)
+                .await
+                .map_err(|e| vec![sql_error(&e)])?;
+            if job.explain {
+                return Err(vec![ValidationError {
+                    message: format!(
+                        "{file}: the script asks to EXPLAIN; a job the Hub runs must INSERT"
+                    ),
+                    path: None,
+                    line: None,
+                    column: None,
+                }]);
+            }
+            (job.spec, file)
+        }
+        Source::Spec(value) => {
+            let file = format!("{name}.json");
+            let text = serde_json::to_string(value).map_err(|e| {
+                vec![ValidationError {
+                    message: e.to_string(),
+                    path: None,
+                    line: None,
+                    column: None,
+                }]
+            })?;
+            let spec = JobSpec::from_json_str(&text, &file).map_err(|e| vec![plan_error(&e)])?;
+            (spec, file)
+        }
+    };
+    spec.job = Some(name.to_owned());
+    let prepared = engine
+        .prepare(&spec, Some(&file))
+        .await
+        .map_err(|e| vec![runtime_error(&e)])?;
+    let mut errors = Vec::new();
+    let checkpoint = match &spec.checkpoint {
+        Some(c) => Some(c.clone()),
+        None => {
+            errors.push(error_at(
+                "checkpoint",
+                format!(
+                    "{file}: a distributed job needs a `checkpoint` section: its lanes restart \
+                     from their checkpoints when they move, and the Hub writes the job \
+                     manifests into `checkpoint.dir` (SQL: SET 'checkpoint.interval' = '1s')"
+                ),
+            ));
+            None
+        }
+    };
+    let lanes = spec.parallelism.unwrap_or(1);
+    let plans_json = serde_json::from_str(&prepared.plans.to_json_pretty()).map_err(|e| {
+        vec![ValidationError {
+            message: format!("the plans do not serialize: {e}"),
+            path: None,
+            line: None,
+            column: None,
+        }]
+    })?;
+    match checkpoint {
+        Some(checkpoint) if errors.is_empty() => Ok(Compiled {
+            plan_fingerprint: prepared.plans.partitioned.fingerprint(),
+            spec,
+            plans_json,
+            lanes,
+            checkpoint,
+        }),
+        _ => Err(errors),
+    }
+}
+
+/// Why an Agent with `capabilities` cannot run this Hub's jobs (empty: it can).
+pub fn incompatibilities(capabilities: &AgentCapabilities) -> Vec<String> {
+    let mut out = Vec::new();
+    if capabilities.runtime_version != RUNTIME_VERSION {
+        out.push(format!(
+            "runtime version {} is not the Hub's {RUNTIME_VERSION}",
+            capabilities.runtime_version
+        ));
+    }
+    if !capabilities
+        .state_backends
+        .iter()
+        .any(|b| b == STATE_BACKEND_REDB)
+    {
+        out.push(format!(
+            "it offers no `{STATE_BACKEND_REDB}` state backend (offers: {})",
+            capabilities.state_backends.join(", ")
+        ));
+    }
+    if capabilities.checkpoint_protocol != CHECKPOINT_PROTOCOL {
+        out.push(format!(
+            "checkpoint protocol {} is not the Hub's {CHECKPOINT_PROTOCOL}",
+            capabilities.checkpoint_protocol
+        ));
+    }
+    if capabilities.slots == 0 {
+        out.push("it has no slot".into());
+    }
+    out
+}
+
+/// The validate answer for a compiled (or refused) job, given the live Agents.
+pub fn validate_result(
+    compiled: Result<&Compiled, &[ValidationError]>,
+    live_agents: &[(String, AgentCapabilities)],
+) -> ValidateResult {
+    let mut warnings = Vec::new();
+    let mut errors = Vec::new();
+    let mut usable_slots = 0u64;
+    for (agent, caps) in live_agents {
+        let problems = incompatibilities(caps);
+        if problems.is_empty() {
+            usable_slots += u64::from(caps.slots);
+        } else {
+            warnings.push(format!(
+                "Agent `{agent}` cannot run it: {}",
+                problems.join("; ")
+            ));
+        }
+    }
+    if live_agents.is_empty() {
+        warnings.push("no live Agent: the job waits for one to register".into());
+    } else if usable_slots == 0 {
+        errors.push(ValidationError {
+            message: format!("no live Agent can run this job: {}", warnings.join("; ")),
+            path: None,
+            line: None,
+            column: None,
+        });
+    }
+    match compiled {
+        Ok(c) => {
+            if usable_slots > 0 && usable_slots < u64::from(c.lanes) {
+                warnings.push(format!(
+                    "{} lanes but {usable_slots} slots on the live Agents: some lanes wait for a slot",
+                    c.lanes
+                ));
+            }
+            ValidateResult {
+                valid: errors.is_empty(),
+                lanes: Some(c.lanes),
+                plan_fingerprint: Some(c.plan_fingerprint.clone()),
+                errors,
+                warnings,
+            }
+        }
+        Err(e) => {
+            let mut all = e.to_vec();
+            all.extend(errors);
+            ValidateResult {
+                valid: false,
+                lanes: None,
+                plan_fingerprint: None,
+                errors: all,
+                warnings,
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps() -> AgentCapabilities {
+        AgentCapabilities {
+            runtime_version: RUNTIME_VERSION.into(),
+            state_backends: vec![STATE_BACKEND_REDB.into()],
+            checkpoint_protocol: CHECKPOINT_PROTOCOL,
+            slots: 2,
+        }
+    }
+
+    #[test]
+    fn every_capability_that_does_not_fit_is_named() {
+        assert!(incompatibilities(&caps()).is_empty());
+        let wrong = AgentCapabilities {
+            runtime_version: "0.0.0".into(),
+            state_backends: vec!["rocksdb".into()],
+            checkpoint_protocol: CHECKPOINT_PROTOCOL + 1,
+            slots: 0,
+        };
+        let problems = incompatibilities(&wrong);
+        assert_eq!(problems.len(), 4, "{problems:?}");
+        assert!(problems[1].contains("offers: rocksdb"));
+    }
+
+    #[test]
+    fn one_fitting_agent_is_enough_and_others_only_warn() {
+        let errors: &[ValidationError] = &[];
+        let mut old = caps();
+        old.runtime_version = "0.0.0".into();
+        let agents = [("a".to_owned(), old.clone()), ("b".to_owned(), caps())];
+        let result = validate_result(Err(errors), &agents[..1]);
+        assert!(!result.valid);
+        assert!(result.errors[0].message.contains("no live Agent can run"));
+        let result = validate_result(Err(errors), &agents);
+        assert!(result.errors.is_empty());
+        assert_eq!(result.warnings.len(), 1);
+        assert!(result.warnings[0].starts_with("Agent `a` cannot run it"));
+    }
+}

@@ -1,0 +1,398 @@
+//! Agents: registration (sessions), leases, the command outbox.
+
+use super::jobs::{job_row, place_waiting, replace_lost};
+use super::{Store, from_stored, new_id, optional, rfc3339, to_stored, to_u64};
+use crate::error::{HubError, Result};
+use rusqlite::{Transaction, params};
+use weir_control::{
+    AgentCapabilities, AgentEntry, AgentState, Command, CommandAction, DesiredState, HeartbeatAck,
+    RegisterAgent, Registration,
+};
+
+/// The current session of an Agent, checked against a bearer token.
+#[derive(Debug, Clone)]
+pub(crate) struct Session {
+    pub session_id: String,
+}
+
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= 128
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
+}
+
+/// Compares two secrets in time that depends only on their lengths, so that response times do
+/// not reveal how much of a guessed token is right.
+fn same_secret(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+/// Checks that `token` is the current session of live Agent `agent_id`.
+pub(crate) fn authenticate(tx: &Transaction<'_>, agent_id: &str, token: &str) -> Result<Session> {
+    let row = optional(
+        "authenticating an agent",
+        tx.query_row(
+            "SELECT session_id, session_token, state FROM agents WHERE agent_id = ?1",
+            [agent_id],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, String>(2)?,
+                ))
+            },
+        ),
+    )?;
+    let Some((session_id, current, state)) = row else {
+        return Err(HubError::not_found("agent", agent_id, "agentId"));
+    };
+    if !same_secret(&current, token) {
+        return Err(HubError::conflict(
+            "Authorization",
+            format!(
+                "stale session: the token is not Agent `{agent_id}`'s current session; register again"
+            ),
+        ));
+    }
+    if state != "live" {
+        return Err(HubError::conflict(
+            "Authorization",
+            format!(
+                "stale session: Agent `{agent_id}`'s lease lapsed and its lanes moved; register again"
+            ),
+        ));
+    }
+    Ok(Session { session_id })
+}
+
+/// Marks the active lanes of `agent_id` in the current generations as lost and re-places the
+/// running jobs they belong to; lanes of stopping jobs count as stopped.
+fn lose_agent(tx: &Transaction<'_>, agent_id: &str, cause: &str, now: i64) -> Result<()> {
+    let context = "moving the lanes of a lost agent";
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT DISTINCT a.job_id FROM assignments a JOIN jobs j \
+             ON a.job_id = j.job_id AND a.generation = j.generation \
+             WHERE a.agent_id = ?1 AND a.state NOT IN ('stopped', 'finished', 'failed', 'lost') \
+             ORDER BY a.job_id",
+        )
+        .map_err(HubError::store(context))?;
+    let jobs = stmt
+        .query_map([agent_id], |r| r.get::<_, String>(0))
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(HubError::store(context))?;
+    for job_id in jobs {
+        let Some(mut job) = job_row(tx, &job_id)? else {
+            continue;
+        };
+        let state = match job.desired {
+            DesiredState::Running => "lost",
+            DesiredState::Stopped => "stopped",
+        };
+        tx.execute(
+            "UPDATE assignments SET state = ?1, cause = ?2, updated_at = ?3 \
+             WHERE job_id = ?4 AND generation = ?5 AND agent_id = ?6 \
+             AND state NOT IN ('stopped', 'finished', 'failed', 'lost')",
+            params![
+                state,
+                cause,
+                now,
+                job.job_id,
+                super::to_i64(job.generation),
+                agent_id
+            ],
+        )
+        .map_err(HubError::store(context))?;
+        if job.desired == DesiredState::Running {
+            replace_lost(tx, &mut job, now)?;
+        }
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Registers an Agent: a new session (its report sequence starts at 0) and a fresh lease.
+    /// The same boot id as before is a reconnect that keeps the Agent's lanes; a new one is a
+    /// restart, whose lanes are placed anew.
+    ///
+    /// # Errors
+    /// 400 naming `agentId`, `bootId` or `capabilities.slots` for bad values.
+    pub fn register(&self, request: &RegisterAgent, now: i64) -> Result<Registration> {
+        if !valid_id(&request.agent_id) {
+            return Err(HubError::bad_request(
+                "agentId",
+                "expected 1 to 128 characters of [A-Za-z0-9_.-]",
+            ));
+        }
+        if request.boot_id.is_empty() || request.boot_id.len() > 128 {
+            return Err(HubError::bad_request(
+                "bootId",
+                "expected 1 to 128 characters",
+            ));
+        }
+        let ttl = self.lease_ttl_ms();
+        self.write("registering an agent", |tx| {
+            let context = "registering an agent";
+            let previous = optional(
+                context,
+                tx.query_row(
+                    "SELECT boot_id, session_id FROM agents WHERE agent_id = ?1",
+                    [&request.agent_id],
+                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+                ),
+            )?;
+            let session_id = new_id();
+            let token = format!("{}{}", new_id(), new_id());
+            let capabilities = to_stored("capabilities", &request.capabilities)?;
+            match &previous {
+                Some((_, old_session)) => {
+                    tx.execute(
+                        "UPDATE agent_sessions SET ended_at = ?1 WHERE session_id = ?2",
+                        params![now, old_session],
+                    )
+                    .and_then(|_| {
+                        tx.execute(
+                            "UPDATE agents SET boot_id = ?1, session_id = ?2, session_token = ?3, \
+                             capabilities = ?4, state = 'live', lease_expires_at = ?5, \
+                             registered_at = ?6 WHERE agent_id = ?7",
+                            params![
+                                request.boot_id,
+                                session_id,
+                                token,
+                                capabilities,
+                                now + ttl,
+                                now,
+                                request.agent_id
+                            ],
+                        )
+                    })
+                    .map_err(HubError::store(context))?;
+                }
+                None => {
+                    tx.execute(
+                        "INSERT INTO agents (agent_id, boot_id, session_id, session_token, \
+                         capabilities, state, lease_expires_at, registered_at) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, 'live', ?6, ?7)",
+                        params![
+                            request.agent_id,
+                            request.boot_id,
+                            session_id,
+                            token,
+                            capabilities,
+                            now + ttl,
+                            now
+                        ],
+                    )
+                    .map_err(HubError::store(context))?;
+                }
+            }
+            tx.execute(
+                "INSERT INTO agent_sessions (session_id, agent_id, boot_id, started_at) \
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![session_id, request.agent_id, request.boot_id, now],
+            )
+            .map_err(HubError::store(context))?;
+            if let Some((old_boot, _)) = &previous
+                && old_boot != &request.boot_id
+            {
+                // A restart: what ran in the old process is gone, and its commands with it.
+                tx.execute(
+                    "UPDATE outbox SET state = 'superseded' WHERE agent_id = ?1 \
+                     AND state IN ('pending', 'claimed')",
+                    [&request.agent_id],
+                )
+                .map_err(HubError::store(context))?;
+                lose_agent(tx, &request.agent_id, "the Agent restarted", now)?;
+            }
+            place_waiting(tx, now)?;
+            Ok(Registration {
+                session_id,
+                session_token: token,
+                lease_ttl_ms: super::to_u64(ttl),
+                heartbeat_interval_ms: super::to_u64((ttl / 3).max(1)),
+            })
+        })
+    }
+
+    /// Renews the lease of the session `token` names.
+    ///
+    /// # Errors
+    /// 404 for an unknown Agent; 409 for a stale session or a lapsed lease.
+    pub fn heartbeat(&self, agent_id: &str, token: &str, now: i64) -> Result<HeartbeatAck> {
+        let ttl = self.lease_ttl_ms();
+        self.write("renewing a lease", |tx| {
+            let session = authenticate(tx, agent_id, token)?;
+            tx.execute(
+                "UPDATE agents SET lease_expires_at = ?1 WHERE agent_id = ?2",
+                params![now + ttl, agent_id],
+            )
+            .map_err(HubError::store("renewing a lease"))?;
+            Ok(HeartbeatAck {
+                session_id: session.session_id,
+                lease_expires_at_ms: now + ttl,
+            })
+        })
+    }
+
+    /// Claims the Agent's unacknowledged commands (pending and earlier claimed ones), oldest
+    /// first.
+    ///
+    /// # Errors
+    /// 404 for an unknown Agent; 409 for a stale session.
+    pub fn claim_commands(&self, agent_id: &str, token: &str, now: i64) -> Result<Vec<Command>> {
+        self.write("claiming commands", |tx| {
+            let context = "claiming commands";
+            authenticate(tx, agent_id, token)?;
+            let rows = {
+                let mut stmt = tx
+                    .prepare_cached(
+                        "SELECT command_id, job_id, version_id, generation, action FROM outbox \
+                         WHERE agent_id = ?1 AND state IN ('pending', 'claimed') ORDER BY seq",
+                    )
+                    .map_err(HubError::store(context))?;
+                stmt.query_map([agent_id], |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, String>(2)?,
+                        r.get::<_, i64>(3)?,
+                        r.get::<_, String>(4)?,
+                    ))
+                })
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(HubError::store(context))?
+            };
+            tx.execute(
+                "UPDATE outbox SET state = 'claimed', claimed_at = ?1 \
+                 WHERE agent_id = ?2 AND state = 'pending'",
+                params![now, agent_id],
+            )
+            .map_err(HubError::store(context))?;
+            rows.into_iter()
+                .map(|(command_id, job_id, version_id, generation, action)| {
+                    Ok(Command {
+                        command_id,
+                        job_id,
+                        version_id,
+                        generation: to_u64(generation),
+                        action: from_stored::<CommandAction>("command", &action)?,
+                    })
+                })
+                .collect()
+        })
+    }
+
+    /// Every Agent, by id.
+    ///
+    /// # Errors
+    /// [`HubError::Store`].
+    pub fn list_agents(&self) -> Result<Vec<AgentEntry>> {
+        self.read("listing agents", |tx| {
+            let context = "listing agents";
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT g.agent_id, g.boot_id, g.session_id, g.state, g.capabilities, \
+                     g.lease_expires_at, g.registered_at, g.refused_report_items, \
+                     g.refused_reports, \
+                     (SELECT COUNT(*) FROM assignments a JOIN jobs j ON a.job_id = j.job_id \
+                      AND a.generation = j.generation WHERE a.agent_id = g.agent_id \
+                      AND a.state NOT IN ('stopped', 'finished', 'failed', 'lost')) \
+                     FROM agents g ORDER BY g.agent_id",
+                )
+                .map_err(HubError::store(context))?;
+            let rows = stmt
+                .query_map([], |r| {
+                    Ok((
+                        (
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, String>(2)?,
+                            r.get::<_, String>(3)?,
+                            r.get::<_, String>(4)?,
+                        ),
+                        (
+                            r.get::<_, i64>(5)?,
+                            r.get::<_, i64>(6)?,
+                            r.get::<_, i64>(7)?,
+                            r.get::<_, i64>(8)?,
+                            r.get::<_, i64>(9)?,
+                        ),
+                    ))
+                })
+                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                .map_err(HubError::store(context))?;
+            rows.into_iter()
+                .map(
+                    |(
+                        (agent_id, boot_id, session_id, state, caps),
+                        (lease, reg, items, reports, lanes),
+                    )| {
+                        Ok(AgentEntry {
+                            agent_id,
+                            boot_id,
+                            session_id,
+                            state: if state == "live" {
+                                AgentState::Live
+                            } else {
+                                AgentState::Expired
+                            },
+                            capabilities: from_stored::<AgentCapabilities>("capabilities", &caps)?,
+                            lanes: super::to_u32(lanes),
+                            lease_expires_at: rfc3339(lease),
+                            registered_at: rfc3339(reg),
+                            refused_report_items: to_u64(items),
+                            refused_reports: to_u64(reports),
+                        })
+                    },
+                )
+                .collect()
+        })
+    }
+
+    /// Expires the leases that lapsed before `now`: the Agents' sessions end and their lanes
+    /// are re-placed on the others in a new generation. Returns the expired Agents.
+    ///
+    /// # Errors
+    /// [`HubError::Store`].
+    pub fn expire_leases(&self, now: i64) -> Result<Vec<String>> {
+        self.write("expiring leases", |tx| {
+            let context = "expiring leases";
+            let expired = {
+                let mut stmt = tx
+                    .prepare_cached(
+                        "SELECT agent_id FROM agents WHERE state = 'live' AND lease_expires_at < ?1 \
+                         ORDER BY agent_id",
+                    )
+                    .map_err(HubError::store(context))?;
+                stmt.query_map([now], |r| r.get::<_, String>(0))
+                    .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                    .map_err(HubError::store(context))?
+            };
+            for agent in &expired {
+                tx.execute(
+                    "UPDATE agents SET state = 'expired' WHERE agent_id = ?1",
+                    [agent],
+                )
+                .and_then(|_| {
+                    tx.execute(
+                        "UPDATE agent_sessions SET ended_at = ?1 \
+                         WHERE agent_id = ?2 AND ended_at IS NULL",
+                        params![now, agent],
+                    )
+                })
+                .map_err(HubError::store(context))?;
+            }
+            for agent in &expired {
+                lose_agent(tx, agent, "the Agent's lease lapsed", now)?;
+            }
+            place_waiting(tx, now)?;
+            Ok(expired)
+        })
+    }
+}

@@ -1,0 +1,703 @@
+//! Jobs, versions, desired state, generations, assignments and placement.
+
+use super::{Store, from_stored, optional, rfc3339, to_i64, to_stored, to_u32, to_u64};
+use crate::compile::{Compiled, incompatibilities};
+use crate::error::{HubError, Result};
+use crate::observed::{LaneView, aggregate};
+use crate::placement::{AgentLoad, place};
+use rusqlite::{Transaction, params};
+use std::collections::{BTreeMap, HashMap};
+use weir_control::{
+    AgentCapabilities, Assignment, CommandAction, DesiredState, DesiredStateChange, JobDetail,
+    JobSummary, JobVersion, Restore,
+};
+
+/// A row of `jobs`.
+#[derive(Debug, Clone)]
+pub(crate) struct JobRow {
+    pub job_id: String,
+    pub desired: DesiredState,
+    pub generation: u64,
+    pub current_version: String,
+    pub has_run: bool,
+    pub restore_epochs: Option<BTreeMap<u32, u64>>,
+    pub generation_restore: Restore,
+    pub last_checkpoint_at: i64,
+    pub created_at: i64,
+}
+
+/// A row of `job_versions`.
+#[derive(Debug, Clone)]
+pub(crate) struct VersionRow {
+    pub version: JobVersion,
+    pub plans_json: String,
+}
+
+fn desired_from(s: &str) -> DesiredState {
+    if s == "running" {
+        DesiredState::Running
+    } else {
+        DesiredState::Stopped
+    }
+}
+
+/// Lane states that hold no slot.
+const INACTIVE: &str = "('stopped', 'finished', 'failed', 'lost')";
+
+pub(crate) fn job_row(tx: &Transaction<'_>, job_id: &str) -> Result<Option<JobRow>> {
+    let context = "reading a job";
+    let row = optional(
+        context,
+        tx.query_row(
+            "SELECT job_id, desired_state, generation, current_version, has_run, \
+             restore_epochs, generation_restore, last_checkpoint_at, created_at \
+             FROM jobs WHERE job_id = ?1",
+            [job_id],
+            |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(1)?,
+                    r.get::<_, i64>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, i64>(4)?,
+                    r.get::<_, Option<String>>(5)?,
+                    r.get::<_, String>(6)?,
+                    r.get::<_, i64>(7)?,
+                    r.get::<_, i64>(8)?,
+                ))
+            },
+        ),
+    )?;
+    let Some((job_id, desired, generation, version, has_run, epochs, restore, last_cp, created)) =
+        row
+    else {
+        return Ok(None);
+    };
+    Ok(Some(JobRow {
+        job_id,
+        desired: desired_from(&desired),
+        generation: to_u64(generation),
+        current_version: version,
+        has_run: has_run != 0,
+        restore_epochs: epochs
+            .map(|e| from_stored("restore epochs", &e))
+            .transpose()?,
+        generation_restore: from_stored("generation restore", &restore)?,
+        last_checkpoint_at: last_cp,
+        created_at: created,
+    }))
+}
+
+/// The job, or a 404 naming `jobId`.
+pub(crate) fn require_job(tx: &Transaction<'_>, job_id: &str) -> Result<JobRow> {
+    job_row(tx, job_id)?.ok_or_else(|| HubError::not_found("job", job_id, "jobId"))
+}
+
+pub(crate) fn version_row(tx: &Transaction<'_>, version_id: &str) -> Result<VersionRow> {
+    let context = "reading a job version";
+    let row = tx
+        .query_row(
+            "SELECT version_id, job_id, number, source_sql, spec_json, plan_fingerprint, \
+             state_format_version, lanes, created_at, plans_json \
+             FROM job_versions WHERE version_id = ?1",
+            [version_id],
+            |r| {
+                Ok((
+                    JobVersionRaw {
+                        version_id: r.get(0)?,
+                        job_id: r.get(1)?,
+                        number: r.get(2)?,
+                        sql: r.get(3)?,
+                        spec: r.get(4)?,
+                        plan_fingerprint: r.get(5)?,
+                        state_format_version: r.get(6)?,
+                        lanes: r.get(7)?,
+                        created_at: r.get(8)?,
+                    },
+                    r.get::<_, String>(9)?,
+                ))
+            },
+        )
+        .map_err(HubError::store(context))?;
+    Ok(VersionRow {
+        version: row.0.into_version()?,
+        plans_json: row.1,
+    })
+}
+
+struct JobVersionRaw {
+    version_id: String,
+    job_id: String,
+    number: i64,
+    sql: Option<String>,
+    spec: String,
+    plan_fingerprint: String,
+    state_format_version: i64,
+    lanes: i64,
+    created_at: i64,
+}
+
+impl JobVersionRaw {
+    fn into_version(self) -> Result<JobVersion> {
+        Ok(JobVersion {
+            version_id: self.version_id,
+            job_id: self.job_id,
+            number: to_u32(self.number),
+            sql: self.sql,
+            spec: from_stored("job spec", &self.spec)?,
+            plan_fingerprint: self.plan_fingerprint,
+            state_format_version: to_u32(self.state_format_version),
+            lanes: to_u32(self.lanes),
+            created_at: rfc3339(self.created_at),
+        })
+    }
+}
+
+/// Inserts a new immutable version of `job_id`; returns its id.
+pub(crate) fn insert_version(
+    tx: &Transaction<'_>,
+    job_id: &str,
+    compiled: &Compiled,
+    sql: Option<&str>,
+    spec: Option<&serde_json::Value>,
+    now: i64,
+) -> Result<String> {
+    let context = "storing a job version";
+    let number: i64 = tx
+        .query_row(
+            "SELECT COALESCE(MAX(number), 0) + 1 FROM job_versions WHERE job_id = ?1",
+            [job_id],
+            |r| r.get(0),
+        )
+        .map_err(HubError::store(context))?;
+    let version_id = format!("{job_id}-v{number}");
+    let source_spec = spec.map(|s| to_stored("job spec", s)).transpose()?;
+    tx.execute(
+        "INSERT INTO job_versions (version_id, job_id, number, source_sql, source_spec, \
+         spec_json, plans_json, plan_fingerprint, state_format_version, lanes, created_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+        params![
+            version_id,
+            job_id,
+            number,
+            sql,
+            source_spec,
+            to_stored("job spec", &compiled.spec)?,
+            to_stored("plans", &compiled.plans_json)?,
+            compiled.plan_fingerprint,
+            weir::state::STATE_FORMAT_VERSION,
+            compiled.lanes,
+            now,
+        ],
+    )
+    .map_err(HubError::store(context))?;
+    Ok(version_id)
+}
+
+/// The lanes of a job's current generation.
+pub(crate) fn lanes(tx: &Transaction<'_>, job: &JobRow) -> Result<Vec<LaneView>> {
+    let context = "reading assignments";
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT lane, agent_id, state, cause FROM assignments \
+             WHERE job_id = ?1 AND generation = ?2 ORDER BY lane",
+        )
+        .map_err(HubError::store(context))?;
+    let rows = stmt
+        .query_map(params![job.job_id, to_i64(job.generation)], |r| {
+            Ok(LaneView {
+                lane: r.get(0)?,
+                agent_id: r.get(1)?,
+                state: r.get(2)?,
+                cause: r.get(3)?,
+            })
+        })
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(HubError::store(context))?;
+    Ok(rows)
+}
+
+pub(crate) fn summary(tx: &Transaction<'_>, job: &JobRow) -> Result<JobSummary> {
+    let lanes_now = lanes(tx, job)?;
+    let version = version_row(tx, &job.current_version)?;
+    Ok(JobSummary {
+        job_id: job.job_id.clone(),
+        desired_state: job.desired,
+        generation: job.generation,
+        current_version: job.current_version.clone(),
+        lanes: version.version.lanes,
+        observed: aggregate(job.desired, &lanes_now),
+        created_at: rfc3339(job.created_at),
+    })
+}
+
+/// Live Agents whose capabilities fit, with the lanes they hold (current generations of
+/// running jobs, lanes that hold a slot).
+fn agent_loads(tx: &Transaction<'_>) -> Result<Vec<AgentLoad>> {
+    let context = "reading agent loads";
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT agent_id, capabilities FROM agents WHERE state = 'live' ORDER BY agent_id",
+        )
+        .map_err(HubError::store(context))?;
+    let agents = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(HubError::store(context))?;
+    let mut stmt = tx
+        .prepare_cached(&format!(
+            "SELECT a.agent_id, COUNT(*) FROM assignments a JOIN jobs j \
+             ON a.job_id = j.job_id AND a.generation = j.generation \
+             WHERE a.agent_id IS NOT NULL AND j.desired_state = 'running' \
+             AND a.state NOT IN {INACTIVE} GROUP BY a.agent_id"
+        ))
+        .map_err(HubError::store(context))?;
+    let held: HashMap<String, i64> = stmt
+        .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .and_then(|rows| rows.collect::<rusqlite::Result<HashMap<_, _>>>())
+        .map_err(HubError::store(context))?;
+    let mut loads = Vec::new();
+    for (agent_id, caps) in agents {
+        let caps: AgentCapabilities = from_stored("agent capabilities", &caps)?;
+        if incompatibilities(&caps).is_empty() {
+            let lanes = held.get(&agent_id).copied().map_or(0, to_u32);
+            loads.push(AgentLoad {
+                agent_id,
+                slots: caps.slots,
+                lanes,
+            });
+        }
+    }
+    Ok(loads)
+}
+
+/// Queues a command for `agent_id`.
+pub(crate) fn enqueue(
+    tx: &Transaction<'_>,
+    agent_id: &str,
+    job: &JobRow,
+    version_id: &str,
+    action: &CommandAction,
+    now: i64,
+) -> Result<String> {
+    let command_id = super::new_id();
+    tx.execute(
+        "INSERT INTO outbox (command_id, agent_id, job_id, version_id, generation, action, \
+         state, created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'pending', ?7)",
+        params![
+            command_id,
+            agent_id,
+            job.job_id,
+            version_id,
+            to_i64(job.generation),
+            to_stored("command", action)?,
+            now
+        ],
+    )
+    .map_err(HubError::store("queueing a command"))?;
+    Ok(command_id)
+}
+
+/// Sends `run` for the given lane placement, grouped by Agent.
+fn send_runs(
+    tx: &Transaction<'_>,
+    job: &JobRow,
+    placed: &[(u32, Option<String>)],
+    now: i64,
+) -> Result<()> {
+    let version = version_row(tx, &job.current_version)?;
+    let mut by_agent: BTreeMap<&str, Vec<u32>> = BTreeMap::new();
+    for (lane, agent) in placed {
+        if let Some(agent) = agent {
+            by_agent.entry(agent).or_default().push(*lane);
+        }
+    }
+    for (agent, lanes) in by_agent {
+        let action = CommandAction::Run {
+            lanes,
+            lane_count: version.version.lanes,
+            spec: version.version.spec.clone(),
+            restore: job.generation_restore.clone(),
+        };
+        enqueue(tx, agent, job, &job.current_version, &action, now)?;
+    }
+    Ok(())
+}
+
+fn insert_assignment(
+    tx: &Transaction<'_>,
+    job: &JobRow,
+    lane: u32,
+    agent: Option<&str>,
+    state: &str,
+    cause: Option<&str>,
+    now: i64,
+) -> Result<()> {
+    tx.execute(
+        "INSERT INTO assignments (job_id, generation, lane, agent_id, state, cause, updated_at) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)",
+        params![
+            job.job_id,
+            to_i64(job.generation),
+            lane,
+            agent,
+            state,
+            cause,
+            now
+        ],
+    )
+    .map_err(HubError::store("storing an assignment"))?;
+    Ok(())
+}
+
+/// Moves `job` to the next generation with `desired` and `restore`: older commands are
+/// superseded and unfinished job-level checkpoints abandoned. Fails with 409 when another
+/// writer moved the generation first.
+fn bump_generation(
+    tx: &Transaction<'_>,
+    job: &mut JobRow,
+    desired: DesiredState,
+    restore: Restore,
+) -> Result<()> {
+    let context = "changing a job's generation";
+    let next = job.generation + 1;
+    let changed = tx
+        .execute(
+            "UPDATE jobs SET desired_state = ?1, generation = ?2, generation_restore = ?3 \
+             WHERE job_id = ?4 AND generation = ?5",
+            params![
+                desired.as_str(),
+                to_i64(next),
+                to_stored("restore", &restore)?,
+                job.job_id,
+                to_i64(job.generation)
+            ],
+        )
+        .map_err(HubError::store(context))?;
+    if changed != 1 {
+        return Err(HubError::conflict(
+            "generation",
+            format!(
+                "job `{}` moved past generation {}",
+                job.job_id, job.generation
+            ),
+        ));
+    }
+    tx.execute(
+        "UPDATE outbox SET state = 'superseded' WHERE job_id = ?1 AND generation < ?2 \
+         AND state IN ('pending', 'claimed')",
+        params![job.job_id, to_i64(next)],
+    )
+    .and_then(|_| {
+        tx.execute(
+            "UPDATE checkpoints SET state = 'abandoned' WHERE job_id = ?1 AND generation < ?2 \
+             AND state = 'pending'",
+            params![job.job_id, to_i64(next)],
+        )
+    })
+    .map_err(HubError::store(context))?;
+    job.generation = next;
+    job.desired = desired;
+    job.generation_restore = restore;
+    Ok(())
+}
+
+/// Starts every lane of `job` in a new generation: placed afresh, `run` commands queued.
+fn start(tx: &Transaction<'_>, job: &mut JobRow, now: i64) -> Result<()> {
+    let restore = match job.restore_epochs.take() {
+        Some(epochs) => Restore::LaneEpochs(epochs),
+        None if job.has_run => Restore::Latest,
+        None => Restore::None,
+    };
+    bump_generation(tx, job, DesiredState::Running, restore)?;
+    tx.execute(
+        "UPDATE jobs SET has_run = 1, restore_epochs = NULL WHERE job_id = ?1",
+        [&job.job_id],
+    )
+    .map_err(HubError::store("starting a job"))?;
+    job.has_run = true;
+    let lanes = version_row(tx, &job.current_version)?.version.lanes;
+    let mut loads = agent_loads(tx)?;
+    let placed = place(&(0..lanes).collect::<Vec<_>>(), &mut loads);
+    for (lane, agent) in &placed {
+        insert_assignment(tx, job, *lane, agent.as_deref(), "pending", None, now)?;
+    }
+    send_runs(tx, job, &placed, now)
+}
+
+/// Stops every lane of `job` in a new generation: `stop` commands to the live Agents that hold
+/// lanes; lanes on no live Agent are stopped at once.
+fn stop(tx: &Transaction<'_>, job: &mut JobRow, now: i64) -> Result<()> {
+    let before = lanes(tx, job)?;
+    let live = live_agents(tx)?;
+    let restore = job.generation_restore.clone();
+    bump_generation(tx, job, DesiredState::Stopped, restore)?;
+    let mut by_agent: BTreeMap<String, Vec<u32>> = BTreeMap::new();
+    for lane in before {
+        let active = !matches!(
+            lane.state.as_str(),
+            "stopped" | "finished" | "failed" | "lost"
+        );
+        match lane.agent_id {
+            Some(agent) if active && live.contains(&agent) => {
+                insert_assignment(tx, job, lane.lane, Some(&agent), "pending", None, now)?;
+                by_agent.entry(agent).or_default().push(lane.lane);
+            }
+            agent => {
+                let state = if lane.state == "finished" {
+                    "finished"
+                } else {
+                    "stopped"
+                };
+                insert_assignment(
+                    tx,
+                    job,
+                    lane.lane,
+                    agent.as_deref(),
+                    state,
+                    lane.cause.as_deref(),
+                    now,
+                )?;
+            }
+        }
+    }
+    for (agent, lanes) in by_agent {
+        let version = job.current_version.clone();
+        enqueue(
+            tx,
+            &agent,
+            job,
+            &version,
+            &CommandAction::Stop { lanes },
+            now,
+        )?;
+    }
+    Ok(())
+}
+
+fn live_agents(tx: &Transaction<'_>) -> Result<Vec<String>> {
+    let mut stmt = tx
+        .prepare_cached("SELECT agent_id FROM agents WHERE state = 'live'")
+        .map_err(HubError::store("reading live agents"))?;
+    stmt.query_map([], |r| r.get(0))
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<String>>>())
+        .map_err(HubError::store("reading live agents"))
+}
+
+/// Re-places `job`'s lanes that lost their Agent (state `lost`) in a new generation; the other
+/// lanes stay on their Agents, and every lane gets a `run` that restores `latest`.
+pub(crate) fn replace_lost(tx: &Transaction<'_>, job: &mut JobRow, now: i64) -> Result<()> {
+    let before = lanes(tx, job)?;
+    bump_generation(tx, job, DesiredState::Running, Restore::Latest)?;
+    let mut loads = agent_loads(tx)?;
+    let mut placed = Vec::new();
+    let mut lost = Vec::new();
+    for lane in &before {
+        match (&lane.agent_id, lane.state.as_str()) {
+            (Some(agent), s) if s != "lost" && loads.iter().any(|l| &l.agent_id == agent) => {
+                if let Some(load) = loads.iter_mut().find(|l| &l.agent_id == agent) {
+                    load.lanes += 1;
+                }
+                placed.push((lane.lane, Some(agent.clone())));
+            }
+            _ => lost.push(lane.lane),
+        }
+    }
+    placed.extend(place(&lost, &mut loads));
+    placed.sort();
+    for (lane, agent) in &placed {
+        insert_assignment(tx, job, *lane, agent.as_deref(), "pending", None, now)?;
+    }
+    send_runs(tx, job, &placed, now)
+}
+
+/// Places the lanes of running jobs that wait for a slot (same generation).
+pub(crate) fn place_waiting(tx: &Transaction<'_>, now: i64) -> Result<()> {
+    let context = "placing waiting lanes";
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT DISTINCT a.job_id FROM assignments a JOIN jobs j \
+             ON a.job_id = j.job_id AND a.generation = j.generation \
+             WHERE a.agent_id IS NULL AND j.desired_state = 'running' ORDER BY a.job_id",
+        )
+        .map_err(HubError::store(context))?;
+    let jobs = stmt
+        .query_map([], |r| r.get::<_, String>(0))
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(HubError::store(context))?;
+    for job_id in jobs {
+        let job = require_job(tx, &job_id)?;
+        let waiting: Vec<u32> = lanes(tx, &job)?
+            .into_iter()
+            .filter(|l| l.agent_id.is_none())
+            .map(|l| l.lane)
+            .collect();
+        let mut loads = agent_loads(tx)?;
+        let placed: Vec<_> = place(&waiting, &mut loads)
+            .into_iter()
+            .filter(|(_, a)| a.is_some())
+            .collect();
+        for (lane, agent) in &placed {
+            tx.execute(
+                "UPDATE assignments SET agent_id = ?1, updated_at = ?2 \
+                 WHERE job_id = ?3 AND generation = ?4 AND lane = ?5",
+                params![agent, now, job.job_id, to_i64(job.generation), lane],
+            )
+            .map_err(HubError::store(context))?;
+        }
+        send_runs(tx, &job, &placed, now)?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Stores a new job with its first version; starts it when `desired` is running.
+    ///
+    /// # Errors
+    /// 409 naming `name` when a job of that name exists.
+    pub fn submit(
+        &self,
+        name: &str,
+        compiled: &Compiled,
+        sql: Option<&str>,
+        spec: Option<&serde_json::Value>,
+        desired: DesiredState,
+        now: i64,
+    ) -> Result<JobSummary> {
+        self.write("submitting a job", |tx| {
+            if job_row(tx, name)?.is_some() {
+                return Err(HubError::conflict(
+                    "name",
+                    format!("a job named `{name}` exists"),
+                ));
+            }
+            // The version references the job and the job its version: insert the job with its
+            // version id first (foreign keys are checked per statement on the version only).
+            let version_id = format!("{name}-v1");
+            tx.execute(
+                "INSERT INTO jobs (job_id, desired_state, generation, current_version, created_at) \
+                 VALUES (?1, 'stopped', 0, ?2, ?3)",
+                params![name, version_id, now],
+            )
+            .map_err(HubError::store("submitting a job"))?;
+            let stored = insert_version(tx, name, compiled, sql, spec, now)?;
+            debug_assert_eq!(stored, version_id);
+            let mut job = require_job(tx, name)?;
+            if desired == DesiredState::Running {
+                start(tx, &mut job, now)?;
+            }
+            summary(tx, &job)
+        })
+    }
+
+    /// Changes a job's desired state in a new generation.
+    ///
+    /// # Errors
+    /// 404 for an unknown job; 409 naming `generation` when `change.generation` is not the
+    /// job's generation.
+    pub fn change_desired_state(
+        &self,
+        job_id: &str,
+        change: &DesiredStateChange,
+        now: i64,
+    ) -> Result<JobSummary> {
+        self.write("changing a job's desired state", |tx| {
+            let mut job = require_job(tx, job_id)?;
+            if let Some(expected) = change.generation
+                && expected != job.generation
+            {
+                return Err(HubError::conflict(
+                    "generation",
+                    format!(
+                        "generation {expected} is stale: job `{job_id}` is at generation {}",
+                        job.generation
+                    ),
+                ));
+            }
+            match change.desired_state {
+                DesiredState::Running => start(tx, &mut job, now)?,
+                DesiredState::Stopped => stop(tx, &mut job, now)?,
+            }
+            summary(tx, &job)
+        })
+    }
+
+    /// Every job, by id.
+    ///
+    /// # Errors
+    /// [`HubError::Store`].
+    pub fn list_jobs(&self) -> Result<Vec<JobSummary>> {
+        self.read("listing jobs", |tx| {
+            let ids = {
+                let mut stmt = tx
+                    .prepare_cached("SELECT job_id FROM jobs ORDER BY job_id")
+                    .map_err(HubError::store("listing jobs"))?;
+                stmt.query_map([], |r| r.get::<_, String>(0))
+                    .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                    .map_err(HubError::store("listing jobs"))?
+            };
+            ids.iter()
+                .map(|id| summary(tx, &require_job(tx, id)?))
+                .collect()
+        })
+    }
+
+    /// One job.
+    ///
+    /// # Errors
+    /// 404 for an unknown job.
+    pub fn job(&self, job_id: &str) -> Result<JobSummary> {
+        self.read("reading a job", |tx| summary(tx, &require_job(tx, job_id)?))
+    }
+
+    /// Every version of a job, oldest first.
+    ///
+    /// # Errors
+    /// 404 for an unknown job.
+    pub fn versions(&self, job_id: &str) -> Result<Vec<JobVersion>> {
+        self.read("reading job versions", |tx| {
+            require_job(tx, job_id)?;
+            let ids = {
+                let mut stmt = tx
+                    .prepare_cached(
+                        "SELECT version_id FROM job_versions WHERE job_id = ?1 ORDER BY number",
+                    )
+                    .map_err(HubError::store("reading job versions"))?;
+                stmt.query_map([job_id], |r| r.get::<_, String>(0))
+                    .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+                    .map_err(HubError::store("reading job versions"))?
+            };
+            ids.iter()
+                .map(|id| Ok(version_row(tx, id)?.version))
+                .collect()
+        })
+    }
+
+    /// Everything about a job.
+    ///
+    /// # Errors
+    /// 404 for an unknown job.
+    pub fn detail(&self, job_id: &str) -> Result<JobDetail> {
+        self.read("reading a job's detail", |tx| {
+            let job = require_job(tx, job_id)?;
+            let version = version_row(tx, &job.current_version)?;
+            let assignments = lanes(tx, &job)?
+                .into_iter()
+                .map(|l| Assignment {
+                    lane: l.lane,
+                    agent_id: l.agent_id,
+                    state: l.state,
+                    cause: l.cause,
+                })
+                .collect();
+            Ok(JobDetail {
+                job: summary(tx, &job)?,
+                plans: from_stored("plans", &version.plans_json)?,
+                version: version.version,
+                assignments,
+                recovery_records: super::reports::recovery_records(tx, job_id)?,
+                upgrades: super::upgrades::upgrade_records(tx, job_id)?,
+            })
+        })
+    }
+}

@@ -1,0 +1,439 @@
+//! The Agent protocol: sessions, leases, report sequencing and fencing, observed state.
+
+use crate::support::*;
+use std::time::Duration;
+use weir_control::{
+    AgentState, CommandOutcome, DesiredState, DesiredStateChange, LaneState, ObservedPhase,
+    Registration, ReportItem, Restore,
+};
+
+#[tokio::test]
+async fn registering_again_with_the_same_boot_keeps_lanes_and_a_new_boot_moves_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = start_hub(
+        &dir.path().join("hub.sqlite"),
+        Duration::from_secs(60),
+        false,
+    )
+    .await;
+    let first = t
+        .client
+        .register(&register_request("a", "boot-1", 4))
+        .await
+        .unwrap();
+    t.client
+        .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Running))
+        .await
+        .unwrap();
+    let commands = t.client.commands("a", &first.session_token).await.unwrap();
+    assert_eq!(
+        run_lanes(&commands, "bids"),
+        [(1, vec![0, 1], Restore::None)]
+    );
+
+    let again = t
+        .client
+        .register(&register_request("a", "boot-1", 4))
+        .await
+        .unwrap();
+    assert_ne!(again.session_id, first.session_id);
+    let job = t.client.get_job("bids").await.unwrap();
+    assert_eq!(job.generation, 1, "a reconnect keeps the generation");
+    assert_eq!(
+        placement(&t.client, "bids").await,
+        [
+            (0, Some("a".into()), "pending".into()),
+            (1, Some("a".into()), "pending".into())
+        ]
+    );
+    // The unacknowledged run is delivered again to the new session; the old token is stale.
+    let redelivered = t.client.commands("a", &again.session_token).await.unwrap();
+    assert_eq!(
+        run_lanes(&redelivered, "bids"),
+        [(1, vec![0, 1], Restore::None)]
+    );
+    // Acknowledged, it is not delivered again.
+    let ack = report(
+        &t.client,
+        "a",
+        &again,
+        0,
+        vec![ReportItem::CommandResult {
+            command_id: redelivered[0].command_id.clone(),
+            job_id: "bids".into(),
+            generation: 1,
+            outcome: CommandOutcome::Ok,
+        }],
+    )
+    .await
+    .unwrap();
+    assert_eq!(ack.accepted, 1);
+    assert!(
+        t.client
+            .commands("a", &again.session_token)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let stale = t
+        .client
+        .heartbeat("a", &first.session_token)
+        .await
+        .unwrap_err();
+    assert_eq!(status(&stale).0, 409);
+
+    let restarted = t
+        .client
+        .register(&register_request("a", "boot-2", 4))
+        .await
+        .unwrap();
+    let job = t.client.get_job("bids").await.unwrap();
+    assert_eq!(
+        job.generation, 2,
+        "a restart re-places the lanes in a new generation"
+    );
+    let commands = t
+        .client
+        .commands("a", &restarted.session_token)
+        .await
+        .unwrap();
+    assert_eq!(
+        run_lanes(&commands, "bids"),
+        [(2, vec![0, 1], Restore::Latest)]
+    );
+    let agents = t.client.list_agents().await.unwrap();
+    assert_eq!(agents.len(), 1);
+    assert_eq!(agents[0].boot_id, "boot-2");
+    assert_eq!(agents[0].lanes, 2);
+}
+
+#[tokio::test]
+async fn heartbeats_keep_the_lease_and_missing_ones_expire_it_and_move_lanes() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = start_hub(
+        &dir.path().join("hub.sqlite"),
+        Duration::from_millis(600),
+        true,
+    )
+    .await;
+    let a = t
+        .client
+        .register(&register_request("a", "boot", 2))
+        .await
+        .unwrap();
+    let b = t
+        .client
+        .register(&register_request("b", "boot", 2))
+        .await
+        .unwrap();
+    t.client
+        .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Running))
+        .await
+        .unwrap();
+    assert_eq!(
+        placement(&t.client, "bids").await,
+        [
+            (0, Some("a".into()), "pending".into()),
+            (1, Some("b".into()), "pending".into())
+        ]
+    );
+    // a heartbeats for three lease lengths; b stays silent.
+    for _ in 0..18 {
+        t.client.heartbeat("a", &a.session_token).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let agents = t.client.list_agents().await.unwrap();
+    let state = |id: &str| agents.iter().find(|e| e.agent_id == id).unwrap().state;
+    assert_eq!(state("a"), AgentState::Live);
+    assert_eq!(state("b"), AgentState::Expired);
+    let job = t.client.get_job("bids").await.unwrap();
+    assert_eq!(job.generation, 2);
+    assert_eq!(
+        placement(&t.client, "bids").await,
+        [
+            (0, Some("a".into()), "pending".into()),
+            (1, Some("a".into()), "pending".into())
+        ]
+    );
+    let commands = t.client.commands("a", &a.session_token).await.unwrap();
+    assert_eq!(
+        run_lanes(&commands, "bids"),
+        [(2, vec![0, 1], Restore::Latest)]
+    );
+    // The expired Agent is fenced: its heartbeats and reports are refused.
+    assert_eq!(
+        status(&t.client.heartbeat("b", &b.session_token).await.unwrap_err()).0,
+        409
+    );
+    let refused = report(
+        &t.client,
+        "b",
+        &b,
+        0,
+        vec![lane_status("bids", 2, 1, LaneState::Running)],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(status(&refused).0, 409);
+    assert_eq!(placement(&t.client, "bids").await[1].2, "pending");
+}
+
+#[tokio::test]
+async fn old_sessions_and_seq_gaps_are_refused_without_changing_the_snapshot() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = start_hub(
+        &dir.path().join("hub.sqlite"),
+        Duration::from_secs(60),
+        false,
+    )
+    .await;
+    let old = t
+        .client
+        .register(&register_request("a", "boot", 4))
+        .await
+        .unwrap();
+    t.client
+        .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Running))
+        .await
+        .unwrap();
+    report(
+        &t.client,
+        "a",
+        &old,
+        0,
+        vec![lane_status("bids", 1, 0, LaneState::Starting)],
+    )
+    .await
+    .unwrap();
+    let new = t
+        .client
+        .register(&register_request("a", "boot", 4))
+        .await
+        .unwrap();
+    let ack = report(
+        &t.client,
+        "a",
+        &new,
+        0,
+        vec![
+            lane_status("bids", 1, 0, LaneState::Running),
+            lane_status("bids", 1, 1, LaneState::Running),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!((ack.accepted, ack.refused), (2, 0));
+    let before = placement(&t.client, "bids").await;
+    assert_eq!(
+        t.client.get_job("bids").await.unwrap().observed.phase,
+        ObservedPhase::Running
+    );
+
+    // The old session's report (its token, or its id with the new token) changes nothing.
+    let stale = report(
+        &t.client,
+        "a",
+        &old,
+        1,
+        vec![lane_status("bids", 1, 0, LaneState::Failed)],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(status(&stale).0, 409);
+    let mixed = Registration {
+        session_token: new.session_token.clone(),
+        ..old.clone()
+    };
+    let stale = report(
+        &t.client,
+        "a",
+        &mixed,
+        1,
+        vec![lane_status("bids", 1, 0, LaneState::Failed)],
+    )
+    .await
+    .unwrap_err();
+    assert_eq!(status(&stale), (409, Some("sessionId".into())));
+    // A gap or a replay in the sequence is refused too.
+    for seq in [0, 2] {
+        let gap = report(
+            &t.client,
+            "a",
+            &new,
+            seq,
+            vec![lane_status("bids", 1, 0, LaneState::Failed)],
+        )
+        .await
+        .unwrap_err();
+        assert_eq!(status(&gap), (409, Some("seq".into())));
+    }
+    assert_eq!(placement(&t.client, "bids").await, before);
+    assert_eq!(
+        t.client.get_job("bids").await.unwrap().observed.phase,
+        ObservedPhase::Running
+    );
+
+    // An item of an older generation is refused alone (counted), the rest applies.
+    t.client
+        .set_desired_state(
+            "bids",
+            &DesiredStateChange {
+                desired_state: DesiredState::Stopped,
+                generation: None,
+            },
+        )
+        .await
+        .unwrap();
+    let ack = report(
+        &t.client,
+        "a",
+        &new,
+        1,
+        vec![
+            lane_status("bids", 1, 0, LaneState::Failed),
+            lane_status("bids", 2, 0, LaneState::Stopped),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!((ack.seq, ack.accepted, ack.refused), (1, 1, 1));
+    let agents = t.client.list_agents().await.unwrap();
+    assert_eq!(agents[0].refused_report_items, 1);
+    assert_eq!(agents[0].refused_reports, 4);
+    assert_eq!(
+        placement(&t.client, "bids").await,
+        [
+            (0, Some("a".into()), "stopped".into()),
+            (1, Some("a".into()), "pending".into())
+        ]
+    );
+}
+
+#[tokio::test]
+async fn the_observed_state_aggregates_every_lane() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = start_hub(
+        &dir.path().join("hub.sqlite"),
+        Duration::from_secs(60),
+        false,
+    )
+    .await;
+    let a = t
+        .client
+        .register(&register_request("a", "boot", 1))
+        .await
+        .unwrap();
+    let b = t
+        .client
+        .register(&register_request("b", "boot", 1))
+        .await
+        .unwrap();
+    t.client
+        .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Running))
+        .await
+        .unwrap();
+    let phase = || async { t.client.get_job("bids").await.unwrap().observed };
+    assert_eq!(phase().await.phase, ObservedPhase::Converging);
+    report(
+        &t.client,
+        "a",
+        &a,
+        0,
+        vec![lane_status("bids", 1, 0, LaneState::Running)],
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        phase().await.phase,
+        ObservedPhase::Converging,
+        "lane 1 is still pending"
+    );
+    report(
+        &t.client,
+        "b",
+        &b,
+        0,
+        vec![lane_status("bids", 1, 1, LaneState::Running)],
+    )
+    .await
+    .unwrap();
+    assert_eq!(phase().await.phase, ObservedPhase::Running);
+    // A lane reported by the wrong Agent is refused.
+    let ack = report(
+        &t.client,
+        "a",
+        &a,
+        1,
+        vec![lane_status("bids", 1, 1, LaneState::Failed)],
+    )
+    .await
+    .unwrap();
+    assert_eq!(ack.refused, 1);
+    assert_eq!(phase().await.phase, ObservedPhase::Running);
+    report(
+        &t.client,
+        "b",
+        &b,
+        1,
+        vec![lane_status("bids", 1, 1, LaneState::Failed)],
+    )
+    .await
+    .unwrap();
+    let failed = phase().await;
+    assert_eq!(failed.phase, ObservedPhase::Failed);
+    assert_eq!(failed.cause.as_deref(), Some("lane 1 on `b`: disk full"));
+    assert_eq!(
+        placement(&t.client, "bids").await[0].2,
+        "running",
+        "the healthy lane stays visible"
+    );
+}
+
+#[tokio::test]
+async fn lanes_wait_for_a_slot_and_are_placed_when_an_agent_registers() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = start_hub(
+        &dir.path().join("hub.sqlite"),
+        Duration::from_secs(60),
+        false,
+    )
+    .await;
+    t.client
+        .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Running))
+        .await
+        .unwrap();
+    assert_eq!(
+        placement(&t.client, "bids").await,
+        [(0, None, "pending".into()), (1, None, "pending".into())]
+    );
+    let a = t
+        .client
+        .register(&register_request("a", "boot", 1))
+        .await
+        .unwrap();
+    assert_eq!(
+        placement(&t.client, "bids").await,
+        [
+            (0, Some("a".into()), "pending".into()),
+            (1, None, "pending".into())
+        ],
+        "never over an Agent's slots"
+    );
+    let commands = t.client.commands("a", &a.session_token).await.unwrap();
+    assert_eq!(run_lanes(&commands, "bids"), [(1, vec![0], Restore::None)]);
+    let b = t
+        .client
+        .register(&register_request("b", "boot", 4))
+        .await
+        .unwrap();
+    assert_eq!(
+        placement(&t.client, "bids").await,
+        [
+            (0, Some("a".into()), "pending".into()),
+            (1, Some("b".into()), "pending".into())
+        ]
+    );
+    let commands = t.client.commands("b", &b.session_token).await.unwrap();
+    assert_eq!(run_lanes(&commands, "bids"), [(1, vec![1], Restore::None)]);
+    assert_eq!(t.client.get_job("bids").await.unwrap().generation, 1);
+}

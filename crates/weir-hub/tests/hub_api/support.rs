@@ -1,0 +1,145 @@
+//! The harness of the Hub tests: a Hub served on 127.0.0.1, a job spec, Agent requests.
+
+use serde_json::{Value, json};
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use weir_control::{
+    AgentCapabilities, CHECKPOINT_PROTOCOL, Command, CommandAction, ControlError, DesiredState,
+    HubClient, LaneState, RegisterAgent, Registration, ReportAck, ReportBatch, ReportItem, Restore,
+    STATE_BACKEND_REDB, SubmitJob,
+};
+use weir_hub::{Hub, HubConfig};
+
+pub(crate) struct TestHub {
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) client: HubClient,
+    pub(crate) base: String,
+    server: tokio::task::JoinHandle<()>,
+    maintenance: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Drop for TestHub {
+    fn drop(&mut self) {
+        self.server.abort();
+        if let Some(m) = &self.maintenance {
+            m.abort();
+        }
+    }
+}
+
+pub(crate) async fn start_hub(db: &Path, lease_ttl: Duration, maintain: bool) -> TestHub {
+    let hub = Hub::open(&HubConfig {
+        db_path: db.to_owned(),
+        lease_ttl,
+    })
+    .expect("the hub answers");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("the hub answers");
+    let base = format!("http://{}", listener.local_addr().expect("the hub answers"));
+    let router = hub.router();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, router)
+            .await
+            .expect("the hub answers");
+    });
+    let maintenance = maintain.then(|| hub.spawn_maintenance());
+    TestHub {
+        client: HubClient::new(&base).expect("the hub answers"),
+        hub,
+        base,
+        server,
+        maintenance,
+    }
+}
+
+pub(crate) fn spec(dir: &Path, lanes: u32) -> Value {
+    json!({
+        "parallelism": lanes,
+        "checkpoint": { "interval": "1h", "dir": dir.join("checkpoints").display().to_string() },
+        "sources": [{
+            "name": "bids", "connector": "datagen",
+            "schema": [{ "name": "auction", "type": "int64" }],
+            "options": { "rows": 10 }
+        }],
+        "sinks": [{ "name": "out", "connector": "blackhole", "input": "bids" }]
+    })
+}
+
+pub(crate) fn submit(name: &str, spec: Value, desired_state: DesiredState) -> SubmitJob {
+    SubmitJob {
+        name: name.into(),
+        sql: None,
+        spec: Some(spec),
+        desired_state,
+    }
+}
+
+pub(crate) fn register_request(agent: &str, boot: &str, slots: u32) -> RegisterAgent {
+    RegisterAgent {
+        agent_id: agent.into(),
+        boot_id: boot.into(),
+        capabilities: AgentCapabilities {
+            runtime_version: weir_control::RUNTIME_VERSION.into(),
+            state_backends: vec![STATE_BACKEND_REDB.into()],
+            checkpoint_protocol: CHECKPOINT_PROTOCOL,
+            slots,
+        },
+    }
+}
+
+pub(crate) async fn report(
+    client: &HubClient,
+    agent: &str,
+    reg: &Registration,
+    seq: u64,
+    reports: Vec<ReportItem>,
+) -> Result<ReportAck, ControlError> {
+    let batch = ReportBatch {
+        session_id: reg.session_id.clone(),
+        seq,
+        reports,
+    };
+    client.report(agent, &reg.session_token, &batch).await
+}
+
+pub(crate) fn lane_status(job: &str, generation: u64, lane: u32, state: LaneState) -> ReportItem {
+    ReportItem::LaneStatus {
+        job_id: job.into(),
+        generation,
+        lane,
+        state,
+        cause: (state == LaneState::Failed).then(|| "disk full".to_owned()),
+    }
+}
+
+/// Lanes of the job's current generation, by Agent.
+pub(crate) async fn placement(client: &HubClient, job: &str) -> Vec<(u32, Option<String>, String)> {
+    let detail = client.job_detail(job).await.expect("the hub answers");
+    detail
+        .assignments
+        .into_iter()
+        .map(|a| (a.lane, a.agent_id, a.state))
+        .collect()
+}
+
+pub(crate) fn status(e: &ControlError) -> (u16, Option<String>) {
+    match e {
+        ControlError::Api { status, error, .. } => (*status, error.field.clone()),
+        other => panic!("expected an API error, got {other}"),
+    }
+}
+
+pub(crate) fn run_lanes(commands: &[Command], job: &str) -> Vec<(u64, Vec<u32>, Restore)> {
+    commands
+        .iter()
+        .filter(|c| c.job_id == job)
+        .filter_map(|c| match &c.action {
+            CommandAction::Run { lanes, restore, .. } => {
+                Some((c.generation, lanes.clone(), restore.clone()))
+            }
+            _ => None,
+        })
+        .collect()
+}

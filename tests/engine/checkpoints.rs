@@ -38,7 +38,7 @@ fn write_input(dir: &Path) {
 /// The job: tumbling 100 ms windows per key, count and sum, to Parquet in `dir/out`.
 /// `checkpoint` adds a checkpoint section with that interval in ms; `extra_operator` puts a
 /// plugin operator of that type between the window and the sink.
-fn spec(
+pub(crate) fn spec(
     dir: &Path,
     parallelism: u32,
     checkpoint: Option<u64>,
@@ -92,7 +92,7 @@ operators:
     JobSpec::from_yaml_str(&yaml, "checkpointed.yaml").expect("spec parses")
 }
 
-fn options(checkpoints: &Path, restore: Option<RestoreFrom>) -> RunOptions {
+pub(crate) fn options(checkpoints: &Path, restore: Option<RestoreFrom>) -> RunOptions {
     RunOptions {
         state_dir: None,
         checkpoint_storage: Some(CheckpointStorage::local(checkpoints).expect("checkpoint dir")),

@@ -3,9 +3,9 @@
 //! job run it. The lanes' outputs together must be the job's output, also when a lane is
 //! killed and restored from its own checkpoints while the others run to the end.
 
-use crate::checkpoints::{assert_same_rows, kill_after_epochs, published_rows};
+use crate::checkpoints::{assert_same_rows, kill_after_epochs, options, published_rows};
 use std::path::Path;
-use weir::{CheckpointStorage, Engine, JobSpec, RestoreFrom, RunOptions, SplitShare};
+use weir::{Engine, JobSpec, RestoreFrom, SplitShare};
 
 /// Input files; each holds its own keys and its own stretch of event time, so a keyed window
 /// gives the same result whichever lane reads the file.
@@ -26,57 +26,12 @@ fn write_input(dir: &Path) {
     }
 }
 
-/// The job with id `id`: tumbling 100 ms windows per key, count and sum, to Parquet in
-/// `dir/out`, checkpointing every 5 ms when `checkpoint`.
+/// The job of the checkpoint tests (tumbling 100 ms windows per key, count and sum, to Parquet
+/// in `dir/out`) under the id `id`, checkpointing every 5 ms when `checkpoint`.
 fn spec(dir: &Path, id: &str, checkpoint: bool) -> JobSpec {
-    let checkpoint = if checkpoint {
-        "checkpoint: { interval: 5 }\n"
-    } else {
-        ""
-    };
-    let yaml = format!(
-        r#"
-job: {id}
-parallelism: 1
-{checkpoint}sources:
-  - name: events
-    connector: file
-    schema:
-      - {{ name: ts, type: int64, nullable: false }}
-      - {{ name: k, type: string, nullable: false }}
-      - {{ name: v, type: int64, nullable: false }}
-    options: {{ path: "{input}", format: csv, batch_size: 16 }}
-    watermark: {{ column: ts, max_out_of_orderness: 0, interval: 1 }}
-operators:
-  - name: w
-    type: window
-    input: {{ from: events, partition: {{ hash: [k] }} }}
-    options:
-      time_column: ts
-      window: {{ type: tumble, size: 100 }}
-      key_by: [k]
-      aggregates:
-        - {{ function: count, as: n }}
-        - {{ function: sum, column: v, as: total }}
-sinks:
-  - name: out
-    connector: file
-    input: w
-    options: {{ path: "{out}", format: parquet }}
-"#,
-        input = dir.join("in-*.csv").display(),
-        out = dir.join("out").display(),
-    );
-    JobSpec::from_yaml_str(&yaml, "lanes.yaml").expect("spec parses")
-}
-
-fn options(checkpoints: &Path, restore: Option<RestoreFrom>) -> RunOptions {
-    RunOptions {
-        state_dir: None,
-        checkpoint_storage: Some(CheckpointStorage::local(checkpoints).expect("checkpoint dir")),
-        restore,
-        accept_duplicates: false,
-    }
+    let mut job = crate::checkpoints::spec(dir, 1, checkpoint.then_some(5), 100, None);
+    job.job = Some(id.to_owned());
+    job
 }
 
 /// Starts lane `lane` of the job in `dir` and runs it to the end (or kills it after its first

@@ -23,6 +23,7 @@ mod prepare;
 mod registry;
 mod schema_check;
 mod split_assignment;
+mod split_share;
 mod task;
 mod task_checkpoint;
 mod task_state;
@@ -37,4 +38,4 @@ pub use executor::{
 pub use metrics::{JobMetrics, MetricsSnapshot, OperatorSnapshot, SplitLag};
 pub use prepare::{PreparedJob, PreparedNode};
 pub use registry::Registry;
-pub use split_assignment::SplitShare;
+pub use split_share::SplitShare;

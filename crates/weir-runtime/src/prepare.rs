@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::registry::Registry;
-use crate::split_assignment::SplitShare;
+use crate::split_share::SplitShare;
 use arrow::datatypes::{DataType, SchemaRef};
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -22,6 +22,10 @@ pub enum Error {
         /// The lane.
         lane: u32,
     },
+    /// The Hub refused a request for good (the registration itself: a bad id or capabilities
+    /// it does not accept).
+    #[error("the Hub: {0}")]
+    Hub(#[source] weir_control::ControlError),
     /// A lane number outside the job's lanes.
     #[error("lane {lane} of job `{job}` does not exist: the job has {count} lane(s)")]
     LaneOutOfRange {

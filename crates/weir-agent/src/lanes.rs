@@ -178,6 +178,18 @@ impl Lanes {
             .collect()
     }
 
+    /// Lets a lane running here carry on under `generation` (a new placement that keeps it on
+    /// this Agent); returns whether it runs here.
+    pub fn adopt(&mut self, id: &LaneId, generation: u64) -> bool {
+        match self.running.get_mut(id) {
+            Some(l) => {
+                l.generation = l.generation.max(generation);
+                true
+            }
+            None => false,
+        }
+    }
+
     /// A handle that takes checkpoints and savepoints of lane `lane` of `job` from another task
     /// (a long checkpoint must not stop the Agent's heartbeats and polling).
     ///

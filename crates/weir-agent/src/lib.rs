@@ -6,8 +6,10 @@
 //! of its own (id `<job>-lane-<i>`, parallelism 1) that reads share `i` of every source's
 //! splits. Lanes exchange no data; each checkpoints, restores and commits its sinks on its own.
 
+mod agent;
 mod error;
 pub mod lanes;
 
+pub use agent::{AgentConfig, run_agent};
 pub use error::{Error, Result};
 pub use lanes::{LaneEnd, LaneId, Lanes, lane_job_id, lane_spec};

@@ -1,0 +1,483 @@
+//! The Agent's loop: registers with the Hub, keeps its lease by heartbeat (in a task of its
+//! own, so that starting a lane or a long checkpoint never lets the lease lapse), polls the
+//! commands the Hub has for it, carries them out on its [`Lanes`] and reports what happened,
+//! in order, with the session's sequence numbers.
+
+use crate::error::{Error, Result};
+use crate::lanes::{LaneEnd, LaneId, Lanes};
+use std::collections::{BTreeMap, HashSet};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, watch};
+use weir::api::Epoch;
+use weir::{Engine, JobSpec, RestoreFrom, RunOptions};
+use weir_control::{
+    AgentCapabilities, CHECKPOINT_PROTOCOL, Command, CommandAction, CommandOutcome, ControlError,
+    HubClient, LaneState, RegisterAgent, Registration, ReportBatch, ReportItem, Restore,
+    STATE_BACKEND_REDB,
+};
+
+/// How an Agent runs.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// The Hub's base URL (`http://127.0.0.1:7800`).
+    pub hub: String,
+    /// The Agent's stable id: the same across restarts of its process.
+    pub agent_id: String,
+    /// How many lanes it runs at most.
+    pub slots: u32,
+    /// How often it asks the Hub for commands.
+    pub poll_interval: Duration,
+}
+
+/// A registration with the Hub: the session every request carries.
+struct Session {
+    registration: Registration,
+    /// The `seq` of the next report.
+    next_seq: u64,
+}
+
+/// The outcome of a job-level checkpoint command, from the task that took the lanes' epochs.
+struct CheckpointDone {
+    command: Command,
+    checkpoint_id: String,
+    results: Vec<(u32, std::result::Result<Epoch, String>)>,
+}
+
+/// The process's boot identity: a new one every time the process starts, so that the Hub
+/// tells a restart (its lanes are gone) from a reconnect (they still run).
+fn boot_id() -> String {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!("{}-{nanos:x}", std::process::id())
+}
+
+/// Runs the Agent until `shutdown` turns true, then stops its lanes.
+///
+/// # Errors
+/// [`Error::Hub`] when the Hub refuses the registration itself (bad id, incompatible
+/// capabilities); a Hub that cannot be reached is retried for ever.
+pub async fn run_agent(
+    config: AgentConfig,
+    engine: Engine,
+    mut shutdown: watch::Receiver<bool>,
+) -> Result<()> {
+    let client = HubClient::new(&config.hub).map_err(Error::Hub)?;
+    let register = RegisterAgent {
+        agent_id: config.agent_id.clone(),
+        boot_id: boot_id(),
+        capabilities: AgentCapabilities {
+            runtime_version: env!("CARGO_PKG_VERSION").to_owned(),
+            state_backends: vec![STATE_BACKEND_REDB.to_owned()],
+            checkpoint_protocol: CHECKPOINT_PROTOCOL,
+            slots: config.slots,
+        },
+    };
+    let mut lanes = Lanes::new(engine);
+    let mut agent = Agent {
+        client,
+        config,
+        register,
+        pending: Vec::new(),
+        handled: BTreeMap::new(),
+        checkpoints: mpsc::unbounded_channel(),
+    };
+    let result = agent.run(&mut lanes, &mut shutdown).await;
+    lanes.stop_all().await;
+    result
+}
+
+struct Agent {
+    client: HubClient,
+    config: AgentConfig,
+    register: RegisterAgent,
+    /// Report items not yet accepted by the Hub, in order.
+    pending: Vec<ReportItem>,
+    /// Commands carried out in this process, with the result reported for them: a command the
+    /// Hub delivers again (its report was lost) is acknowledged again, not carried out twice.
+    handled: BTreeMap<String, ReportItem>,
+    checkpoints: (
+        mpsc::UnboundedSender<CheckpointDone>,
+        mpsc::UnboundedReceiver<CheckpointDone>,
+    ),
+}
+
+impl Agent {
+    async fn run(&mut self, lanes: &mut Lanes, shutdown: &mut watch::Receiver<bool>) -> Result<()> {
+        let Some(mut s) = self.connect(shutdown).await? else {
+            return Ok(());
+        };
+        let (lost_tx, mut lost_rx) = mpsc::unbounded_channel();
+        let mut heartbeat = self.spawn_heartbeat(&s, lost_tx.clone());
+        let mut ticker = tokio::time::interval(self.config.poll_interval);
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                _ = shutdown.changed() => {
+                    if *shutdown.borrow() {
+                        heartbeat.abort();
+                        return Ok(());
+                    }
+                }
+                Some(()) = lost_rx.recv() => {
+                    // The Hub no longer knows the session (it expired the lease): register
+                    // again with the same boot id, a reconnect; reports start at 0 again.
+                    heartbeat.abort();
+                    let Some(new) = self.connect(shutdown).await? else { return Ok(()) };
+                    s = new;
+                    heartbeat = self.spawn_heartbeat(&s, lost_tx.clone());
+                }
+                Some(done) = self.checkpoints.1.recv() => self.checkpoint_done(done),
+                _ = ticker.tick() => {
+                    if let Err(e) = self.poll(lanes, &s).await {
+                        if is_stale(&e) {
+                            let _ = lost_tx.send(());
+                        } else {
+                            tracing::warn!(error = %e, "polling the Hub failed; trying again");
+                        }
+                    }
+                    for (id, generation, end) in lanes.reap().await {
+                        self.pending.push(lane_end(&id, generation, end));
+                    }
+                    if let Err(e) = self.flush(&mut s).await {
+                        if is_stale(&e) {
+                            let _ = lost_tx.send(());
+                        } else {
+                            tracing::warn!(error = %e, "reporting to the Hub failed; trying again");
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Registers (again), retrying until the Hub answers; `None` when shut down meanwhile.
+    async fn connect(&self, shutdown: &mut watch::Receiver<bool>) -> Result<Option<Session>> {
+        let mut delay = Duration::from_millis(100);
+        loop {
+            match self.client.register(&self.register).await {
+                Ok(registration) => {
+                    tracing::info!(agent = %self.register.agent_id, session = %registration.session_id, "registered with the Hub");
+                    return Ok(Some(Session {
+                        registration,
+                        next_seq: 0,
+                    }));
+                }
+                Err(e @ ControlError::Api { .. }) if e.status().is_some_and(|s| s < 500) => {
+                    return Err(Error::Hub(e));
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "the Hub cannot be reached; registering again");
+                }
+            }
+            tokio::select! {
+                () = tokio::time::sleep(delay) => {}
+                _ = shutdown.changed() => if *shutdown.borrow() { return Ok(None) },
+            }
+            delay = (delay * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// Renews the lease every `heartbeatIntervalMs`; tells `lost` when the Hub refuses the
+    /// session.
+    fn spawn_heartbeat(
+        &self,
+        s: &Session,
+        lost: mpsc::UnboundedSender<()>,
+    ) -> tokio::task::JoinHandle<()> {
+        let client = self.client.clone();
+        let agent = self.register.agent_id.clone();
+        let token = s.registration.session_token.clone();
+        let every = Duration::from_millis(s.registration.heartbeat_interval_ms.max(10));
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(every);
+            loop {
+                ticker.tick().await;
+                match client.heartbeat(&agent, &token).await {
+                    Ok(_) => {}
+                    Err(e) if is_stale(&e) => {
+                        tracing::warn!(error = %e, "the Hub refused the session's heartbeat");
+                        let _ = lost.send(());
+                        return;
+                    }
+                    Err(e) => tracing::warn!(error = %e, "heartbeat failed; trying again"),
+                }
+            }
+        })
+    }
+
+    /// Fetches the commands and carries them out in order.
+    async fn poll(&mut self, lanes: &mut Lanes, s: &Session) -> weir_control::Result<()> {
+        let commands = self
+            .client
+            .commands(&self.register.agent_id, &s.registration.session_token)
+            .await?;
+        for command in commands {
+            if let Some(result) = self.handled.get(&command.command_id) {
+                self.pending.push(result.clone());
+                continue;
+            }
+            self.carry_out(lanes, command).await;
+        }
+        Ok(())
+    }
+
+    async fn carry_out(&mut self, lanes: &mut Lanes, command: Command) {
+        let job = command.job_id.clone();
+        let generation = command.generation;
+        tracing::info!(command = %command.command_id, job, generation, action = ?std::mem::discriminant(&command.action), "carrying out a command");
+        let outcome = match &command.action {
+            CommandAction::Run {
+                lanes: wanted,
+                lane_count,
+                spec,
+                restore,
+            } => {
+                self.run_lanes(lanes, &command, wanted, *lane_count, spec, restore)
+                    .await
+            }
+            CommandAction::Stop { lanes: stop } => {
+                for &lane in stop {
+                    lanes.stop(&job, lane).await;
+                    self.pending.push(ReportItem::LaneStatus {
+                        job_id: job.clone(),
+                        generation,
+                        lane,
+                        state: LaneState::Stopped,
+                        cause: None,
+                    });
+                }
+                CommandOutcome::Ok
+            }
+            CommandAction::Checkpoint {
+                checkpoint_id,
+                savepoint,
+            } => {
+                self.start_checkpoint(lanes, &command, checkpoint_id, savepoint.as_deref());
+                // Acknowledged when every lane's epoch is in (`checkpoint_done`).
+                return;
+            }
+        };
+        self.acknowledge(&command, outcome);
+    }
+
+    /// Starts the lanes of a `run` command; lanes of the job running here in an older
+    /// generation that the command does not name are stopped (they were placed elsewhere),
+    /// the ones it names keep running under the new generation.
+    async fn run_lanes(
+        &mut self,
+        lanes: &mut Lanes,
+        command: &Command,
+        wanted: &[u32],
+        lane_count: u32,
+        spec: &serde_json::Value,
+        restore: &Restore,
+    ) -> CommandOutcome {
+        let job = &command.job_id;
+        let generation = command.generation;
+        let spec: JobSpec = match serde_json::from_value(spec.clone()) {
+            Ok(spec) => spec,
+            Err(e) => {
+                return CommandOutcome::Failed {
+                    cause: format!("the command's job spec does not parse: {e}"),
+                };
+            }
+        };
+        let wanted_set: HashSet<u32> = wanted.iter().copied().collect();
+        for (id, running_generation) in lanes.running() {
+            if id.job == *job && running_generation < generation && !wanted_set.contains(&id.lane)
+            {
+                lanes.stop(job, id.lane).await;
+            }
+        }
+        let mut failures = Vec::new();
+        for &lane in wanted {
+            let id = LaneId {
+                job: job.clone(),
+                lane,
+            };
+            if lanes.adopt(&id, generation) {
+                // Already running here: it carries on under the new generation.
+                self.pending.push(status(job, generation, lane, LaneState::Running, None));
+                continue;
+            }
+            let options = RunOptions {
+                restore: match restore {
+                    Restore::None => None,
+                    Restore::Latest => Some(RestoreFrom::Latest),
+                    Restore::LaneEpochs(epochs) => {
+                        epochs.get(&lane).map(|e| RestoreFrom::Epoch(Epoch(*e)))
+                    }
+                },
+                ..RunOptions::default()
+            };
+            match lanes
+                .start(job, generation, &spec, (lane, lane_count), options)
+                .await
+            {
+                Ok(()) => {
+                    self.pending
+                        .push(status(job, generation, lane, LaneState::Running, None));
+                }
+                Err(e) => {
+                    let cause = e.to_string();
+                    tracing::warn!(job, lane, error = %cause, "a lane did not start");
+                    self.pending.push(status(
+                        job,
+                        generation,
+                        lane,
+                        LaneState::Failed,
+                        Some(cause.clone()),
+                    ));
+                    failures.push(cause);
+                }
+            }
+        }
+        if failures.is_empty() {
+            CommandOutcome::Ok
+        } else {
+            CommandOutcome::Failed {
+                cause: failures.join("; "),
+            }
+        }
+    }
+
+    /// Takes the epochs of a job-level checkpoint in a task of its own: a lane's checkpoint
+    /// may take long, and the loop must keep polling and reporting meanwhile.
+    fn start_checkpoint(
+        &mut self,
+        lanes: &Lanes,
+        command: &Command,
+        checkpoint_id: &str,
+        savepoint: Option<&str>,
+    ) {
+        let mut triggers = Vec::new();
+        for (id, generation) in lanes.running() {
+            if id.job == command.job_id && generation == command.generation {
+                triggers.push((id.lane, lanes.checkpoint_trigger(&id.job, id.lane)));
+            }
+        }
+        let done = self.checkpoints.0.clone();
+        let command = command.clone();
+        let checkpoint_id = checkpoint_id.to_owned();
+        let savepoint = savepoint.map(str::to_owned);
+        tokio::spawn(async move {
+            let epochs = triggers.into_iter().map(|(lane, trigger)| {
+                let savepoint = savepoint.clone();
+                async move {
+                    let epoch = match trigger {
+                        Ok(t) => match &savepoint {
+                            Some(name) => t.savepoint(name).await,
+                            None => t.checkpoint().await,
+                        }
+                        .map_err(|e| e.to_string()),
+                        Err(e) => Err(e.to_string()),
+                    };
+                    (lane, epoch)
+                }
+            });
+            let results = futures::future::join_all(epochs).await;
+            let _ = done.send(CheckpointDone {
+                command,
+                checkpoint_id,
+                results,
+            });
+        });
+    }
+
+    fn checkpoint_done(&mut self, done: CheckpointDone) {
+        let mut failures = Vec::new();
+        for (lane, result) in done.results {
+            match result {
+                Ok(epoch) => self.pending.push(ReportItem::LaneCheckpoint {
+                    job_id: done.command.job_id.clone(),
+                    generation: done.command.generation,
+                    checkpoint_id: done.checkpoint_id.clone(),
+                    lane,
+                    epoch: epoch.0,
+                }),
+                Err(e) => failures.push(format!("lane {lane}: {e}")),
+            }
+        }
+        let outcome = if failures.is_empty() {
+            CommandOutcome::Ok
+        } else {
+            CommandOutcome::Failed {
+                cause: failures.join("; "),
+            }
+        };
+        self.acknowledge(&done.command, outcome);
+    }
+
+    /// Reports `command`'s outcome (and remembers it, should the command come again).
+    fn acknowledge(&mut self, command: &Command, outcome: CommandOutcome) {
+        let item = ReportItem::CommandResult {
+            command_id: command.command_id.clone(),
+            job_id: command.job_id.clone(),
+            generation: command.generation,
+            outcome,
+        };
+        self.handled
+            .insert(command.command_id.clone(), item.clone());
+        self.pending.push(item);
+    }
+
+    /// Sends the pending report items as the session's next report.
+    async fn flush(&mut self, s: &mut Session) -> weir_control::Result<()> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let batch = ReportBatch {
+            session_id: s.registration.session_id.clone(),
+            seq: s.next_seq,
+            reports: self.pending.clone(),
+        };
+        let ack = self
+            .client
+            .report(
+                &self.register.agent_id,
+                &s.registration.session_token,
+                &batch,
+            )
+            .await?;
+        if ack.refused > 0 {
+            tracing::info!(refused = ack.refused, "the Hub refused report items of an older generation");
+        }
+        s.next_seq += 1;
+        self.pending.clear();
+        Ok(())
+    }
+}
+
+/// A lane's status item.
+fn status(
+    job: &str,
+    generation: u64,
+    lane: u32,
+    state: LaneState,
+    cause: Option<String>,
+) -> ReportItem {
+    ReportItem::LaneStatus {
+        job_id: job.to_owned(),
+        generation,
+        lane,
+        state,
+        cause,
+    }
+}
+
+/// The status item of a lane that ended by itself.
+fn lane_end(id: &LaneId, generation: u64, end: LaneEnd) -> ReportItem {
+    match end {
+        LaneEnd::Finished => status(&id.job, generation, id.lane, LaneState::Finished, None),
+        LaneEnd::Failed(cause) => {
+            status(&id.job, generation, id.lane, LaneState::Failed, Some(cause))
+        }
+    }
+}
+
+/// Whether the Hub refused the request's session: it expired or was replaced (409), or the
+/// Hub no longer knows the Agent or its token (404, 401). The Agent registers again.
+fn is_stale(e: &ControlError) -> bool {
+    matches!(e.status(), Some(401 | 404 | 409))
+}

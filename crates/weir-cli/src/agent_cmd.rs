@@ -1,0 +1,64 @@
+//! `weir agent`: runs an Agent, the data plane of distributed jobs, until it is interrupted.
+
+use anyhow::{Context, Result};
+use std::time::Duration;
+
+/// The options of `weir agent`.
+#[derive(Debug, clap::Args)]
+pub struct AgentArgs {
+    /// The Hub's URL.
+    #[arg(long, env = "WEIR_HUB", default_value = "http://127.0.0.1:7800")]
+    hub: String,
+    /// The Agent's stable id (`[A-Za-z0-9_.-]`): the same across restarts of this machine's
+    /// Agent, so that the Hub tells a restart from a new Agent.
+    #[arg(long)]
+    id: String,
+    /// How many lanes it runs at most.
+    #[arg(long, default_value_t = 4)]
+    slots: u32,
+    /// How often it asks the Hub for commands, in milliseconds.
+    #[arg(long, default_value_t = 200)]
+    poll_ms: u64,
+}
+
+/// Runs the Agent until Ctrl-C or SIGTERM, then stops its lanes (their checkpoints stay; the
+/// Hub places them again when the lease lapses).
+pub async fn run(args: AgentArgs) -> Result<()> {
+    let config = weir_agent::AgentConfig {
+        hub: args.hub,
+        agent_id: args.id,
+        slots: args.slots,
+        poll_interval: Duration::from_millis(args.poll_ms.max(1)),
+    };
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        let _ = stop.send(true);
+    });
+    weir_agent::run_agent(config, weir::Engine::new(), stopped)
+        .await
+        .context("the Agent stopped")
+}
+
+/// Ctrl-C, or SIGTERM on Unix (what systemd and Kubernetes send).
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(term) => term,
+                Err(_) => {
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -12,8 +12,8 @@ use weir::api::Epoch;
 use weir::{Engine, JobSpec, RestoreFrom, RunOptions};
 use weir_control::{
     AgentCapabilities, CHECKPOINT_PROTOCOL, Command, CommandAction, CommandOutcome, ControlError,
-    HubClient, LaneState, RegisterAgent, Registration, ReportBatch, ReportItem, Restore,
-    STATE_BACKEND_REDB,
+    HubClient, LaneState, RUNTIME_VERSION, RegisterAgent, Registration, ReportBatch, ReportItem,
+    Restore, STATE_BACKEND_REDB,
 };
 
 /// How an Agent runs.
@@ -67,7 +67,7 @@ pub async fn run_agent(
         agent_id: config.agent_id.clone(),
         boot_id: boot_id(),
         capabilities: AgentCapabilities {
-            runtime_version: env!("CARGO_PKG_VERSION").to_owned(),
+            runtime_version: RUNTIME_VERSION.to_owned(),
             state_backends: vec![STATE_BACKEND_REDB.to_owned()],
             checkpoint_protocol: CHECKPOINT_PROTOCOL,
             slots: config.slots,
@@ -120,9 +120,13 @@ impl Agent {
                     }
                 }
                 Some(()) = lost_rx.recv() => {
-                    // The Hub no longer knows the session (it expired the lease): register
-                    // again with the same boot id, a reconnect; reports start at 0 again.
+                    // The Hub no longer knows the session: it expired the lease and placed
+                    // this Agent's lanes elsewhere, so they stop here (their sinks are fenced
+                    // anyway). Register again; reports start at 0 in the new session, and
+                    // what was not reported is about lanes of old generations.
                     heartbeat.abort();
+                    lanes.stop_all().await;
+                    self.pending.clear();
                     let Some(new) = self.connect(shutdown).await? else { return Ok(()) };
                     s = new;
                     heartbeat = self.spawn_heartbeat(&s, lost_tx.clone());
@@ -285,8 +289,7 @@ impl Agent {
         };
         let wanted_set: HashSet<u32> = wanted.iter().copied().collect();
         for (id, running_generation) in lanes.running() {
-            if id.job == *job && running_generation < generation && !wanted_set.contains(&id.lane)
-            {
+            if id.job == *job && running_generation < generation && !wanted_set.contains(&id.lane) {
                 lanes.stop(job, id.lane).await;
             }
         }
@@ -298,7 +301,8 @@ impl Agent {
             };
             if lanes.adopt(&id, generation) {
                 // Already running here: it carries on under the new generation.
-                self.pending.push(status(job, generation, lane, LaneState::Running, None));
+                self.pending
+                    .push(status(job, generation, lane, LaneState::Running, None));
                 continue;
             }
             let options = RunOptions {
@@ -441,7 +445,10 @@ impl Agent {
             )
             .await?;
         if ack.refused > 0 {
-            tracing::info!(refused = ack.refused, "the Hub refused report items of an older generation");
+            tracing::info!(
+                refused = ack.refused,
+                "the Hub refused report items of an older generation"
+            );
         }
         s.next_seq += 1;
         self.pending.clear();

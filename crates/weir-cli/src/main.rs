@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 use weir::{Engine, JobSpec, JobSummary};
 
+mod agent_cmd;
 mod hub_cmd;
 mod jobs_cmd;
 mod summary;
@@ -90,6 +91,8 @@ enum Command {
         #[arg(long, default_value = "10s", value_parser = hub_cmd::parse_duration)]
         lease_ttl: Duration,
     },
+    /// Run an Agent: the data plane of distributed jobs; runs the lanes a Hub assigns it.
+    Agent(agent_cmd::AgentArgs),
     /// Manage distributed jobs on a Hub (prints JSON).
     Jobs {
         /// The Hub's URL (default: `WEIR_HUB`, else http://127.0.0.1:7800).
@@ -194,6 +197,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
             db,
             lease_ttl,
         } => hub_cmd::run(&listen, db, lease_ttl).await?,
+        Command::Agent(args) => agent_cmd::run(args).await?,
         Command::Jobs { hub, command } => jobs_cmd::jobs(hub.as_deref(), command).await?,
         Command::Agents { hub, command } => jobs_cmd::agents(hub.as_deref(), command).await?,
         Command::Plan { job, parallelism } => {

@@ -38,7 +38,6 @@ const DEADLINE: Duration = Duration::from_secs(120);
 
 /// A process the test started; dropping it kills it (SIGKILL) and reaps it.
 struct Proc {
-    name: String,
     child: Child,
 }
 
@@ -55,10 +54,7 @@ impl Proc {
             .stderr(log)
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {name}: {e}"));
-        Proc {
-            name: name.to_owned(),
-            child,
-        }
+        Proc { child }
     }
 
     /// SIGKILL, as a crash.
@@ -113,7 +109,17 @@ fn hub(dir: &Path, port: u16) -> Proc {
 fn agent(dir: &Path, url: &str, id: &str) -> Proc {
     Proc::spawn(
         id,
-        &["agent", "--hub", url, "--id", id, "--slots", "3", "--poll-ms", "50"],
+        &[
+            "agent",
+            "--hub",
+            url,
+            "--id",
+            id,
+            "--slots",
+            "3",
+            "--poll-ms",
+            "50",
+        ],
         dir,
     )
 }
@@ -144,7 +150,10 @@ fn produce(broker: &KafkaBroker, topic: &str, from: u64, to: u64) {
     for i in from..to {
         let auction = i % AUCTIONS;
         let ts = BASE_MS + i as i64 * STEP_MS;
-        let value = format!(r#"{{"auction":{auction},"price":{},"date_time":{ts}}}"#, i % 997);
+        let value = format!(
+            r#"{{"auction":{auction},"price":{},"date_time":{ts}}}"#,
+            i % 997
+        );
         let key = auction.to_string();
         producer
             .send(BaseRecord::to(topic).key(&key).payload(&value))
@@ -162,7 +171,11 @@ fn produce_flush(broker: &KafkaBroker, topic: &str) {
     let value = format!(r#"{{"auction":-1,"price":0,"date_time":{ts}}}"#);
     for p in 0..PARTITIONS {
         producer
-            .send(BaseRecord::<(), String>::to(topic).partition(p).payload(&value))
+            .send(
+                BaseRecord::<(), String>::to(topic)
+                    .partition(p)
+                    .payload(&value),
+            )
             .expect("queued");
     }
     producer.flush(Duration::from_secs(30)).expect("flush");
@@ -190,10 +203,11 @@ async fn published(store: &dyn object_store::ObjectStore, prefix: &str) -> Vec<(
         .await
         .expect("list");
     let mut rows = Vec::new();
-    for meta in listed
-        .iter()
-        .filter(|m| m.location.filename().is_some_and(|f| f.starts_with("part-")))
-    {
+    for meta in listed.iter().filter(|m| {
+        m.location
+            .filename()
+            .is_some_and(|f| f.starts_with("part-"))
+    }) {
         let bytes = store
             .get(&meta.location)
             .await
@@ -291,7 +305,10 @@ async fn a_job_over_three_agents_survives_an_agent_kill_and_a_hub_restart_exactl
     let url = format!("http://127.0.0.1:{port}");
     let mut hub_proc = Some(hub(dir, port));
     let client = HubClient::new(&url).expect("client");
-    until(dir, "the Hub answers", async || client.list_agents().await.ok()).await;
+    until(dir, "the Hub answers", async || {
+        client.list_agents().await.ok()
+    })
+    .await;
     let mut agents: BTreeMap<String, Proc> = (0..3)
         .map(|i| {
             let id = format!("agent-{i}");
@@ -326,7 +343,10 @@ async fn a_job_over_three_agents_survives_an_agent_kill_and_a_hub_restart_exactl
         .await
         .expect("submit");
     let job = submitted.job_id.clone();
-    assert_eq!(detail(&client, &job).await.job.observed.phase, ObservedPhase::Stopped);
+    assert_eq!(
+        detail(&client, &job).await.job.observed.phase,
+        ObservedPhase::Stopped
+    );
     client
         .set_desired_state(
             &job,
@@ -374,14 +394,16 @@ async fn a_job_over_three_agents_survives_an_agent_kill_and_a_hub_restart_exactl
     until(dir, "the lanes run on the other Agents", async || {
         let d = detail(&client, &job).await;
         let moved = d.assignments.len() == LANES as usize
-            && d
-                .assignments
+            && d.assignments
                 .iter()
                 .all(|a| a.agent_id.as_deref().is_some_and(|id| id != victim));
         (moved && d.job.observed.phase == ObservedPhase::Running).then_some(())
     })
     .await;
-    eprintln!("the job ran again {:?} after the SIGKILL of {victim}", killed_at.elapsed());
+    eprintln!(
+        "the job ran again {:?} after the SIGKILL of {victim}",
+        killed_at.elapsed()
+    );
 
     // SIGKILL the Hub and start it again on the same database: nothing is lost.
     hub_proc.take().expect("the Hub runs").kill();

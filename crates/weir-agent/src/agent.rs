@@ -80,6 +80,7 @@ pub async fn run_agent(
         register,
         pending: Vec::new(),
         handled: BTreeMap::new(),
+        in_flight: HashSet::new(),
         checkpoints: mpsc::unbounded_channel(),
     };
     let result = agent.run(&mut lanes, &mut shutdown).await;
@@ -96,6 +97,9 @@ struct Agent {
     /// Commands carried out in this process, with the result reported for them: a command the
     /// Hub delivers again (its report was lost) is acknowledged again, not carried out twice.
     handled: BTreeMap<String, ReportItem>,
+    /// Checkpoint commands whose lanes' epochs are still being taken: the Hub delivers them
+    /// again until they are acknowledged, and they must not start a second time.
+    in_flight: HashSet<String>,
     checkpoints: (
         mpsc::UnboundedSender<CheckpointDone>,
         mpsc::UnboundedReceiver<CheckpointDone>,
@@ -219,6 +223,9 @@ impl Agent {
         for command in commands {
             if let Some(result) = self.handled.get(&command.command_id) {
                 self.pending.push(result.clone());
+                continue;
+            }
+            if self.in_flight.contains(&command.command_id) {
                 continue;
             }
             self.carry_out(lanes, command).await;
@@ -361,6 +368,7 @@ impl Agent {
                 triggers.push((id.lane, lanes.checkpoint_trigger(&id.job, id.lane)));
             }
         }
+        self.in_flight.insert(command.command_id.clone());
         let done = self.checkpoints.0.clone();
         let command = command.clone();
         let checkpoint_id = checkpoint_id.to_owned();
@@ -390,6 +398,7 @@ impl Agent {
     }
 
     fn checkpoint_done(&mut self, done: CheckpointDone) {
+        self.in_flight.remove(&done.command.command_id);
         let mut failures = Vec::new();
         for (lane, result) in done.results {
             match result {

@@ -2,7 +2,9 @@
 //! the real Kafka broker and S3 server of the test kit. A SQL job (Kafka with 8 partitions ->
 //! tumbling window -> Parquet on S3) is submitted through the Hub's API at parallelism 3 (three
 //! lanes); one Agent is SIGKILLed mid-run and the Hub is SIGKILLed and restarted; every closed
-//! window must be in the output exactly once, with the counts the input gives.
+//! window must be in the output exactly once, with the counts the input gives. Then a savepoint,
+//! an upgrade to a version that writes elsewhere (started from it), and a rollback to the first
+//! version (from the same savepoint): each writes every window of its input exactly once.
 #![cfg(unix)]
 
 use std::collections::BTreeMap;
@@ -14,8 +16,8 @@ use std::time::{Duration, Instant};
 
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use weir_control::{
-    DesiredState, DesiredStateChange, HubClient, JobDetail, ObservedPhase, SubmitJob,
-    ValidateRequest,
+    DesiredState, DesiredStateChange, HubClient, JobDetail, ObservedPhase, SavepointRequest,
+    SubmitJob, UpgradeRequest, UpgradeState, ValidateRequest,
 };
 use weir_testkit::kafka::KafkaBroker;
 use weir_testkit::s3 as server;
@@ -143,13 +145,35 @@ async fn until<T>(dir: &Path, what: &str, mut check: impl AsyncFnMut() -> Option
     }
 }
 
+/// Records after the first flush (the upgrade's and the rollback's input).
+const THIRD: u64 = 4_000;
+
+/// The event time of record `i`: records `0..FIRST + SECOND` from `BASE_MS` on, then the first
+/// flush, then the third part two windows after it, then the second flush.
+fn event_time(i: u64) -> i64 {
+    if i < FIRST + SECOND {
+        BASE_MS + i as i64 * STEP_MS
+    } else {
+        flush_time(1) + 2 * WINDOW_MS + (i - FIRST - SECOND) as i64 * STEP_MS
+    }
+}
+
+/// The event time of flush `n` (1 or 2): ten windows after the records before it.
+fn flush_time(n: u32) -> i64 {
+    let first = BASE_MS + (FIRST + SECOND) as i64 * STEP_MS + 10 * WINDOW_MS;
+    match n {
+        1 => first,
+        _ => first + 2 * WINDOW_MS + THIRD as i64 * STEP_MS + 10 * WINDOW_MS,
+    }
+}
+
 /// Produces records `from..to`: auction `i % AUCTIONS` as the key (so an auction stays in one
-/// partition), event time `BASE_MS + i * STEP_MS`.
+/// partition), event time [`event_time`].
 fn produce(broker: &KafkaBroker, topic: &str, from: u64, to: u64) {
     let producer: BaseProducer = broker.client_config().create().expect("producer");
     for i in from..to {
         let auction = i % AUCTIONS;
-        let ts = BASE_MS + i as i64 * STEP_MS;
+        let ts = event_time(i);
         let value = format!(
             r#"{{"auction":{auction},"price":{},"date_time":{ts}}}"#,
             i % 997
@@ -163,11 +187,11 @@ fn produce(broker: &KafkaBroker, topic: &str, from: u64, to: u64) {
     producer.flush(Duration::from_secs(30)).expect("flush");
 }
 
-/// One record far ahead in event time on every partition: every partition's watermark passes
-/// every window of the real records, so they all close.
-fn produce_flush(broker: &KafkaBroker, topic: &str) {
+/// Flush `n`: one record far ahead in event time on every partition (auction -1), so that every
+/// partition's watermark passes every window of the records before it, and they all close.
+fn produce_flush(broker: &KafkaBroker, topic: &str, n: u32) {
     let producer: BaseProducer = broker.client_config().create().expect("producer");
-    let ts = BASE_MS + (FIRST + SECOND) as i64 * STEP_MS + 10 * WINDOW_MS;
+    let ts = flush_time(n);
     let value = format!(r#"{{"auction":-1,"price":0,"date_time":{ts}}}"#);
     for p in 0..PARTITIONS {
         producer
@@ -181,15 +205,33 @@ fn produce_flush(broker: &KafkaBroker, topic: &str) {
     producer.flush(Duration::from_secs(30)).expect("flush");
 }
 
-/// Bids per (auction, window start) of records `0..n`.
-fn expected(n: u64) -> BTreeMap<(i64, i64), i64> {
+/// Bids per (auction, window start) of records `range`.
+fn expected(range: std::ops::Range<u64>) -> BTreeMap<(i64, i64), i64> {
     let mut out = BTreeMap::new();
-    for i in 0..n {
-        let ts = BASE_MS + i as i64 * STEP_MS;
+    for i in range {
+        let ts = event_time(i);
         let start = ts - ts.rem_euclid(WINDOW_MS);
         *out.entry(((i % AUCTIONS) as i64, start)).or_insert(0) += 1;
     }
     out
+}
+
+/// The names of the published part files under `prefix`.
+async fn part_names(
+    store: &dyn object_store::ObjectStore,
+    prefix: &str,
+) -> std::collections::BTreeSet<String> {
+    use futures::TryStreamExt;
+    let listed: Vec<_> = store
+        .list(Some(&object_store::path::Path::from(prefix)))
+        .try_collect()
+        .await
+        .expect("list");
+    listed
+        .iter()
+        .filter_map(|m| m.location.filename().map(str::to_owned))
+        .filter(|f| f.starts_with("part-"))
+        .collect()
 }
 
 /// The rows of every published part file under `prefix`: (auction, window start ms, bids).
@@ -239,12 +281,20 @@ async fn published(store: &dyn object_store::ObjectStore, prefix: &str) -> Vec<(
     rows
 }
 
-fn sql(broker: &KafkaBroker, topic: &str, s3: &server::S3Server, bucket: &str) -> String {
+/// The job, checkpointing every `interval_ms` (what the upgrade changes: a new version must
+/// keep the job's logic to restore its savepoint).
+fn sql_for(
+    broker: &KafkaBroker,
+    topic: &str,
+    s3: &server::S3Server,
+    bucket: &str,
+    interval_ms: u64,
+) -> String {
     format!(
         r#"
 SET 'job.name' = 'bids-lanes';
 SET 'parallelism' = '{LANES}';
-SET 'checkpoint.interval' = '300ms';
+SET 'checkpoint.interval' = '{interval_ms}ms';
 SET 'checkpoint.dir' = 's3://{bucket}/checkpoints';
 SET 's3.endpoint' = '{endpoint}';
 SET 's3.region' = '{region}';
@@ -291,6 +341,61 @@ async fn detail(client: &HubClient, job: &str) -> JobDetail {
     client.job_detail(job).await.expect("job detail")
 }
 
+/// Waits until `prefix` holds as many closed windows (auction >= 0) as `want`, then checks that
+/// they are exactly `want`, none twice.
+async fn assert_windows(
+    dir: &Path,
+    store: &dyn object_store::ObjectStore,
+    prefix: &str,
+    want: &BTreeMap<(i64, i64), i64>,
+) {
+    let rows = until(dir, &format!("every window in {prefix}/"), async || {
+        let rows = published(store, prefix).await;
+        let closed = rows.iter().filter(|(auction, ..)| *auction >= 0).count();
+        (closed >= want.len()).then_some(rows)
+    })
+    .await;
+    let mut got: BTreeMap<(i64, i64), i64> = BTreeMap::new();
+    let mut repeated = Vec::new();
+    for (auction, start, bids) in rows.into_iter().filter(|(a, ..)| *a >= 0) {
+        if got.insert((auction, start), bids).is_some() {
+            repeated.push((auction, start));
+        }
+    }
+    assert!(
+        repeated.is_empty(),
+        "{prefix}: windows published twice: {repeated:?}"
+    );
+    assert_eq!(
+        &got, want,
+        "{prefix}: every window once, with every bid counted once"
+    );
+}
+
+/// Sets the job's desired state (based on its current generation) and waits for the observed
+/// phase that follows.
+async fn set_state(dir: &Path, client: &HubClient, job: &str, state: DesiredState) {
+    let generation = detail(client, job).await.job.generation;
+    client
+        .set_desired_state(
+            job,
+            &DesiredStateChange {
+                desired_state: state,
+                generation: Some(generation),
+            },
+        )
+        .await
+        .expect("desired state");
+    let phase = match state {
+        DesiredState::Running => ObservedPhase::Running,
+        DesiredState::Stopped => ObservedPhase::Stopped,
+    };
+    until(dir, &format!("the job is {phase:?}"), async || {
+        (detail(client, job).await.job.observed.phase == phase).then_some(())
+    })
+    .await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_over_three_agents_survives_an_agent_kill_and_a_hub_restart_exactly_once() {
     let broker = KafkaBroker::shared().expect("the Kafka test broker");
@@ -322,7 +427,7 @@ async fn a_job_over_three_agents_survives_an_agent_kill_and_a_hub_restart_exactl
     .await;
 
     // Validate, submit stopped, inspect, then start: the flow the API documents.
-    let sql = sql(broker, &topic, s3, &bucket);
+    let sql = sql_for(broker, &topic, s3, &bucket, 300);
     let validated = client
         .validate(&ValidateRequest {
             name: Some("bids-lanes".into()),
@@ -347,21 +452,7 @@ async fn a_job_over_three_agents_survives_an_agent_kill_and_a_hub_restart_exactl
         detail(&client, &job).await.job.observed.phase,
         ObservedPhase::Stopped
     );
-    client
-        .set_desired_state(
-            &job,
-            &DesiredStateChange {
-                desired_state: DesiredState::Running,
-                generation: Some(submitted.generation),
-            },
-        )
-        .await
-        .expect("start");
-    until(dir, "the job runs on the Agents", async || {
-        let d = detail(&client, &job).await;
-        (d.job.observed.phase == ObservedPhase::Running).then_some(())
-    })
-    .await;
+    set_state(dir, &client, &job, DesiredState::Running).await;
 
     // Input before the kill, and a job-level checkpoint over every lane.
     produce(broker, &topic, 0, FIRST);
@@ -416,8 +507,7 @@ async fn a_job_over_three_agents_survives_an_agent_kill_and_a_hub_restart_exactl
 
     // The rest of the input, then a record that closes every window.
     produce(broker, &topic, FIRST, FIRST + SECOND);
-    produce_flush(broker, &topic);
-    let want = expected(FIRST + SECOND);
+    produce_flush(broker, &topic, 1);
     let storage = weir::CheckpointStorage::s3(
         &format!("s3://{bucket}/"),
         &weir::api::S3Options {
@@ -430,39 +520,87 @@ async fn a_job_over_three_agents_survives_an_agent_kill_and_a_hub_restart_exactl
         },
     )
     .expect("store");
-    let rows = until(dir, "every window in the output", async || {
-        let rows = published(storage.store.as_ref(), "out").await;
-        let closed = rows.iter().filter(|(auction, ..)| *auction >= 0).count();
-        (closed >= want.len()).then_some(rows)
-    })
-    .await;
-    let mut got: BTreeMap<(i64, i64), i64> = BTreeMap::new();
-    let mut repeated = Vec::new();
-    for (auction, start, bids) in rows.into_iter().filter(|(a, ..)| *a >= 0) {
-        if got.insert((auction, start), bids).is_some() {
-            repeated.push((auction, start));
-        }
-    }
-    assert!(repeated.is_empty(), "windows published twice: {repeated:?}");
-    assert_eq!(got, want, "every window once, with every bid counted once");
+    let store = storage.store.as_ref();
+    assert_windows(dir, store, "out", &expected(0..FIRST + SECOND)).await;
 
-    // Stop the job; the lanes stop on the Agents.
-    let current = detail(&client, &job).await.job.generation;
-    client
-        .set_desired_state(
+    // A savepoint, then an upgrade to a version that writes elsewhere, started from it.
+    let savepoint = client
+        .savepoint(
             &job,
-            &DesiredStateChange {
-                desired_state: DesiredState::Stopped,
-                generation: Some(current),
+            &SavepointRequest {
+                name: Some("before-v2".into()),
             },
         )
         .await
-        .expect("stop");
-    until(dir, "the job stops", async || {
+        .expect("savepoint");
+    until(dir, "the savepoint of every lane", async || {
         let d = detail(&client, &job).await;
-        (d.job.observed.phase == ObservedPhase::Stopped).then_some(())
+        d.recovery_records
+            .iter()
+            .any(|r| {
+                r.checkpoint_id == savepoint.checkpoint_id && r.lane_epochs.len() == LANES as usize
+            })
+            .then_some(())
     })
     .await;
+    let at_savepoint = part_names(store, "out").await;
+    set_state(dir, &client, &job, DesiredState::Stopped).await;
+    // A new version whose logic differs cannot restore the savepoint: refused, the job stays.
+    let refused = client
+        .upgrade(
+            &job,
+            &UpgradeRequest {
+                sql: Some(
+                    sql_for(broker, &topic, s3, &bucket, 300).replace("COUNT(*)", "COUNT(price)"),
+                ),
+                spec: None,
+                savepoint_id: savepoint.checkpoint_id.clone(),
+            },
+        )
+        .await
+        .expect_err("another logic");
+    assert_eq!(refused.status(), Some(409), "{refused}");
+    let upgrade = client
+        .upgrade(
+            &job,
+            &UpgradeRequest {
+                sql: Some(sql_for(broker, &topic, s3, &bucket, 200)),
+                spec: None,
+                savepoint_id: savepoint.checkpoint_id.clone(),
+            },
+        )
+        .await
+        .expect("upgrade");
+    assert_eq!(client.job_versions(&job).await.expect("versions").len(), 2);
+    set_state(dir, &client, &job, DesiredState::Running).await;
+    produce(broker, &topic, FIRST + SECOND, FIRST + SECOND + THIRD);
+    produce_flush(broker, &topic, 2);
+    let all = expected(0..FIRST + SECOND + THIRD);
+    assert_windows(dir, store, "out", &all).await;
+    let by_v2: Vec<String> = part_names(store, "out")
+        .await
+        .difference(&at_savepoint)
+        .cloned()
+        .collect();
+    assert!(!by_v2.is_empty(), "the new version published part files");
+
+    // Rollback: the first version again, from the same savepoint. The lanes pass over the
+    // epochs the new version made durable and withdraw their output, then read the third part
+    // again: every window is still there exactly once.
+    set_state(dir, &client, &job, DesiredState::Stopped).await;
+    let rolled_back = client
+        .rollback(&job, &upgrade.upgrade_id)
+        .await
+        .expect("rollback");
+    assert_eq!(rolled_back.state, UpgradeState::RolledBack);
+    set_state(dir, &client, &job, DesiredState::Running).await;
+    until(dir, "the new version's output withdrawn", async || {
+        let now = part_names(store, "out").await;
+        by_v2.iter().all(|f| !now.contains(f)).then_some(())
+    })
+    .await;
+    assert_windows(dir, store, "out", &all).await;
+    set_state(dir, &client, &job, DesiredState::Stopped).await;
     drop(agents);
     drop(hub_proc);
 }

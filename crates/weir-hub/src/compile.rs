@@ -17,6 +17,9 @@ pub struct Compiled {
     pub plans_json: serde_json::Value,
     /// Fingerprint of the partitioned plan.
     pub plan_fingerprint: String,
+    /// Fingerprint of the job's logic (options, keys, edges; not parallelism): a lane restores
+    /// a checkpoint only into the same logic.
+    pub logical_fingerprint: String,
     /// Lanes: the spec's default parallelism.
     pub lanes: u32,
     /// The checkpoint section (a distributed job has one).
@@ -178,6 +181,7 @@ pub async fn compile(
     match checkpoint {
         Some(checkpoint) if errors.is_empty() => Ok(Compiled {
             plan_fingerprint: prepared.plans.partitioned.fingerprint(),
+            logical_fingerprint: prepared.plans.partitioned.logical_fingerprint(),
             spec,
             plans_json,
             lanes,

@@ -427,6 +427,7 @@ impl Agent {
         let item = ReportItem::CommandResult {
             command_id: command.command_id.clone(),
             job_id: command.job_id.clone(),
+            version_id: command.version_id.clone(),
             generation: command.generation,
             outcome,
         };

@@ -189,6 +189,9 @@ pub enum ReportItem {
         command_id: String,
         /// Its job.
         job_id: String,
+        /// The job version it was about (with the job, generation and command id, what ties a
+        /// failure to what was asked).
+        version_id: String,
         /// Its generation.
         generation: u64,
         /// How it went.
@@ -337,6 +340,7 @@ mod tests {
         let item = ReportItem::CommandResult {
             command_id: "c".into(),
             job_id: "j".into(),
+            version_id: "v".into(),
             generation: 4,
             outcome: CommandOutcome::Failed {
                 cause: "no slot".into(),

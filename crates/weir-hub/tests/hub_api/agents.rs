@@ -61,6 +61,7 @@ async fn registering_again_with_the_same_boot_keeps_lanes_and_a_new_boot_moves_t
         vec![ReportItem::CommandResult {
             command_id: redelivered[0].command_id.clone(),
             job_id: "bids".into(),
+            version_id: redelivered[0].version_id.clone(),
             generation: 1,
             outcome: CommandOutcome::Ok,
         }],

@@ -51,6 +51,7 @@ async fn checkpoint_both(
                 ReportItem::CommandResult {
                     command_id: cmd.command_id.clone(),
                     job_id: "bids".into(),
+                    version_id: cmd.version_id.clone(),
                     generation,
                     outcome: CommandOutcome::Ok,
                 },

@@ -154,8 +154,12 @@ async fn upgrades_need_a_stopped_job_and_a_savepoint_and_roll_back() {
         .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Running))
         .await
         .unwrap();
+    // A new version with the same logic (lanes restore a savepoint only into it): another
+    // checkpoint interval. One with other logic is refused even for a stopped job.
     let mut v2 = spec(dir.path(), 2);
-    v2["sources"][0]["options"]["rows"] = json!(20);
+    v2["checkpoint"]["interval"] = json!("30m");
+    let mut other_logic = spec(dir.path(), 2);
+    other_logic["sources"][0]["options"]["rows"] = json!(20);
     let upgrade = |savepoint: &str| UpgradeRequest {
         sql: None,
         spec: Some(v2.clone()),
@@ -236,6 +240,14 @@ async fn upgrades_need_a_stopped_job_and_a_savepoint_and_roll_back() {
         status(&t.client.upgrade("bids", &broken).await.unwrap_err()).0,
         422
     );
+    let logic = UpgradeRequest {
+        sql: None,
+        spec: Some(other_logic.clone()),
+        savepoint_id: savepoint.clone(),
+    };
+    let refused = t.client.upgrade("bids", &logic).await.unwrap_err();
+    assert_eq!(status(&refused), (409, Some("spec".into())));
+    assert!(refused.to_string().contains("logic"), "{refused}");
     assert_eq!(
         t.client.job_versions("bids").await.unwrap().len(),
         1,

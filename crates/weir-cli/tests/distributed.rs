@@ -245,15 +245,19 @@ async fn measure(agents: usize, records: u64) -> (f64, f64, Option<f64>) {
 }
 
 /// Run with a release build: `WEIR_BIN=target/release/weir cargo test --workspace --test
-/// distributed -- --ignored --nocapture` (docs/performance.md, "Distributed jobs").
+/// distributed -- --ignored --nocapture` (docs/performance.md, "Distributed jobs");
+/// `WEIR_MEASURE_RECORDS` (default 400,000) and `WEIR_MEASURE_ROUNDS` (default 3) size it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement: run it by hand with a release build (docs/performance.md)"]
 async fn measure_one_agent_against_three() {
-    let records: u64 = std::env::var("WEIR_MEASURE_RECORDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(400_000);
-    let rounds = 3;
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let records = env("WEIR_MEASURE_RECORDS", 400_000);
+    let rounds = env("WEIR_MEASURE_ROUNDS", 3);
     println!(
         "{records} records ({AUCTIONS} auctions, 8 partitions), {LANES} lanes, leases of 2 s, \
          {rounds} rounds"

@@ -8,6 +8,7 @@ use crate::jobs::{
     CheckpointAccepted, CheckpointRequest, DesiredStateChange, JobDetail, JobSummary, JobVersion,
     SavepointRequest, SubmitJob, UpgradeRecord, UpgradeRequest, ValidateRequest, ValidateResult,
 };
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::{Method, header};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -20,17 +21,16 @@ pub struct HubClient {
     http: reqwest::Client,
 }
 
+/// What a path segment keeps unencoded: RFC 3986's unreserved characters.
+const SEGMENT: &AsciiSet = &NON_ALPHANUMERIC
+    .remove(b'-')
+    .remove(b'_')
+    .remove(b'.')
+    .remove(b'~');
+
 /// Percent-encodes one path segment (an id a user typed may hold `/` or spaces).
 fn segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
+    utf8_percent_encode(s, SEGMENT).to_string()
 }
 
 impl HubClient {

@@ -313,26 +313,7 @@ async fn old_sessions_and_seq_gaps_are_refused_without_changing_the_snapshot() {
 #[tokio::test]
 async fn the_observed_state_aggregates_every_lane() {
     let dir = tempfile::tempdir().unwrap();
-    let t = start_hub(
-        &dir.path().join("hub.sqlite"),
-        Duration::from_secs(60),
-        false,
-    )
-    .await;
-    let a = t
-        .client
-        .register(&register_request("a", "boot", 1))
-        .await
-        .unwrap();
-    let b = t
-        .client
-        .register(&register_request("b", "boot", 1))
-        .await
-        .unwrap();
-    t.client
-        .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Running))
-        .await
-        .unwrap();
+    let (t, a, b) = two_agents_running_bids(dir.path()).await;
     let phase = || async { t.client.get_job("bids").await.unwrap().observed };
     assert_eq!(phase().await.phase, ObservedPhase::Converging);
     report(

@@ -87,26 +87,7 @@ async fn checkpoint_both(
 #[tokio::test]
 async fn a_job_manifest_is_published_only_when_every_lane_reported() {
     let dir = tempfile::tempdir().unwrap();
-    let t = start_hub(
-        &dir.path().join("hub.sqlite"),
-        Duration::from_secs(60),
-        false,
-    )
-    .await;
-    let a = t
-        .client
-        .register(&register_request("a", "boot", 1))
-        .await
-        .unwrap();
-    let b = t
-        .client
-        .register(&register_request("b", "boot", 1))
-        .await
-        .unwrap();
-    t.client
-        .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Running))
-        .await
-        .unwrap();
+    let (t, a, b) = two_agents_running_bids(dir.path()).await;
     let id = checkpoint_both(&t, &a, &b, 0, false).await;
     let detail = t.client.job_detail("bids").await.unwrap();
     let record = &detail.recovery_records[0];
@@ -134,26 +115,7 @@ async fn a_job_manifest_is_published_only_when_every_lane_reported() {
 #[tokio::test]
 async fn upgrades_need_a_stopped_job_and_a_savepoint_and_roll_back() {
     let dir = tempfile::tempdir().unwrap();
-    let t = start_hub(
-        &dir.path().join("hub.sqlite"),
-        Duration::from_secs(60),
-        false,
-    )
-    .await;
-    let a = t
-        .client
-        .register(&register_request("a", "boot", 1))
-        .await
-        .unwrap();
-    let b = t
-        .client
-        .register(&register_request("b", "boot", 1))
-        .await
-        .unwrap();
-    t.client
-        .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Running))
-        .await
-        .unwrap();
+    let (t, a, b) = two_agents_running_bids(dir.path()).await;
     // A new version with the same logic (lanes restore a savepoint only into it): another
     // checkpoint interval. One with other logic is refused even for a stopped job.
     let mut v2 = spec(dir.path(), 2);

@@ -143,3 +143,31 @@ pub(crate) fn run_lanes(commands: &[Command], job: &str) -> Vec<(u64, Vec<u32>, 
         })
         .collect()
 }
+
+/// A Hub over a fresh store in `dir` (leases of a minute, no maintenance task), Agents `a` and
+/// `b` with one slot each, and job `bids` of two lanes submitted running: lane 0 on `a`, lane 1
+/// on `b`.
+pub(crate) async fn two_agents_running_bids(
+    dir: &Path,
+) -> (
+    TestHub,
+    weir_control::Registration,
+    weir_control::Registration,
+) {
+    let t = start_hub(&dir.join("hub.sqlite"), Duration::from_secs(60), false).await;
+    let a = t
+        .client
+        .register(&register_request("a", "boot", 1))
+        .await
+        .expect("register a");
+    let b = t
+        .client
+        .register(&register_request("b", "boot", 1))
+        .await
+        .expect("register b");
+    t.client
+        .submit(&submit("bids", spec(dir, 2), DesiredState::Running))
+        .await
+        .expect("submit");
+    (t, a, b)
+}

@@ -111,26 +111,8 @@ async fn registering_again_with_the_same_boot_keeps_lanes_and_a_new_boot_moves_t
 #[tokio::test]
 async fn heartbeats_keep_the_lease_and_missing_ones_expire_it_and_move_lanes() {
     let dir = tempfile::tempdir().unwrap();
-    let t = start_hub(
-        &dir.path().join("hub.sqlite"),
-        Duration::from_millis(600),
-        true,
-    )
-    .await;
-    let a = t
-        .client
-        .register(&register_request("a", "boot", 2))
-        .await
-        .unwrap();
-    let b = t
-        .client
-        .register(&register_request("b", "boot", 2))
-        .await
-        .unwrap();
-    t.client
-        .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Running))
-        .await
-        .unwrap();
+    let (t, a, b) =
+        two_agents_running_bids_with(dir.path(), Duration::from_millis(600), true, 2).await;
     assert_eq!(
         placement(&t.client, "bids").await,
         [

@@ -144,25 +144,28 @@ pub(crate) fn run_lanes(commands: &[Command], job: &str) -> Vec<(u64, Vec<u32>, 
         .collect()
 }
 
-/// A Hub over a fresh store in `dir` (leases of a minute, no maintenance task), Agents `a` and
-/// `b` with one slot each, and job `bids` of two lanes submitted running: lane 0 on `a`, lane 1
-/// on `b`.
-pub(crate) async fn two_agents_running_bids(
+/// A Hub over a fresh store in `dir` (leases of `lease_ttl`, with the maintenance task when
+/// `maintain`), Agents `a` and `b` with `slots` slots each, and job `bids` of two lanes submitted
+/// running.
+pub(crate) async fn two_agents_running_bids_with(
     dir: &Path,
+    lease_ttl: Duration,
+    maintain: bool,
+    slots: u32,
 ) -> (
     TestHub,
     weir_control::Registration,
     weir_control::Registration,
 ) {
-    let t = start_hub(&dir.join("hub.sqlite"), Duration::from_secs(60), false).await;
+    let t = start_hub(&dir.join("hub.sqlite"), lease_ttl, maintain).await;
     let a = t
         .client
-        .register(&register_request("a", "boot", 1))
+        .register(&register_request("a", "boot", slots))
         .await
         .expect("register a");
     let b = t
         .client
-        .register(&register_request("b", "boot", 1))
+        .register(&register_request("b", "boot", slots))
         .await
         .expect("register b");
     t.client
@@ -170,4 +173,16 @@ pub(crate) async fn two_agents_running_bids(
         .await
         .expect("submit");
     (t, a, b)
+}
+
+/// [`two_agents_running_bids_with`] leases of a minute, no maintenance task, one slot each:
+/// lane 0 on `a`, lane 1 on `b`.
+pub(crate) async fn two_agents_running_bids(
+    dir: &Path,
+) -> (
+    TestHub,
+    weir_control::Registration,
+    weir_control::Registration,
+) {
+    two_agents_running_bids_with(dir, Duration::from_secs(60), false, 1).await
 }

@@ -8,6 +8,7 @@ use crate::lanes::{LaneEnd, LaneId, Lanes};
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
+use tracing::Instrument;
 use weir::api::Epoch;
 use weir::{Engine, JobSpec, RestoreFrom, RunOptions};
 use weir_control::{
@@ -233,10 +234,26 @@ impl Agent {
         Ok(())
     }
 
+    /// Carries out `command` in a span with its correlation ids (command, job, version,
+    /// generation), so that everything a `RUST_LOG` run prints about it is tied to it.
     async fn carry_out(&mut self, lanes: &mut Lanes, command: Command) {
+        let span = tracing::info_span!(
+            "command",
+            command = %command.command_id,
+            job = %command.job_id,
+            version = %command.version_id,
+            generation = command.generation,
+            action = action_name(&command.action),
+        );
+        self.carry_out_in_span(lanes, command)
+            .instrument(span)
+            .await;
+    }
+
+    async fn carry_out_in_span(&mut self, lanes: &mut Lanes, command: Command) {
         let job = command.job_id.clone();
         let generation = command.generation;
-        tracing::info!(command = %command.command_id, job, generation, action = ?std::mem::discriminant(&command.action), "carrying out a command");
+        tracing::info!("carrying out a command");
         let outcome = match &command.action {
             CommandAction::Run {
                 lanes: wanted,
@@ -373,7 +390,7 @@ impl Agent {
         let command = command.clone();
         let checkpoint_id = checkpoint_id.to_owned();
         let savepoint = savepoint.map(str::to_owned);
-        tokio::spawn(async move {
+        let work = async move {
             let epochs = triggers.into_iter().map(|(lane, trigger)| {
                 let savepoint = savepoint.clone();
                 async move {
@@ -394,7 +411,9 @@ impl Agent {
                 checkpoint_id,
                 results,
             });
-        });
+        };
+        // In the command's span: the lanes' epochs are part of the command's story.
+        tokio::spawn(work.in_current_span());
     }
 
     fn checkpoint_done(&mut self, done: CheckpointDone) {
@@ -463,6 +482,15 @@ impl Agent {
         s.next_seq += 1;
         self.pending.clear();
         Ok(())
+    }
+}
+
+/// The name of a command's action, for logs.
+fn action_name(action: &CommandAction) -> &'static str {
+    match action {
+        CommandAction::Run { .. } => "run",
+        CommandAction::Stop { .. } => "stop",
+        CommandAction::Checkpoint { .. } => "checkpoint",
     }
 }
 

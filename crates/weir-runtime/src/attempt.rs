@@ -22,6 +22,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::sync::{mpsc, watch};
 use tokio::task::JoinSet;
+use tracing::Instrument;
 use weir_api::{
     ChannelId, OperatorId, SinkCapability, SourceSplit, StateRows, StateShardId, StreamMessage,
     SubtaskIndex, TaskContext, TaskId, VertexId,
@@ -73,6 +74,13 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
     let mut checkpointing = None;
     let mut restore_plan = None;
     if let Some(config) = &shared.config {
+        // One span over the restore: the attempt and the epoch are recorded in it once known.
+        let span = tracing::info_span!(
+            "restore",
+            job = %plan.job_id,
+            attempt = tracing::field::Empty,
+            epoch = tracing::field::Empty,
+        );
         let setup = recovery::begin_attempt(
             &plan,
             config,
@@ -80,6 +88,7 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
             &sinks,
             shared.options.accept_duplicates,
         )
+        .instrument(span)
         .await?;
         if let Some(s) = &shared.summary {
             let report = &setup.report;
@@ -419,7 +428,14 @@ impl Attempt {
         let has_coordinator = coordinator.is_some();
         let coordinating = async move {
             match coordinator {
-                Some(c) => c.run().await,
+                Some(c) => {
+                    let span = tracing::info_span!(
+                        "checkpoints",
+                        job = %c.job_id,
+                        attempt = %c.attempt,
+                    );
+                    c.run().instrument(span).await
+                }
                 None => std::future::pending().await,
             }
         };

@@ -9,6 +9,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot, watch};
+use tracing::Instrument;
 use weir_api::{Epoch, OperatorId, PreparedSink, SubtaskIndex, TaskContext, TaskId};
 use weir_checkpoint::{
     AttemptId, CheckpointKind, CheckpointStore, EnumeratorSnapshot, EpochManifest, EpochRecord,
@@ -175,7 +176,9 @@ impl Coordinator {
                     .take()
                     .ok_or_else(|| Error::Internal("the epoch in flight vanished".to_owned()))?;
                 let is_final = flight.is_final;
-                self.finish_epoch(flight).await?;
+                let span =
+                    tracing::info_span!("checkpoint", epoch = %flight.epoch, kind = ?flight.kind);
+                self.finish_epoch(flight).instrument(span).await?;
                 if is_final {
                     return Ok(());
                 }

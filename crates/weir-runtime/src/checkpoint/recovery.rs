@@ -89,6 +89,7 @@ pub(crate) async fn begin_attempt(
         .acquire_attempt()
         .await
         .map_err(|e| store_error("starting a new attempt", e))?;
+    tracing::Span::current().record("attempt", tracing::field::display(attempt));
     // `listed`: when choosing the manifest listed the epochs, the newest of them, so that the
     // next epoch number needs no second listing.
     let mut from_copy = None;
@@ -192,6 +193,7 @@ pub(crate) async fn begin_attempt(
     }
     recover_sinks(plan, &store, restored.as_ref(), sinks).await?;
     if let Some(m) = &restored {
+        tracing::Span::current().record("epoch", tracing::field::display(m.epoch));
         tracing::info!(epoch = %m.epoch, attempt = %attempt, "restoring checkpoint");
     }
     Ok(AttemptSetup {

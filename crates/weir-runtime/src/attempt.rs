@@ -697,7 +697,7 @@ async fn build_task(
                     source: source.clone(),
                     ctx,
                     splits: splits.clone().unwrap_or_default(),
-                    metrics: metrics.operator(id),
+                    metrics: metrics.subtask(id, subtask),
                     dead_letter_writers: writers_of
                         .get(&(id.to_string(), Some("dead_letter".into())))
                         .cloned()
@@ -727,7 +727,7 @@ async fn build_task(
                     op,
                     operator: id.clone(),
                     label,
-                    metrics: metrics.operator(id),
+                    metrics: metrics.subtask(id, subtask),
                     port_schemas: std::iter::once(prepared.output_schema())
                         .chain(prepared.side_outputs().iter().map(|s| s.schema.clone()))
                         .map(SchemaCheck::new)
@@ -762,7 +762,7 @@ async fn build_task(
                     operator_id: id.clone(),
                     epochs,
                     label,
-                    metrics: metrics.operator(id),
+                    metrics: metrics.subtask(id, subtask),
                 });
             }
             _ => {

@@ -1,18 +1,76 @@
-//! Live counters of a running job, read by the CLI's progress bar and summary.
+//! Live counters of a running job, read by the CLI's progress bar and summary and by the
+//! Prometheus exporters above the runtime. Each operator subtask counts into its own atomics
+//! ([`SubtaskMetrics`], resolved once when the task is built); an operator's totals are their sum.
 
+use arrow::record_batch::RecordBatch;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use weir_api::OperatorId;
 
-/// Counters of one operator, summed over its subtasks.
+/// Counters of one operator subtask: plain atomics, added to on the per-batch path.
 #[derive(Debug, Default)]
-pub struct OperatorMetrics {
-    kind: &'static str,
+pub(crate) struct SubtaskCounters {
     rows_in: AtomicU64,
     rows_out: AtomicU64,
     batches_in: AtomicU64,
+    batches_out: AtomicU64,
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
+}
+
+/// What a task holds for one operator of its chain: its subtask's counters and the operator's
+/// shared ones (dropped rows, dead letters, backlogs).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SubtaskMetrics {
+    operator: Arc<OperatorMetrics>,
+    counters: Arc<SubtaskCounters>,
+}
+
+impl SubtaskMetrics {
+    /// The subtask received `batch`.
+    pub(crate) fn add_in(&self, batch: &RecordBatch) {
+        let c = &self.counters;
+        c.rows_in
+            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+        c.batches_in.fetch_add(1, Ordering::Relaxed);
+        c.bytes_in
+            .fetch_add(batch.get_array_memory_size() as u64, Ordering::Relaxed);
+    }
+
+    /// The subtask emitted `batch` on its main output.
+    pub(crate) fn add_out(&self, batch: &RecordBatch) {
+        let c = &self.counters;
+        c.rows_out
+            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+        c.batches_out.fetch_add(1, Ordering::Relaxed);
+        c.bytes_out
+            .fetch_add(batch.get_array_memory_size() as u64, Ordering::Relaxed);
+    }
+
+    /// A source subtask paused for watermark alignment.
+    pub(crate) fn add_alignment_pause(&self) {
+        self.operator.add_alignment_pause();
+    }
+
+    pub(crate) fn add_dead_letters(&self, rows: usize) {
+        self.operator.add_dead_letters(rows);
+    }
+
+    /// Split `split` of this source reported `backlog` records between its cursor and its
+    /// currently known end.
+    pub(crate) fn set_backlog(&self, split: &str, backlog: u64) {
+        self.operator.set_backlog(split, backlog);
+    }
+}
+
+/// Counters of one operator: those of its subtasks, and those kept per operator.
+#[derive(Debug, Default)]
+pub struct OperatorMetrics {
+    kind: &'static str,
+    /// By subtask index; an entry outlives its task, so a restarted subtask counts on.
+    subtasks: Mutex<BTreeMap<u32, Arc<SubtaskCounters>>>,
     dead_letters: AtomicU64,
     /// Shared with the operator's `TaskContext::dropped_rows`.
     dropped: Arc<AtomicU64>,
@@ -22,13 +80,34 @@ pub struct OperatorMetrics {
 }
 
 impl OperatorMetrics {
-    pub(crate) fn add_in(&self, rows: usize) {
-        self.rows_in.fetch_add(rows as u64, Ordering::Relaxed);
-        self.batches_in.fetch_add(1, Ordering::Relaxed);
+    /// The counters of subtask `index`, created on first use.
+    fn subtask(&self, index: u32) -> Arc<SubtaskCounters> {
+        let mut subtasks = self.subtasks.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(subtasks.entry(index).or_default())
     }
 
-    pub(crate) fn add_out(&self, rows: usize) {
-        self.rows_out.fetch_add(rows as u64, Ordering::Relaxed);
+    /// Every subtask's counters, in subtask order.
+    fn subtask_snapshots(&self) -> Vec<(u32, SubtaskSnapshot)> {
+        self.subtasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(&i, c)| {
+                let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+                let snap = SubtaskSnapshot {
+                    operator_id: String::new(),
+                    kind: self.kind,
+                    subtask: i,
+                    rows_in: load(&c.rows_in),
+                    rows_out: load(&c.rows_out),
+                    batches_in: load(&c.batches_in),
+                    batches_out: load(&c.batches_out),
+                    bytes_in: load(&c.bytes_in),
+                    bytes_out: load(&c.bytes_out),
+                };
+                (i, snap)
+            })
+            .collect()
     }
 
     /// The counter an operator adds the rows it dropped by policy to.
@@ -114,6 +193,26 @@ impl JobMetrics {
         self.operators.get(id).cloned().unwrap_or_default()
     }
 
+    /// The counters a task keeps for subtask `subtask` of operator `id` (resolved once per task).
+    pub(crate) fn subtask(&self, id: &OperatorId, subtask: u32) -> SubtaskMetrics {
+        let operator = self.operator(id);
+        let counters = operator.subtask(subtask);
+        SubtaskMetrics { operator, counters }
+    }
+
+    /// The counters of every operator subtask that ran, in operator then subtask order.
+    pub fn subtasks(&self) -> Vec<SubtaskSnapshot> {
+        self.operators
+            .iter()
+            .flat_map(|(id, m)| {
+                m.subtask_snapshots().into_iter().map(move |(_, s)| SubtaskSnapshot {
+                    operator_id: id.to_string(),
+                    ..s
+                })
+            })
+            .collect()
+    }
+
     pub(crate) fn add_splits(&self, splits: usize, bytes: u64) {
         self.splits_total
             .fetch_add(splits as u64, Ordering::Relaxed);
@@ -135,16 +234,22 @@ impl JobMetrics {
             operators: self
                 .operators
                 .iter()
-                .map(|(id, m)| OperatorSnapshot {
+                .map(|(id, m)| {
+                    let subtasks = m.subtask_snapshots();
+                    let sum = |f: fn(&SubtaskSnapshot) -> u64| -> u64 {
+                        subtasks.iter().map(|(_, s)| f(s)).sum()
+                    };
+                    OperatorSnapshot {
                     operator_id: id.to_string(),
                     kind: m.kind,
-                    rows_in: m.rows_in.load(Ordering::Relaxed),
-                    rows_out: m.rows_out.load(Ordering::Relaxed),
-                    batches_in: m.batches_in.load(Ordering::Relaxed),
+                    rows_in: sum(|s| s.rows_in),
+                    rows_out: sum(|s| s.rows_out),
+                    batches_in: sum(|s| s.batches_in),
                     dead_letters: m.dead_letters.load(Ordering::Relaxed),
                     dropped: m.dropped.load(Ordering::Relaxed),
                     alignment_pauses: m.alignment_pauses.load(Ordering::Relaxed),
                     lag: m.lag(),
+                }
                 })
                 .collect(),
         }
@@ -174,6 +279,30 @@ pub struct OperatorSnapshot {
     /// Consumer lag of a source: the latest backlog of each split that reported one (records
     /// between its cursor and its known end), in split id order; empty for other operators.
     pub lag: Vec<SplitLag>,
+}
+
+/// Counters of one operator subtask at one moment; they count on across restarts of the job's
+/// tasks within this run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SubtaskSnapshot {
+    /// The operator.
+    pub operator_id: String,
+    /// `source`, `operator` or `sink`.
+    pub kind: &'static str,
+    /// The subtask's index.
+    pub subtask: u32,
+    /// Rows received (for sources: 0).
+    pub rows_in: u64,
+    /// Rows emitted on the main output (for sinks: 0).
+    pub rows_out: u64,
+    /// Batches received.
+    pub batches_in: u64,
+    /// Batches emitted on the main output.
+    pub batches_out: u64,
+    /// Arrow memory size of the batches received, bytes.
+    pub bytes_in: u64,
+    /// Arrow memory size of the batches emitted on the main output, bytes.
+    pub bytes_out: u64,
 }
 
 /// The latest backlog one split of a source reported.

@@ -11,7 +11,7 @@ use crate::edge_writer::{EdgeWriter, SendError};
 use crate::error::{Error, Result};
 use crate::event_time::SourceWatermarks;
 use crate::input_gate::{GateError, GateEvent, InputGate};
-use crate::metrics::{JobMetrics, OperatorMetrics};
+use crate::metrics::{JobMetrics, SubtaskMetrics};
 use crate::schema_check::SchemaCheck;
 use crate::task_checkpoint::SourceCut;
 use crate::task_state::TaskState;
@@ -36,7 +36,7 @@ pub(crate) struct Link {
     pub(crate) op: Box<dyn Operator>,
     pub(crate) operator: OperatorId,
     pub(crate) label: String,
-    pub(crate) metrics: Arc<OperatorMetrics>,
+    pub(crate) metrics: SubtaskMetrics,
     /// The declared schema of each output port: the main output, then the side outputs in
     /// side-output order.
     pub(crate) port_schemas: Vec<SchemaCheck>,
@@ -51,7 +51,7 @@ pub(crate) struct SinkLink {
     /// The writer runs in epoch mode: rows become visible only through epoch commits.
     pub(crate) epochs: bool,
     pub(crate) label: String,
-    pub(crate) metrics: Arc<OperatorMetrics>,
+    pub(crate) metrics: SubtaskMetrics,
 }
 
 /// A running subtask.
@@ -236,7 +236,7 @@ impl ChainTask {
             let link = &mut self.links[pos];
             let result = match item {
                 Item::Batch(input, batch) => {
-                    link.metrics.add_in(batch.num_rows());
+                    link.metrics.add_in(&batch);
                     link.op.process_batch(input, batch, &mut out)
                 }
                 Item::Watermark(w) => link.op.process_watermark(w, &mut out),
@@ -279,7 +279,7 @@ impl ChainTask {
                 }
                 Emitted::Data { port: 0, batch } => {
                     let link = &self.links[pos];
-                    link.metrics.add_out(batch.num_rows());
+                    link.metrics.add_out(&batch);
                     queue.push_back((pos + 1, Item::Batch(0, batch)));
                 }
                 Emitted::Data { port, batch } => {
@@ -323,7 +323,7 @@ impl ChainTask {
                     if batch.num_rows() > 0 {
                         self.job_metrics.note_output();
                     }
-                    sink.metrics.add_in(batch.num_rows());
+                    sink.metrics.add_in(&batch);
                     sink.writer
                         .write_batch(batch)
                         .await

@@ -8,7 +8,7 @@ use crate::checkpoint::Trigger;
 use crate::checkpoint::recovery::SplitResume;
 use crate::error::{Error, Result};
 use crate::event_time::{SourceAlignment, SourceStep, SourceWatermarks};
-use crate::metrics::OperatorMetrics;
+use crate::metrics::SubtaskMetrics;
 use crate::split_assignment::{discovered_split_owner, discovery_interval};
 use crate::split_share::SplitShare;
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -29,7 +29,7 @@ pub(crate) struct SourceHead {
     pub(crate) ctx: TaskContext,
     /// Assigned splits, each from its cursor, with its event-time progress when restored.
     pub(crate) splits: Vec<(SourceSplit, SplitResume)>,
-    pub(crate) metrics: Arc<OperatorMetrics>,
+    pub(crate) metrics: SubtaskMetrics,
     /// Writers of the source's `dead_letter` output.
     pub(crate) dead_letter_writers: Vec<usize>,
     /// Per-split event-time watermarks, when the source node declares them.
@@ -398,12 +398,14 @@ impl ChainTask {
             }
         }
         let rows = read.data.num_rows();
+        if rows > 0 {
+            reading.metrics.add_out(&read.data);
+        }
         match watermarks {
             Some(w) => {
                 let steps = w
                     .on_batch(&progress.splits[index].split.id, read.data, now_ms)
                     .map_err(|e| reading.fail(e))?;
-                reading.metrics.add_out(rows);
                 for step in steps {
                     let item = match step {
                         SourceStep::Rows(batch) => Item::Batch(0, batch),
@@ -417,7 +419,6 @@ impl ChainTask {
                 self.commit_state().await?;
             }
             None if rows > 0 => {
-                reading.metrics.add_out(rows);
                 self.drive(0, Item::Batch(0, read.data)).await?;
                 self.commit_state().await?;
             }
@@ -610,7 +611,7 @@ impl SourceProgress {
 struct SourceReading<'a> {
     source: &'a Arc<dyn PreparedSource>,
     ctx: &'a TaskContext,
-    metrics: &'a Arc<OperatorMetrics>,
+    metrics: &'a SubtaskMetrics,
     dead_letter_writers: &'a [usize],
     alignment: Option<&'a SourceAlignment>,
     known_splits: &'a HashSet<String>,

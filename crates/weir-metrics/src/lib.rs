@@ -86,3 +86,6 @@ pub async fn serve(addr: &str, source: Arc<dyn JobSource>) -> Result<MetricsServ
     });
     Ok(MetricsServer { addr: local, task })
 }
+
+#[cfg(test)]
+mod tests;

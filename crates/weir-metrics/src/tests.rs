@@ -1,0 +1,158 @@
+//! The exposition of a small job that ran to its end: names, types, labels and values.
+
+use crate::{JobHandle, encode};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use weir::{Engine, JobSpec};
+
+const JOB: &str = r#"
+job: metrics-test
+parallelism: 2
+sources:
+  - name: gen
+    connector: datagen
+    schema:
+      - { name: id, type: int64, nullable: false }
+    options: { rows: 1000, splits: 2, batch_size: 100 }
+operators:
+  - name: even
+    type: filter
+    input: gen
+    options: { predicate: "id % 2 = 0" }
+sinks:
+  - name: out
+    connector: blackhole
+    input: even
+"#;
+
+/// Runs the job to its end and encodes its metrics.
+async fn exposition() -> String {
+    let engine = Engine::new();
+    let spec = JobSpec::from_yaml_str(JOB, "metrics-test.yaml").expect("spec parses");
+    let prepared = engine.prepare(&spec, None).await.expect("job prepares");
+    let running = engine.start(prepared).await.expect("job starts");
+    let handle = JobHandle {
+        job: "metrics-test".into(),
+        metrics: running.metrics().clone(),
+        checkpoints: running.checkpoint_probe(),
+    };
+    running.wait().await.expect("job runs");
+    encode(&handle)
+}
+
+/// Every sample of the exposition: series (name and labels, as written) to value.
+fn samples(text: &str) -> BTreeMap<String, f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(|l| {
+            let (series, value) = l.rsplit_once(' ').expect("a sample line has a value");
+            (series.to_owned(), value.parse().expect("a numeric value"))
+        })
+        .collect()
+}
+
+fn value(samples: &BTreeMap<String, f64>, name: &str, operator: &str, subtask: u32) -> f64 {
+    let series =
+        format!(r#"{name}{{job="metrics-test",operator="{operator}",subtask="{subtask}"}}"#);
+    *samples
+        .get(&series)
+        .unwrap_or_else(|| panic!("no sample {series} in {samples:#?}"))
+}
+
+fn both(samples: &BTreeMap<String, f64>, name: &str, operator: &str) -> f64 {
+    value(samples, name, operator, 0) + value(samples, name, operator, 1)
+}
+
+#[tokio::test]
+async fn metrics_of_a_finished_job_count_rows_batches_and_bytes_per_subtask() {
+    let text = exposition().await;
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    assert!(
+        text.contains("# TYPE weir_operator_rows_out counter"),
+        "{text}"
+    );
+    assert!(
+        text.contains("# TYPE weir_source_split_backlog_records gauge"),
+        "{text}"
+    );
+    let s = samples(&text);
+    assert_eq!(both(&s, "weir_operator_rows_out_total", "gen"), 1000.0);
+    assert_eq!(both(&s, "weir_operator_batches_out_total", "gen"), 10.0);
+    assert_eq!(both(&s, "weir_operator_rows_in_total", "even"), 1000.0);
+    assert_eq!(both(&s, "weir_operator_batches_in_total", "even"), 10.0);
+    assert_eq!(both(&s, "weir_operator_rows_out_total", "even"), 500.0);
+    assert_eq!(both(&s, "weir_operator_rows_in_total", "out"), 500.0);
+    assert_eq!(both(&s, "weir_operator_rows_in_total", "gen"), 0.0);
+    // Each subtask read one split of 500 rows.
+    assert_eq!(value(&s, "weir_operator_rows_out_total", "gen", 0), 500.0);
+    assert_eq!(value(&s, "weir_operator_rows_out_total", "gen", 1), 500.0);
+    // 100 Int64 values are at least 800 bytes of Arrow memory per batch.
+    let gen_bytes = both(&s, "weir_operator_bytes_out_total", "gen");
+    assert!(gen_bytes >= 8000.0, "{gen_bytes}");
+    assert_eq!(both(&s, "weir_operator_bytes_in_total", "even"), gen_bytes);
+    assert!(both(&s, "weir_operator_bytes_out_total", "even") > 0.0);
+    assert_eq!(
+        s[r#"weir_operator_dropped_rows_total{job="metrics-test",operator="even"}"#],
+        0.0
+    );
+    assert_eq!(
+        s[r#"weir_source_dead_letters_total{job="metrics-test",operator="gen"}"#],
+        0.0
+    );
+    assert!(
+        !s.contains_key(r#"weir_source_dead_letters_total{job="metrics-test",operator="out"}"#),
+        "dead letters are a source's"
+    );
+    assert_eq!(s[r#"weir_job_splits_assigned_total{job="metrics-test"}"#], 2.0);
+    assert_eq!(s[r#"weir_job_splits_done_total{job="metrics-test"}"#], 2.0);
+    // No checkpoints: no checkpoint samples, but the families are described.
+    assert!(text.contains("# TYPE weir_checkpoint_completed counter"), "{text}");
+    assert!(
+        !s.keys().any(|k| k.starts_with("weir_checkpoint_")),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn metrics_endpoint_serves_the_exposition() {
+    let engine = Engine::new();
+    let spec = JobSpec::from_yaml_str(JOB, "metrics-test.yaml").expect("spec parses");
+    let prepared = engine.prepare(&spec, None).await.expect("job prepares");
+    let running = engine.start(prepared).await.expect("job starts");
+    let handle = JobHandle {
+        job: "metrics-test".into(),
+        metrics: running.metrics().clone(),
+        checkpoints: running.checkpoint_probe(),
+    };
+    running.wait().await.expect("job runs");
+    let server = crate::serve("127.0.0.1:0", Arc::new(handle))
+        .await
+        .expect("binds");
+    let addr = server.local_addr();
+    let response = tokio::task::spawn_blocking(move || http_get(addr, "/metrics"))
+        .await
+        .expect("request task");
+    let (head, body) = response.split_once("\r\n\r\n").expect("a response");
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    assert!(
+        head.to_ascii_lowercase()
+            .contains("content-type: application/openmetrics-text"),
+        "{head}"
+    );
+    assert!(body.contains("weir_operator_rows_out_total"), "{body}");
+    drop(server);
+}
+
+/// A plain HTTP/1.1 GET that reads until the server closes the connection.
+fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connects");
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("writes");
+    let mut text = String::new();
+    stream.read_to_string(&mut text).expect("reads");
+    text
+}

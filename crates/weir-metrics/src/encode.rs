@@ -8,7 +8,9 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 use std::fmt;
 use std::sync::Arc;
-use weir_runtime::{CheckpointProbe, CheckpointSummary, JobMetrics, MetricsSnapshot, SubtaskSnapshot};
+use weir_runtime::{
+    CheckpointProbe, CheckpointSummary, JobMetrics, MetricsSnapshot, SubtaskSnapshot,
+};
 
 /// One job whose metrics an exporter shows: its id (the `job` label), its live counters and its
 /// checkpoint counters.
@@ -125,10 +127,7 @@ fn operator_counter<'a>(
                 .iter()
                 .filter(|o| kind.is_none_or(|k| o.kind == k))
                 .map(|o| {
-                    let labels = vec![
-                        ("job", r.job.clone()),
-                        ("operator", o.operator_id.clone()),
-                    ];
+                    let labels = vec![("job", r.job.clone()), ("operator", o.operator_id.clone())];
                     (labels, value(o))
                 })
                 .collect()
@@ -249,7 +248,13 @@ impl Collector for Readings {
             ),
         ];
         for family in &counters {
-            write_family(&mut encoder, r, family, MetricType::Counter, ConstCounter::new)?;
+            write_family(
+                &mut encoder,
+                r,
+                family,
+                MetricType::Counter,
+                ConstCounter::new,
+            )?;
         }
         let gauges = [
             Family {

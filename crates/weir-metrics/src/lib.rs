@@ -76,7 +76,9 @@ pub async fn serve(addr: &str, source: Arc<dyn JobSource>) -> Result<MetricsServ
         addr: addr.to_owned(),
         source,
     };
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(bind_err)?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(bind_err)?;
     let local = listener.local_addr().map_err(bind_err)?;
     let app = router(source);
     let task = tokio::spawn(async move {

@@ -103,10 +103,16 @@ async fn metrics_of_a_finished_job_count_rows_batches_and_bytes_per_subtask() {
         !s.contains_key(r#"weir_source_dead_letters_total{job="metrics-test",operator="out"}"#),
         "dead letters are a source's"
     );
-    assert_eq!(s[r#"weir_job_splits_assigned_total{job="metrics-test"}"#], 2.0);
+    assert_eq!(
+        s[r#"weir_job_splits_assigned_total{job="metrics-test"}"#],
+        2.0
+    );
     assert_eq!(s[r#"weir_job_splits_done_total{job="metrics-test"}"#], 2.0);
     // No checkpoints: no checkpoint samples, but the families are described.
-    assert!(text.contains("# TYPE weir_checkpoint_completed counter"), "{text}");
+    assert!(
+        text.contains("# TYPE weir_checkpoint_completed counter"),
+        "{text}"
+    );
     assert!(
         !s.keys().any(|k| k.starts_with("weir_checkpoint_")),
         "{text}"

@@ -205,10 +205,12 @@ impl JobMetrics {
         self.operators
             .iter()
             .flat_map(|(id, m)| {
-                m.subtask_snapshots().into_iter().map(move |(_, s)| SubtaskSnapshot {
-                    operator_id: id.to_string(),
-                    ..s
-                })
+                m.subtask_snapshots()
+                    .into_iter()
+                    .map(move |(_, s)| SubtaskSnapshot {
+                        operator_id: id.to_string(),
+                        ..s
+                    })
             })
             .collect()
     }
@@ -240,16 +242,16 @@ impl JobMetrics {
                         subtasks.iter().map(|(_, s)| f(s)).sum()
                     };
                     OperatorSnapshot {
-                    operator_id: id.to_string(),
-                    kind: m.kind,
-                    rows_in: sum(|s| s.rows_in),
-                    rows_out: sum(|s| s.rows_out),
-                    batches_in: sum(|s| s.batches_in),
-                    dead_letters: m.dead_letters.load(Ordering::Relaxed),
-                    dropped: m.dropped.load(Ordering::Relaxed),
-                    alignment_pauses: m.alignment_pauses.load(Ordering::Relaxed),
-                    lag: m.lag(),
-                }
+                        operator_id: id.to_string(),
+                        kind: m.kind,
+                        rows_in: sum(|s| s.rows_in),
+                        rows_out: sum(|s| s.rows_out),
+                        batches_in: sum(|s| s.batches_in),
+                        dead_letters: m.dead_letters.load(Ordering::Relaxed),
+                        dropped: m.dropped.load(Ordering::Relaxed),
+                        alignment_pauses: m.alignment_pauses.load(Ordering::Relaxed),
+                        lag: m.lag(),
+                    }
                 })
                 .collect(),
         }

@@ -111,6 +111,26 @@ fn subtask_counter<'a>(
     }
 }
 
+/// Values of the task a subtask heads (`operator` is its chain's first operator); `None` is no
+/// sample.
+fn task_value<'a>(
+    name: &'static str,
+    help: &'static str,
+    value: impl Fn(&SubtaskSnapshot) -> Option<f64> + 'a,
+) -> Family<'a, f64> {
+    Family {
+        name,
+        help,
+        samples: Box::new(move |r: &'a JobReading| {
+            r.subtasks
+                .iter()
+                .filter(|s| s.heads_task)
+                .filter_map(|s| value(s).map(|v| (subtask_labels(&r.job, s), v)))
+                .collect()
+        }),
+    }
+}
+
 /// Per-operator counters kept by operator (not by subtask).
 fn operator_counter<'a>(
     name: &'static str,
@@ -256,6 +276,35 @@ impl Collector for Readings {
                 ConstCounter::new,
             )?;
         }
+        let seconds = |ns: u64| ns as f64 / 1e9;
+        let times = [
+            task_value(
+                "weir_task_idle_seconds",
+                "Time the task waited for input on its input channels (tasks with input \
+                 channels), seconds.",
+                move |s| (s.kind != "source").then(|| seconds(s.idle_ns)),
+            ),
+            task_value(
+                "weir_task_busy_seconds",
+                "Time the task handled input from its input channels, less the time blocked on \
+                 full output channels (tasks with input channels), seconds.",
+                move |s| (s.kind != "source").then(|| seconds(s.busy_ns)),
+            ),
+            task_value(
+                "weir_task_backpressured_seconds",
+                "Time the task was blocked sending to a full output channel, seconds.",
+                move |s| Some(seconds(s.backpressured_ns)),
+            ),
+        ];
+        for family in &times {
+            write_family(
+                &mut encoder,
+                r,
+                family,
+                MetricType::Counter,
+                ConstCounter::new,
+            )?;
+        }
         let gauges = [
             Family {
                 name: "weir_source_split_backlog_records",
@@ -308,7 +357,22 @@ impl Collector for Readings {
                 },
             ),
         ];
-        for family in &gauges {
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_millis() as f64);
+        let watermarks = [
+            task_value(
+                "weir_task_input_watermark_milliseconds",
+                "The task's current input watermark (event time, ms since the epoch).",
+                |s| s.watermark_ms.map(|w| w as f64),
+            ),
+            task_value(
+                "weir_task_watermark_lag_seconds",
+                "Wall-clock time now minus the task's current input watermark, seconds.",
+                move |s| s.watermark_ms.map(|w| (now_ms - w as f64) / 1000.0),
+            ),
+        ];
+        for family in gauges.iter().chain(&watermarks) {
             write_family(&mut encoder, r, family, MetricType::Gauge, ConstGauge::new)?;
         }
         Ok(())

@@ -25,10 +25,40 @@ sinks:
     input: even
 "#;
 
+/// Two tasks per subtask (a rebalance edge), event time with watermarks, and a sink slow enough
+/// (10,000 rows a second per subtask for 5,000 rows) that the sources wait on full channels.
+const TWO_TASKS: &str = r#"
+job: metrics-test
+parallelism: 2
+sources:
+  - name: gen
+    connector: datagen
+    schema:
+      - { name: id, type: int64, nullable: false }
+      - { name: ts, type: "timestamp(ms)", nullable: false }
+    options: { rows: 20000, splits: 2, batch_size: 100, fields: { ts: { min: 1700000000000 } } }
+    watermark: { column: ts, max_out_of_orderness: 1s }
+operators:
+  - name: even
+    type: filter
+    input: { from: gen, partition: rebalance }
+    options: { predicate: "id % 2 = 0" }
+sinks:
+  - name: out
+    connector: blackhole
+    input: even
+    options: { rows_per_second: 10000 }
+"#;
+
 /// Runs the job to its end and encodes its metrics.
 async fn exposition() -> String {
+    run(JOB).await
+}
+
+/// Runs `yaml` to its end and encodes its metrics.
+async fn run(yaml: &str) -> String {
     let engine = Engine::new();
-    let spec = JobSpec::from_yaml_str(JOB, "metrics-test.yaml").expect("spec parses");
+    let spec = JobSpec::from_yaml_str(yaml, "metrics-test.yaml").expect("spec parses");
     let prepared = engine.prepare(&spec, None).await.expect("job prepares");
     let running = engine.start(prepared).await.expect("job starts");
     let handle = JobHandle {
@@ -117,6 +147,54 @@ async fn metrics_of_a_finished_job_count_rows_batches_and_bytes_per_subtask() {
         !s.keys().any(|k| k.starts_with("weir_checkpoint_")),
         "{text}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_of_tasks_with_input_channels_count_their_times_and_watermark() {
+    let text = run(TWO_TASKS).await;
+    let s = samples(&text);
+    // The chained source task: an operator heading no task has no task samples.
+    assert!(
+        !s.keys()
+            .any(|k| k.contains(r#"operator="out""#) && k.starts_with("weir_task_")),
+        "{text}"
+    );
+    // A source task waits on no input channel: only its backpressure is counted, and it sent
+    // 10,000 rows per subtask into channels a slow sink drains.
+    assert!(!s.keys().any(|k| {
+        k.starts_with("weir_task_idle_seconds_total{job=\"metrics-test\",operator=\"gen\"")
+    }));
+    let gen_blocked = both(&s, "weir_task_backpressured_seconds_total", "gen");
+    assert!(gen_blocked > 0.1, "{gen_blocked} s blocked\n{text}");
+    // The filter's task read its channels: it waited for input and handled it; its sink held
+    // it to 10,000 rows a second for 5,000 rows (0.5 s) per subtask.
+    let idle = both(&s, "weir_task_idle_seconds_total", "even");
+    let busy = both(&s, "weir_task_busy_seconds_total", "even");
+    assert!(idle > 0.0, "{idle}");
+    assert!(busy > 0.5, "{busy}");
+    assert_eq!(
+        both(&s, "weir_task_backpressured_seconds_total", "even"),
+        0.0
+    );
+    // Its last watermark before the end of input: within the generated event times (the end of
+    // input's watermark is not shown).
+    for subtask in 0..2 {
+        let wm = value(
+            &s,
+            "weir_task_input_watermark_milliseconds",
+            "even",
+            subtask,
+        );
+        assert!(
+            (1_700_000_000_000.0 - 1000.0..1_700_000_020_000.0).contains(&wm),
+            "{wm}"
+        );
+        let lag = value(&s, "weir_task_watermark_lag_seconds", "even", subtask);
+        assert!(
+            lag > 86_400.0,
+            "event times of 2023 lag by more than a day: {lag}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::event_time::SourceAlignment;
 use crate::executor::Shared;
 use crate::input_gate::{InputChannel, InputGate};
-use crate::metrics::JobMetrics;
+use crate::metrics::{JobMetrics, SubtaskMetrics};
 use crate::partition::{HashPartitioner, RoundRobin};
 use crate::prepare::{PreparedJob, PreparedNode};
 use crate::schema_check::SchemaCheck;
@@ -609,6 +609,13 @@ async fn build_task(
         staging: None,
     };
 
+    // The task's times (idle, busy, backpressured) and input watermark count on its chain's
+    // first operator.
+    let head_metrics = match vertex.chain.first() {
+        Some(n) => metrics.subtask(&n.operator_id, subtask),
+        None => SubtaskMetrics::default(),
+    };
+    head_metrics.mark_head();
     // Writers for every edge leaving this vertex, from this subtask's channels.
     let mut writers = Vec::new();
     let mut writers_of: HashMap<(String, Option<String>), Vec<usize>> = HashMap::new();
@@ -666,6 +673,7 @@ async fn build_task(
         writers.push(EdgeWriter {
             distribution,
             senders: chan_senders,
+            metrics: head_metrics.clone(),
         });
     }
 
@@ -785,6 +793,7 @@ async fn build_task(
         tail_writers,
         writers,
         job_metrics: metrics.clone(),
+        head_metrics,
         state: task_state,
         task_id: vertex.tasks[subtask as usize].clone(),
         operators: vertex.chain.iter().map(|n| n.operator_id.clone()).collect(),

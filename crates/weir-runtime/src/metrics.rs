@@ -5,12 +5,13 @@
 use arrow::record_batch::RecordBatch;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 use weir_api::OperatorId;
 
 /// Counters of one operator subtask: plain atomics, added to on the per-batch path.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct SubtaskCounters {
     rows_in: AtomicU64,
     rows_out: AtomicU64,
@@ -18,6 +19,36 @@ pub(crate) struct SubtaskCounters {
     batches_out: AtomicU64,
     bytes_in: AtomicU64,
     bytes_out: AtomicU64,
+    /// Task times, counted on the chain's first operator: waiting for input, handling it
+    /// (less backpressure), blocked on a full output channel; nanoseconds.
+    idle_ns: AtomicU64,
+    busy_ns: AtomicU64,
+    backpressured_ns: AtomicU64,
+    /// The task's current input watermark, ms; [`NO_WATERMARK`] before the first.
+    watermark_ms: AtomicI64,
+    /// This operator heads a task's chain (the task times count here).
+    heads_task: AtomicBool,
+}
+
+/// The value of a watermark gauge before any watermark arrived.
+const NO_WATERMARK: i64 = i64::MIN;
+
+impl Default for SubtaskCounters {
+    fn default() -> Self {
+        SubtaskCounters {
+            rows_in: AtomicU64::new(0),
+            rows_out: AtomicU64::new(0),
+            batches_in: AtomicU64::new(0),
+            batches_out: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            idle_ns: AtomicU64::new(0),
+            busy_ns: AtomicU64::new(0),
+            backpressured_ns: AtomicU64::new(0),
+            watermark_ms: AtomicI64::new(NO_WATERMARK),
+            heads_task: AtomicBool::new(false),
+        }
+    }
 }
 
 /// What a task holds for one operator of its chain: its subtask's counters and the operator's
@@ -49,6 +80,42 @@ impl SubtaskMetrics {
             .fetch_add(batch.get_array_memory_size() as u64, Ordering::Relaxed);
     }
 
+    /// This operator heads the task's chain: the task's times count on it.
+    pub(crate) fn mark_head(&self) {
+        self.counters.heads_task.store(true, Ordering::Relaxed);
+    }
+
+    /// The task waited `d` for input.
+    pub(crate) fn add_idle(&self, d: Duration) {
+        self.counters.idle_ns.fetch_add(nanos(d), Ordering::Relaxed);
+    }
+
+    /// The task handled input for `d`, time blocked on full output channels included: that
+    /// share, counted by [`SubtaskMetrics::add_backpressured`] meanwhile, is not busy time.
+    pub(crate) fn add_handling(&self, d: Duration, backpressured_before: u64) {
+        let blocked = self.backpressured_ns().saturating_sub(backpressured_before);
+        self.counters
+            .busy_ns
+            .fetch_add(nanos(d).saturating_sub(blocked), Ordering::Relaxed);
+    }
+
+    /// The backpressure counter now, for [`SubtaskMetrics::add_handling`].
+    pub(crate) fn backpressured_ns(&self) -> u64 {
+        self.counters.backpressured_ns.load(Ordering::Relaxed)
+    }
+
+    /// The task was blocked `d` on a full output channel.
+    pub(crate) fn add_backpressured(&self, d: Duration) {
+        self.counters
+            .backpressured_ns
+            .fetch_add(nanos(d), Ordering::Relaxed);
+    }
+
+    /// The task's input watermark advanced to `ms`.
+    pub(crate) fn set_watermark(&self, ms: i64) {
+        self.counters.watermark_ms.store(ms, Ordering::Relaxed);
+    }
+
     /// A source subtask paused for watermark alignment.
     pub(crate) fn add_alignment_pause(&self) {
         self.operator.add_alignment_pause();
@@ -63,6 +130,10 @@ impl SubtaskMetrics {
     pub(crate) fn set_backlog(&self, split: &str, backlog: u64) {
         self.operator.set_backlog(split, backlog);
     }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }
 
 /// Counters of one operator: those of its subtasks, and those kept per operator.
@@ -104,6 +175,12 @@ impl OperatorMetrics {
                     batches_out: load(&c.batches_out),
                     bytes_in: load(&c.bytes_in),
                     bytes_out: load(&c.bytes_out),
+                    heads_task: c.heads_task.load(Ordering::Relaxed),
+                    idle_ns: load(&c.idle_ns),
+                    busy_ns: load(&c.busy_ns),
+                    backpressured_ns: load(&c.backpressured_ns),
+                    watermark_ms: Some(c.watermark_ms.load(Ordering::Relaxed))
+                        .filter(|&w| w != NO_WATERMARK),
                 };
                 (i, snap)
             })
@@ -305,6 +382,21 @@ pub struct SubtaskSnapshot {
     pub bytes_in: u64,
     /// Arrow memory size of the batches emitted on the main output, bytes.
     pub bytes_out: u64,
+    /// Whether this operator heads its task's chain (the task times below count here).
+    pub heads_task: bool,
+    /// Of the task whose chain this operator heads (else 0): nanoseconds waiting for input on
+    /// its input channels (not counted for source tasks).
+    pub idle_ns: u64,
+    /// Of the task whose chain this operator heads (else 0): nanoseconds handling input from its
+    /// input channels, less the time blocked on full output channels (not counted for source
+    /// tasks).
+    pub busy_ns: u64,
+    /// Of the task whose chain this operator heads (else 0): nanoseconds blocked sending to a
+    /// full output channel.
+    pub backpressured_ns: u64,
+    /// Of the task whose chain this operator heads and that has input channels: its current
+    /// input watermark (ms), once one arrived.
+    pub watermark_ms: Option<i64>,
 }
 
 /// The latest backlog one split of a source reported.

@@ -18,6 +18,7 @@ use crate::task_state::TaskState;
 use arrow::record_batch::RecordBatch;
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Instant;
 use weir_api::{
     Emitted, Epoch, Operator, OperatorId, Output, SinkWriter, StreamMessage, TaskId, Watermark,
 };
@@ -64,6 +65,8 @@ pub(crate) struct ChainTask {
     pub(crate) tail_writers: Vec<usize>,
     pub(crate) writers: Vec<EdgeWriter>,
     pub(crate) job_metrics: Arc<JobMetrics>,
+    /// The task's times and input watermark (counted on the chain's first operator).
+    pub(crate) head_metrics: SubtaskMetrics,
     /// The chain's keyed state; its journal is committed after each input is fully handled.
     pub(crate) state: Arc<TaskState>,
     /// The task's stable identity.
@@ -106,15 +109,25 @@ impl ChainTask {
         match std::mem::replace(&mut self.head, Head::Gate(InputGate::new(Vec::new()))) {
             Head::Source(head) => self.run_source(*head).await?,
             Head::Gate(mut gate) => loop {
+                let waiting = Instant::now();
                 let event = gate.next().await;
+                let handling = Instant::now();
+                self.head_metrics.add_idle(handling - waiting);
                 match event {
                     Ok(GateEvent::Data { input, batch }) => {
+                        let blocked = self.head_metrics.backpressured_ns();
                         self.drive(0, Item::Batch(input, batch)).await?;
                         self.commit_state().await?;
+                        self.head_metrics.add_handling(handling.elapsed(), blocked);
                     }
                     Ok(GateEvent::Watermark(w)) => {
+                        if w.0 != weir_api::EventTimeMs::MAX {
+                            self.head_metrics.set_watermark(w.0.0);
+                        }
+                        let blocked = self.head_metrics.backpressured_ns();
                         self.drive(0, Item::Watermark(w)).await?;
                         self.commit_state().await?;
+                        self.head_metrics.add_handling(handling.elapsed(), blocked);
                     }
                     Ok(GateEvent::Barrier(b)) => {
                         let inputs = gate.channel_states();

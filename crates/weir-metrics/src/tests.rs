@@ -240,3 +240,52 @@ fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
     stream.read_to_string(&mut text).expect("reads");
     text
 }
+
+/// Every family the exposition describes, as queried (counters with `_total`), with its type.
+fn described(text: &str) -> BTreeMap<String, String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("# TYPE "))
+        .map(|l| {
+            let (name, kind) = l.split_once(' ').expect("a type line names a type");
+            let name = match kind {
+                "counter" => format!("{name}_total"),
+                _ => name.to_owned(),
+            };
+            (name, kind.to_owned())
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn metrics_docs_list_every_exported_family_and_the_dashboard_uses_only_those() {
+    let text = exposition().await;
+    let exported = described(&text);
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let doc = std::fs::read_to_string(root.join("docs/observability.md")).expect("the doc");
+    // The doc's tables: "| `name` | type | ...".
+    let documented: BTreeMap<String, String> = doc
+        .lines()
+        .filter_map(|l| l.strip_prefix("| `weir_"))
+        .map(|l| {
+            let mut cells = l.split('|');
+            let name = format!(
+                "weir_{}",
+                cells.next().expect("a name").trim().trim_end_matches('`')
+            );
+            (name, cells.next().expect("a type").trim().to_owned())
+        })
+        .collect();
+    assert_eq!(documented, exported);
+    let dashboard =
+        std::fs::read_to_string(root.join("docs/grafana/weir-job.json")).expect("the dashboard");
+    let mut used = 0;
+    for (i, _) in dashboard.match_indices("weir_") {
+        let name: String = dashboard[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+            .collect();
+        assert!(exported.contains_key(&name), "the dashboard uses {name}");
+        used += 1;
+    }
+    assert!(used > 10, "{used}");
+}

@@ -203,3 +203,142 @@ fn prometheus_scrapes_a_running_job() {
     );
     assert_eq!(splits, Some(2.0));
 }
+
+/// A plain HTTP/1.1 GET of `http://{addr}{path}`: the status line's code and the body; `None`
+/// while nothing listens there.
+fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut text = String::new();
+    stream.read_to_string(&mut text).ok()?;
+    let (head, body) = text.split_once("\r\n\r\n")?;
+    let status = head.split_whitespace().nth(1)?.parse().ok()?;
+    Some((status, body.to_owned()))
+}
+
+/// The value of `series` (name and labels as written) in an exposition.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.parse().ok())
+}
+
+fn spawn(args: &[&str], dir: &std::path::Path) -> Run {
+    Run(Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(args)
+        .current_dir(dir)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("weir runs"))
+}
+
+/// Polls `check` every 100 ms for up to 60 s.
+fn until<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let started = Instant::now();
+    loop {
+        if let Some(t) = check() {
+            return t;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "timed out waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_serves_its_lanes_metrics_and_the_hub_its_own() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let hub_addr = format!("127.0.0.1:{}", free_port());
+    let agent_addr = format!("127.0.0.1:{}", free_port());
+    let _hub = spawn(
+        &["hub", "--listen", &hub_addr, "--db", "hub.sqlite"],
+        dir.path(),
+    );
+    let client = weir_control::HubClient::new(&format!("http://{hub_addr}")).expect("client");
+    let hub_url = format!("http://{hub_addr}");
+    let _agent = spawn(
+        &[
+            "agent",
+            "--hub",
+            &hub_url,
+            "--id",
+            "a",
+            "--poll-ms",
+            "50",
+            "--metrics-addr",
+            &agent_addr,
+        ],
+        dir.path(),
+    );
+    let started = Instant::now();
+    while client.list_agents().await.map_or(true, |a| a.is_empty()) {
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no Agent registered"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // One lane of 20,000 rows, held to 4,000 rows a second by the sink: about 5 s.
+    let spec = serde_json::json!({
+        "parallelism": 1,
+        "checkpoint": { "interval": "1s", "dir": dir.path().join("cp").display().to_string() },
+        "sources": [{
+            "name": "gen", "connector": "datagen",
+            "schema": [{ "name": "id", "type": "int64", "nullable": false }],
+            "options": { "rows": 20000, "batch_size": 500 }
+        }],
+        "sinks": [{
+            "name": "out", "connector": "blackhole", "input": "gen",
+            "options": { "rows_per_second": 4000 }
+        }]
+    });
+    client
+        .submit(&weir_control::SubmitJob {
+            name: "m".into(),
+            sql: None,
+            spec: Some(spec),
+            desired_state: weir_control::DesiredState::Running,
+        })
+        .await
+        .expect("the Hub takes the job");
+
+    // A lane is a job of its own: its rows under its lane job id, while it runs.
+    let (agent_text, hub_text) = tokio::task::spawn_blocking(move || {
+        let agent_text = until("the lane's rows in the Agent's metrics", || {
+            let (status, body) = http_get(&agent_addr, "/metrics")?;
+            assert_eq!(status, 200);
+            let rows = sample(
+                &body,
+                r#"weir_operator_rows_out_total{job="m-lane-0",operator="gen",subtask="0"}"#,
+            )?;
+            (rows > 0.0).then_some(body)
+        });
+        let hub_text = until("the job running in the Hub's metrics", || {
+            let (_, body) = http_get(&hub_addr, "/metrics")?;
+            (sample(&body, r#"weir_hub_jobs{phase="running"}"#)? == 1.0).then_some(body)
+        });
+        (agent_text, hub_text)
+    })
+    .await
+    .expect("scrapes");
+    assert!(
+        agent_text
+            .contains(r#"weir_operator_rows_in_total{job="m-lane-0",operator="out",subtask="0"}"#),
+        "{agent_text}"
+    );
+    assert!(!agent_text.contains(r#"job="m""#), "{agent_text}");
+    assert_eq!(
+        sample(&hub_text, r#"weir_hub_agents{state="live"}"#),
+        Some(1.0),
+        "{hub_text}"
+    );
+}

@@ -282,20 +282,29 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 accept_duplicates,
             };
             let job_id = prepared.partitioned().job_id.to_string();
+            // Bound before the job starts: a busy address is refused before anything runs.
+            let metrics_listener = match &metrics_addr {
+                Some(addr) => Some(
+                    weir_metrics::bind(addr)
+                        .await
+                        .context("starting the metrics endpoint")?,
+                ),
+                None => None,
+            };
             let running = engine
                 .start_with(prepared, options)
                 .await
                 .context("starting the job")?;
             // Kept until the job ends; dropping it stops the endpoint.
-            let _metrics_server = match metrics_addr {
-                Some(addr) => {
+            let _metrics_server = match metrics_listener {
+                Some(listener) => {
                     let handle = weir_metrics::JobHandle {
                         job: job_id,
                         metrics: running.metrics().clone(),
                         checkpoints: running.checkpoint_probe(),
                     };
-                    let server = weir_metrics::serve(&addr, std::sync::Arc::new(handle))
-                        .await
+                    let server = listener
+                        .serve(std::sync::Arc::new(handle))
                         .context("starting the metrics endpoint")?;
                     eprintln!("metrics: http://{}/metrics", server.local_addr());
                     Some(server)

@@ -342,3 +342,29 @@ async fn an_agent_serves_its_lanes_metrics_and_the_hub_its_own() {
         "{hub_text}"
     );
 }
+
+#[test]
+fn a_busy_metrics_address_is_refused_before_the_job_runs() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = dir.path().join("job.yaml");
+    std::fs::write(&job, JOB).expect("job written");
+    let taken = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = taken.local_addr().expect("address").to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("run")
+        .arg(&job)
+        .arg("--metrics-addr")
+        .arg(&addr)
+        .arg("--checkpoint-dir")
+        .arg(dir.path().join("cp"))
+        .stdin(Stdio::null())
+        .output()
+        .expect("weir runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains(&format!("binding the metrics address {addr}")),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "no summary: the job did not run");
+}

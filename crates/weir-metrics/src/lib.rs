@@ -67,26 +67,60 @@ pub fn router(source: Arc<dyn JobSource>) -> Router {
     )
 }
 
+/// A bound address, not serving yet: bind before starting a job, so that a busy address is
+/// refused before anything runs.
+#[derive(Debug)]
+pub struct MetricsListener(tokio::net::TcpListener);
+
+impl MetricsListener {
+    /// The address it is bound to (with the port the system chose for port 0).
+    ///
+    /// # Errors
+    /// When the socket's address cannot be read.
+    pub fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.0.local_addr()
+    }
+
+    /// Serves [`router`] on it until the returned server is dropped.
+    ///
+    /// # Errors
+    /// When the socket's address cannot be read.
+    pub fn serve(self, source: Arc<dyn JobSource>) -> Result<MetricsServer, MetricsError> {
+        let addr = self.0.local_addr().map_err(|source| MetricsError::Bind {
+            addr: "the bound metrics address".into(),
+            source,
+        })?;
+        let app = router(source);
+        let listener = self.0;
+        let task = tokio::spawn(async move {
+            if let Err(e) = axum::serve(listener, app).await {
+                tracing::warn!(error = %e, "the metrics endpoint stopped");
+            }
+        });
+        Ok(MetricsServer { addr, task })
+    }
+}
+
+/// Binds `addr` (`HOST:PORT`).
+///
+/// # Errors
+/// When the address cannot be bound.
+pub async fn bind(addr: &str) -> Result<MetricsListener, MetricsError> {
+    tokio::net::TcpListener::bind(addr)
+        .await
+        .map(MetricsListener)
+        .map_err(|source| MetricsError::Bind {
+            addr: addr.to_owned(),
+            source,
+        })
+}
+
 /// Binds `addr` (`HOST:PORT`) and serves [`router`] on it until the returned server is dropped.
 ///
 /// # Errors
 /// When the address cannot be bound.
 pub async fn serve(addr: &str, source: Arc<dyn JobSource>) -> Result<MetricsServer, MetricsError> {
-    let bind_err = |source| MetricsError::Bind {
-        addr: addr.to_owned(),
-        source,
-    };
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(bind_err)?;
-    let local = listener.local_addr().map_err(bind_err)?;
-    let app = router(source);
-    let task = tokio::spawn(async move {
-        if let Err(e) = axum::serve(listener, app).await {
-            tracing::warn!(error = %e, "the metrics endpoint stopped");
-        }
-    });
-    Ok(MetricsServer { addr: local, task })
+    bind(addr).await?.serve(source)
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ pub fn encode(source: &dyn JobSource) -> String {
         .into_iter()
         .map(|h| JobReading {
             snapshot: h.metrics.snapshot(),
+            split_rows: h.metrics.split_rows(),
             subtasks: h.metrics.subtasks(),
             checkpoints: h.checkpoints.summary(),
             job: h.job,
@@ -64,6 +65,8 @@ struct JobReading {
     job: String,
     snapshot: MetricsSnapshot,
     subtasks: Vec<SubtaskSnapshot>,
+    /// `(operator, split, rows read)`.
+    split_rows: Vec<(String, String, u64)>,
     checkpoints: Option<CheckpointSummary>,
 }
 
@@ -241,6 +244,23 @@ impl Collector for Readings {
                 Some("source"),
                 |o| o.alignment_pauses,
             ),
+            Family {
+                name: "weir_source_split_rows_read",
+                help: "Rows read from a source split (its read position, in rows).",
+                samples: Box::new(|r: &JobReading| {
+                    r.split_rows
+                        .iter()
+                        .map(|(operator, split, rows)| {
+                            let labels = vec![
+                                ("job", r.job.clone()),
+                                ("operator", operator.clone()),
+                                ("split", split.clone()),
+                            ];
+                            (labels, *rows)
+                        })
+                        .collect()
+                }),
+            },
             job_value(
                 "weir_job_splits_assigned",
                 "Source splits assigned to readers.",

@@ -130,6 +130,17 @@ impl SubtaskMetrics {
     pub(crate) fn set_backlog(&self, split: &str, backlog: u64) {
         self.operator.set_backlog(split, backlog);
     }
+
+    /// The rows-read counter of split `split` of this source (resolved when the split opens;
+    /// a split read again after a restart counts on).
+    pub(crate) fn split_rows(&self, split: &str) -> Arc<AtomicU64> {
+        let mut rows = self
+            .operator
+            .split_rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(rows.entry(split.to_owned()).or_default())
+    }
 }
 
 fn nanos(d: Duration) -> u64 {
@@ -146,6 +157,8 @@ pub struct OperatorMetrics {
     /// Shared with the operator's `TaskContext::dropped_rows`.
     dropped: Arc<AtomicU64>,
     alignment_pauses: AtomicU64,
+    /// Rows read from each split of a source, by split id (counted by the subtask reading it).
+    split_rows: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
     /// The latest backlog each split of a source reported, by split id: one entry per split.
     backlogs: Mutex<BTreeMap<String, u64>>,
 }
@@ -275,6 +288,20 @@ impl JobMetrics {
         let operator = self.operator(id);
         let counters = operator.subtask(subtask);
         SubtaskMetrics { operator, counters }
+    }
+
+    /// Rows read per source split so far: `(operator, split, rows)`, in operator then split id
+    /// order.
+    pub fn split_rows(&self) -> Vec<(String, String, u64)> {
+        self.operators
+            .iter()
+            .flat_map(|(id, m)| {
+                let rows = m.split_rows.lock().unwrap_or_else(PoisonError::into_inner);
+                rows.iter()
+                    .map(|(split, n)| (id.to_string(), split.clone(), n.load(Ordering::Relaxed)))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
     }
 
     /// The counters of every operator subtask that ran, in operator then subtask order.

@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use weir_api::{
     Boundedness, OperatorId, PreparedSource, SourceSplit, SplitBatch, SplitReader, StreamMessage,
@@ -90,7 +91,7 @@ impl ChainTask {
             known_splits: &known_splits,
             share,
         };
-        let mut progress = SourceProgress::new(&ctx, &splits);
+        let mut progress = SourceProgress::new(&ctx, &splits, &metrics);
         let mut generators = watermark.as_ref().map(|spec| {
             let mut w = SourceWatermarks::new(spec);
             w.restore(&splits);
@@ -365,6 +366,7 @@ impl ChainTask {
                 .add_splits(1, split.size_bytes.unwrap_or(0));
             opened.push((progress.splits.len(), reader));
             progress.splits.push(SplitProgress {
+                rows_read: reading.metrics.split_rows(&split.id),
                 split,
                 finished: false,
             });
@@ -400,6 +402,9 @@ impl ChainTask {
         let rows = read.data.num_rows();
         if rows > 0 {
             reading.metrics.add_out(&read.data);
+            progress.splits[index]
+                .rows_read
+                .fetch_add(rows as u64, Ordering::Relaxed);
         }
         match watermarks {
             Some(w) => {
@@ -589,10 +594,16 @@ pub(crate) struct SplitProgress {
     pub(crate) split: SourceSplit,
     /// Read to its end.
     pub(crate) finished: bool,
+    /// The split's rows-read counter in the job metrics (resolved once, when the split opens).
+    pub(crate) rows_read: Arc<AtomicU64>,
 }
 
 impl SourceProgress {
-    fn new(ctx: &TaskContext, splits: &[(SourceSplit, SplitResume)]) -> Self {
+    fn new(
+        ctx: &TaskContext,
+        splits: &[(SourceSplit, SplitResume)],
+        metrics: &SubtaskMetrics,
+    ) -> Self {
         SourceProgress {
             operator: ctx.operator_id.clone(),
             subtask: ctx.subtask,
@@ -601,6 +612,7 @@ impl SourceProgress {
                 .map(|(split, _)| SplitProgress {
                     split: split.clone(),
                     finished: false,
+                    rows_read: metrics.split_rows(&split.id),
                 })
                 .collect(),
         }

@@ -4,7 +4,7 @@
 //! in order, with the session's sequence numbers.
 
 use crate::error::{Error, Result};
-use crate::lanes::{LaneEnd, LaneId, Lanes};
+use crate::lanes::{LaneEnd, LaneId, LaneMetrics, Lanes};
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
@@ -61,7 +61,21 @@ fn boot_id() -> String {
 pub async fn run_agent(
     config: AgentConfig,
     engine: Engine,
+    shutdown: watch::Receiver<bool>,
+) -> Result<()> {
+    run_agent_with_metrics(config, engine, shutdown, LaneMetrics::default()).await
+}
+
+/// [`run_agent`], listing the lanes it runs in `metrics` while they run (for a metrics
+/// exporter).
+///
+/// # Errors
+/// As [`run_agent`].
+pub async fn run_agent_with_metrics(
+    config: AgentConfig,
+    engine: Engine,
     mut shutdown: watch::Receiver<bool>,
+    metrics: LaneMetrics,
 ) -> Result<()> {
     let client = HubClient::new(&config.hub).map_err(Error::Hub)?;
     let register = RegisterAgent {
@@ -74,7 +88,7 @@ pub async fn run_agent(
             slots: config.slots,
         },
     };
-    let mut lanes = Lanes::new(engine);
+    let mut lanes = Lanes::with_metrics(engine, metrics);
     let mut agent = Agent {
         client,
         config,

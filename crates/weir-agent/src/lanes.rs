@@ -8,6 +8,8 @@
 
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use weir::runtime::{CheckpointProbe, JobMetrics};
 use weir::{CheckpointTrigger, Engine, JobSpec, RunOptions, RunningJob, SplitShare};
 
 /// One lane of one distributed job.
@@ -56,10 +58,38 @@ struct Lane {
     running: RunningJob,
 }
 
+/// The live counters of one running lane, for a metrics exporter.
+#[derive(Debug, Clone)]
+pub struct LaneProbe {
+    /// The lane's own job id (`<job>-lane-<i>`).
+    pub job_id: String,
+    /// Its live counters.
+    pub metrics: Arc<JobMetrics>,
+    /// Its checkpoint counters.
+    pub checkpoints: CheckpointProbe,
+}
+
+/// The lanes running in an Agent, shared with whoever exports their metrics: [`Lanes`] adds a
+/// lane when it starts it and removes it when it stops or ends.
+#[derive(Debug, Clone, Default)]
+pub struct LaneMetrics(Arc<Mutex<BTreeMap<LaneId, LaneProbe>>>);
+
+impl LaneMetrics {
+    /// The lanes running now, in lane id order.
+    pub fn lanes(&self) -> Vec<LaneProbe> {
+        self.lock().values().cloned().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<LaneId, LaneProbe>> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
 /// The lanes running in this process.
 pub struct Lanes {
     engine: Engine,
     running: BTreeMap<LaneId, Lane>,
+    metrics: LaneMetrics,
 }
 
 impl std::fmt::Debug for Lanes {
@@ -73,10 +103,22 @@ impl std::fmt::Debug for Lanes {
 impl Lanes {
     /// No lanes yet; lanes are prepared against `engine`'s registry.
     pub fn new(engine: Engine) -> Self {
+        Self::with_metrics(engine, LaneMetrics::default())
+    }
+
+    /// No lanes yet; the lanes it runs are listed in `metrics` while they run.
+    pub fn with_metrics(engine: Engine, metrics: LaneMetrics) -> Self {
         Lanes {
             engine,
             running: BTreeMap::new(),
+            metrics,
         }
+    }
+
+    /// Removes lane `id` from the running lanes and from the metrics.
+    fn take(&mut self, id: &LaneId) -> Option<Lane> {
+        self.metrics.lock().remove(id);
+        self.running.remove(id)
     }
 
     /// Starts lane `lane` of the `count` lanes of `job` for `generation`: prepares the lane's
@@ -111,7 +153,7 @@ impl Lanes {
             job: job.to_owned(),
             lane,
         };
-        if let Some(old) = self.running.remove(&id) {
+        if let Some(old) = self.take(&id) {
             tracing::info!(
                 job,
                 lane,
@@ -135,6 +177,14 @@ impl Lanes {
             .await
             .map_err(lane_error)?;
         tracing::info!(job, lane, count, generation, "lane started");
+        self.metrics.lock().insert(
+            id.clone(),
+            LaneProbe {
+                job_id: lane_job_id(job, lane),
+                metrics: running.metrics().clone(),
+                checkpoints: running.checkpoint_probe(),
+            },
+        );
         self.running.insert(
             id,
             Lane {
@@ -152,7 +202,7 @@ impl Lanes {
             job: job.to_owned(),
             lane,
         };
-        match self.running.remove(&id) {
+        match self.take(&id) {
             Some(l) => {
                 l.running.kill().await;
                 tracing::info!(job, lane, generation = l.generation, "lane stopped");
@@ -164,6 +214,7 @@ impl Lanes {
 
     /// Kills every lane (the Agent is shutting down).
     pub async fn stop_all(&mut self) {
+        self.metrics.lock().clear();
         for (id, l) in std::mem::take(&mut self.running) {
             l.running.kill().await;
             tracing::info!(job = %id.job, lane = id.lane, "lane stopped");
@@ -225,7 +276,7 @@ impl Lanes {
             .collect();
         let mut out = Vec::with_capacity(ended.len());
         for id in ended {
-            let Some(l) = self.running.remove(&id) else {
+            let Some(l) = self.take(&id) else {
                 continue;
             };
             let end = match l.running.wait().await {
@@ -292,7 +343,8 @@ sinks:
             std::fs::write(dir.path().join(format!("in-{f}.csv")), text).expect("input");
         }
         let spec = spec(dir.path());
-        let mut lanes = Lanes::new(Engine::new());
+        let metrics = LaneMetrics::default();
+        let mut lanes = Lanes::with_metrics(Engine::new(), metrics.clone());
         let options = || RunOptions {
             checkpoint_storage: Some(
                 weir::CheckpointStorage::local(&dir.path().join("cp")).expect("storage"),
@@ -311,6 +363,10 @@ sinks:
                 .expect("lane starts");
         }
         assert_eq!(lanes.running().len(), 3);
+        // The metrics list each running lane under its own job id.
+        let probes = metrics.lanes();
+        let ids: Vec<&str> = probes.iter().map(|p| p.job_id.as_str()).collect();
+        assert_eq!(ids, ["totals-lane-0", "totals-lane-1", "totals-lane-2"]);
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut ended = Vec::new();
         while ended.len() < 3 {
@@ -325,6 +381,15 @@ sinks:
             "{ended:?}"
         );
         assert!(lanes.running().is_empty());
+        assert!(metrics.lanes().is_empty(), "ended lanes leave the metrics");
+        let read: u64 = probes
+            .iter()
+            .map(|p| p.metrics.snapshot().source_rows())
+            .sum();
+        assert_eq!(
+            read, 160,
+            "the lanes' counters together count every row once"
+        );
         let mut got = Vec::new();
         for entry in std::fs::read_dir(dir.path().join("out")).expect("out") {
             let path = entry.expect("entry").path();

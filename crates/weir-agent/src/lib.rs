@@ -10,6 +10,6 @@ mod agent;
 mod error;
 pub mod lanes;
 
-pub use agent::{AgentConfig, run_agent};
+pub use agent::{AgentConfig, run_agent, run_agent_with_metrics};
 pub use error::{Error, Result};
-pub use lanes::{LaneEnd, LaneId, Lanes, lane_job_id, lane_spec};
+pub use lanes::{LaneEnd, LaneId, LaneMetrics, LaneProbe, Lanes, lane_job_id, lane_spec};

@@ -1,6 +1,7 @@
 //! `weir agent`: runs an Agent, the data plane of distributed jobs, until it is interrupted.
 
 use anyhow::{Context, Result};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The options of `weir agent`.
@@ -19,6 +20,28 @@ pub struct AgentArgs {
     /// How often it asks the Hub for commands, in milliseconds.
     #[arg(long, default_value_t = 200)]
     poll_ms: u64,
+    /// Serve the metrics of the lanes it runs for Prometheus at http://HOST:PORT/metrics (the
+    /// `job` label is the lane's job id, `<job>-lane-<i>`; docs/observability.md); port 0 takes
+    /// a free port, printed on stderr.
+    #[arg(long, value_name = "HOST:PORT")]
+    metrics_addr: Option<String>,
+}
+
+/// The lanes of this Agent, as the metrics exporter lists them.
+struct Lanes(weir_agent::LaneMetrics);
+
+impl weir_metrics::JobSource for Lanes {
+    fn jobs(&self) -> Vec<weir_metrics::JobHandle> {
+        self.0
+            .lanes()
+            .into_iter()
+            .map(|l| weir_metrics::JobHandle {
+                job: l.job_id,
+                metrics: l.metrics,
+                checkpoints: l.checkpoints,
+            })
+            .collect()
+    }
 }
 
 /// Runs the Agent until Ctrl-C or SIGTERM, then stops its lanes (their checkpoints stay; the
@@ -35,7 +58,19 @@ pub async fn run(args: AgentArgs) -> Result<()> {
         shutdown_signal().await;
         let _ = stop.send(true);
     });
-    weir_agent::run_agent(config, weir::Engine::new(), stopped)
+    let lanes = weir_agent::LaneMetrics::default();
+    // Kept until the Agent stops; dropping it stops the endpoint.
+    let _metrics_server = match args.metrics_addr {
+        Some(addr) => {
+            let server = weir_metrics::serve(&addr, Arc::new(Lanes(lanes.clone())))
+                .await
+                .context("starting the metrics endpoint")?;
+            eprintln!("metrics: http://{}/metrics", server.local_addr());
+            Some(server)
+        }
+        None => None,
+    };
+    weir_agent::run_agent_with_metrics(config, weir::Engine::new(), stopped, lanes)
         .await
         .context("the Agent stopped")
 }

@@ -62,6 +62,10 @@ enum Command {
         /// (the file sink) withdraw their output either way.
         #[arg(long)]
         accept_duplicates: bool,
+        /// Serve the job's metrics for Prometheus at http://HOST:PORT/metrics while it runs
+        /// (docs/observability.md); port 0 takes a free port, printed on stderr.
+        #[arg(long, value_name = "HOST:PORT")]
+        metrics_addr: Option<String>,
     },
     /// Check a job the way `run` would start it (types, options, schemas, edges), starting nothing.
     Validate {
@@ -238,6 +242,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
             checkpoint_dir,
             restore,
             accept_duplicates,
+            metrics_addr,
         } => {
             let Loaded {
                 spec,
@@ -276,10 +281,36 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 restore,
                 accept_duplicates,
             };
+            let job_id = prepared.partitioned().job_id.to_string();
+            // Bound before the job starts: a busy address is refused before anything runs.
+            let metrics_listener = match &metrics_addr {
+                Some(addr) => Some(
+                    weir_metrics::bind(addr)
+                        .await
+                        .context("starting the metrics endpoint")?,
+                ),
+                None => None,
+            };
             let running = engine
                 .start_with(prepared, options)
                 .await
                 .context("starting the job")?;
+            // Kept until the job ends; dropping it stops the endpoint.
+            let _metrics_server = match metrics_listener {
+                Some(listener) => {
+                    let handle = weir_metrics::JobHandle {
+                        job: job_id,
+                        metrics: running.metrics().clone(),
+                        checkpoints: running.checkpoint_probe(),
+                    };
+                    let server = listener
+                        .serve(std::sync::Arc::new(handle))
+                        .context("starting the metrics endpoint")?;
+                    eprintln!("metrics: http://{}/metrics", server.local_addr());
+                    Some(server)
+                }
+                None => None,
+            };
             let progress = std::io::stderr()
                 .is_terminal()
                 .then(|| summary::Progress::start(running.metrics().clone()));

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::event_time::SourceAlignment;
 use crate::executor::Shared;
 use crate::input_gate::{InputChannel, InputGate};
-use crate::metrics::JobMetrics;
+use crate::metrics::{JobMetrics, SubtaskMetrics};
 use crate::partition::{HashPartitioner, RoundRobin};
 use crate::prepare::{PreparedJob, PreparedNode};
 use crate::schema_check::SchemaCheck;
@@ -625,6 +625,13 @@ async fn build_task(
         staging: None,
     };
 
+    // The task's times (idle, busy, backpressured) and input watermark count on its chain's
+    // first operator.
+    let head_metrics = match vertex.chain.first() {
+        Some(n) => metrics.subtask(&n.operator_id, subtask),
+        None => SubtaskMetrics::default(),
+    };
+    head_metrics.mark_head();
     // Writers for every edge leaving this vertex, from this subtask's channels.
     let mut writers = Vec::new();
     let mut writers_of: HashMap<(String, Option<String>), Vec<usize>> = HashMap::new();
@@ -682,6 +689,7 @@ async fn build_task(
         writers.push(EdgeWriter {
             distribution,
             senders: chan_senders,
+            metrics: head_metrics.clone(),
         });
     }
 
@@ -713,7 +721,7 @@ async fn build_task(
                     source: source.clone(),
                     ctx,
                     splits: splits.clone().unwrap_or_default(),
-                    metrics: metrics.operator(id),
+                    metrics: metrics.subtask(id, subtask),
                     dead_letter_writers: writers_of
                         .get(&(id.to_string(), Some("dead_letter".into())))
                         .cloned()
@@ -743,7 +751,7 @@ async fn build_task(
                     op,
                     operator: id.clone(),
                     label,
-                    metrics: metrics.operator(id),
+                    metrics: metrics.subtask(id, subtask),
                     port_schemas: std::iter::once(prepared.output_schema())
                         .chain(prepared.side_outputs().iter().map(|s| s.schema.clone()))
                         .map(SchemaCheck::new)
@@ -778,7 +786,7 @@ async fn build_task(
                     operator_id: id.clone(),
                     epochs,
                     label,
-                    metrics: metrics.operator(id),
+                    metrics: metrics.subtask(id, subtask),
                 });
             }
             _ => {
@@ -801,6 +809,7 @@ async fn build_task(
         tail_writers,
         writers,
         job_metrics: metrics.clone(),
+        head_metrics,
         state: task_state,
         task_id: vertex.tasks[subtask as usize].clone(),
         operators: vertex.chain.iter().map(|n| n.operator_id.clone()).collect(),

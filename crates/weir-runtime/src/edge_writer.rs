@@ -1,9 +1,11 @@
 //! The output side of a task: one writer per outgoing edge, distributing batches over the edge's
 //! channels by the edge's policy. Sends wait while a channel is full (backpressure).
 
+use crate::metrics::SubtaskMetrics;
 use crate::partition::{HashPartitioner, RoundRobin};
 use arrow::record_batch::RecordBatch;
 use tokio::sync::mpsc;
+use tokio::sync::mpsc::error::TrySendError;
 use weir_api::StreamMessage;
 
 /// How a writer picks channels.
@@ -25,6 +27,8 @@ pub(crate) struct EdgeWriter {
     pub(crate) distribution: Distribution,
     /// Senders; for HASH, index = downstream subtask.
     pub(crate) senders: Vec<mpsc::Sender<StreamMessage>>,
+    /// Where the task counts the time it is blocked on a full channel.
+    pub(crate) metrics: SubtaskMetrics,
 }
 
 /// The receiving task is gone.
@@ -35,21 +39,23 @@ impl EdgeWriter {
     /// Sends a batch according to the distribution.
     pub(crate) async fn send_batch(&mut self, batch: RecordBatch) -> Result<(), SendError> {
         match &mut self.distribution {
-            Distribution::Single => send(&self.senders[0], StreamMessage::Data(batch)).await?,
+            Distribution::Single => {
+                send(&self.metrics, &self.senders[0], StreamMessage::Data(batch)).await?
+            }
             Distribution::RoundRobin(rr) => {
                 let i = rr.next_output();
-                send(&self.senders[i], StreamMessage::Data(batch)).await?;
+                send(&self.metrics, &self.senders[i], StreamMessage::Data(batch)).await?;
             }
             Distribution::Broadcast => {
                 for s in &self.senders {
-                    send(s, StreamMessage::Data(batch.clone())).await?;
+                    send(&self.metrics, s, StreamMessage::Data(batch.clone())).await?;
                 }
             }
             Distribution::Hash(p) => {
                 let parts = p.partition(&batch).map_err(SendError::Partition)?;
                 for (i, part) in parts.into_iter().enumerate() {
                     if let Some(part) = part {
-                        send(&self.senders[i], StreamMessage::Data(part)).await?;
+                        send(&self.metrics, &self.senders[i], StreamMessage::Data(part)).await?;
                     }
                 }
             }
@@ -60,7 +66,7 @@ impl EdgeWriter {
     /// Sends a watermark, barrier or end-of-input to every channel.
     pub(crate) async fn send_to_all(&self, message: StreamMessage) -> Result<(), SendError> {
         for s in &self.senders {
-            send(s, message.clone()).await?;
+            send(&self.metrics, s, message.clone()).await?;
         }
         Ok(())
     }
@@ -75,12 +81,21 @@ pub(crate) enum SendError {
     Partition(weir_api::Error),
 }
 
+/// Sends `message`; only a send that finds the channel full reads the clock, and the time it
+/// then waits is counted as backpressure.
 async fn send(
+    metrics: &SubtaskMetrics,
     sender: &mpsc::Sender<StreamMessage>,
     message: StreamMessage,
 ) -> Result<(), SendError> {
-    sender
-        .send(message)
-        .await
-        .map_err(|_| SendError::Disconnected(Disconnected))
+    match sender.try_send(message) {
+        Ok(()) => Ok(()),
+        Err(TrySendError::Closed(_)) => Err(SendError::Disconnected(Disconnected)),
+        Err(TrySendError::Full(message)) => {
+            let blocked = std::time::Instant::now();
+            let sent = sender.send(message).await;
+            metrics.add_backpressured(blocked.elapsed());
+            sent.map_err(|_| SendError::Disconnected(Disconnected))
+        }
+    }
 }

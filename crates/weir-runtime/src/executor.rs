@@ -56,6 +56,19 @@ fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::O
     s.serialize_f64(d.as_secs_f64())
 }
 
+/// Reads a running job's live checkpoint counters ([`RunningJob::checkpoint_probe`]).
+#[derive(Debug, Clone)]
+pub struct CheckpointProbe(Option<SharedSummary>);
+
+impl CheckpointProbe {
+    /// The counters now; `None` when the job takes no checkpoints.
+    pub fn summary(&self) -> Option<CheckpointSummary> {
+        self.0
+            .as_ref()
+            .and_then(|s| s.lock().ok().map(|s| s.clone()))
+    }
+}
+
 /// A job that is running; await [`RunningJob::wait`] for its end.
 #[derive(Debug)]
 pub struct RunningJob {
@@ -70,6 +83,12 @@ impl RunningJob {
     /// Live counters, for progress display.
     pub fn metrics(&self) -> &Arc<JobMetrics> {
         &self.metrics
+    }
+
+    /// A handle that reads the live checkpoint counters from another task while
+    /// [`RunningJob::wait`] holds the job (a metrics exporter's scrape).
+    pub fn checkpoint_probe(&self) -> CheckpointProbe {
+        CheckpointProbe(self.checkpoints.clone())
     }
 
     /// Live checkpoint counters; `None` when the job takes no checkpoints.

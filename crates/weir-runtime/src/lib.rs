@@ -32,10 +32,10 @@ pub use checkpoint::coordinator::CheckpointSummary;
 pub use checkpoint::{CheckpointConfig, CheckpointStorage, RestoreFrom};
 pub use error::{Error, Result};
 pub use executor::{
-    CheckpointTrigger, DEFAULT_CHECKPOINT_DIR, JobSummary, RunOptions, RunningJob, start,
-    start_with,
+    CheckpointProbe, CheckpointTrigger, DEFAULT_CHECKPOINT_DIR, JobSummary, RunOptions, RunningJob,
+    start, start_with,
 };
-pub use metrics::{JobMetrics, MetricsSnapshot, OperatorSnapshot, SplitLag};
+pub use metrics::{JobMetrics, MetricsSnapshot, OperatorSnapshot, SplitLag, SubtaskSnapshot};
 pub use prepare::{PreparedJob, PreparedNode};
 pub use registry::Registry;
 pub use split_share::SplitShare;

@@ -1,34 +1,203 @@
-//! Live counters of a running job, read by the CLI's progress bar and summary.
+//! Live counters of a running job, read by the CLI's progress bar and summary and by the
+//! Prometheus exporters above the runtime. Each operator subtask counts into its own atomics
+//! ([`SubtaskMetrics`], resolved once when the task is built); an operator's totals are their sum.
 
+use arrow::record_batch::RecordBatch;
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
 use weir_api::OperatorId;
 
-/// Counters of one operator, summed over its subtasks.
-#[derive(Debug, Default)]
-pub struct OperatorMetrics {
-    kind: &'static str,
+/// Counters of one operator subtask: plain atomics, added to on the per-batch path.
+#[derive(Debug)]
+pub(crate) struct SubtaskCounters {
     rows_in: AtomicU64,
     rows_out: AtomicU64,
     batches_in: AtomicU64,
+    batches_out: AtomicU64,
+    bytes_in: AtomicU64,
+    bytes_out: AtomicU64,
+    /// Task times, counted on the chain's first operator: waiting for input, handling it
+    /// (less backpressure), blocked on a full output channel; nanoseconds.
+    idle_ns: AtomicU64,
+    busy_ns: AtomicU64,
+    backpressured_ns: AtomicU64,
+    /// The task's current input watermark, ms; [`NO_WATERMARK`] before the first.
+    watermark_ms: AtomicI64,
+    /// This operator heads a task's chain (the task times count here).
+    heads_task: AtomicBool,
+}
+
+/// The value of a watermark gauge before any watermark arrived.
+const NO_WATERMARK: i64 = i64::MIN;
+
+impl Default for SubtaskCounters {
+    fn default() -> Self {
+        SubtaskCounters {
+            rows_in: AtomicU64::new(0),
+            rows_out: AtomicU64::new(0),
+            batches_in: AtomicU64::new(0),
+            batches_out: AtomicU64::new(0),
+            bytes_in: AtomicU64::new(0),
+            bytes_out: AtomicU64::new(0),
+            idle_ns: AtomicU64::new(0),
+            busy_ns: AtomicU64::new(0),
+            backpressured_ns: AtomicU64::new(0),
+            watermark_ms: AtomicI64::new(NO_WATERMARK),
+            heads_task: AtomicBool::new(false),
+        }
+    }
+}
+
+/// What a task holds for one operator of its chain: its subtask's counters and the operator's
+/// shared ones (dropped rows, dead letters, backlogs).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SubtaskMetrics {
+    operator: Arc<OperatorMetrics>,
+    counters: Arc<SubtaskCounters>,
+}
+
+impl SubtaskMetrics {
+    /// The subtask received `batch`.
+    pub(crate) fn add_in(&self, batch: &RecordBatch) {
+        let c = &self.counters;
+        c.rows_in
+            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+        c.batches_in.fetch_add(1, Ordering::Relaxed);
+        c.bytes_in
+            .fetch_add(batch.get_array_memory_size() as u64, Ordering::Relaxed);
+    }
+
+    /// The subtask emitted `batch` on its main output.
+    pub(crate) fn add_out(&self, batch: &RecordBatch) {
+        let c = &self.counters;
+        c.rows_out
+            .fetch_add(batch.num_rows() as u64, Ordering::Relaxed);
+        c.batches_out.fetch_add(1, Ordering::Relaxed);
+        c.bytes_out
+            .fetch_add(batch.get_array_memory_size() as u64, Ordering::Relaxed);
+    }
+
+    /// This operator heads the task's chain: the task's times count on it.
+    pub(crate) fn mark_head(&self) {
+        self.counters.heads_task.store(true, Ordering::Relaxed);
+    }
+
+    /// The task waited `d` for input.
+    pub(crate) fn add_idle(&self, d: Duration) {
+        self.counters.idle_ns.fetch_add(nanos(d), Ordering::Relaxed);
+    }
+
+    /// The task handled input for `d`, time blocked on full output channels included: that
+    /// share, counted by [`SubtaskMetrics::add_backpressured`] meanwhile, is not busy time.
+    pub(crate) fn add_handling(&self, d: Duration, backpressured_before: u64) {
+        let blocked = self.backpressured_ns().saturating_sub(backpressured_before);
+        self.counters
+            .busy_ns
+            .fetch_add(nanos(d).saturating_sub(blocked), Ordering::Relaxed);
+    }
+
+    /// The backpressure counter now, for [`SubtaskMetrics::add_handling`].
+    pub(crate) fn backpressured_ns(&self) -> u64 {
+        self.counters.backpressured_ns.load(Ordering::Relaxed)
+    }
+
+    /// The task was blocked `d` on a full output channel.
+    pub(crate) fn add_backpressured(&self, d: Duration) {
+        self.counters
+            .backpressured_ns
+            .fetch_add(nanos(d), Ordering::Relaxed);
+    }
+
+    /// The task's input watermark advanced to `ms`.
+    pub(crate) fn set_watermark(&self, ms: i64) {
+        self.counters.watermark_ms.store(ms, Ordering::Relaxed);
+    }
+
+    /// A source subtask paused for watermark alignment.
+    pub(crate) fn add_alignment_pause(&self) {
+        self.operator.add_alignment_pause();
+    }
+
+    pub(crate) fn add_dead_letters(&self, rows: usize) {
+        self.operator.add_dead_letters(rows);
+    }
+
+    /// Split `split` of this source reported `backlog` records between its cursor and its
+    /// currently known end.
+    pub(crate) fn set_backlog(&self, split: &str, backlog: u64) {
+        self.operator.set_backlog(split, backlog);
+    }
+
+    /// The rows-read counter of split `split` of this source (resolved when the split opens;
+    /// a split read again after a restart counts on).
+    pub(crate) fn split_rows(&self, split: &str) -> Arc<AtomicU64> {
+        let mut rows = self
+            .operator
+            .split_rows
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(rows.entry(split.to_owned()).or_default())
+    }
+}
+
+fn nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// Counters of one operator: those of its subtasks, and those kept per operator.
+#[derive(Debug, Default)]
+pub struct OperatorMetrics {
+    kind: &'static str,
+    /// By subtask index; an entry outlives its task, so a restarted subtask counts on.
+    subtasks: Mutex<BTreeMap<u32, Arc<SubtaskCounters>>>,
     dead_letters: AtomicU64,
     /// Shared with the operator's `TaskContext::dropped_rows`.
     dropped: Arc<AtomicU64>,
     alignment_pauses: AtomicU64,
+    /// Rows read from each split of a source, by split id (counted by the subtask reading it).
+    split_rows: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
     /// The latest backlog each split of a source reported, by split id: one entry per split.
     backlogs: Mutex<BTreeMap<String, u64>>,
 }
 
 impl OperatorMetrics {
-    pub(crate) fn add_in(&self, rows: usize) {
-        self.rows_in.fetch_add(rows as u64, Ordering::Relaxed);
-        self.batches_in.fetch_add(1, Ordering::Relaxed);
+    /// The counters of subtask `index`, created on first use.
+    fn subtask(&self, index: u32) -> Arc<SubtaskCounters> {
+        let mut subtasks = self.subtasks.lock().unwrap_or_else(PoisonError::into_inner);
+        Arc::clone(subtasks.entry(index).or_default())
     }
 
-    pub(crate) fn add_out(&self, rows: usize) {
-        self.rows_out.fetch_add(rows as u64, Ordering::Relaxed);
+    /// Every subtask's counters, in subtask order.
+    fn subtask_snapshots(&self) -> Vec<(u32, SubtaskSnapshot)> {
+        self.subtasks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(&i, c)| {
+                let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+                let snap = SubtaskSnapshot {
+                    operator_id: String::new(),
+                    kind: self.kind,
+                    subtask: i,
+                    rows_in: load(&c.rows_in),
+                    rows_out: load(&c.rows_out),
+                    batches_in: load(&c.batches_in),
+                    batches_out: load(&c.batches_out),
+                    bytes_in: load(&c.bytes_in),
+                    bytes_out: load(&c.bytes_out),
+                    heads_task: c.heads_task.load(Ordering::Relaxed),
+                    idle_ns: load(&c.idle_ns),
+                    busy_ns: load(&c.busy_ns),
+                    backpressured_ns: load(&c.backpressured_ns),
+                    watermark_ms: Some(c.watermark_ms.load(Ordering::Relaxed))
+                        .filter(|&w| w != NO_WATERMARK),
+                };
+                (i, snap)
+            })
+            .collect()
     }
 
     /// The counter an operator adds the rows it dropped by policy to.
@@ -114,6 +283,42 @@ impl JobMetrics {
         self.operators.get(id).cloned().unwrap_or_default()
     }
 
+    /// The counters a task keeps for subtask `subtask` of operator `id` (resolved once per task).
+    pub(crate) fn subtask(&self, id: &OperatorId, subtask: u32) -> SubtaskMetrics {
+        let operator = self.operator(id);
+        let counters = operator.subtask(subtask);
+        SubtaskMetrics { operator, counters }
+    }
+
+    /// Rows read per source split so far: `(operator, split, rows)`, in operator then split id
+    /// order.
+    pub fn split_rows(&self) -> Vec<(String, String, u64)> {
+        self.operators
+            .iter()
+            .flat_map(|(id, m)| {
+                let rows = m.split_rows.lock().unwrap_or_else(PoisonError::into_inner);
+                rows.iter()
+                    .map(|(split, n)| (id.to_string(), split.clone(), n.load(Ordering::Relaxed)))
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+
+    /// The counters of every operator subtask that ran, in operator then subtask order.
+    pub fn subtasks(&self) -> Vec<SubtaskSnapshot> {
+        self.operators
+            .iter()
+            .flat_map(|(id, m)| {
+                m.subtask_snapshots()
+                    .into_iter()
+                    .map(move |(_, s)| SubtaskSnapshot {
+                        operator_id: id.to_string(),
+                        ..s
+                    })
+            })
+            .collect()
+    }
+
     pub(crate) fn add_splits(&self, splits: usize, bytes: u64) {
         self.splits_total
             .fetch_add(splits as u64, Ordering::Relaxed);
@@ -135,16 +340,22 @@ impl JobMetrics {
             operators: self
                 .operators
                 .iter()
-                .map(|(id, m)| OperatorSnapshot {
-                    operator_id: id.to_string(),
-                    kind: m.kind,
-                    rows_in: m.rows_in.load(Ordering::Relaxed),
-                    rows_out: m.rows_out.load(Ordering::Relaxed),
-                    batches_in: m.batches_in.load(Ordering::Relaxed),
-                    dead_letters: m.dead_letters.load(Ordering::Relaxed),
-                    dropped: m.dropped.load(Ordering::Relaxed),
-                    alignment_pauses: m.alignment_pauses.load(Ordering::Relaxed),
-                    lag: m.lag(),
+                .map(|(id, m)| {
+                    let subtasks = m.subtask_snapshots();
+                    let sum = |f: fn(&SubtaskSnapshot) -> u64| -> u64 {
+                        subtasks.iter().map(|(_, s)| f(s)).sum()
+                    };
+                    OperatorSnapshot {
+                        operator_id: id.to_string(),
+                        kind: m.kind,
+                        rows_in: sum(|s| s.rows_in),
+                        rows_out: sum(|s| s.rows_out),
+                        batches_in: sum(|s| s.batches_in),
+                        dead_letters: m.dead_letters.load(Ordering::Relaxed),
+                        dropped: m.dropped.load(Ordering::Relaxed),
+                        alignment_pauses: m.alignment_pauses.load(Ordering::Relaxed),
+                        lag: m.lag(),
+                    }
                 })
                 .collect(),
         }
@@ -174,6 +385,45 @@ pub struct OperatorSnapshot {
     /// Consumer lag of a source: the latest backlog of each split that reported one (records
     /// between its cursor and its known end), in split id order; empty for other operators.
     pub lag: Vec<SplitLag>,
+}
+
+/// Counters of one operator subtask at one moment; they count on across restarts of the job's
+/// tasks within this run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SubtaskSnapshot {
+    /// The operator.
+    pub operator_id: String,
+    /// `source`, `operator` or `sink`.
+    pub kind: &'static str,
+    /// The subtask's index.
+    pub subtask: u32,
+    /// Rows received (for sources: 0).
+    pub rows_in: u64,
+    /// Rows emitted on the main output (for sinks: 0).
+    pub rows_out: u64,
+    /// Batches received.
+    pub batches_in: u64,
+    /// Batches emitted on the main output.
+    pub batches_out: u64,
+    /// Arrow memory size of the batches received, bytes.
+    pub bytes_in: u64,
+    /// Arrow memory size of the batches emitted on the main output, bytes.
+    pub bytes_out: u64,
+    /// Whether this operator heads its task's chain (the task times below count here).
+    pub heads_task: bool,
+    /// Of the task whose chain this operator heads (else 0): nanoseconds waiting for input on
+    /// its input channels (not counted for source tasks).
+    pub idle_ns: u64,
+    /// Of the task whose chain this operator heads (else 0): nanoseconds handling input from its
+    /// input channels, less the time blocked on full output channels (not counted for source
+    /// tasks).
+    pub busy_ns: u64,
+    /// Of the task whose chain this operator heads (else 0): nanoseconds blocked sending to a
+    /// full output channel.
+    pub backpressured_ns: u64,
+    /// Of the task whose chain this operator heads and that has input channels: its current
+    /// input watermark (ms), once one arrived.
+    pub watermark_ms: Option<i64>,
 }
 
 /// The latest backlog one split of a source reported.

@@ -11,13 +11,14 @@ use crate::edge_writer::{EdgeWriter, SendError};
 use crate::error::{Error, Result};
 use crate::event_time::SourceWatermarks;
 use crate::input_gate::{GateError, GateEvent, InputGate};
-use crate::metrics::{JobMetrics, OperatorMetrics};
+use crate::metrics::{JobMetrics, SubtaskMetrics};
 use crate::schema_check::SchemaCheck;
 use crate::task_checkpoint::SourceCut;
 use crate::task_state::TaskState;
 use arrow::record_batch::RecordBatch;
 use std::collections::VecDeque;
 use std::sync::Arc;
+use std::time::Instant;
 use weir_api::{
     Emitted, Epoch, Operator, OperatorId, Output, SinkWriter, StreamMessage, TaskId, Watermark,
 };
@@ -36,7 +37,7 @@ pub(crate) struct Link {
     pub(crate) op: Box<dyn Operator>,
     pub(crate) operator: OperatorId,
     pub(crate) label: String,
-    pub(crate) metrics: Arc<OperatorMetrics>,
+    pub(crate) metrics: SubtaskMetrics,
     /// The declared schema of each output port: the main output, then the side outputs in
     /// side-output order.
     pub(crate) port_schemas: Vec<SchemaCheck>,
@@ -51,7 +52,7 @@ pub(crate) struct SinkLink {
     /// The writer runs in epoch mode: rows become visible only through epoch commits.
     pub(crate) epochs: bool,
     pub(crate) label: String,
-    pub(crate) metrics: Arc<OperatorMetrics>,
+    pub(crate) metrics: SubtaskMetrics,
 }
 
 /// A running subtask.
@@ -64,6 +65,8 @@ pub(crate) struct ChainTask {
     pub(crate) tail_writers: Vec<usize>,
     pub(crate) writers: Vec<EdgeWriter>,
     pub(crate) job_metrics: Arc<JobMetrics>,
+    /// The task's times and input watermark (counted on the chain's first operator).
+    pub(crate) head_metrics: SubtaskMetrics,
     /// The chain's keyed state; its journal is committed after each input is fully handled.
     pub(crate) state: Arc<TaskState>,
     /// The task's stable identity.
@@ -106,15 +109,25 @@ impl ChainTask {
         match std::mem::replace(&mut self.head, Head::Gate(InputGate::new(Vec::new()))) {
             Head::Source(head) => self.run_source(*head).await?,
             Head::Gate(mut gate) => loop {
+                let waiting = Instant::now();
                 let event = gate.next().await;
+                let handling = Instant::now();
+                self.head_metrics.add_idle(handling - waiting);
                 match event {
                     Ok(GateEvent::Data { input, batch }) => {
+                        let blocked = self.head_metrics.backpressured_ns();
                         self.drive(0, Item::Batch(input, batch)).await?;
                         self.commit_state().await?;
+                        self.head_metrics.add_handling(handling.elapsed(), blocked);
                     }
                     Ok(GateEvent::Watermark(w)) => {
+                        if w.0 != weir_api::EventTimeMs::MAX {
+                            self.head_metrics.set_watermark(w.0.0);
+                        }
+                        let blocked = self.head_metrics.backpressured_ns();
                         self.drive(0, Item::Watermark(w)).await?;
                         self.commit_state().await?;
+                        self.head_metrics.add_handling(handling.elapsed(), blocked);
                     }
                     Ok(GateEvent::Barrier(b)) => {
                         let inputs = gate.channel_states();
@@ -236,7 +249,7 @@ impl ChainTask {
             let link = &mut self.links[pos];
             let result = match item {
                 Item::Batch(input, batch) => {
-                    link.metrics.add_in(batch.num_rows());
+                    link.metrics.add_in(&batch);
                     link.op.process_batch(input, batch, &mut out)
                 }
                 Item::Watermark(w) => link.op.process_watermark(w, &mut out),
@@ -279,7 +292,7 @@ impl ChainTask {
                 }
                 Emitted::Data { port: 0, batch } => {
                     let link = &self.links[pos];
-                    link.metrics.add_out(batch.num_rows());
+                    link.metrics.add_out(&batch);
                     queue.push_back((pos + 1, Item::Batch(0, batch)));
                 }
                 Emitted::Data { port, batch } => {
@@ -323,7 +336,7 @@ impl ChainTask {
                     if batch.num_rows() > 0 {
                         self.job_metrics.note_output();
                     }
-                    sink.metrics.add_in(batch.num_rows());
+                    sink.metrics.add_in(&batch);
                     sink.writer
                         .write_batch(batch)
                         .await

@@ -116,6 +116,33 @@ pub enum TestkitError {
         /// The error or the response's status line.
         detail: String,
     },
+
+    /// Prometheus is not on `PATH` and Debian's package could not be fetched.
+    #[error(
+        "the Prometheus test was not run: Prometheus could not be installed ({detail}); install \
+         it (Debian/Ubuntu: `apt-get update && apt-get install prometheus`, or let the test \
+         fetch the package: `apt-get download` needs current package lists) and run it again"
+    )]
+    PrometheusMissing {
+        /// What failed.
+        detail: String,
+    },
+    /// The Prometheus server did not become ready.
+    #[error("starting Prometheus failed: {reason}; its log ends with:\n{tail}")]
+    PrometheusStart {
+        /// Why it is considered failed.
+        reason: String,
+        /// The end of its log.
+        tail: String,
+    },
+    /// A request to the Prometheus server failed.
+    #[error("Prometheus request `{request}` failed: {detail}")]
+    PrometheusRequest {
+        /// The request path.
+        request: String,
+        /// The error or the status and body.
+        detail: String,
+    },
 }
 
 impl std::fmt::Debug for TestkitError {

@@ -6,6 +6,7 @@
 
 mod error;
 pub mod kafka;
+pub mod prometheus;
 pub mod s3;
 
 pub use error::TestkitError;

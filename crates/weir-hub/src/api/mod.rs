@@ -3,6 +3,7 @@
 
 mod agents;
 mod jobs;
+mod metrics;
 
 use crate::Hub;
 use crate::error::HubError;
@@ -90,6 +91,7 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
         .route("/api/v1/agents/{agent_id}/commands", get(agents::commands))
         .route("/api/v1/agents/{agent_id}/reports", post(agents::reports))
         .route("/api/v1/openapi.json", get(openapi_json))
+        .route("/metrics", get(metrics::metrics))
         .fallback(not_found)
         .with_state(hub)
 }

@@ -240,6 +240,22 @@ impl Store {
         })
     }
 
+    /// Commands in the outbox not yet acknowledged: `(pending, claimed)`.
+    ///
+    /// # Errors
+    /// [`HubError::Store`].
+    pub fn outbox_depth(&self) -> Result<(u64, u64)> {
+        self.read("counting outbox commands", |tx| {
+            tx.query_row(
+                "SELECT count(*) FILTER (WHERE state = 'pending'), \
+                        count(*) FILTER (WHERE state = 'claimed') FROM outbox",
+                [],
+                |r| Ok((to_u64(r.get(0)?), to_u64(r.get(1)?))),
+            )
+            .map_err(HubError::store("counting outbox commands"))
+        })
+    }
+
     /// Claims the Agent's unacknowledged commands (pending and earlier claimed ones), oldest
     /// first.
     ///

@@ -8,7 +8,7 @@ use crate::checkpoint::Trigger;
 use crate::checkpoint::recovery::SplitResume;
 use crate::error::{Error, Result};
 use crate::event_time::{SourceAlignment, SourceStep, SourceWatermarks};
-use crate::metrics::OperatorMetrics;
+use crate::metrics::SubtaskMetrics;
 use crate::split_assignment::{discovered_split_owner, discovery_interval};
 use crate::split_share::SplitShare;
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use weir_api::{
     Boundedness, OperatorId, PreparedSource, SourceSplit, SplitBatch, SplitReader, StreamMessage,
@@ -29,7 +30,7 @@ pub(crate) struct SourceHead {
     pub(crate) ctx: TaskContext,
     /// Assigned splits, each from its cursor, with its event-time progress when restored.
     pub(crate) splits: Vec<(SourceSplit, SplitResume)>,
-    pub(crate) metrics: Arc<OperatorMetrics>,
+    pub(crate) metrics: SubtaskMetrics,
     /// Writers of the source's `dead_letter` output.
     pub(crate) dead_letter_writers: Vec<usize>,
     /// Per-split event-time watermarks, when the source node declares them.
@@ -90,7 +91,7 @@ impl ChainTask {
             known_splits: &known_splits,
             share,
         };
-        let mut progress = SourceProgress::new(&ctx, &splits);
+        let mut progress = SourceProgress::new(&ctx, &splits, &metrics);
         let mut generators = watermark.as_ref().map(|spec| {
             let mut w = SourceWatermarks::new(spec);
             w.restore(&splits);
@@ -365,6 +366,7 @@ impl ChainTask {
                 .add_splits(1, split.size_bytes.unwrap_or(0));
             opened.push((progress.splits.len(), reader));
             progress.splits.push(SplitProgress {
+                rows_read: reading.metrics.split_rows(&split.id),
                 split,
                 finished: false,
             });
@@ -398,12 +400,17 @@ impl ChainTask {
             }
         }
         let rows = read.data.num_rows();
+        if rows > 0 {
+            reading.metrics.add_out(&read.data);
+            progress.splits[index]
+                .rows_read
+                .fetch_add(rows as u64, Ordering::Relaxed);
+        }
         match watermarks {
             Some(w) => {
                 let steps = w
                     .on_batch(&progress.splits[index].split.id, read.data, now_ms)
                     .map_err(|e| reading.fail(e))?;
-                reading.metrics.add_out(rows);
                 for step in steps {
                     let item = match step {
                         SourceStep::Rows(batch) => Item::Batch(0, batch),
@@ -417,7 +424,6 @@ impl ChainTask {
                 self.commit_state().await?;
             }
             None if rows > 0 => {
-                reading.metrics.add_out(rows);
                 self.drive(0, Item::Batch(0, read.data)).await?;
                 self.commit_state().await?;
             }
@@ -588,10 +594,16 @@ pub(crate) struct SplitProgress {
     pub(crate) split: SourceSplit,
     /// Read to its end.
     pub(crate) finished: bool,
+    /// The split's rows-read counter in the job metrics (resolved once, when the split opens).
+    pub(crate) rows_read: Arc<AtomicU64>,
 }
 
 impl SourceProgress {
-    fn new(ctx: &TaskContext, splits: &[(SourceSplit, SplitResume)]) -> Self {
+    fn new(
+        ctx: &TaskContext,
+        splits: &[(SourceSplit, SplitResume)],
+        metrics: &SubtaskMetrics,
+    ) -> Self {
         SourceProgress {
             operator: ctx.operator_id.clone(),
             subtask: ctx.subtask,
@@ -600,6 +612,7 @@ impl SourceProgress {
                 .map(|(split, _)| SplitProgress {
                     split: split.clone(),
                     finished: false,
+                    rows_read: metrics.split_rows(&split.id),
                 })
                 .collect(),
         }
@@ -610,7 +623,7 @@ impl SourceProgress {
 struct SourceReading<'a> {
     source: &'a Arc<dyn PreparedSource>,
     ctx: &'a TaskContext,
-    metrics: &'a Arc<OperatorMetrics>,
+    metrics: &'a SubtaskMetrics,
     dead_letter_writers: &'a [usize],
     alignment: Option<&'a SourceAlignment>,
     known_splits: &'a HashSet<String>,

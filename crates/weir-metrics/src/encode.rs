@@ -1,0 +1,400 @@
+//! Reading jobs' counters at scrape time and encoding them as Prometheus metric families.
+
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+use std::fmt;
+use std::sync::Arc;
+use weir_runtime::{
+    CheckpointProbe, CheckpointSummary, JobMetrics, MetricsSnapshot, SubtaskSnapshot,
+};
+
+/// One job whose metrics an exporter shows: its id (the `job` label), its live counters and its
+/// checkpoint counters.
+#[derive(Debug, Clone)]
+pub struct JobHandle {
+    /// The job's id.
+    pub job: String,
+    /// Its live counters ([`weir_runtime::RunningJob::metrics`]).
+    pub metrics: Arc<JobMetrics>,
+    /// Its checkpoint counters ([`weir_runtime::RunningJob::checkpoint_probe`]).
+    pub checkpoints: CheckpointProbe,
+}
+
+/// Where an exporter finds the jobs to show at each scrape.
+pub trait JobSource: Send + Sync + 'static {
+    /// The jobs now.
+    fn jobs(&self) -> Vec<JobHandle>;
+}
+
+impl JobSource for JobHandle {
+    fn jobs(&self) -> Vec<JobHandle> {
+        vec![self.clone()]
+    }
+}
+
+/// The metrics of every job of `source`, in the OpenMetrics text format.
+pub fn encode(source: &dyn JobSource) -> String {
+    let jobs = source
+        .jobs()
+        .into_iter()
+        .map(|h| JobReading {
+            snapshot: h.metrics.snapshot(),
+            split_rows: h.metrics.split_rows(),
+            subtasks: h.metrics.subtasks(),
+            checkpoints: h.checkpoints.summary(),
+            job: h.job,
+        })
+        .collect();
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Readings(jobs)));
+    let mut text = String::new();
+    // Writing to a String cannot fail; a collector error would be a bug in this module.
+    if let Err(e) = prometheus_client::encoding::text::encode(&mut text, &registry) {
+        tracing::warn!(error = %e, "encoding the metrics failed");
+    }
+    text
+}
+
+/// One job's counters, read once per scrape.
+#[derive(Debug)]
+struct JobReading {
+    job: String,
+    snapshot: MetricsSnapshot,
+    subtasks: Vec<SubtaskSnapshot>,
+    /// `(operator, split, rows read)`.
+    split_rows: Vec<(String, String, u64)>,
+    checkpoints: Option<CheckpointSummary>,
+}
+
+/// The readings of one scrape, encoded as one collector.
+#[derive(Debug)]
+struct Readings(Vec<JobReading>);
+
+type Labels = Vec<(&'static str, String)>;
+
+/// A counter's name without `_total` (the encoder appends it), its help, and per job its
+/// labelled values.
+struct Family<'a, V> {
+    name: &'static str,
+    help: &'static str,
+    samples: Box<dyn Fn(&'a JobReading) -> Vec<(Labels, V)> + 'a>,
+}
+
+fn subtask_labels(job: &str, s: &SubtaskSnapshot) -> Labels {
+    vec![
+        ("job", job.to_owned()),
+        ("operator", s.operator_id.clone()),
+        ("subtask", s.subtask.to_string()),
+    ]
+}
+
+fn job_labels(job: &str) -> Labels {
+    vec![("job", job.to_owned())]
+}
+
+/// Per-subtask counters.
+fn subtask_counter<'a>(
+    name: &'static str,
+    help: &'static str,
+    value: fn(&SubtaskSnapshot) -> u64,
+) -> Family<'a, u64> {
+    Family {
+        name,
+        help,
+        samples: Box::new(move |r: &'a JobReading| {
+            r.subtasks
+                .iter()
+                .map(|s| (subtask_labels(&r.job, s), value(s)))
+                .collect()
+        }),
+    }
+}
+
+/// Values of the task a subtask heads (`operator` is its chain's first operator); `None` is no
+/// sample.
+fn task_value<'a>(
+    name: &'static str,
+    help: &'static str,
+    value: impl Fn(&SubtaskSnapshot) -> Option<f64> + 'a,
+) -> Family<'a, f64> {
+    Family {
+        name,
+        help,
+        samples: Box::new(move |r: &'a JobReading| {
+            r.subtasks
+                .iter()
+                .filter(|s| s.heads_task)
+                .filter_map(|s| value(s).map(|v| (subtask_labels(&r.job, s), v)))
+                .collect()
+        }),
+    }
+}
+
+/// Per-operator counters kept by operator (not by subtask).
+fn operator_counter<'a>(
+    name: &'static str,
+    help: &'static str,
+    kind: Option<&'static str>,
+    value: fn(&weir_runtime::OperatorSnapshot) -> u64,
+) -> Family<'a, u64> {
+    Family {
+        name,
+        help,
+        samples: Box::new(move |r: &'a JobReading| {
+            r.snapshot
+                .operators
+                .iter()
+                .filter(|o| kind.is_none_or(|k| o.kind == k))
+                .map(|o| {
+                    let labels = vec![("job", r.job.clone()), ("operator", o.operator_id.clone())];
+                    (labels, value(o))
+                })
+                .collect()
+        }),
+    }
+}
+
+/// Job-wide values; `None` is no sample (a job without checkpoints has no checkpoint metrics).
+fn job_value<'a, V: 'a>(
+    name: &'static str,
+    help: &'static str,
+    value: impl Fn(&JobReading) -> Option<V> + 'a,
+) -> Family<'a, V> {
+    Family {
+        name,
+        help,
+        samples: Box::new(move |r: &'a JobReading| {
+            value(r)
+                .map(|v| (job_labels(&r.job), v))
+                .into_iter()
+                .collect()
+        }),
+    }
+}
+
+fn write_family<'a, V, M: EncodeMetric>(
+    encoder: &mut DescriptorEncoder<'_>,
+    readings: &'a [JobReading],
+    family: &Family<'a, V>,
+    metric_type: MetricType,
+    make: impl Fn(V) -> M,
+) -> fmt::Result {
+    let mut metric = encoder.encode_descriptor(family.name, family.help, None, metric_type)?;
+    for r in readings {
+        for (labels, v) in (family.samples)(r) {
+            make(v).encode(metric.encode_family(&labels)?)?;
+        }
+    }
+    Ok(())
+}
+
+impl Collector for Readings {
+    fn encode(&self, mut encoder: DescriptorEncoder<'_>) -> fmt::Result {
+        let r = &self.0;
+        let counters = [
+            subtask_counter(
+                "weir_operator_rows_in",
+                "Rows the operator subtask received.",
+                |s| s.rows_in,
+            ),
+            subtask_counter(
+                "weir_operator_rows_out",
+                "Rows the operator subtask emitted on its main output.",
+                |s| s.rows_out,
+            ),
+            subtask_counter(
+                "weir_operator_batches_in",
+                "Batches the operator subtask received.",
+                |s| s.batches_in,
+            ),
+            subtask_counter(
+                "weir_operator_batches_out",
+                "Batches the operator subtask emitted on its main output.",
+                |s| s.batches_out,
+            ),
+            subtask_counter(
+                "weir_operator_bytes_in",
+                "Arrow memory size of the batches the operator subtask received, bytes.",
+                |s| s.bytes_in,
+            ),
+            subtask_counter(
+                "weir_operator_bytes_out",
+                "Arrow memory size of the batches the operator subtask emitted, bytes.",
+                |s| s.bytes_out,
+            ),
+            operator_counter(
+                "weir_operator_dropped_rows",
+                "Rows the operator dropped by policy (late rows, null event times).",
+                None,
+                |o| o.dropped,
+            ),
+            operator_counter(
+                "weir_source_dead_letters",
+                "Records the source sent to its dead-letter output.",
+                Some("source"),
+                |o| o.dead_letters,
+            ),
+            operator_counter(
+                "weir_source_alignment_pauses",
+                "Times a subtask of the source paused for watermark alignment.",
+                Some("source"),
+                |o| o.alignment_pauses,
+            ),
+            Family {
+                name: "weir_source_split_rows_read",
+                help: "Rows read from a source split (its read position, in rows).",
+                samples: Box::new(|r: &JobReading| {
+                    r.split_rows
+                        .iter()
+                        .map(|(operator, split, rows)| {
+                            let labels = vec![
+                                ("job", r.job.clone()),
+                                ("operator", operator.clone()),
+                                ("split", split.clone()),
+                            ];
+                            (labels, *rows)
+                        })
+                        .collect()
+                }),
+            },
+            job_value(
+                "weir_job_splits_assigned",
+                "Source splits assigned to readers.",
+                |r| Some(r.snapshot.splits_total),
+            ),
+            job_value(
+                "weir_job_splits_done",
+                "Source splits read to their end.",
+                |r| Some(r.snapshot.splits_done),
+            ),
+            job_value(
+                "weir_checkpoint_completed",
+                "Epochs made durable in this run.",
+                |r| r.checkpoints.as_ref().map(|c| c.completed),
+            ),
+            job_value(
+                "weir_checkpoint_aborted",
+                "Epochs aborted in this run (timeouts, storage failures).",
+                |r| r.checkpoints.as_ref().map(|c| c.aborted),
+            ),
+            job_value(
+                "weir_job_restarts",
+                "Automatic restarts of the job's tasks after failures.",
+                |r| r.checkpoints.as_ref().map(|c| u64::from(c.restarts)),
+            ),
+        ];
+        for family in &counters {
+            write_family(
+                &mut encoder,
+                r,
+                family,
+                MetricType::Counter,
+                ConstCounter::new,
+            )?;
+        }
+        let seconds = |ns: u64| ns as f64 / 1e9;
+        let times = [
+            task_value(
+                "weir_task_idle_seconds",
+                "Time the task waited for input on its input channels (tasks with input \
+                 channels), seconds.",
+                move |s| (s.kind != "source").then(|| seconds(s.idle_ns)),
+            ),
+            task_value(
+                "weir_task_busy_seconds",
+                "Time the task handled input from its input channels, less the time blocked on \
+                 full output channels (tasks with input channels), seconds.",
+                move |s| (s.kind != "source").then(|| seconds(s.busy_ns)),
+            ),
+            task_value(
+                "weir_task_backpressured_seconds",
+                "Time the task was blocked sending to a full output channel, seconds.",
+                move |s| Some(seconds(s.backpressured_ns)),
+            ),
+        ];
+        for family in &times {
+            write_family(
+                &mut encoder,
+                r,
+                family,
+                MetricType::Counter,
+                ConstCounter::new,
+            )?;
+        }
+        let gauges = [
+            Family {
+                name: "weir_source_split_backlog_records",
+                help: "Records between a source split's cursor and its known end, as last reported.",
+                samples: Box::new(|r: &JobReading| {
+                    r.snapshot
+                        .operators
+                        .iter()
+                        .flat_map(|o| {
+                            o.lag.iter().map(|l| {
+                                let labels = vec![
+                                    ("job", r.job.clone()),
+                                    ("operator", o.operator_id.clone()),
+                                    ("split", l.split.clone()),
+                                ];
+                                (labels, l.backlog as f64)
+                            })
+                        })
+                        .collect()
+                }),
+            },
+            job_value(
+                "weir_checkpoint_last_durable_epoch",
+                "The newest durable epoch.",
+                |r| {
+                    r.checkpoints
+                        .as_ref()
+                        .and_then(|c| c.last_durable_epoch)
+                        .map(|e| e as f64)
+                },
+            ),
+            job_value(
+                "weir_checkpoint_last_duration_seconds",
+                "Trigger to commit of the newest durable epoch, seconds.",
+                |r| {
+                    r.checkpoints
+                        .as_ref()
+                        .and_then(|c| c.last_duration_ms)
+                        .map(|ms| ms as f64 / 1000.0)
+                },
+            ),
+            job_value(
+                "weir_checkpoint_last_state_bytes",
+                "State segment bytes of the newest durable epoch.",
+                |r| {
+                    r.checkpoints
+                        .as_ref()
+                        .and_then(|c| c.last_state_bytes)
+                        .map(|b| b as f64)
+                },
+            ),
+        ];
+        let now_ms = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_millis() as f64);
+        let watermarks = [
+            task_value(
+                "weir_task_input_watermark_milliseconds",
+                "The task's current input watermark (event time, ms since the epoch).",
+                |s| s.watermark_ms.map(|w| w as f64),
+            ),
+            task_value(
+                "weir_task_watermark_lag_seconds",
+                "Wall-clock time now minus the task's current input watermark, seconds.",
+                move |s| s.watermark_ms.map(|w| (now_ms - w as f64) / 1000.0),
+            ),
+        ];
+        for family in gauges.iter().chain(&watermarks) {
+            write_family(&mut encoder, r, family, MetricType::Gauge, ConstGauge::new)?;
+        }
+        Ok(())
+    }
+}

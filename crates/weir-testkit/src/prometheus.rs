@@ -1,0 +1,345 @@
+//! A real Prometheus server for the metrics tests: the binary of Debian's `prometheus` package,
+//! fetched once with `apt-get download` and unpacked with `dpkg-deb` into
+//! [`cache_dir`]`("prometheus")` (no system install), or the `prometheus` already on `PATH`.
+//!
+//! [`PrometheusServer::start`] runs it on a free port of 127.0.0.1, scraping the given targets
+//! every second, and waits until it is ready; dropping the server kills its process by PID.
+//! A machine where the package cannot be fetched gets a [`TestkitError::PrometheusMissing`]
+//! that says the test was not run and what to install.
+
+use crate::cache_dir;
+use crate::error::TestkitError;
+use std::fs;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+type Result<T> = std::result::Result<T, TestkitError>;
+
+/// How long the server may take to become ready.
+const START_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// A Prometheus server this process started; dropping it kills the process by its PID.
+#[derive(Debug)]
+pub struct PrometheusServer {
+    child: Child,
+    port: u16,
+    /// The configuration, the log and the TSDB; removed on drop.
+    dir: tempfile::TempDir,
+}
+
+impl PrometheusServer {
+    /// Starts Prometheus scraping `targets` (`HOST:PORT`, path `/metrics`) every second, with
+    /// the targets' own `job` labels kept (`honor_labels`), and waits until it is ready and has
+    /// taken up every target (a target need not be listening yet).
+    ///
+    /// # Errors
+    /// [`TestkitError::PrometheusMissing`] when the binary cannot be found or fetched;
+    /// [`TestkitError::PrometheusStart`] when it does not become ready.
+    pub fn start(targets: &[String]) -> Result<PrometheusServer> {
+        let binary = binary()?;
+        let dir = tempfile::Builder::new()
+            .prefix("weir-prometheus-")
+            .tempdir()
+            .map_err(io_err("creating the Prometheus directory".into()))?;
+        let config = dir.path().join("prometheus.yml");
+        let quoted: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
+        fs::write(
+            &config,
+            format!(
+                "global: {{ scrape_interval: 1s, evaluation_interval: 1s }}\n\
+                 scrape_configs:\n  - job_name: weir\n    honor_labels: true\n    \
+                 static_configs: [{{ targets: [{}] }}]\n",
+                quoted.join(", ")
+            ),
+        )
+        .map_err(io_err(format!("writing {}", config.display())))?;
+        let port = free_port()?;
+        let log_path = dir.path().join("prometheus.log");
+        let log = fs::File::create(&log_path)
+            .map_err(io_err(format!("creating {}", log_path.display())))?;
+        let log_err = log
+            .try_clone()
+            .map_err(io_err(format!("opening {}", log_path.display())))?;
+        let child = Command::new(&binary)
+            .arg(format!("--config.file={}", config.display()))
+            .arg(format!(
+                "--storage.tsdb.path={}",
+                dir.path().join("data").display()
+            ))
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(log_err)
+            .spawn()
+            .map_err(io_err(format!("running {}", binary.display())))?;
+        let mut server = PrometheusServer { child, port, dir };
+        server.wait_ready(targets)?;
+        Ok(server)
+    }
+
+    /// The server's port on 127.0.0.1.
+    pub fn port(&self) -> u16 {
+        self.port
+    }
+
+    /// The server process's id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Evaluates `promql` now (`GET /api/v1/query`) and returns the JSON body of the answer.
+    ///
+    /// # Errors
+    /// [`TestkitError::PrometheusRequest`] when the server cannot be reached or refuses.
+    pub fn query(&self, promql: &str) -> Result<String> {
+        let path = format!("/api/v1/query?query={}", percent_encode(promql));
+        let (status, body) = self.get(&path)?;
+        if status != 200 {
+            return Err(TestkitError::PrometheusRequest {
+                request: path,
+                detail: format!("HTTP status {status}: {body}"),
+            });
+        }
+        Ok(body)
+    }
+
+    /// `GET path`: the status code and the (de-chunked) body.
+    fn get(&self, path: &str) -> Result<(u16, String)> {
+        let failed = |detail: String| TestkitError::PrometheusRequest {
+            request: path.to_owned(),
+            detail,
+        };
+        let mut stream = TcpStream::connect(("127.0.0.1", self.port))
+            .map_err(|e| failed(format!("connecting to port {}: {e}", self.port)))?;
+        stream
+            .set_read_timeout(Some(Duration::from_secs(30)))
+            .map_err(|e| failed(e.to_string()))?;
+        write!(
+            stream,
+            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
+            self.port
+        )
+        .map_err(|e| failed(format!("sending: {e}")))?;
+        let mut raw = String::new();
+        stream
+            .read_to_string(&mut raw)
+            .map_err(|e| failed(format!("reading: {e}")))?;
+        let (head, body) = raw
+            .split_once("\r\n\r\n")
+            .ok_or_else(|| failed(format!("not an HTTP response: {raw}")))?;
+        let status = head
+            .split_whitespace()
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| failed(format!("no status in {head}")))?;
+        let chunked = head
+            .to_ascii_lowercase()
+            .contains("transfer-encoding: chunked");
+        let body = if chunked {
+            dechunk(body).ok_or_else(|| failed(format!("bad chunked body: {body}")))?
+        } else {
+            body.to_owned()
+        };
+        Ok((status, body))
+    }
+
+    /// Waits until the server is ready and scrapes every target: its discovery hands new
+    /// targets to the scrapers only every few seconds, so a scrape of a short job would
+    /// otherwise miss most of it.
+    fn wait_ready(&mut self, targets: &[String]) -> Result<()> {
+        let started = Instant::now();
+        loop {
+            if let Ok((200, _)) = self.get("/-/ready")
+                && let Ok((200, active)) = self.get("/api/v1/targets?state=active")
+                && targets
+                    .iter()
+                    .all(|t| active.contains(&format!("\"scrapeUrl\":\"http://{t}/metrics\"")))
+            {
+                return Ok(());
+            }
+            let exited = self.child.try_wait().ok().flatten();
+            if exited.is_some() || started.elapsed() > START_TIMEOUT {
+                let reason = match exited {
+                    Some(status) => format!("it exited ({status})"),
+                    None => format!("not ready after {START_TIMEOUT:?}"),
+                };
+                let log =
+                    fs::read_to_string(self.dir.path().join("prometheus.log")).unwrap_or_default();
+                let lines: Vec<&str> = log.lines().collect();
+                return Err(TestkitError::PrometheusStart {
+                    reason,
+                    tail: lines[lines.len().saturating_sub(20)..].join("\n"),
+                });
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+impl Drop for PrometheusServer {
+    fn drop(&mut self) {
+        // `Child::kill` sends SIGKILL to this child's PID only.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The `prometheus` binary: on `PATH`, else unpacked from Debian's package into the cache.
+fn binary() -> Result<PathBuf> {
+    if let Ok(out) = Command::new("prometheus")
+        .arg("--version")
+        .stdin(Stdio::null())
+        .output()
+        && out.status.success()
+    {
+        return Ok(PathBuf::from("prometheus"));
+    }
+    let cache = cache_dir("prometheus");
+    let binary = cache.join("prometheus");
+    if binary.is_file() {
+        return Ok(binary);
+    }
+    fs::create_dir_all(&cache).map_err(io_err(format!("creating {}", cache.display())))?;
+    let lock_path = cache.join("fetch.lock");
+    let lock = fs::File::create(&lock_path)
+        .map_err(io_err(format!("creating {}", lock_path.display())))?;
+    lock.lock()
+        .map_err(io_err(format!("locking {}", lock_path.display())))?;
+    if binary.is_file() {
+        return Ok(binary);
+    }
+    let work = tempfile::Builder::new()
+        .prefix("fetch-")
+        .tempdir_in(&cache)
+        .map_err(io_err(format!(
+            "creating a directory in {}",
+            cache.display()
+        )))?;
+    run(
+        Command::new("apt-get")
+            .args(["download", "prometheus"])
+            .current_dir(work.path()),
+        "apt-get download prometheus",
+    )?;
+    let deb = fs::read_dir(work.path())
+        .map_err(io_err(format!("listing {}", work.path().display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .find(|p| p.extension().is_some_and(|e| e == "deb"))
+        .ok_or_else(|| TestkitError::PrometheusMissing {
+            detail: "apt-get download prometheus left no .deb file".into(),
+        })?;
+    let unpacked = work.path().join("root");
+    run(
+        Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked),
+        "dpkg-deb -x (unpacking the prometheus package)",
+    )?;
+    let staged = work.path().join("prometheus");
+    fs::copy(unpacked.join("usr/bin/prometheus"), &staged).map_err(io_err(
+        "copying usr/bin/prometheus out of the package".into(),
+    ))?;
+    fs::rename(&staged, &binary).map_err(io_err(format!("moving it to {}", binary.display())))?;
+    eprintln!(
+        "weir-testkit: unpacked Debian's prometheus into {}",
+        binary.display()
+    );
+    Ok(binary)
+}
+
+/// Runs a fetch step; any failure means Prometheus is missing.
+fn run(cmd: &mut Command, name: &str) -> Result<()> {
+    let out = cmd
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| TestkitError::PrometheusMissing {
+            detail: format!("{name} could not be run: {e}"),
+        })?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(TestkitError::PrometheusMissing {
+        detail: format!(
+            "{name} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ),
+    })
+}
+
+fn free_port() -> Result<u16> {
+    let listener = TcpListener::bind("127.0.0.1:0")
+        .map_err(io_err("binding a free port on 127.0.0.1".into()))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(io_err("reading the free port".into()))
+}
+
+fn io_err(context: String) -> impl FnOnce(std::io::Error) -> TestkitError {
+    move |source| TestkitError::Io { context, source }
+}
+
+/// Percent-encodes everything but unreserved characters (RFC 3986), for a query parameter.
+fn percent_encode(text: &str) -> String {
+    let mut out = String::with_capacity(text.len() * 3);
+    for b in text.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// The body of a `Transfer-Encoding: chunked` response.
+fn dechunk(mut body: &str) -> Option<String> {
+    let mut out = String::new();
+    loop {
+        let (size, rest) = body.split_once("\r\n")?;
+        let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            return Some(out);
+        }
+        out.push_str(rest.get(..size)?);
+        body = rest.get(size..)?.strip_prefix("\r\n")?;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether `path` is a Prometheus binary that runs.
+    fn runs(path: &std::path::Path) -> bool {
+        Command::new(path)
+            .arg("--version")
+            .output()
+            .is_ok_and(|o| o.status.success())
+    }
+
+    #[test]
+    fn promql_is_percent_encoded() {
+        assert_eq!(
+            percent_encode(r#"sum(x{job="a b"})"#),
+            "sum%28x%7Bjob%3D%22a%20b%22%7D%29"
+        );
+    }
+
+    #[test]
+    fn chunked_bodies_are_joined() {
+        assert_eq!(
+            dechunk("4\r\nabcd\r\n2\r\nef\r\n0\r\n\r\n").as_deref(),
+            Some("abcdef")
+        );
+        assert_eq!(dechunk("zz\r\n"), None);
+    }
+
+    #[test]
+    fn prometheus_binary_is_fetched_and_runs() {
+        let binary = binary().expect("the Prometheus test was not run");
+        assert!(runs(&binary), "{} does not run", binary.display());
+    }
+}

@@ -150,3 +150,9 @@ impl std::fmt::Debug for TestkitError {
         std::fmt::Display::fmt(self, f)
     }
 }
+
+/// Maps an I/O error to [`TestkitError::Io`] with what was being done.
+pub(crate) fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> TestkitError {
+    let context = context.into();
+    move |source| TestkitError::Io { context, source }
+}

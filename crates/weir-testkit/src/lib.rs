@@ -11,7 +11,9 @@ pub mod s3;
 
 pub use error::TestkitError;
 
-use std::path::PathBuf;
+use error::io_err;
+use std::fs;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// The cache directory `name` of the test servers: under `CARGO_TARGET_DIR` when set (so a
@@ -22,6 +24,44 @@ pub fn cache_dir(name: &str) -> PathBuf {
         PathBuf::from,
     );
     base.join("weir-testkit").join(name)
+}
+
+/// Puts something into the cache once and returns its path: `target` when it exists;
+/// otherwise, under an exclusive lock on `cache/fetch.lock` (two test binaries never fetch at
+/// once) and after looking again, `fetch` fills a fresh temporary directory inside `cache` and
+/// returns what it staged there, which is renamed to `target` whole, so a half-finished fetch is
+/// never used.
+pub(crate) fn fetch_once(
+    cache: &Path,
+    target: &Path,
+    fetch: impl FnOnce(&Path) -> Result<PathBuf, TestkitError>,
+) -> Result<PathBuf, TestkitError> {
+    if target.exists() {
+        return Ok(target.to_path_buf());
+    }
+    fs::create_dir_all(cache).map_err(io_err(format!("creating {}", cache.display())))?;
+    let lock_path = cache.join("fetch.lock");
+    let lock = fs::File::create(&lock_path)
+        .map_err(io_err(format!("creating {}", lock_path.display())))?;
+    lock.lock()
+        .map_err(io_err(format!("locking {}", lock_path.display())))?;
+    if target.exists() {
+        return Ok(target.to_path_buf());
+    }
+    let work = tempfile::Builder::new()
+        .prefix("fetch-")
+        .tempdir_in(cache)
+        .map_err(io_err(format!(
+            "creating a directory in {}",
+            cache.display()
+        )))?;
+    let staged = fetch(work.path())?;
+    fs::rename(&staged, target).map_err(io_err(format!(
+        "moving {} to {}",
+        staged.display(),
+        target.display()
+    )))?;
+    Ok(target.to_path_buf())
 }
 
 /// A name no other test of this process (nor of an earlier run) uses: `prefix`, the process id,

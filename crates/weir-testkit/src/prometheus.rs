@@ -7,11 +7,11 @@
 //! A machine where the package cannot be fetched gets a [`TestkitError::PrometheusMissing`]
 //! that says the test was not run and what to install.
 
-use crate::cache_dir;
 use crate::error::TestkitError;
+use crate::error::io_err;
+use crate::{cache_dir, fetch_once};
 use std::fs;
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -43,7 +43,7 @@ impl PrometheusServer {
         let dir = tempfile::Builder::new()
             .prefix("weir-prometheus-")
             .tempdir()
-            .map_err(io_err("creating the Prometheus directory".into()))?;
+            .map_err(io_err("creating the Prometheus directory"))?;
         let config = dir.path().join("prometheus.yml");
         let quoted: Vec<String> = targets.iter().map(|t| format!("'{t}'")).collect();
         fs::write(
@@ -95,55 +95,31 @@ impl PrometheusServer {
     /// # Errors
     /// [`TestkitError::PrometheusRequest`] when the server cannot be reached or refuses.
     pub fn query(&self, promql: &str) -> Result<String> {
-        let path = format!("/api/v1/query?query={}", percent_encode(promql));
-        let (status, body) = self.get(&path)?;
-        if status != 200 {
-            return Err(TestkitError::PrometheusRequest {
-                request: path,
-                detail: format!("HTTP status {status}: {body}"),
-            });
-        }
-        Ok(body)
+        self.get("/api/v1/query", &[("query", promql)])
     }
 
-    /// `GET path`: the status code and the (de-chunked) body.
-    fn get(&self, path: &str) -> Result<(u16, String)> {
+    /// `GET path?query`: the body of a 2xx answer.
+    fn get(&self, path: &str, query: &[(&str, &str)]) -> Result<String> {
         let failed = |detail: String| TestkitError::PrometheusRequest {
             request: path.to_owned(),
             detail,
         };
-        let mut stream = TcpStream::connect(("127.0.0.1", self.port))
-            .map_err(|e| failed(format!("connecting to port {}: {e}", self.port)))?;
-        stream
-            .set_read_timeout(Some(Duration::from_secs(30)))
-            .map_err(|e| failed(e.to_string()))?;
-        write!(
-            stream,
-            "GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nConnection: close\r\n\r\n",
-            self.port
-        )
-        .map_err(|e| failed(format!("sending: {e}")))?;
-        let mut raw = String::new();
-        stream
-            .read_to_string(&mut raw)
-            .map_err(|e| failed(format!("reading: {e}")))?;
-        let (head, body) = raw
-            .split_once("\r\n\r\n")
-            .ok_or_else(|| failed(format!("not an HTTP response: {raw}")))?;
-        let status = head
-            .split_whitespace()
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| failed(format!("no status in {head}")))?;
-        let chunked = head
-            .to_ascii_lowercase()
-            .contains("transfer-encoding: chunked");
-        let body = if chunked {
-            dechunk(body).ok_or_else(|| failed(format!("bad chunked body: {body}")))?
-        } else {
-            body.to_owned()
+        let mut request = ureq::get(&format!("http://127.0.0.1:{}{path}", self.port))
+            .timeout(Duration::from_secs(30));
+        for (name, value) in query {
+            request = request.query(name, value);
+        }
+        let answer = match request.call() {
+            Ok(answer) => answer,
+            Err(ureq::Error::Status(status, answer)) => {
+                let body = answer.into_string().unwrap_or_default();
+                return Err(failed(format!("HTTP status {status}: {body}")));
+            }
+            Err(e) => return Err(failed(e.to_string())),
         };
-        Ok((status, body))
+        answer
+            .into_string()
+            .map_err(|e| failed(format!("reading the body: {e}")))
     }
 
     /// Waits until the server is ready and scrapes every target: its discovery hands new
@@ -152,8 +128,8 @@ impl PrometheusServer {
     fn wait_ready(&mut self, targets: &[String]) -> Result<()> {
         let started = Instant::now();
         loop {
-            if let Ok((200, _)) = self.get("/-/ready")
-                && let Ok((200, active)) = self.get("/api/v1/targets?state=active")
+            if self.get("/-/ready", &[]).is_ok()
+                && let Ok(active) = self.get("/api/v1/targets", &[("state", "active")])
                 && targets
                     .iter()
                     .all(|t| active.contains(&format!("\"scrapeUrl\":\"http://{t}/metrics\"")))
@@ -199,53 +175,34 @@ fn binary() -> Result<PathBuf> {
     }
     let cache = cache_dir("prometheus");
     let binary = cache.join("prometheus");
-    if binary.is_file() {
-        return Ok(binary);
-    }
-    fs::create_dir_all(&cache).map_err(io_err(format!("creating {}", cache.display())))?;
-    let lock_path = cache.join("fetch.lock");
-    let lock = fs::File::create(&lock_path)
-        .map_err(io_err(format!("creating {}", lock_path.display())))?;
-    lock.lock()
-        .map_err(io_err(format!("locking {}", lock_path.display())))?;
-    if binary.is_file() {
-        return Ok(binary);
-    }
-    let work = tempfile::Builder::new()
-        .prefix("fetch-")
-        .tempdir_in(&cache)
-        .map_err(io_err(format!(
-            "creating a directory in {}",
+    fetch_once(&cache, &binary, |work| {
+        run(
+            Command::new("apt-get")
+                .args(["download", "prometheus"])
+                .current_dir(work),
+            "apt-get download prometheus",
+        )?;
+        let deb = fs::read_dir(work)
+            .map_err(io_err(format!("listing {}", work.display())))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .find(|p| p.extension().is_some_and(|e| e == "deb"))
+            .ok_or_else(|| TestkitError::PrometheusMissing {
+                detail: "apt-get download prometheus left no .deb file".into(),
+            })?;
+        let unpacked = work.join("root");
+        run(
+            Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked),
+            "dpkg-deb -x (unpacking the prometheus package)",
+        )?;
+        let staged = work.join("prometheus");
+        fs::copy(unpacked.join("usr/bin/prometheus"), &staged)
+            .map_err(io_err("copying usr/bin/prometheus out of the package"))?;
+        eprintln!(
+            "weir-testkit: unpacked Debian's prometheus into {}",
             cache.display()
-        )))?;
-    run(
-        Command::new("apt-get")
-            .args(["download", "prometheus"])
-            .current_dir(work.path()),
-        "apt-get download prometheus",
-    )?;
-    let deb = fs::read_dir(work.path())
-        .map_err(io_err(format!("listing {}", work.path().display())))?
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .find(|p| p.extension().is_some_and(|e| e == "deb"))
-        .ok_or_else(|| TestkitError::PrometheusMissing {
-            detail: "apt-get download prometheus left no .deb file".into(),
-        })?;
-    let unpacked = work.path().join("root");
-    run(
-        Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked),
-        "dpkg-deb -x (unpacking the prometheus package)",
-    )?;
-    let staged = work.path().join("prometheus");
-    fs::copy(unpacked.join("usr/bin/prometheus"), &staged).map_err(io_err(
-        "copying usr/bin/prometheus out of the package".into(),
-    ))?;
-    fs::rename(&staged, &binary).map_err(io_err(format!("moving it to {}", binary.display())))?;
-    eprintln!(
-        "weir-testkit: unpacked Debian's prometheus into {}",
-        binary.display()
-    );
-    Ok(binary)
+        );
+        Ok(staged)
+    })
 }
 
 /// Runs a fetch step; any failure means Prometheus is missing.
@@ -269,43 +226,12 @@ fn run(cmd: &mut Command, name: &str) -> Result<()> {
 }
 
 fn free_port() -> Result<u16> {
-    let listener = TcpListener::bind("127.0.0.1:0")
-        .map_err(io_err("binding a free port on 127.0.0.1".into()))?;
+    let listener =
+        TcpListener::bind("127.0.0.1:0").map_err(io_err("binding a free port on 127.0.0.1"))?;
     listener
         .local_addr()
         .map(|a| a.port())
-        .map_err(io_err("reading the free port".into()))
-}
-
-fn io_err(context: String) -> impl FnOnce(std::io::Error) -> TestkitError {
-    move |source| TestkitError::Io { context, source }
-}
-
-/// Percent-encodes everything but unreserved characters (RFC 3986), for a query parameter.
-fn percent_encode(text: &str) -> String {
-    let mut out = String::with_capacity(text.len() * 3);
-    for b in text.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
-/// The body of a `Transfer-Encoding: chunked` response.
-fn dechunk(mut body: &str) -> Option<String> {
-    let mut out = String::new();
-    loop {
-        let (size, rest) = body.split_once("\r\n")?;
-        let size = usize::from_str_radix(size.split(';').next()?.trim(), 16).ok()?;
-        if size == 0 {
-            return Some(out);
-        }
-        out.push_str(rest.get(..size)?);
-        body = rest.get(size..)?.strip_prefix("\r\n")?;
-    }
+        .map_err(io_err("reading the free port"))
 }
 
 #[cfg(test)]
@@ -318,23 +244,6 @@ mod tests {
             .arg("--version")
             .output()
             .is_ok_and(|o| o.status.success())
-    }
-
-    #[test]
-    fn promql_is_percent_encoded() {
-        assert_eq!(
-            percent_encode(r#"sum(x{job="a b"})"#),
-            "sum%28x%7Bjob%3D%22a%20b%22%7D%29"
-        );
-    }
-
-    #[test]
-    fn chunked_bodies_are_joined() {
-        assert_eq!(
-            dechunk("4\r\nabcd\r\n2\r\nef\r\n0\r\n\r\n").as_deref(),
-            Some("abcdef")
-        );
-        assert_eq!(dechunk("zz\r\n"), None);
     }
 
     #[test]

@@ -35,7 +35,7 @@ use rdkafka::{Offset, TopicPartitionList};
 
 mod tools;
 
-use crate::error::TestkitError;
+use crate::error::{TestkitError, io_err};
 use crate::unique_name;
 use tools::{check_java, fetch_jars, run_command, tail};
 
@@ -54,11 +54,6 @@ const START_TIMEOUT: Duration = Duration::from_secs(90);
 /// How long the watchdog waits for a graceful shutdown before it sends SIGKILL.
 const STOP_GRACE_SECS: u32 = 30;
 type Result<T> = std::result::Result<T, TestkitError>;
-
-fn io_err(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> TestkitError {
-    let context = context.into();
-    move |source| TestkitError::Io { context, source }
-}
 
 /// One record read back from a topic.
 #[derive(Clone, PartialEq, Eq)]

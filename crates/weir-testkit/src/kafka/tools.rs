@@ -5,9 +5,10 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use super::{KAFKA_VERSION, LOG4J_VERSION, MIN_JAVA, Result, io_err};
-use crate::cache_dir;
+use super::{KAFKA_VERSION, LOG4J_VERSION, MIN_JAVA, Result};
 use crate::error::TestkitError;
+use crate::error::io_err;
+use crate::{cache_dir, fetch_once};
 
 /// Runs `cmd` to completion; a failure carries the end of its output.
 pub(super) fn run_command(mut cmd: Command, name: &str) -> Result<()> {
@@ -67,66 +68,44 @@ fn java_major(version_output: &str) -> Option<u32> {
 pub(super) fn fetch_jars() -> Result<PathBuf> {
     let cache = cache_dir(&format!("kafka-{KAFKA_VERSION}"));
     let jars = cache.join("jars");
-    if jars.is_dir() {
-        return Ok(jars);
-    }
-    fs::create_dir_all(&cache).map_err(io_err(format!("creating {}", cache.display())))?;
-    let lock_path = cache.join("fetch.lock");
-    let lock = fs::File::create(&lock_path)
-        .map_err(io_err(format!("creating {}", lock_path.display())))?;
-    lock.lock()
-        .map_err(io_err(format!("locking {}", lock_path.display())))?;
-    if jars.is_dir() {
-        return Ok(jars);
-    }
-    let mvn = Command::new("mvn")
-        .arg("-v")
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| TestkitError::MissingTool {
-            what: format!(
-                "the Kafka jars are not in {} yet and `mvn` could not be run ({e})",
-                cache.display()
-            ),
-        })?;
-    if !mvn.status.success() {
-        return Err(TestkitError::MissingTool {
-            what: format!("`mvn -v` failed ({})", mvn.status),
-        });
-    }
-    let work = tempfile::Builder::new()
-        .prefix("fetch-")
-        .tempdir_in(&cache)
-        .map_err(io_err(format!(
-            "creating a directory in {}",
-            cache.display()
-        )))?;
-    let pom_path = work.path().join("pom.xml");
-    fs::write(&pom_path, pom()).map_err(io_err(format!("writing {}", pom_path.display())))?;
-    let out = work.path().join("jars");
-    let started = Instant::now();
-    let mut cmd = Command::new("mvn");
-    cmd.args(["-q", "-B", "-f"])
-        .arg(&pom_path)
-        .arg("dependency:copy-dependencies")
-        .arg(format!("-DoutputDirectory={}", out.display()))
-        .arg("-DincludeScope=runtime");
-    run_command(
-        cmd,
-        &format!("mvn dependency:copy-dependencies (fetching Kafka {KAFKA_VERSION}'s jars)"),
-    )?;
-    fs::rename(&out, &jars).map_err(io_err(format!(
-        "moving {} to {}",
-        out.display(),
-        jars.display()
-    )))?;
-    let count = fs::read_dir(&jars).map_or(0, Iterator::count);
-    eprintln!(
-        "weir-testkit: fetched {count} Kafka jars into {} in {:.1} s",
-        jars.display(),
-        started.elapsed().as_secs_f64()
-    );
-    Ok(jars)
+    fetch_once(&cache, &jars, |work| {
+        let mvn = Command::new("mvn")
+            .arg("-v")
+            .stdin(Stdio::null())
+            .output()
+            .map_err(|e| TestkitError::MissingTool {
+                what: format!(
+                    "the Kafka jars are not in {} yet and `mvn` could not be run ({e})",
+                    cache.display()
+                ),
+            })?;
+        if !mvn.status.success() {
+            return Err(TestkitError::MissingTool {
+                what: format!("`mvn -v` failed ({})", mvn.status),
+            });
+        }
+        let pom_path = work.join("pom.xml");
+        fs::write(&pom_path, pom()).map_err(io_err(format!("writing {}", pom_path.display())))?;
+        let out = work.join("jars");
+        let started = Instant::now();
+        let mut cmd = Command::new("mvn");
+        cmd.args(["-q", "-B", "-f"])
+            .arg(&pom_path)
+            .arg("dependency:copy-dependencies")
+            .arg(format!("-DoutputDirectory={}", out.display()))
+            .arg("-DincludeScope=runtime");
+        run_command(
+            cmd,
+            &format!("mvn dependency:copy-dependencies (fetching Kafka {KAFKA_VERSION}'s jars)"),
+        )?;
+        let count = fs::read_dir(&out).map_or(0, Iterator::count);
+        eprintln!(
+            "weir-testkit: fetched {count} Kafka jars for {} in {:.1} s",
+            cache.display(),
+            started.elapsed().as_secs_f64()
+        );
+        Ok(out)
+    })
 }
 
 /// The Maven project whose runtime dependencies are the broker's classpath.

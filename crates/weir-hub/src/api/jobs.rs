@@ -221,31 +221,9 @@ pub(crate) async fn upgrade(
 ) -> Result<Json<UpgradeRecord>> {
     // An unknown job is a 404 before any compiling.
     let known = job_id.clone();
-    let job = hub.with_store(move |s| s.job(&known)).await?;
+    hub.with_store(move |s| s.job(&known)).await?;
     let source = source(request.sql.as_ref(), request.spec.as_ref())?;
     let compiled = compile_for_store(&hub, &job_id, source).await?;
-    // The lanes restore the savepoint's state only into the same logic: refused here, the job
-    // stays stopped on its version, rather than failing at the start.
-    let known = job_id.clone();
-    let versions = hub.with_store(move |s| s.versions(&known)).await?;
-    if let Some(current) = versions
-        .iter()
-        .find(|v| v.version_id == job.current_version)
-    {
-        let before = compile_for_store(&hub, &job_id, compile::Source::Spec(&current.spec)).await?;
-        if before.logical_fingerprint != compiled.logical_fingerprint {
-            return Err(HubError::conflict(
-                source.field(),
-                format!(
-                    "the new version changes the job's logic (options, keys or edges) against \
-                     version `{}`: its lanes could not restore the savepoint's state. An \
-                     upgrade may change what does not touch the logic (checkpoint settings, \
-                     restart policy, channel capacity); other changes are a new job",
-                    current.version_id
-                ),
-            ));
-        }
-    }
     hub.with_store(move |s| s.upgrade(&job_id, &request, &compiled, now_ms()))
         .await
         .map(Json)

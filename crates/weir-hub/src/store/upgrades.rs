@@ -64,6 +64,13 @@ fn savepoint_epochs(tx: &Transaction<'_>, savepoint_id: &str) -> Result<BTreeMap
     from_stored("lane epochs", &epochs)
 }
 
+/// The part of a version's stored plans (as `weir plan` prints them) an upgrade reads.
+#[derive(serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct StoredPlans {
+    partitioned_plan: weir::plan::PartitionedPlan,
+}
+
 impl Store {
     /// Makes `compiled` the job's current version, to start from savepoint
     /// `request.savepoint_id` of the version it replaces.
@@ -71,7 +78,8 @@ impl Store {
     /// # Errors
     /// 404 for an unknown job; 409 naming `desiredState` when the job is not stopped and
     /// converged, `savepointId` when it is not a completed savepoint of the current version
-    /// with the new version's state format, or the source field when the lane count differs.
+    /// with the new version's state format, or the source field when the lane count or the
+    /// job's logic (its logical fingerprint) differs.
     pub fn upgrade(
         &self,
         job_id: &str,
@@ -125,7 +133,25 @@ impl Store {
                 ));
             }
             let epochs: BTreeMap<u32, u64> = from_stored("lane epochs", &epochs)?;
-            let old_lanes = version_row(tx, &job.current_version)?.version.lanes;
+            let current = version_row(tx, &job.current_version)?;
+            // The lanes restore the savepoint's state only into the same logic: refused here,
+            // the job stays stopped on its version, instead of failing at the start.
+            let plans: StoredPlans = from_stored("plans", &current.plans_json)?;
+            if plans.partitioned_plan.logical_fingerprint() != compiled.logical_fingerprint {
+                let field = if request.sql.is_some() { "sql" } else { "spec" };
+                return Err(HubError::conflict(
+                    field,
+                    format!(
+                        "the new version changes the job's logic (options, keys or edges) \
+                         against version `{}`: its lanes could not restore the savepoint's \
+                         state. An upgrade may change what does not touch the logic \
+                         (checkpoint settings, restart policy, channel capacity); other \
+                         changes are a new job",
+                        job.current_version
+                    ),
+                ));
+            }
+            let old_lanes = current.version.lanes;
             if compiled.lanes != old_lanes {
                 let field = if request.sql.is_some() { "sql" } else { "spec.parallelism" };
                 return Err(HubError::conflict(

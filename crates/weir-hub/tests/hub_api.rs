@@ -19,12 +19,7 @@ use weir_control::{DesiredState, DesiredStateChange, LaneState, ObservedPhase, V
 #[tokio::test]
 async fn submit_validate_list_detail_and_versions() {
     let dir = tempfile::tempdir().unwrap();
-    let t = start_hub(
-        &dir.path().join("hub.sqlite"),
-        Duration::from_secs(60),
-        false,
-    )
-    .await;
+    let t = fresh_hub(dir.path()).await;
     let valid = t
         .client
         .validate(&ValidateRequest {
@@ -181,12 +176,7 @@ async fn submit_validate_list_detail_and_versions() {
 #[tokio::test]
 async fn malformed_bodies_and_unknown_ids_name_the_field() {
     let dir = tempfile::tempdir().unwrap();
-    let t = start_hub(
-        &dir.path().join("hub.sqlite"),
-        Duration::from_secs(60),
-        false,
-    )
-    .await;
+    let t = fresh_hub(dir.path()).await;
     let http = reqwest::Client::new();
     let send = |method: reqwest::Method, path: &str, body: Option<&str>| {
         let mut r = http.request(method, format!("{}{path}", t.base));
@@ -302,12 +292,7 @@ async fn malformed_bodies_and_unknown_ids_name_the_field() {
 #[tokio::test]
 async fn concurrent_desired_state_changes_resolve_by_generation() {
     let dir = tempfile::tempdir().unwrap();
-    let t = start_hub(
-        &dir.path().join("hub.sqlite"),
-        Duration::from_secs(60),
-        false,
-    )
-    .await;
+    let t = fresh_hub(dir.path()).await;
     t.client
         .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Stopped))
         .await

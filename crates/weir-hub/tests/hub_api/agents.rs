@@ -10,12 +10,7 @@ use weir_control::{
 #[tokio::test]
 async fn registering_again_with_the_same_boot_keeps_lanes_and_a_new_boot_moves_them() {
     let dir = tempfile::tempdir().unwrap();
-    let t = start_hub(
-        &dir.path().join("hub.sqlite"),
-        Duration::from_secs(60),
-        false,
-    )
-    .await;
+    let t = fresh_hub(dir.path()).await;
     let first = t
         .client
         .register(&register_request("a", "boot-1", 4))
@@ -164,12 +159,7 @@ async fn heartbeats_keep_the_lease_and_missing_ones_expire_it_and_move_lanes() {
 #[tokio::test]
 async fn old_sessions_and_seq_gaps_are_refused_without_changing_the_snapshot() {
     let dir = tempfile::tempdir().unwrap();
-    let t = start_hub(
-        &dir.path().join("hub.sqlite"),
-        Duration::from_secs(60),
-        false,
-    )
-    .await;
+    let t = fresh_hub(dir.path()).await;
     let old = t
         .client
         .register(&register_request("a", "boot", 4))
@@ -356,12 +346,7 @@ async fn the_observed_state_aggregates_every_lane() {
 #[tokio::test]
 async fn lanes_wait_for_a_slot_and_are_placed_when_an_agent_registers() {
     let dir = tempfile::tempdir().unwrap();
-    let t = start_hub(
-        &dir.path().join("hub.sqlite"),
-        Duration::from_secs(60),
-        false,
-    )
-    .await;
+    let t = fresh_hub(dir.path()).await;
     t.client
         .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Running))
         .await

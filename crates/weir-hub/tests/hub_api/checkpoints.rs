@@ -2,7 +2,6 @@
 
 use crate::support::*;
 use serde_json::json;
-use std::time::Duration;
 use weir_control::{
     CommandAction, CommandOutcome, DesiredState, DesiredStateChange, JobManifest, LaneState,
     ObservedPhase, Registration, ReportItem, Restore, SavepointRequest, UpgradeRequest,
@@ -320,12 +319,7 @@ async fn checkpoint_ids(t: &TestHub, agent: &str, reg: &Registration) -> Vec<Str
 #[tokio::test]
 async fn periodic_checkpoints_follow_the_interval_one_at_a_time_until_the_timeout() {
     let dir = tempfile::tempdir().unwrap();
-    let t = start_hub(
-        &dir.path().join("hub.sqlite"),
-        Duration::from_secs(60),
-        false,
-    )
-    .await;
+    let t = fresh_hub(dir.path()).await;
     let a = t
         .client
         .register(&register_request("a", "boot", 1))
@@ -396,12 +390,7 @@ async fn a_job_manifest_goes_to_s3_when_the_checkpoint_dir_is_there() {
     };
     let url = format!("s3://{bucket}/jobs");
     let dir = tempfile::tempdir().unwrap();
-    let t = start_hub(
-        &dir.path().join("hub.sqlite"),
-        Duration::from_secs(60),
-        false,
-    )
-    .await;
+    let t = fresh_hub(dir.path()).await;
     let a = t
         .client
         .register(&register_request("a", "boot", 1))

@@ -2,7 +2,6 @@
 //! store holds them at the scrape.
 
 use super::support::*;
-use std::time::Duration;
 use weir_control::{DesiredState, LaneState};
 
 /// The value of `series` (name and labels as written) in the exposition.
@@ -33,12 +32,7 @@ async fn scrape(t: &TestHub) -> String {
 #[tokio::test]
 async fn metrics_show_jobs_agents_the_outbox_and_refused_reports() {
     let dir = tempfile::tempdir().unwrap();
-    let t = start_hub(
-        &dir.path().join("hub.sqlite"),
-        Duration::from_secs(60),
-        false,
-    )
-    .await;
+    let t = fresh_hub(dir.path()).await;
     let empty = scrape(&t).await;
     assert!(empty.ends_with("# EOF\n"), "{empty}");
     assert_eq!(sample(&empty, r#"weir_hub_jobs{phase="running"}"#), 0.0);

@@ -144,6 +144,12 @@ pub(crate) fn run_lanes(commands: &[Command], job: &str) -> Vec<(u64, Vec<u32>, 
         .collect()
 }
 
+/// A Hub over a fresh store in `dir`, with leases of a minute and no maintenance task: the tests
+/// drive leases and checkpoints by hand.
+pub(crate) async fn fresh_hub(dir: &Path) -> TestHub {
+    start_hub(&dir.join("hub.sqlite"), Duration::from_secs(60), false).await
+}
+
 /// A Hub over a fresh store in `dir` (leases of `lease_ttl`, with the maintenance task when
 /// `maintain`), Agents `a` and `b` with `slots` slots each, and job `bids` of two lanes submitted
 /// running.

@@ -109,8 +109,9 @@ struct Agent {
     register: RegisterAgent,
     /// Report items not yet accepted by the Hub, in order.
     pending: Vec<ReportItem>,
-    /// Commands carried out in this process, with the result reported for them: a command the
-    /// Hub delivers again (its report was lost) is acknowledged again, not carried out twice.
+    /// Commands carried out whose result the Hub has not accepted yet: a command it delivers
+    /// again meanwhile is acknowledged again, not carried out twice. Emptied as reports are
+    /// accepted (the Hub never delivers an acknowledged command again).
     handled: BTreeMap<String, ReportItem>,
     /// Checkpoint commands whose lanes' epochs are still being taken: the Hub delivers them
     /// again until they are acknowledged, and they must not start a second time.
@@ -494,7 +495,12 @@ impl Agent {
             );
         }
         s.next_seq += 1;
-        self.pending.clear();
+        // An acknowledged command is not delivered again: its remembered result can go.
+        for item in self.pending.drain(..) {
+            if let ReportItem::CommandResult { command_id, .. } = item {
+                self.handled.remove(&command_id);
+            }
+        }
         Ok(())
     }
 }

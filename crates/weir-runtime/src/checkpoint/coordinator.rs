@@ -747,4 +747,101 @@ sinks: [{ name: out, connector: blackhole, input: gen }]
         assert_eq!(manifest.task_snapshots.len(), 2);
         assert_eq!(manifest.sink_transactions.len(), 1);
     }
+
+    /// One task's acknowledgement without a sink transaction, with `segments`.
+    fn task_ack(
+        task: &TaskId,
+        epoch: Epoch,
+        segments: Vec<weir_state::SegmentDescriptor>,
+    ) -> TaskAck {
+        TaskAck {
+            attempt: AttemptId(1),
+            epoch,
+            snapshot: TaskSnapshot {
+                task: task.clone(),
+                segments,
+                input_watermarks: Vec::new(),
+            },
+            source_offsets: Vec::new(),
+            finished_splits: Vec::new(),
+            sink_transactions: Vec::new(),
+            alignment: Duration::from_millis(4),
+        }
+    }
+
+    #[tokio::test]
+    async fn recent_epochs_hold_each_completed_and_aborted_epoch_with_its_tasks() {
+        let mut c = coordinator(AttemptId(1));
+        let probe = crate::CheckpointProbe(Some(c.summary.clone()));
+        let tasks = c.expected.tasks().to_vec();
+        assert_eq!(tasks.len(), 2);
+        assert!(probe.recent_epochs().is_empty());
+
+        // Epoch 1: both tasks acknowledge, it completes.
+        let mut flight = c.trigger_epoch(CheckpointKind::Checkpoint, false, Vec::new());
+        assert_eq!(probe.summary().map(|s| s.pending_epochs), Some(1));
+        for t in &tasks {
+            c.on_ack(task_ack(t, flight.epoch, Vec::new()), Some(&mut flight));
+        }
+        assert!(c.complete(&flight));
+        c.finish_epoch(flight).await.unwrap();
+        let epochs = probe.recent_epochs();
+        assert_eq!(epochs.len(), 1);
+        let first = &epochs[0];
+        assert_eq!(
+            (first.epoch, first.kind.as_str(), first.status.as_str()),
+            (1, "checkpoint", "completed")
+        );
+        assert_eq!(first.cause, None);
+        assert!(first.triggered_at_ms > 1_600_000_000_000, "{first:?}");
+        assert_eq!(first.tasks.len(), 2);
+        for (i, t) in first.tasks.iter().enumerate() {
+            // The task's head operator: the source its chain starts with.
+            assert_eq!(t.operator_id, "gen");
+            assert_eq!(t.subtask, i as u32);
+            assert_eq!(t.state_entries, Some(0));
+            assert_eq!(t.alignment_ms, 4);
+            assert!(t.ack_ms <= first.duration_ms, "{first:?}");
+        }
+        assert_eq!(probe.last_completed_epoch().as_ref(), Some(first));
+
+        // Epoch 2: one task acknowledges with a segment, then the epoch times out.
+        let mut flight = c.trigger_epoch(CheckpointKind::Checkpoint, false, Vec::new());
+        let segment = weir_state::SegmentDescriptor {
+            path: "checkpoint/fenced/2/gen/0/0/counts.parquet".into(),
+            operator: OperatorId::new("gen"),
+            subtask: SubtaskIndex(0),
+            shard: weir_api::StateShardId(0),
+            last_shard: None,
+            state: "counts".into(),
+            rows: 7,
+            bytes: 1234,
+            sha256: String::new(),
+            state_shard_count: 1,
+            schema_version: 1,
+        };
+        c.on_ack(
+            task_ack(&tasks[0], flight.epoch, vec![segment]),
+            Some(&mut flight),
+        );
+        c.abort(flight, "timed out").await;
+        let epochs = probe.recent_epochs();
+        assert_eq!(epochs.len(), 2);
+        assert_eq!(epochs[0], *first, "oldest first");
+        let aborted = &epochs[1];
+        assert_eq!((aborted.epoch, aborted.status.as_str()), (2, "aborted"));
+        assert_eq!(aborted.cause.as_deref(), Some("timed out"));
+        assert_eq!(aborted.state_bytes, 1234);
+        assert_eq!(aborted.tasks.len(), 1, "only the task that acknowledged");
+        assert_eq!(aborted.tasks[0].state_entries, Some(7));
+        assert_eq!(aborted.tasks[0].state_bytes, 1234);
+        // The aborted epoch is not the last completed one.
+        assert_eq!(probe.last_completed_epoch().as_ref(), Some(first));
+        let summary = probe.summary().unwrap();
+        assert_eq!(
+            (summary.triggered, summary.completed, summary.aborted),
+            (2, 1, 1)
+        );
+        assert_eq!(summary.pending_epochs, 0);
+    }
 }

@@ -31,8 +31,8 @@ pub use weir_state as state;
 
 pub use weir_plan::{CompiledPlans, JobSpec};
 pub use weir_runtime::{
-    CheckpointStorage, CheckpointSummary, CheckpointTrigger, Error, JobSummary, PreparedJob,
-    Registry, RestoreFrom, Result, RunOptions, RunningJob, SplitShare,
+    CheckpointStorage, CheckpointSummary, CheckpointTrigger, EpochStats, Error, JobSummary,
+    PreparedJob, Registry, RestoreFrom, Result, RunOptions, RunningJob, SplitShare, TaskEpochStats,
 };
 
 /// The registry with every built-in operator and connector: operators `filter`, `project`,

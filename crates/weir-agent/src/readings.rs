@@ -54,6 +54,10 @@ pub fn sample(metrics: &JobMetrics) -> MetricsSample {
 /// epochs, oldest first, as JSON.
 pub fn checkpoints(probe: &CheckpointProbe) -> (Option<serde_json::Value>, Vec<serde_json::Value>) {
     let summary = probe.summary().and_then(|s| serde_json::to_value(s).ok());
-    let epochs = Vec::new();
+    let epochs = probe
+        .recent_epochs()
+        .iter()
+        .filter_map(|e| serde_json::to_value(e).ok())
+        .collect();
     (summary, epochs)
 }

@@ -40,6 +40,14 @@ pub struct TaskContext {
     /// Rows the operator dropped by policy (late rows, null event times): the runtime reports
     /// this count in the job summary. Add to it with `fetch_add(n, Ordering::Relaxed)`.
     pub dropped_rows: Arc<AtomicU64>,
+    /// Late rows the operator routed to its late side output (late policy `route`), with rows
+    /// of a null event time routed there too: the runtime exports this count per subtask. Add
+    /// to it with `fetch_add(n, Ordering::Relaxed)`.
+    pub late_routed_rows: Arc<AtomicU64>,
+    /// Late rows that updated an already emitted result (late policy `update`, within the
+    /// allowed lateness): the runtime exports this count per subtask. Add to it with
+    /// `fetch_add(n, Ordering::Relaxed)`.
+    pub late_updated_rows: Arc<AtomicU64>,
     /// The rows of the operator's [`StateImage`](crate::StateImage)s in the checkpoint this
     /// instance restores, only those of the state shards it owns (`None`: a fresh start, or
     /// the checkpoint holds no image of this operator).
@@ -118,6 +126,8 @@ impl TaskContext {
             state: None,
             state_shard_count: None,
             dropped_rows: Arc::default(),
+            late_routed_rows: Arc::default(),
+            late_updated_rows: Arc::default(),
             restored_image: None,
             staging: None,
         }

@@ -202,6 +202,37 @@ fn prometheus_scrapes_a_running_job() {
         r#"max_over_time(weir_job_splits_assigned_total{job="metrics-e2e"}[5m])"#,
     );
     assert_eq!(splits, Some(2.0));
+
+    // Every epoch completed was triggered first; while one was in flight the pending-epochs
+    // gauge showed it, and it never counts more than one.
+    let triggered = scalar(
+        &prometheus,
+        r#"max_over_time(weir_checkpoint_triggered_total{job="metrics-e2e"}[5m])"#,
+    )
+    .expect("epochs triggered");
+    assert!(
+        triggered >= completed,
+        "{triggered} triggered, {completed} completed"
+    );
+    let pending = query(
+        &prometheus,
+        r#"max_over_time(weir_checkpoint_pending_epochs{job="metrics-e2e"}[5m])"#,
+    );
+    assert_eq!(pending.len(), 1, "{pending:?}");
+    assert!((0.0..=1.0).contains(&pending[0].1), "{pending:?}");
+
+    // The semantic mode in force, as the run's summary reports it.
+    let modes = query(
+        &prometheus,
+        r#"last_over_time(weir_job_semantic_mode_info{job="metrics-e2e"}[5m])"#,
+    );
+    assert_eq!(modes.len(), 1, "{modes:?}");
+    assert_eq!(modes[0].1, 1.0);
+    assert_eq!(modes[0].0["mode"], summary["semantic_mode"], "{summary}");
+
+    // The source tasks read and handed on rows: busy time, now counted for them too.
+    let source_busy = last("weir_task_busy_seconds_total", "gen");
+    assert!(source_busy > 0.0, "{source_busy}");
 }
 
 /// `GET http://{addr}{path}`: the status and the body; `None` while nothing listens there.

@@ -8,8 +8,9 @@ use prometheus_client::metrics::gauge::ConstGauge;
 use prometheus_client::registry::Registry;
 use std::fmt;
 use std::sync::Arc;
+use weir_api::SemanticMode;
 use weir_runtime::{
-    CheckpointProbe, CheckpointSummary, JobMetrics, MetricsSnapshot, SubtaskSnapshot,
+    CheckpointProbe, CheckpointSummary, EpochStats, JobMetrics, MetricsSnapshot, SubtaskSnapshot,
 };
 
 /// One job whose metrics an exporter shows: its id (the `job` label), its live counters and its
@@ -46,6 +47,8 @@ pub fn encode(source: &dyn JobSource) -> String {
             split_rows: h.metrics.split_rows(),
             subtasks: h.metrics.subtasks(),
             checkpoints: h.checkpoints.summary(),
+            last_epoch: h.checkpoints.last_completed_epoch(),
+            semantic_mode: h.metrics.semantic_mode(),
             job: h.job,
         })
         .collect();
@@ -68,6 +71,19 @@ struct JobReading {
     /// `(operator, split, rows read)`.
     split_rows: Vec<(String, String, u64)>,
     checkpoints: Option<CheckpointSummary>,
+    /// The newest completed epoch, for the per-task checkpoint gauges.
+    last_epoch: Option<EpochStats>,
+    semantic_mode: Option<SemanticMode>,
+}
+
+/// A semantic mode as the job spec spells it.
+fn mode_name(mode: SemanticMode) -> &'static str {
+    match mode {
+        SemanticMode::StrictExactlyOnce => "STRICT_EXACTLY_ONCE",
+        SemanticMode::EffectivelyOnce => "EFFECTIVELY_ONCE",
+        SemanticMode::AtLeastOnce => "AT_LEAST_ONCE",
+        SemanticMode::BestEffort => "BEST_EFFORT",
+    }
 }
 
 /// The readings of one scrape, encoded as one collector.
@@ -109,6 +125,51 @@ fn subtask_counter<'a>(
             r.subtasks
                 .iter()
                 .map(|s| (subtask_labels(&r.job, s), value(s)))
+                .collect()
+        }),
+    }
+}
+
+/// Per-subtask gauges; `None` is no sample.
+fn subtask_gauge<'a>(
+    name: &'static str,
+    help: &'static str,
+    value: fn(&SubtaskSnapshot) -> Option<u64>,
+) -> Family<'a, f64> {
+    Family {
+        name,
+        help,
+        samples: Box::new(move |r: &'a JobReading| {
+            r.subtasks
+                .iter()
+                .filter_map(|s| value(s).map(|v| (subtask_labels(&r.job, s), v as f64)))
+                .collect()
+        }),
+    }
+}
+
+/// Per-task values of the newest completed epoch, for the tasks that took part with a snapshot.
+fn epoch_task_gauge<'a>(
+    name: &'static str,
+    help: &'static str,
+    value: fn(&weir_runtime::TaskEpochStats) -> f64,
+) -> Family<'a, f64> {
+    Family {
+        name,
+        help,
+        samples: Box::new(move |r: &'a JobReading| {
+            r.last_epoch
+                .iter()
+                .flat_map(|e| &e.tasks)
+                .filter(|t| t.state_entries.is_some())
+                .map(|t| {
+                    let labels = vec![
+                        ("job", r.job.clone()),
+                        ("operator", t.operator_id.clone()),
+                        ("subtask", t.subtask.to_string()),
+                    ];
+                    (labels, value(t))
+                })
                 .collect()
         }),
     }
@@ -226,6 +287,16 @@ impl Collector for Readings {
                 "Arrow memory size of the batches the operator subtask emitted, bytes.",
                 |s| s.bytes_out,
             ),
+            subtask_counter(
+                "weir_operator_late_rows_routed",
+                "Late rows the operator subtask routed to its late side output.",
+                |s| s.late_routed,
+            ),
+            subtask_counter(
+                "weir_operator_late_rows_updated",
+                "Late rows that updated a result the operator subtask had emitted.",
+                |s| s.late_updated,
+            ),
             operator_counter(
                 "weir_operator_dropped_rows",
                 "Rows the operator dropped by policy (late rows, null event times).",
@@ -286,6 +357,31 @@ impl Collector for Readings {
                 "Automatic restarts of the job's tasks after failures.",
                 |r| r.checkpoints.as_ref().map(|c| u64::from(c.restarts)),
             ),
+            job_value(
+                "weir_checkpoint_triggered",
+                "Epochs triggered in this run.",
+                |r| r.checkpoints.as_ref().map(|c| c.triggered),
+            ),
+            Family {
+                name: "weir_checkpoint_fenced_attempts",
+                help: "Attempts fenced: older ones this run's attempts fenced as they started \
+                       (fenced=\"older\"), or this run's own, fenced by a newer attempt \
+                       (fenced=\"this\").",
+                samples: Box::new(|r: &JobReading| {
+                    r.checkpoints
+                        .iter()
+                        .flat_map(|c| {
+                            [("older", c.fenced_older_attempts), ("this", c.fenced)].map(
+                                |(which, n)| {
+                                    let labels =
+                                        vec![("job", r.job.clone()), ("fenced", which.to_owned())];
+                                    (labels, n)
+                                },
+                            )
+                        })
+                        .collect()
+                }),
+            },
         ];
         for family in &counters {
             write_family(
@@ -300,15 +396,15 @@ impl Collector for Readings {
         let times = [
             task_value(
                 "weir_task_idle_seconds",
-                "Time the task waited for input on its input channels (tasks with input \
-                 channels), seconds.",
-                move |s| (s.kind != "source").then(|| seconds(s.idle_ns)),
+                "Time the task waited for input: on its input channels, or for its source's \
+                 reads and watermark alignment, seconds.",
+                move |s| Some(seconds(s.idle_ns)),
             ),
             task_value(
                 "weir_task_busy_seconds",
-                "Time the task handled input from its input channels, less the time blocked on \
-                 full output channels (tasks with input channels), seconds.",
-                move |s| (s.kind != "source").then(|| seconds(s.busy_ns)),
+                "Time the task handled input (a source task: its reads polled and their rows \
+                 handed on), less the time blocked on full output channels, seconds.",
+                move |s| Some(seconds(s.busy_ns)),
             ),
             task_value(
                 "weir_task_backpressured_seconds",
@@ -375,6 +471,54 @@ impl Collector for Readings {
                         .and_then(|c| c.last_state_bytes)
                         .map(|b| b as f64)
                 },
+            ),
+            job_value(
+                "weir_checkpoint_pending_epochs",
+                "Epochs triggered and not yet durable.",
+                |r| r.checkpoints.as_ref().map(|c| c.pending_epochs as f64),
+            ),
+            job_value(
+                "weir_checkpoint_pending_sink_transactions",
+                "Sink transactions pre-committed and not yet committed.",
+                |r| {
+                    r.checkpoints
+                        .as_ref()
+                        .map(|c| c.pending_sink_transactions as f64)
+                },
+            ),
+            Family {
+                name: "weir_job_semantic_mode_info",
+                help: "The delivery guarantee in force, as the mode label (value 1).",
+                samples: Box::new(|r: &JobReading| {
+                    r.semantic_mode
+                        .map(|m| {
+                            let labels =
+                                vec![("job", r.job.clone()), ("mode", mode_name(m).to_owned())];
+                            (labels, 1.0)
+                        })
+                        .into_iter()
+                        .collect()
+                }),
+            },
+            subtask_gauge(
+                "weir_operator_state_entries",
+                "Entries of the operator's state in the subtask's last checkpoint snapshot.",
+                |s| s.state_entries,
+            ),
+            subtask_gauge(
+                "weir_operator_state_bytes",
+                "Bytes of the state segments of the operator subtask's last checkpoint snapshot.",
+                |s| s.state_bytes,
+            ),
+            epoch_task_gauge(
+                "weir_task_checkpoint_alignment_seconds",
+                "First to last barrier at the task's input in the newest completed epoch, seconds.",
+                |t| t.alignment_ms as f64 / 1000.0,
+            ),
+            epoch_task_gauge(
+                "weir_task_checkpoint_state_bytes",
+                "Bytes of the task's state snapshot in the newest completed epoch.",
+                |t| t.state_bytes as f64,
             ),
         ];
         let now_ms = std::time::SystemTime::now()

@@ -159,13 +159,13 @@ async fn metrics_of_tasks_with_input_channels_count_their_times_and_watermark() 
             .any(|k| k.contains(r#"operator="out""#) && k.starts_with("weir_task_")),
         "{text}"
     );
-    // A source task waits on no input channel: only its backpressure is counted, and it sent
-    // 10,000 rows per subtask into channels a slow sink drains.
-    assert!(!s.keys().any(|k| {
-        k.starts_with("weir_task_idle_seconds_total{job=\"metrics-test\",operator=\"gen\"")
-    }));
+    // A source task sent 10,000 rows per subtask into channels a slow sink drains: mostly
+    // blocked, and it read and handed on rows (busy) and waited for its reads (idle).
     let gen_blocked = both(&s, "weir_task_backpressured_seconds_total", "gen");
     assert!(gen_blocked > 0.1, "{gen_blocked} s blocked\n{text}");
+    let gen_busy = both(&s, "weir_task_busy_seconds_total", "gen");
+    assert!(gen_busy > 0.0, "{gen_busy}\n{text}");
+    assert!(both(&s, "weir_task_idle_seconds_total", "gen") >= 0.0);
     // The filter's task read its channels: it waited for input and handled it; its sink held
     // it to 10,000 rows a second for 5,000 rows (0.5 s) per subtask.
     let idle = both(&s, "weir_task_idle_seconds_total", "even");
@@ -195,6 +195,131 @@ async fn metrics_of_tasks_with_input_channels_count_their_times_and_watermark() 
             "event times of 2023 lag by more than a day: {lag}"
         );
     }
+}
+
+/// Windows that route and update late rows of randomly ordered event times, with checkpoints
+/// into `{dir}`.
+const LATE_ROWS: &str = r#"
+job: metrics-test
+parallelism: 1
+checkpoint: { interval: 50ms, dir: "{dir}" }
+sources:
+  - name: gen
+    connector: datagen
+    schema:
+      - { name: k, type: int64, nullable: false }
+      - { name: ts, type: "timestamp(ms)", nullable: false }
+    options:
+      rows: 20000
+      batch_size: 100
+      fields:
+        k: { kind: random, min: 0, cardinality: 4 }
+        ts: { kind: random, min: 1700000000000, max: 1700000100000 }
+    watermark: { column: ts, max_out_of_orderness: 1ms }
+operators:
+  - name: routed
+    type: window
+    input: gen
+    options:
+      time_column: ts
+      window: { type: tumble, size: 1s }
+      key_by: [k]
+      aggregates: [{ function: count, as: n }]
+      late: { policy: route }
+  - name: updated
+    type: window
+    input: gen
+    options:
+      time_column: ts
+      window: { type: tumble, size: 1s }
+      key_by: [k]
+      aggregates: [{ function: count, as: n }]
+      late: { policy: update, allowed_lateness: 200s }
+sinks:
+  - { name: out, connector: blackhole, input: routed }
+  - { name: late_out, connector: blackhole, input: routed.late }
+  - { name: updates, connector: blackhole, input: updated }
+"#;
+
+#[tokio::test]
+async fn metrics_of_late_rows_state_and_checkpoints() {
+    let dir = std::env::temp_dir().join(format!(
+        "weir-metrics-late-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    ));
+    let yaml = LATE_ROWS.replace("{dir}", &dir.display().to_string());
+    let engine = Engine::new();
+    let spec = JobSpec::from_yaml_str(&yaml, "metrics-test.yaml").expect("spec parses");
+    let prepared = engine.prepare(&spec, None).await.expect("job prepares");
+    let running = engine.start(prepared).await.expect("job starts");
+    let probe = running.checkpoint_probe();
+    let handle = JobHandle {
+        job: "metrics-test".into(),
+        metrics: running.metrics().clone(),
+        checkpoints: probe.clone(),
+    };
+    running.wait().await.expect("job runs");
+    let text = encode(&handle);
+    let _ = std::fs::remove_dir_all(&dir);
+    let s = samples(&text);
+    // Event times in random order: most rows come after their window fired.
+    let routed = value(&s, "weir_operator_late_rows_routed_total", "routed", 0);
+    assert!(routed > 1000.0, "{routed}\n{text}");
+    assert_eq!(
+        value(&s, "weir_operator_late_rows_updated_total", "routed", 0),
+        0.0
+    );
+    let updated = value(&s, "weir_operator_late_rows_updated_total", "updated", 0);
+    assert!(updated > 1000.0, "{updated}\n{text}");
+    assert_eq!(
+        value(&s, "weir_operator_late_rows_routed_total", "updated", 0),
+        0.0
+    );
+    // The job ended with its final epoch: every operator's snapshot was taken, nothing is
+    // pending, and no attempt was fenced in a fresh checkpoint directory.
+    let job = |name: &str| {
+        *s.get(&format!(r#"{name}{{job="metrics-test"}}"#))
+            .unwrap_or_else(|| panic!("no {name} in {text}"))
+    };
+    let triggered = job("weir_checkpoint_triggered_total");
+    assert!(triggered >= 1.0, "{text}");
+    assert_eq!(
+        triggered,
+        job("weir_checkpoint_completed_total") + job("weir_checkpoint_aborted_total")
+    );
+    assert_eq!(job("weir_checkpoint_pending_epochs"), 0.0);
+    assert_eq!(job("weir_checkpoint_pending_sink_transactions"), 0.0);
+    for which in ["older", "this"] {
+        let series = format!(
+            r#"weir_checkpoint_fenced_attempts_total{{job="metrics-test",fenced="{which}"}}"#
+        );
+        assert_eq!(s.get(&series), Some(&0.0), "{text}");
+    }
+    for operator in ["gen", "routed", "updated", "out"] {
+        assert!(value(&s, "weir_operator_state_entries", operator, 0) >= 0.0);
+        assert!(value(&s, "weir_operator_state_bytes", operator, 0) >= 0.0);
+    }
+    assert!(value(&s, "weir_task_checkpoint_alignment_seconds", "gen", 0) >= 0.0);
+    assert!(value(&s, "weir_task_checkpoint_state_bytes", "gen", 0) >= 0.0);
+    let modes: Vec<_> = s
+        .iter()
+        .filter(|(k, _)| k.starts_with(r#"weir_job_semantic_mode_info{job="metrics-test",mode=""#))
+        .collect();
+    assert_eq!(modes.len(), 1, "{text}");
+    assert_eq!(*modes[0].1, 1.0);
+    // The history ends with the final epoch, one entry per task.
+    let epochs = probe.recent_epochs();
+    let last = epochs.last().expect("an epoch");
+    assert_eq!(
+        (last.kind.as_str(), last.status.as_str()),
+        ("final", "completed")
+    );
+    assert_eq!(epochs.len() as f64, triggered.min(50.0));
+    assert!(!last.tasks.is_empty());
+    assert!(last.tasks.iter().all(|t| t.ack_ms <= last.duration_ms));
 }
 
 #[tokio::test]

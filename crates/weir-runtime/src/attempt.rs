@@ -94,6 +94,9 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
             let report = &setup.report;
             update(s, |s| {
                 s.attempt = setup.attempt.0;
+                // Attempt numbers start at 1: a higher one was claimed past an older attempt,
+                // which it fenced.
+                s.fenced_older_attempts += u64::from(setup.attempt.0 > 1);
                 s.restored_from = setup.restored.as_ref().map(|m| m.epoch.0);
                 s.restored_from_copy |= report.from_copy;
                 s.passed_over_epochs
@@ -397,6 +400,14 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
             pending: BTreeMap::new(),
             requests: shared.requests.clone(),
             summary: shared.summary.clone().unwrap_or_default(),
+            heads: plan
+                .vertices
+                .iter()
+                .flat_map(|v| {
+                    let head = v.chain[0].operator_id.clone();
+                    v.tasks.iter().map(move |t| (t.clone(), head.clone()))
+                })
+                .collect(),
         }
     });
     Ok(Attempt {
@@ -621,6 +632,8 @@ async fn build_task(
         state: Some(task_state.clone() as Arc<dyn weir_api::StateBackendHandle>),
         state_shard_count: vertex.shards.as_ref().map(|s| s.state_shard_count),
         dropped_rows: metrics.operator(id).dropped_rows(),
+        late_routed_rows: metrics.subtask(id, subtask).late_routed_rows(),
+        late_updated_rows: metrics.subtask(id, subtask).late_updated_rows(),
         restored_image: images.get(id).cloned(),
         staging: None,
     };

@@ -3,6 +3,7 @@
 
 use crate::attempt::{Attempt, launch};
 use crate::checkpoint::coordinator::{CheckpointRequest, CheckpointSummary, SharedSummary, update};
+use crate::checkpoint::epoch_stats::EpochStats;
 use crate::checkpoint::{CheckpointConfig, CheckpointStorage, RestoreFrom};
 use crate::error::{Error, Result};
 use crate::metrics::{JobMetrics, MetricsSnapshot};
@@ -58,14 +59,37 @@ fn as_secs<S: serde::Serializer>(d: &Duration, s: S) -> std::result::Result<S::O
 
 /// Reads a running job's live checkpoint counters ([`RunningJob::checkpoint_probe`]).
 #[derive(Debug, Clone)]
-pub struct CheckpointProbe(Option<SharedSummary>);
+pub struct CheckpointProbe(pub(crate) Option<SharedSummary>);
 
 impl CheckpointProbe {
     /// The counters now; `None` when the job takes no checkpoints.
     pub fn summary(&self) -> Option<CheckpointSummary> {
         self.0
             .as_ref()
-            .and_then(|s| s.lock().ok().map(|s| s.clone()))
+            .and_then(|s| s.lock().ok().map(|s| s.summary.clone()))
+    }
+
+    /// The last epochs of the run that completed or were aborted, oldest first: at most
+    /// [`EPOCH_HISTORY`](crate::EPOCH_HISTORY), across the run's restarts. Empty when the job
+    /// takes no checkpoints.
+    pub fn recent_epochs(&self) -> Vec<EpochStats> {
+        self.0
+            .as_ref()
+            .and_then(|s| s.lock().ok().map(|s| s.epochs.iter().cloned().collect()))
+            .unwrap_or_default()
+    }
+
+    /// The newest epoch of the run that completed, if one did.
+    pub fn last_completed_epoch(&self) -> Option<EpochStats> {
+        self.0.as_ref().and_then(|s| {
+            s.lock().ok().and_then(|s| {
+                s.epochs
+                    .iter()
+                    .rev()
+                    .find(|e| e.status == "completed")
+                    .cloned()
+            })
+        })
     }
 }
 
@@ -95,7 +119,7 @@ impl RunningJob {
     pub fn checkpoint_summary(&self) -> Option<CheckpointSummary> {
         self.checkpoints
             .as_ref()
-            .and_then(|s| s.lock().ok().map(|s| s.clone()))
+            .and_then(|s| s.lock().ok().map(|s| s.summary.clone()))
     }
 
     /// Takes a checkpoint now (after the one in flight, if any); returns its epoch once it is
@@ -247,16 +271,17 @@ pub async fn start_with(job: PreparedJob, options: RunOptions) -> Result<Running
     check_deployment(&job)?;
     let job = Arc::new(job);
     let plan = job.partitioned();
-    let metrics = Arc::new(JobMetrics::new(
-        plan.vertices.iter().flat_map(|v| v.chain.iter()).map(|n| {
+    let metrics = Arc::new(
+        JobMetrics::new(plan.vertices.iter().flat_map(|v| v.chain.iter()).map(|n| {
             let kind = match n.kind {
                 NodeKind::Source => "source",
                 NodeKind::Operator => "operator",
                 NodeKind::Sink => "sink",
             };
             (n.operator_id.clone(), kind)
-        }),
-    ));
+        }))
+        .with_semantic_mode(job.semantic_mode),
+    );
     for vertex in &plan.vertices {
         if let Some(all) = job.splits.get(&vertex.chain[0].operator_id) {
             metrics.add_splits(all.len(), all.iter().filter_map(|s| s.size_bytes).sum());
@@ -417,7 +442,7 @@ async fn supervise(
                     checkpoints: shared
                         .summary
                         .as_ref()
-                        .and_then(|s| s.lock().ok().map(|s| s.clone())),
+                        .and_then(|s| s.lock().ok().map(|s| s.summary.clone())),
                     first_output: shared
                         .metrics
                         .first_output()

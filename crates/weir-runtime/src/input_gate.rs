@@ -8,6 +8,7 @@
 
 use arrow::record_batch::RecordBatch;
 use std::task::Poll;
+use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use weir_api::{Barrier, ChannelId, Epoch, EventTimeMs, StreamMessage, Watermark};
 use weir_checkpoint::InputWatermark;
@@ -89,6 +90,10 @@ pub(crate) struct InputGate {
     next_poll: usize,
     watermark: EventTimeMs,
     aligning: Option<Barrier>,
+    /// When the first barrier of the epoch being aligned arrived.
+    aligning_since: Option<Instant>,
+    /// First to last barrier of the last aligned epoch.
+    last_alignment: Duration,
     finished: bool,
     /// Whether [`GateEvent::Idle`] was reported and no channel became active since.
     idle_reported: bool,
@@ -101,9 +106,17 @@ impl InputGate {
             next_poll: 0,
             watermark: EventTimeMs::MIN,
             aligning: None,
+            aligning_since: None,
+            last_alignment: Duration::ZERO,
             finished: false,
             idle_reported: false,
         }
+    }
+
+    /// First to last barrier of the epoch whose [`GateEvent::Barrier`] was returned last (zero
+    /// with one input channel).
+    pub(crate) fn last_alignment(&self) -> Duration {
+        self.last_alignment
     }
 
     /// The next event; after [`GateEvent::End`] it keeps returning `End`.
@@ -179,7 +192,11 @@ impl InputGate {
                                 barrier.epoch, current.epoch
                             )));
                         }
-                        _ => self.aligning = Some(barrier),
+                        Some(_) => {}
+                        None => {
+                            self.aligning = Some(barrier);
+                            self.aligning_since = Some(Instant::now());
+                        }
                     }
                     self.channels[i].blocked_at = Some(barrier.epoch);
                     if let Some(b) = self.complete_alignment() {
@@ -259,6 +276,10 @@ impl InputGate {
             c.blocked_at = None;
         }
         self.aligning = None;
+        self.last_alignment = self
+            .aligning_since
+            .take()
+            .map_or(Duration::ZERO, |t| t.elapsed());
         Some(barrier)
     }
 }

@@ -3,12 +3,12 @@
 //! ([`SubtaskMetrics`], resolved once when the task is built); an operator's totals are their sum.
 
 use arrow::record_batch::RecordBatch;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
-use weir_api::OperatorId;
+use std::time::{Duration, Instant};
+use weir_api::{OperatorId, SemanticMode};
 
 /// Counters of one operator subtask: plain atomics, added to on the per-batch path.
 #[derive(Debug)]
@@ -28,7 +28,17 @@ pub(crate) struct SubtaskCounters {
     watermark_ms: AtomicI64,
     /// This operator heads a task's chain (the task times count here).
     heads_task: AtomicBool,
+    /// Shared with the operator's `TaskContext::late_routed_rows` and `late_updated_rows`.
+    late_routed: Arc<AtomicU64>,
+    late_updated: Arc<AtomicU64>,
+    /// The operator's state in the subtask's last snapshot: entries and segment bytes;
+    /// [`NO_STATE`] before the first.
+    state_entries: AtomicU64,
+    state_bytes: AtomicU64,
 }
+
+/// The value of the state gauges before the subtask's first snapshot.
+const NO_STATE: u64 = u64::MAX;
 
 /// The value of a watermark gauge before any watermark arrived.
 const NO_WATERMARK: i64 = i64::MIN;
@@ -47,6 +57,10 @@ impl Default for SubtaskCounters {
             backpressured_ns: AtomicU64::new(0),
             watermark_ms: AtomicI64::new(NO_WATERMARK),
             heads_task: AtomicBool::new(false),
+            late_routed: Arc::default(),
+            late_updated: Arc::default(),
+            state_entries: AtomicU64::new(NO_STATE),
+            state_bytes: AtomicU64::new(NO_STATE),
         }
     }
 }
@@ -88,6 +102,47 @@ impl SubtaskMetrics {
     /// The task waited `d` for input.
     pub(crate) fn add_idle(&self, d: Duration) {
         self.counters.idle_ns.fetch_add(nanos(d), Ordering::Relaxed);
+    }
+
+    /// A source task waited for a read since `since`: that time, less the busy time counted
+    /// meanwhile (the connector's polls, [`SubtaskMetrics::add_busy`]), is idle time.
+    pub(crate) fn add_waited(&self, since: Instant, busy_before: u64) {
+        let polled = self.busy_ns().saturating_sub(busy_before);
+        self.counters.idle_ns.fetch_add(
+            nanos(since.elapsed()).saturating_sub(polled),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// The task worked for `d` (a source task: one poll of a connector's read).
+    pub(crate) fn add_busy(&self, d: Duration) {
+        self.counters.busy_ns.fetch_add(nanos(d), Ordering::Relaxed);
+    }
+
+    /// The busy counter now, for [`SubtaskMetrics::add_waited`].
+    pub(crate) fn busy_ns(&self) -> u64 {
+        self.counters.busy_ns.load(Ordering::Relaxed)
+    }
+
+    /// The counter the operator adds the late rows it routed to its side output to.
+    pub(crate) fn late_routed_rows(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.counters.late_routed)
+    }
+
+    /// The counter the operator adds the late rows that updated a result to.
+    pub(crate) fn late_updated_rows(&self) -> Arc<AtomicU64> {
+        Arc::clone(&self.counters.late_updated)
+    }
+
+    /// The subtask's snapshot of this operator's state held `entries` entries in `bytes` bytes
+    /// of segments.
+    pub(crate) fn set_state(&self, entries: u64, bytes: u64) {
+        self.counters
+            .state_entries
+            .store(entries.min(NO_STATE - 1), Ordering::Relaxed);
+        self.counters
+            .state_bytes
+            .store(bytes.min(NO_STATE - 1), Ordering::Relaxed);
     }
 
     /// The task handled input for `d`, time blocked on full output channels included: that
@@ -178,9 +233,10 @@ impl OperatorMetrics {
             .iter()
             .map(|(&i, c)| {
                 let load = |a: &AtomicU64| a.load(Ordering::Relaxed);
+                let state = |a: &AtomicU64| Some(load(a)).filter(|&v| v != NO_STATE);
                 let snap = SubtaskSnapshot {
                     operator_id: String::new(),
-                    kind: self.kind,
+                    kind: self.kind.to_owned(),
                     subtask: i,
                     rows_in: load(&c.rows_in),
                     rows_out: load(&c.rows_out),
@@ -194,6 +250,10 @@ impl OperatorMetrics {
                     backpressured_ns: load(&c.backpressured_ns),
                     watermark_ms: Some(c.watermark_ms.load(Ordering::Relaxed))
                         .filter(|&w| w != NO_WATERMARK),
+                    late_routed: load(&c.late_routed),
+                    late_updated: load(&c.late_updated),
+                    state_entries: state(&c.state_entries),
+                    state_bytes: state(&c.state_bytes),
                 };
                 (i, snap)
             })
@@ -250,12 +310,28 @@ pub struct JobMetrics {
     source_bytes_done: AtomicU64,
     /// When the first row reached a sink.
     first_output: std::sync::OnceLock<std::time::Instant>,
+    /// The delivery guarantee in force.
+    semantic_mode: Option<SemanticMode>,
 }
 
 impl JobMetrics {
     /// A sink received rows: the first call marks the time of the job's first output.
     pub(crate) fn note_output(&self) {
         self.first_output.get_or_init(std::time::Instant::now);
+    }
+
+    /// The delivery guarantee in force (docs/fault-tolerance.md, "Semantic modes"); `None`
+    /// for counters not made by starting a job.
+    pub fn semantic_mode(&self) -> Option<SemanticMode> {
+        self.semantic_mode
+    }
+
+    /// The same counters, for a job whose guarantee in force is `mode`.
+    pub(crate) fn with_semantic_mode(self, mode: SemanticMode) -> Self {
+        JobMetrics {
+            semantic_mode: Some(mode),
+            ..self
+        }
     }
 
     /// When the first row reached a sink, if one did.
@@ -389,12 +465,13 @@ pub struct OperatorSnapshot {
 
 /// Counters of one operator subtask at one moment; they count on across restarts of the job's
 /// tasks within this run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 pub struct SubtaskSnapshot {
     /// The operator.
     pub operator_id: String,
     /// `source`, `operator` or `sink`.
-    pub kind: &'static str,
+    pub kind: String,
     /// The subtask's index.
     pub subtask: u32,
     /// Rows received (for sources: 0).
@@ -412,11 +489,13 @@ pub struct SubtaskSnapshot {
     /// Whether this operator heads its task's chain (the task times below count here).
     pub heads_task: bool,
     /// Of the task whose chain this operator heads (else 0): nanoseconds waiting for input on
-    /// its input channels (not counted for source tasks).
+    /// its input channels; for a source task, waiting for its connector's reads (while the
+    /// runtime is not polling them) and for watermark alignment.
     pub idle_ns: u64,
     /// Of the task whose chain this operator heads (else 0): nanoseconds handling input from its
-    /// input channels, less the time blocked on full output channels (not counted for source
-    /// tasks).
+    /// input channels, less the time blocked on full output channels; for a source task, its
+    /// connector's reads being polled plus handing what they read down the chain, less the
+    /// time blocked on full output channels.
     pub busy_ns: u64,
     /// Of the task whose chain this operator heads (else 0): nanoseconds blocked sending to a
     /// full output channel.
@@ -424,6 +503,15 @@ pub struct SubtaskSnapshot {
     /// Of the task whose chain this operator heads and that has input channels: its current
     /// input watermark (ms), once one arrived.
     pub watermark_ms: Option<i64>,
+    /// Late rows routed to the operator's late side output (late policy `route`).
+    pub late_routed: u64,
+    /// Late rows that updated an emitted result (late policy `update`).
+    pub late_updated: u64,
+    /// Entries of the operator's state in the subtask's last checkpoint snapshot (rows of its
+    /// state segments); `None` before the first snapshot or without checkpoints.
+    pub state_entries: Option<u64>,
+    /// Bytes of the state segments of that snapshot; `None` as for `state_entries`.
+    pub state_bytes: Option<u64>,
 }
 
 /// The latest backlog one split of a source reported.

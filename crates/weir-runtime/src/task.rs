@@ -131,7 +131,9 @@ impl ChainTask {
                     }
                     Ok(GateEvent::Barrier(b)) => {
                         let inputs = gate.channel_states();
-                        self.checkpoint(b, SourceCut::default(), inputs).await?;
+                        let alignment = gate.last_alignment();
+                        self.checkpoint(b, SourceCut::default(), inputs, alignment)
+                            .await?;
                     }
                     Ok(GateEvent::Idle) => self.send_idle().await?,
                     Ok(GateEvent::End) => {

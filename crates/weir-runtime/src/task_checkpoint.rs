@@ -6,7 +6,9 @@ use crate::checkpoint::recovery::StoredCursor;
 use crate::checkpoint::{TaskAck, TaskCheckpointing, TaskReport, Trigger, failpoint};
 use crate::error::{Error, Result};
 use crate::event_time::SourceWatermarks;
+use crate::metrics::SubtaskMetrics;
 use crate::task::{ChainTask, SourceProgress};
+use std::time::Duration;
 use weir_api::{Barrier, Epoch, OperatorId, StateImage, StreamMessage};
 use weir_checkpoint::{InputWatermark, SinkTransaction, SourceSplitOffset, TaskSnapshot};
 use weir_plan::{ShardAssignment, ShardRange};
@@ -53,6 +55,25 @@ impl SourceCut {
 }
 
 impl ChainTask {
+    /// The counters of every operator of the chain, where its snapshot's state size goes.
+    fn state_gauges(&self) -> Vec<(OperatorId, SubtaskMetrics)> {
+        let mut gauges: Vec<(OperatorId, SubtaskMetrics)> = Vec::new();
+        if let Some(head) = self.operators.first() {
+            gauges.push((head.clone(), self.head_metrics.clone()));
+        }
+        let links = self
+            .links
+            .iter()
+            .map(|l| (&l.operator, &l.metrics))
+            .chain(self.sink.iter().map(|s| (&s.operator_id, &s.metrics)));
+        for (operator, metrics) in links {
+            if !gauges.iter().any(|(o, _)| o == operator) {
+                gauges.push((operator.clone(), metrics.clone()));
+            }
+        }
+        gauges
+    }
+
     /// The newest trigger this source subtask has not injected yet, marked as seen.
     pub(crate) fn take_trigger(&mut self) -> Option<Trigger> {
         let cp = self.checkpointing.as_mut()?;
@@ -95,18 +116,22 @@ impl ChainTask {
             epoch: trigger.epoch,
             is_final: trigger.is_final,
         };
-        self.checkpoint(barrier, cut, input_watermarks).await
+        // A task without input channels aligns nothing.
+        self.checkpoint(barrier, cut, input_watermarks, Duration::ZERO)
+            .await
     }
 
     /// The task's part of epoch `barrier.epoch`, at the aligned barrier: flush at the final
     /// barrier, let every operator write its state, commit the journal, pre-commit the sink,
     /// take the state view, forward the barrier, write the segments and acknowledge in the
-    /// background, and make the local state file durable on the blocking pool.
+    /// background, and make the local state file durable on the blocking pool. `alignment` is
+    /// the time from the epoch's first barrier to its last at this task's input gate.
     pub(crate) async fn checkpoint(
         &mut self,
         barrier: Barrier,
         cut: SourceCut,
         input_watermarks: Vec<InputWatermark>,
+        alignment: Duration,
     ) -> Result<()> {
         let Some(cp) = self.checkpointing.clone() else {
             return Err(self.internal(format!(
@@ -215,8 +240,10 @@ impl ChainTask {
             source_offsets: cut.offsets,
             finished_splits: cut.finished,
             sink_transactions,
+            alignment,
         };
         let label = self.label.clone();
+        let gauges = self.state_gauges();
         // Finished handles are dropped as epochs go by; the last ones are awaited at the end.
         self.snapshot_writes.retain(|h| !h.is_finished());
         self.snapshot_writes.push(tokio::spawn(async move {
@@ -224,6 +251,13 @@ impl ChainTask {
             let written = write_snapshots(&cp, pending, images, &label, epoch).await;
             match written {
                 Ok(segments) => {
+                    for (operator, metrics) in &gauges {
+                        let (entries, bytes) = segments
+                            .iter()
+                            .filter(|d| &d.operator == operator)
+                            .fold((0, 0), |(e, b), d| (e + d.rows, b + d.bytes));
+                        metrics.set_state(entries, bytes);
+                    }
                     ack.snapshot.segments = segments;
                     cp.report(TaskReport::Ack(Box::new(ack)));
                 }

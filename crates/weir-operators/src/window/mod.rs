@@ -128,7 +128,7 @@ impl PreparedOperator for PreparedWindow {
         }
         let state = WindowState::new(ctx)?;
         let restored = WindowState::restore(ctx, &self.cfg)?;
-        let late = LateRows::new(&self.cfg, Arc::clone(&ctx.dropped_rows));
+        let late = LateRows::new(&self.cfg, ctx);
         Ok(match self.cfg.kind {
             WindowKind::Session { gap } => Box::new(SessionWindowOperator::new(
                 Arc::clone(&self.cfg),

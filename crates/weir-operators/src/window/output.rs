@@ -9,7 +9,7 @@ use arrow::array::{
 use arrow::compute::{filter_record_batch, take};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use weir_api::{Error, Output, Result};
+use weir_api::{Error, Output, Result, TaskContext};
 
 /// `take` of every column by the same indices.
 pub(crate) fn take_all(columns: &[ArrayRef], rows: &UInt32Array) -> Result<Vec<ArrayRef>> {
@@ -72,19 +72,31 @@ pub(crate) fn result_batch_bounds(
 }
 
 /// Hands rows no window took to the late policy: the side output with a reason (route), or a
-/// count of dropped rows (drop, update).
+/// count of dropped rows (drop, update); counts the late rows that updated a result (update).
 #[derive(Debug)]
 pub struct LateRows {
     route: Option<Arc<arrow::datatypes::Schema>>,
     dropped: Arc<AtomicU64>,
+    routed: Arc<AtomicU64>,
+    updated: Arc<AtomicU64>,
 }
 
 impl LateRows {
-    /// Late rows of an operator with `cfg`; `dropped` is the operator's dropped-rows counter.
-    pub fn new(cfg: &WindowConfig, dropped: Arc<AtomicU64>) -> Self {
+    /// Late rows of an operator with `cfg`, counted in `ctx`'s dropped, routed and updated
+    /// late-row counters.
+    pub fn new(cfg: &WindowConfig, ctx: &TaskContext) -> Self {
         Self {
             route: (cfg.policy == LatePolicyKind::Route).then(|| Arc::clone(&cfg.late_schema)),
-            dropped,
+            dropped: Arc::clone(&ctx.dropped_rows),
+            routed: Arc::clone(&ctx.late_routed_rows),
+            updated: Arc::clone(&ctx.late_updated_rows),
+        }
+    }
+
+    /// `rows` late rows of one batch went into results already emitted (update policy).
+    pub(crate) fn note_updated(&self, rows: usize) {
+        if rows > 0 {
+            self.updated.fetch_add(rows as u64, Ordering::Relaxed);
         }
     }
 
@@ -125,6 +137,7 @@ impl LateRows {
         let routed = RecordBatch::try_new(Arc::clone(schema), columns)
             .map_err(|e| Error::arrow("building late rows", e))?;
         out.emit_side(0, routed);
+        self.routed.fetch_add(late as u64, Ordering::Relaxed);
         Ok(())
     }
 }

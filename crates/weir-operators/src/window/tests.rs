@@ -226,6 +226,82 @@ fn drop_policy_counts_late_and_null_rows() {
     );
 }
 
+/// Runs `steps` through a window with `window` and `late`; returns the late rows it dropped,
+/// routed and counted as updates.
+fn late_counts(
+    window: serde_json::Value,
+    late: serde_json::Value,
+    steps: &[Step],
+) -> (u64, u64, u64) {
+    use std::sync::atomic::Ordering::Relaxed;
+    let cfg = config(&options(window, late), &schema());
+    let ctx = ctx();
+    let mut op = operator(&cfg, &ctx);
+    run_steps(op.as_mut(), steps, &mut Collected::default());
+    (
+        ctx.dropped_rows.load(Relaxed),
+        ctx.late_routed_rows.load(Relaxed),
+        ctx.late_updated_rows.load(Relaxed),
+    )
+}
+
+#[test]
+fn late_rows_routed_and_updated_are_counted() {
+    let tumble = serde_json::json!({"type": "tumble", "size": 10});
+    // Route: the late row and the null-time row go to the side output.
+    let steps = [
+        Step::Rows(batch(&[(Some(5), "a", 1)])),
+        Step::Wm(20),
+        Step::Rows(batch(&[
+            (Some(3), "a", 1),
+            (None, "a", 1),
+            (Some(25), "a", 1),
+        ])),
+        Step::Wm(i64::MAX),
+    ];
+    let route = serde_json::json!({"policy": "route"});
+    assert_eq!(late_counts(tumble.clone(), route, &steps), (0, 2, 0));
+    // Update: two late rows within the deadline update results, one past it is dropped, and
+    // a row of an open window is not late.
+    let update = serde_json::json!({"policy": "update", "allowed_lateness": 5});
+    let steps = [
+        Step::Rows(batch(&[(Some(1), "a", 1)])),
+        Step::Wm(9),
+        Step::Rows(batch(&[
+            (Some(3), "a", 10),
+            (Some(4), "c", 7),
+            (Some(12), "a", 1),
+        ])),
+        Step::Wm(14),
+        Step::Rows(batch(&[(Some(5), "a", 100)])),
+        Step::Wm(i64::MAX),
+    ];
+    assert_eq!(late_counts(tumble, update.clone(), &steps), (1, 0, 2));
+    // A row in two fired hop windows counts once.
+    let hop = serde_json::json!({"type": "hop", "size": 10, "slide": 5});
+    let steps = [
+        Step::Rows(batch(&[(Some(7), "a", 1)])),
+        Step::Wm(14),
+        Step::Rows(batch(&[(Some(6), "a", 1)])),
+        Step::Wm(i64::MAX),
+    ];
+    assert_eq!(late_counts(hop, update.clone(), &steps), (0, 0, 1));
+    // A late row that re-opens a fired session updates it; one that joins an open session
+    // is not late.
+    let session = serde_json::json!({"type": "session", "gap": 5});
+    let steps = [
+        Step::Rows(batch(&[(Some(1), "a", 1)])),
+        Step::Wm(6),
+        Step::Rows(batch(&[
+            (Some(2), "a", 1),
+            (Some(20), "b", 1),
+            (Some(19), "b", 1),
+        ])),
+        Step::Wm(i64::MAX),
+    ];
+    assert_eq!(late_counts(session, update, &steps), (0, 0, 1));
+}
+
 #[test]
 fn update_policy_reemits_the_corrected_row_until_the_deadline() {
     let opts = options(

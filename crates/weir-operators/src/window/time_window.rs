@@ -182,6 +182,12 @@ impl Operator for TimeWindowOperator {
         let mut slot_of: HashMap<(WindowId, bool), usize> = HashMap::default();
         let mut last: Option<(WindowId, bool, usize)> = None;
         let update = self.cfg.policy == LatePolicyKind::Update;
+        // Rows that go into a fired window (update policy): late rows that update a result.
+        let mut updating = if update {
+            vec![false; rows]
+        } else {
+            Vec::new()
+        };
         for i in 0..assigned.len() {
             let id = WindowId {
                 end: assigned.end[i],
@@ -193,6 +199,9 @@ impl Operator for TimeWindowOperator {
             }
             let row = assigned.row[i];
             taken[row as usize] = true;
+            if !is_open {
+                updating[row as usize] = true;
+            }
             let slot = match last {
                 Some((l, o, s)) if l == id && o == is_open => s,
                 _ => {
@@ -230,6 +239,8 @@ impl Operator for TimeWindowOperator {
             let (k, a) = take_rows(&keys, &args, rows_of, rows)?;
             self.update_fired(id, &k, &a, out)?;
         }
+        self.late
+            .note_updated(updating.iter().filter(|u| **u).count());
         self.late.handle(&batch, &times, &taken, out)
     }
 

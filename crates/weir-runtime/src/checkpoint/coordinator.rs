@@ -2,11 +2,13 @@
 //! tasks' acknowledgements, publishes the manifest, commits the sinks' transactions, and ends a
 //! bounded job with its final epoch.
 
+use super::epoch_stats::{EpochStats, TaskEpochStats, record_epoch};
+pub(crate) use super::epoch_stats::{SharedSummary, update};
 use super::{CheckpointConfig, TaskAck, TaskReport, Trigger, failpoint};
 use crate::error::{Error, Result};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument;
@@ -52,16 +54,19 @@ pub struct CheckpointSummary {
     pub duplicates_accepted: bool,
     /// Automatic restarts after failures.
     pub restarts: u32,
-}
-
-/// Shared, live checkpoint counters.
-pub(crate) type SharedSummary = Arc<Mutex<CheckpointSummary>>;
-
-/// Updates the shared counters; a poisoned lock only loses statistics.
-pub(crate) fn update(summary: &SharedSummary, f: impl FnOnce(&mut CheckpointSummary)) {
-    if let Ok(mut s) = summary.lock() {
-        f(&mut s);
-    }
+    /// Epochs triggered in this run (completed, aborted, or in flight).
+    pub triggered: u64,
+    /// Epochs triggered and not yet durable (at most 1: one epoch runs at a time).
+    pub pending_epochs: u64,
+    /// Sink transactions pre-committed and not yet committed.
+    pub pending_sink_transactions: u64,
+    /// Older attempts of the job that this run's attempts fenced as they started: one for each
+    /// start that found an older attempt (a previous run, or this run's attempt before a
+    /// restart).
+    pub fenced_older_attempts: u64,
+    /// Times an attempt of this run found itself fenced: a newer attempt had started, so its
+    /// manifest was refused (the run then fails without restarting).
+    pub fenced: u64,
 }
 
 /// A request for a checkpoint outside the interval.
@@ -106,6 +111,8 @@ pub(crate) struct Coordinator {
     /// Pre-committed transactions not yet committed, by (operator, subtask, epoch).
     pub(crate) pending: BTreeMap<(OperatorId, SubtaskIndex, Epoch), SinkTransaction>,
     pub(crate) summary: SharedSummary,
+    /// The head operator of each task (the first of its chain), for the epoch history.
+    pub(crate) heads: HashMap<TaskId, OperatorId>,
 }
 
 struct InFlight {
@@ -116,6 +123,8 @@ struct InFlight {
     started: Instant,
     created_at_ms: u64,
     acks: HashMap<TaskId, TaskAck>,
+    /// Trigger to each acknowledgement, ms.
+    ack_ms: HashMap<TaskId, u64>,
     replies: Vec<oneshot::Sender<Result<Epoch>>>,
 }
 
@@ -123,6 +132,10 @@ fn now_ms() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn elapsed_ms(since: Instant) -> u64 {
+    u64::try_from(since.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 fn checkpoint_error(context: &str, e: weir_checkpoint::CheckpointError) -> Error {
@@ -154,6 +167,12 @@ impl Coordinator {
         let mut due = false;
         let requests = self.requests.clone();
         let mut requests = requests.lock_owned().await;
+        // A new attempt: what an earlier one had in flight or pending is gone (recovery
+        // committed or discarded the pending transactions).
+        update(&self.summary, |s| {
+            s.pending_epochs = 0;
+            s.pending_sink_transactions = 0;
+        });
         loop {
             let all_exhausted = self.live_sources.iter().all(|t| exhausted.contains(t));
             if in_flight.is_none() {
@@ -250,6 +269,10 @@ impl Coordinator {
         self.next_epoch = Epoch(epoch.0 + 1);
         tracing::debug!(%epoch, is_final, "triggering checkpoint");
         self.trigger.send_replace(Some(Trigger { epoch, is_final }));
+        update(&self.summary, |s| {
+            s.triggered += 1;
+            s.pending_epochs = 1;
+        });
         InFlight {
             epoch,
             state: EpochState::Injecting,
@@ -258,6 +281,7 @@ impl Coordinator {
             started: Instant::now(),
             created_at_ms: now_ms(),
             acks: HashMap::new(),
+            ack_ms: HashMap::new(),
             replies,
         }
     }
@@ -282,7 +306,9 @@ impl Coordinator {
                     self.pending
                         .insert((t.operator.clone(), t.subtask, t.epoch), t.clone());
                 }
-                f.acks.insert(ack.snapshot.task.clone(), ack);
+                let task = ack.snapshot.task.clone();
+                f.ack_ms.insert(task.clone(), elapsed_ms(f.started));
+                f.acks.insert(task, ack);
             }
             _ => {
                 // A late acknowledgement of an aborted epoch: its sink pre-commit stays
@@ -292,6 +318,60 @@ impl Coordinator {
                         .insert((t.operator.clone(), t.subtask, t.epoch), t.clone());
                 }
             }
+        }
+        let pending = self.pending.len() as u64;
+        update(&self.summary, |s| s.pending_sink_transactions = pending);
+    }
+
+    /// The epoch's history entry: with every task of the plan when it completed, with the
+    /// tasks that acknowledged it when it was aborted.
+    fn epoch_stats(&self, flight: &InFlight, cause: Option<String>) -> EpochStats {
+        let completed = cause.is_none();
+        let tasks: Vec<TaskEpochStats> = self
+            .expected
+            .tasks()
+            .iter()
+            .filter_map(|task| {
+                let operator_id = self
+                    .heads
+                    .get(task)
+                    .map_or_else(|| task.vertex.to_string(), ToString::to_string);
+                let subtask = task.subtask.0;
+                match flight.acks.get(task) {
+                    Some(ack) => Some(TaskEpochStats {
+                        operator_id,
+                        subtask,
+                        state_bytes: ack.snapshot.segments.iter().map(|d| d.bytes).sum(),
+                        state_entries: Some(ack.snapshot.segments.iter().map(|d| d.rows).sum()),
+                        alignment_ms: u64::try_from(ack.alignment.as_millis()).unwrap_or(u64::MAX),
+                        ack_ms: flight.ack_ms.get(task).copied().unwrap_or(0),
+                    }),
+                    None if completed => Some(TaskEpochStats {
+                        operator_id,
+                        subtask,
+                        state_bytes: 0,
+                        state_entries: None,
+                        alignment_ms: 0,
+                        ack_ms: 0,
+                    }),
+                    None => None,
+                }
+            })
+            .collect();
+        let kind = match (&flight.kind, flight.is_final) {
+            (_, true) => "final",
+            (CheckpointKind::Savepoint { .. }, false) => "savepoint",
+            (CheckpointKind::Checkpoint, false) => "checkpoint",
+        };
+        EpochStats {
+            epoch: flight.epoch.0,
+            kind: kind.to_owned(),
+            status: if completed { "completed" } else { "aborted" }.to_owned(),
+            cause,
+            triggered_at_ms: i64::try_from(flight.created_at_ms).unwrap_or(i64::MAX),
+            duration_ms: elapsed_ms(flight.started),
+            state_bytes: tasks.iter().map(|t| t.state_bytes).sum(),
+            tasks,
         }
     }
 
@@ -387,6 +467,17 @@ impl Coordinator {
                 self.abort(flight, &reason).await;
                 return Ok(());
             }
+            let fenced = matches!(e, weir_checkpoint::CheckpointError::Fenced { .. });
+            let stats = self.epoch_stats(
+                &flight,
+                Some(format!("publishing the manifest failed: {e}")),
+            );
+            record_epoch(&self.summary, stats);
+            update(&self.summary, |s| {
+                s.aborted += 1;
+                s.pending_epochs = 0;
+                s.fenced += u64::from(fenced);
+            });
             return Err(checkpoint_error(
                 &format!("publishing the manifest of epoch {}", flight.epoch),
                 e,
@@ -394,6 +485,7 @@ impl Coordinator {
         }
         flight.state = transition(flight.state, EpochState::Durable)
             .map_err(|e| checkpoint_error("epoch lifecycle", e))?;
+        update(&self.summary, |s| s.pending_epochs = 0);
         let log = self.store.epoch_log();
         // The DURABLE record carries a second copy of the manifest: recovery reads it when
         // the manifest object is damaged.
@@ -417,7 +509,9 @@ impl Coordinator {
         if let Err(e) = self.store.retain(self.config.retain).await {
             tracing::warn!(error = %e, "checkpoint retention failed; it runs again after the next epoch");
         }
-        let duration = u64::try_from(flight.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let stats = self.epoch_stats(&flight, None);
+        let duration = stats.duration_ms;
+        record_epoch(&self.summary, stats);
         let bytes = manifest.segments().map(|d| d.bytes).sum();
         tracing::info!(epoch = %flight.epoch, duration_ms = duration, state_bytes = bytes, "checkpoint committed");
         update(&self.summary, |s| {
@@ -465,6 +559,8 @@ impl Coordinator {
             failpoint("mid-commit");
         }
         self.pending.retain(|(_, _, e), _| *e > epoch);
+        let pending = self.pending.len() as u64;
+        update(&self.summary, |s| s.pending_sink_transactions = pending);
         Ok(())
     }
 
@@ -475,7 +571,14 @@ impl Coordinator {
         if let Err(e) = self.store.epoch_log().record(&record).await {
             tracing::warn!(error = %e, "recording an aborted epoch failed");
         }
-        update(&self.summary, |s| s.aborted += 1);
+        record_epoch(
+            &self.summary,
+            self.epoch_stats(&flight, Some(reason.to_owned())),
+        );
+        update(&self.summary, |s| {
+            s.aborted += 1;
+            s.pending_epochs = 0;
+        });
         for reply in flight.replies {
             let _ = reply.send(Err(Error::Internal(format!(
                 "checkpoint {} aborted: {reason}",
@@ -575,6 +678,14 @@ sinks: [{ name: out, connector: blackhole, input: gen }]
             sinks: BTreeMap::new(),
             pending: BTreeMap::new(),
             summary: SharedSummary::default(),
+            heads: plan
+                .vertices
+                .iter()
+                .flat_map(|v| {
+                    let head = v.chain[0].operator_id.clone();
+                    v.tasks.iter().map(move |t| (t.clone(), head.clone()))
+                })
+                .collect(),
         }
     }
 
@@ -595,6 +706,7 @@ sinks: [{ name: out, connector: blackhole, input: gen }]
                 epoch,
                 pre_commit: serde_json::json!({"epoch": epoch.0}),
             }],
+            alignment: Duration::ZERO,
         }
     }
 
@@ -634,5 +746,102 @@ sinks: [{ name: out, connector: blackhole, input: gen }]
         let manifest = c.manifest(&flight);
         assert_eq!(manifest.task_snapshots.len(), 2);
         assert_eq!(manifest.sink_transactions.len(), 1);
+    }
+
+    /// One task's acknowledgement without a sink transaction, with `segments`.
+    fn task_ack(
+        task: &TaskId,
+        epoch: Epoch,
+        segments: Vec<weir_state::SegmentDescriptor>,
+    ) -> TaskAck {
+        TaskAck {
+            attempt: AttemptId(1),
+            epoch,
+            snapshot: TaskSnapshot {
+                task: task.clone(),
+                segments,
+                input_watermarks: Vec::new(),
+            },
+            source_offsets: Vec::new(),
+            finished_splits: Vec::new(),
+            sink_transactions: Vec::new(),
+            alignment: Duration::from_millis(4),
+        }
+    }
+
+    #[tokio::test]
+    async fn recent_epochs_hold_each_completed_and_aborted_epoch_with_its_tasks() {
+        let mut c = coordinator(AttemptId(1));
+        let probe = crate::CheckpointProbe(Some(c.summary.clone()));
+        let tasks = c.expected.tasks().to_vec();
+        assert_eq!(tasks.len(), 2);
+        assert!(probe.recent_epochs().is_empty());
+
+        // Epoch 1: both tasks acknowledge, it completes.
+        let mut flight = c.trigger_epoch(CheckpointKind::Checkpoint, false, Vec::new());
+        assert_eq!(probe.summary().map(|s| s.pending_epochs), Some(1));
+        for t in &tasks {
+            c.on_ack(task_ack(t, flight.epoch, Vec::new()), Some(&mut flight));
+        }
+        assert!(c.complete(&flight));
+        c.finish_epoch(flight).await.unwrap();
+        let epochs = probe.recent_epochs();
+        assert_eq!(epochs.len(), 1);
+        let first = &epochs[0];
+        assert_eq!(
+            (first.epoch, first.kind.as_str(), first.status.as_str()),
+            (1, "checkpoint", "completed")
+        );
+        assert_eq!(first.cause, None);
+        assert!(first.triggered_at_ms > 1_600_000_000_000, "{first:?}");
+        assert_eq!(first.tasks.len(), 2);
+        for (i, t) in first.tasks.iter().enumerate() {
+            // The task's head operator: the source its chain starts with.
+            assert_eq!(t.operator_id, "gen");
+            assert_eq!(t.subtask, i as u32);
+            assert_eq!(t.state_entries, Some(0));
+            assert_eq!(t.alignment_ms, 4);
+            assert!(t.ack_ms <= first.duration_ms, "{first:?}");
+        }
+        assert_eq!(probe.last_completed_epoch().as_ref(), Some(first));
+
+        // Epoch 2: one task acknowledges with a segment, then the epoch times out.
+        let mut flight = c.trigger_epoch(CheckpointKind::Checkpoint, false, Vec::new());
+        let segment = weir_state::SegmentDescriptor {
+            path: "checkpoint/fenced/2/gen/0/0/counts.parquet".into(),
+            operator: OperatorId::new("gen"),
+            subtask: SubtaskIndex(0),
+            shard: weir_api::StateShardId(0),
+            last_shard: None,
+            state: "counts".into(),
+            rows: 7,
+            bytes: 1234,
+            sha256: String::new(),
+            state_shard_count: 1,
+            schema_version: 1,
+        };
+        c.on_ack(
+            task_ack(&tasks[0], flight.epoch, vec![segment]),
+            Some(&mut flight),
+        );
+        c.abort(flight, "timed out").await;
+        let epochs = probe.recent_epochs();
+        assert_eq!(epochs.len(), 2);
+        assert_eq!(epochs[0], *first, "oldest first");
+        let aborted = &epochs[1];
+        assert_eq!((aborted.epoch, aborted.status.as_str()), (2, "aborted"));
+        assert_eq!(aborted.cause.as_deref(), Some("timed out"));
+        assert_eq!(aborted.state_bytes, 1234);
+        assert_eq!(aborted.tasks.len(), 1, "only the task that acknowledged");
+        assert_eq!(aborted.tasks[0].state_entries, Some(7));
+        assert_eq!(aborted.tasks[0].state_bytes, 1234);
+        // The aborted epoch is not the last completed one.
+        assert_eq!(probe.last_completed_epoch().as_ref(), Some(first));
+        let summary = probe.summary().unwrap();
+        assert_eq!(
+            (summary.triggered, summary.completed, summary.aborted),
+            (2, 1, 1)
+        );
+        assert_eq!(summary.pending_epochs, 0);
     }
 }

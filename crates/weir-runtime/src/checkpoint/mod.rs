@@ -12,6 +12,7 @@
 
 pub(crate) mod coordinator;
 pub(crate) mod damage;
+pub(crate) mod epoch_stats;
 mod failpoint;
 pub(crate) mod recovery;
 
@@ -237,6 +238,9 @@ pub(crate) struct TaskAck {
     pub(crate) finished_splits: Vec<(OperatorId, String)>,
     /// The sink's pre-commit of this epoch.
     pub(crate) sink_transactions: Vec<SinkTransaction>,
+    /// From the epoch's first barrier to its last at the task's input gate (zero for a task
+    /// without input channels).
+    pub(crate) alignment: Duration,
 }
 
 /// What a task needs to take part in checkpoints.

@@ -17,7 +17,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use weir_api::{
     Boundedness, OperatorId, PreparedSource, SourceSplit, SplitBatch, SplitReader, StreamMessage,
     TaskContext, Watermark,
@@ -59,12 +59,39 @@ type PendingRead = Pin<
     >,
 >;
 
-/// Starts the next read of split `index` of the progress.
-fn pending_read(index: usize, mut reader: Box<dyn SplitReader>) -> PendingRead {
+/// Starts the next read of split `index` of the progress; its polls count as busy time.
+fn pending_read(
+    index: usize,
+    mut reader: Box<dyn SplitReader>,
+    metrics: SubtaskMetrics,
+) -> PendingRead {
     Box::pin(async move {
-        let read = reader.next_batch().await;
+        let read = Polled {
+            inner: reader.next_batch(),
+            metrics: &metrics,
+        }
+        .await;
         (index, reader, read)
     })
+}
+
+/// A connector's read whose polls count as the source task's busy time: the time the connector
+/// works on the task's thread (fetching, decoding), not the time its read waits for data.
+struct Polled<'m, F> {
+    inner: F,
+    metrics: &'m SubtaskMetrics,
+}
+
+impl<F: Future + Unpin> Future for Polled<'_, F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
+        let this = self.get_mut();
+        let started = Instant::now();
+        let polled = Pin::new(&mut this.inner).poll(cx);
+        this.metrics.add_busy(started.elapsed());
+        polled
+    }
 }
 
 impl ChainTask {
@@ -211,7 +238,7 @@ impl ChainTask {
                     now_ms(),
                 )
                 .await?;
-            reads.push(pending_read(index, reader));
+            reads.push(pending_read(index, reader, reading.metrics.clone()));
         }
         let discovery = discovery_interval(reading.source.as_ref());
         let waits_for_new =
@@ -242,11 +269,14 @@ impl ChainTask {
             }
             self.await_alignment(reading, progress, watermarks.as_deref())
                 .await?;
+            let waiting = Instant::now();
+            let busy = reading.metrics.busy_ns();
             tokio::select! {
                 Some((index, reader, read)) = reads.next(), if !reads.is_empty() => {
+                    reading.metrics.add_waited(waiting, busy);
                     match read.map_err(|e| reading.fail(e))? {
                         Some(read) => {
-                            reads.push(pending_read(index, reader));
+                            reads.push(pending_read(index, reader, reading.metrics.clone()));
                             self.hand_on(
                                 reading,
                                 progress,
@@ -272,12 +302,14 @@ impl ChainTask {
                         .await?;
                 }
                 () = tokio::time::sleep_until(idle_tick), if idle_ms.is_some() => {
+                    reading.metrics.add_waited(waiting, busy);
                     idle_tick = tokio::time::Instant::now() + patience;
                     if let Some(w) = watermarks.as_deref_mut() {
                         self.on_silence(reading, w, now_ms()).await?;
                     }
                 }
                 changed = wait_for_trigger(trigger.as_mut()), if trigger.is_some() => {
+                    reading.metrics.add_waited(waiting, busy);
                     if changed.is_err() {
                         // The coordinator is gone: the job is ending; keep reading.
                         trigger = None;
@@ -286,6 +318,7 @@ impl ChainTask {
                     self.inject_if_triggered(progress, watermarks.as_deref()).await?;
                 }
                 () = tokio::time::sleep_until(next_discovery), if discovery.is_some() => {
+                    reading.metrics.add_waited(waiting, busy);
                     next_discovery = tokio::time::Instant::now() + discovery.unwrap_or_default();
                     let found = self
                         .discover(reading, progress, &mut known, watermarks.as_deref_mut(), now_ms())
@@ -294,7 +327,7 @@ impl ChainTask {
                         idle_without_splits = false;
                     }
                     for (index, reader) in found {
-                        reads.push(pending_read(index, reader));
+                        reads.push(pending_read(index, reader, reading.metrics.clone()));
                     }
                 }
             }
@@ -386,6 +419,8 @@ impl ChainTask {
         watermarks: Option<&mut SourceWatermarks>,
         now_ms: u64,
     ) -> Result<()> {
+        let handling = Instant::now();
+        let blocked = reading.metrics.backpressured_ns();
         if let Some(backlog) = read.backlog {
             reading
                 .metrics
@@ -430,6 +465,7 @@ impl ChainTask {
             None => {}
         }
         progress.splits[index].split.cursor = read.cursor;
+        reading.metrics.add_handling(handling.elapsed(), blocked);
         Ok(())
     }
 
@@ -499,13 +535,16 @@ impl ChainTask {
             if !alignment.must_wait(subtask) {
                 return Ok(());
             }
+            let waiting = Instant::now();
             tokio::select! {
                 changed = changes.changed() => {
+                    reading.metrics.add_idle(waiting.elapsed());
                     if changed.is_err() {
                         return Ok(());
                     }
                 }
                 changed = wait_for_trigger(trigger.as_mut()), if trigger.is_some() => {
+                    reading.metrics.add_idle(waiting.elapsed());
                     if changed.is_err() {
                         trigger = None;
                         continue;
@@ -536,17 +575,29 @@ impl ChainTask {
             .as_deref()
             .and_then(SourceWatermarks::idle_timeout_ms);
         let mut trigger = self.checkpointing.as_ref().map(|c| c.trigger.clone());
+        let metrics = reading.metrics;
+        let mut pending = Polled {
+            inner: reader.next_batch(),
+            metrics,
+        };
         if idle_ms.is_none() && trigger.is_none() {
-            return reader.next_batch().await.map_err(ReadError::Source);
+            let (waiting, busy) = (Instant::now(), metrics.busy_ns());
+            let read = pending.await;
+            metrics.add_waited(waiting, busy);
+            return read.map_err(ReadError::Source);
         }
         // One millisecond past the timeout: a split is idle when silent for *longer* than it.
         let patience = Duration::from_millis(idle_ms.unwrap_or(0).saturating_add(1));
         let mut deadline = tokio::time::Instant::now() + patience;
-        let mut pending = reader.next_batch();
         loop {
+            let (waiting, busy) = (Instant::now(), metrics.busy_ns());
             tokio::select! {
-                read = &mut pending => return read.map_err(ReadError::Source),
+                read = &mut pending => {
+                    metrics.add_waited(waiting, busy);
+                    return read.map_err(ReadError::Source);
+                }
                 () = tokio::time::sleep_until(deadline), if idle_ms.is_some() => {
+                    metrics.add_waited(waiting, busy);
                     deadline += patience;
                     let Some(w) = watermarks.as_deref_mut() else { continue };
                     self.on_silence(reading, w, now_ms())
@@ -554,6 +605,7 @@ impl ChainTask {
                         .map_err(ReadError::Task)?;
                 }
                 changed = wait_for_trigger(trigger.as_mut()), if trigger.is_some() => {
+                    metrics.add_waited(waiting, busy);
                     if changed.is_err() {
                         // The coordinator is gone: the job is ending; keep reading.
                         trigger = None;

@@ -452,6 +452,7 @@ impl Operator for SessionWindowOperator {
         let mut row_part: Vec<Part> = Vec::with_capacity(n);
         let mut touched: Vec<u32> = Vec::new();
         let mut others: Vec<u32> = Vec::new();
+        let mut late_updates = 0;
         for (i, is_taken) in taken.iter_mut().enumerate() {
             if times.is_null(i) {
                 continue;
@@ -479,6 +480,11 @@ impl Operator for SessionWindowOperator {
             // The earliest one takes the others in.
             let first = others.pop();
             others.reverse();
+            // A late row: its own window is complete and it joins no session still pending
+            // (under the update policy it re-opens a fired one, or starts one already complete).
+            let late = update
+                && end - 1 <= self.watermark
+                && first.is_none_or(|sid| self.session(sid).is_some_and(|s| !s.pending));
             let sid = match first {
                 None => {
                     let complete = end - 1 <= self.watermark;
@@ -503,6 +509,9 @@ impl Operator for SessionWindowOperator {
             };
             touched.push(sid);
             *is_taken = true;
+            if late {
+                late_updates += 1;
+            }
             rows.push(i as u32);
             row_part.push(self.session(sid).map_or((0, 0), |s| s.write));
         }
@@ -544,6 +553,7 @@ impl Operator for SessionWindowOperator {
         }
         // Late rows that landed in complete sessions (update policy) re-emit them now.
         self.fire(out)?;
+        self.late.note_updated(late_updates);
         self.late.handle(&batch, &times, &taken, out)
     }
 

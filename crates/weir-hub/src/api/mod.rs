@@ -94,6 +94,7 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
         .route("/metrics", get(metrics::metrics))
         .fallback(not_found)
         .with_state(hub)
+        .merge(weir_ui::router())
 }
 
 /// A JSON response with `status`.

@@ -5,6 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::lanes::{LaneEnd, LaneId, LaneMetrics, Lanes};
+use crate::readings;
 use std::collections::{BTreeMap, HashSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
@@ -13,8 +14,8 @@ use weir::api::Epoch;
 use weir::{Engine, JobSpec, RestoreFrom, RunOptions};
 use weir_control::{
     AgentCapabilities, CHECKPOINT_PROTOCOL, Command, CommandAction, CommandOutcome, ControlError,
-    HubClient, LaneState, RUNTIME_VERSION, RegisterAgent, Registration, ReportBatch, ReportItem,
-    Restore, STATE_BACKEND_REDB,
+    HubClient, LaneReading, LaneState, MetricsPush, RUNTIME_VERSION, RegisterAgent, Registration,
+    ReportBatch, ReportItem, Restore, STATE_BACKEND_REDB,
 };
 
 /// How an Agent runs.
@@ -88,8 +89,9 @@ pub async fn run_agent_with_metrics(
             slots: config.slots,
         },
     };
-    let mut lanes = Lanes::with_metrics(engine, metrics);
+    let mut lanes = Lanes::with_metrics(engine, metrics.clone());
     let mut agent = Agent {
+        probes: metrics,
         client,
         config,
         register,
@@ -103,7 +105,25 @@ pub async fn run_agent_with_metrics(
     result
 }
 
+/// How often the Agent pushes its lanes' readings to the Hub.
+const METRICS_PUSH_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The background tasks of one session; aborted when the session ends.
+struct SessionTasks {
+    heartbeat: tokio::task::JoinHandle<()>,
+    metrics: tokio::task::JoinHandle<()>,
+}
+
+impl SessionTasks {
+    fn abort(&self) {
+        self.heartbeat.abort();
+        self.metrics.abort();
+    }
+}
+
 struct Agent {
+    /// The running lanes' counters, pushed to the Hub every second for the workbench.
+    probes: LaneMetrics,
     client: HubClient,
     config: AgentConfig,
     register: RegisterAgent,
@@ -128,14 +148,14 @@ impl Agent {
             return Ok(());
         };
         let (lost_tx, mut lost_rx) = mpsc::unbounded_channel();
-        let mut heartbeat = self.spawn_heartbeat(&s, lost_tx.clone());
+        let mut tasks = self.spawn_session_tasks(&s, lost_tx.clone());
         let mut ticker = tokio::time::interval(self.config.poll_interval);
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {
                 _ = shutdown.changed() => {
                     if *shutdown.borrow() {
-                        heartbeat.abort();
+                        tasks.abort();
                         return Ok(());
                     }
                 }
@@ -144,12 +164,12 @@ impl Agent {
                     // this Agent's lanes elsewhere, so they stop here (their sinks are fenced
                     // anyway). Register again; reports start at 0 in the new session, and
                     // what was not reported is about lanes of old generations.
-                    heartbeat.abort();
+                    tasks.abort();
                     lanes.stop_all().await;
                     self.pending.clear();
                     let Some(new) = self.connect(shutdown).await? else { return Ok(()) };
                     s = new;
-                    heartbeat = self.spawn_heartbeat(&s, lost_tx.clone());
+                    tasks = self.spawn_session_tasks(&s, lost_tx.clone());
                 }
                 Some(done) = self.checkpoints.1.recv() => self.checkpoint_done(done),
                 _ = ticker.tick() => {
@@ -200,6 +220,55 @@ impl Agent {
             }
             delay = (delay * 2).min(Duration::from_secs(2));
         }
+    }
+
+    /// The tasks of a session: the heartbeat and the metrics push.
+    fn spawn_session_tasks(&self, s: &Session, lost: mpsc::UnboundedSender<()>) -> SessionTasks {
+        SessionTasks {
+            heartbeat: self.spawn_heartbeat(s, lost),
+            metrics: self.spawn_metrics_push(s),
+        }
+    }
+
+    /// Pushes the running lanes' readings to the Hub every second (for the workbench; a failed
+    /// push is only logged: the next one carries newer counters, and a refused session is the
+    /// heartbeat's to notice).
+    fn spawn_metrics_push(&self, s: &Session) -> tokio::task::JoinHandle<()> {
+        let client = self.client.clone();
+        let agent = self.register.agent_id.clone();
+        let token = s.registration.session_token.clone();
+        let probes = self.probes.clone();
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(METRICS_PUSH_INTERVAL);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticker.tick().await;
+                let lanes: Vec<LaneReading> = probes
+                    .lanes()
+                    .iter()
+                    .map(|probe| {
+                        let (checkpoints, epochs) = readings::checkpoints(&probe.checkpoints);
+                        LaneReading {
+                            job_id: probe.id.job.clone(),
+                            lane: probe.id.lane,
+                            generation: probe.generation,
+                            sample: readings::sample(&probe.metrics),
+                            checkpoints,
+                            epochs,
+                        }
+                    })
+                    .collect();
+                if lanes.is_empty() {
+                    continue;
+                }
+                if let Err(e) = client
+                    .push_metrics(&agent, &token, &MetricsPush { lanes })
+                    .await
+                {
+                    tracing::debug!(error = %e, "pushing the lanes' metrics failed");
+                }
+            }
+        })
     }
 
     /// Renews the lease every `heartbeatIntervalMs`; tells `lost` when the Hub refuses the

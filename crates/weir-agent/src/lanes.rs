@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
 use weir::runtime::{CheckpointProbe, JobMetrics};
 use weir::{CheckpointTrigger, Engine, JobSpec, RunOptions, RunningJob, SplitShare};
+pub use weir_control::lane_job_id;
 
 /// One lane of one distributed job.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -19,11 +20,6 @@ pub struct LaneId {
     pub job: String,
     /// The lane's index.
     pub lane: u32,
-}
-
-/// The job id lane `lane` of `job` runs under: its checkpoints, state and output are its own.
-pub fn lane_job_id(job: &str, lane: u32) -> String {
-    format!("{job}-lane-{lane}")
 }
 
 /// The spec lane `lane` of `job` runs: `spec` with the lane's job id and parallelism 1 on every
@@ -61,6 +57,10 @@ struct Lane {
 /// The live counters of one running lane, for a metrics exporter.
 #[derive(Debug, Clone)]
 pub struct LaneProbe {
+    /// The lane.
+    pub id: LaneId,
+    /// The generation it runs in.
+    pub generation: u64,
     /// The lane's own job id (`<job>-lane-<i>`).
     pub job_id: String,
     /// Its live counters.
@@ -180,6 +180,8 @@ impl Lanes {
         self.metrics.lock().insert(
             id.clone(),
             LaneProbe {
+                id: id.clone(),
+                generation,
                 job_id: lane_job_id(job, lane),
                 metrics: running.metrics().clone(),
                 checkpoints: running.checkpoint_probe(),

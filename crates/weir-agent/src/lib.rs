@@ -9,6 +9,7 @@
 mod agent;
 mod error;
 pub mod lanes;
+pub mod readings;
 
 pub use agent::{AgentConfig, run_agent, run_agent_with_metrics};
 pub use error::{Error, Result};

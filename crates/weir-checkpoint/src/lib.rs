@@ -71,7 +71,7 @@ pub use epoch_log::{
 pub use error::{CheckpointError, CheckpointResult, SegmentIssue};
 pub use manifest::{
     AttemptId, CheckpointKind, EnumeratorSnapshot, EpochManifest, InputWatermark,
-    MANIFEST_FORMAT_VERSION, SinkTransaction, SourceSplitOffset, TaskSnapshot,
+    MANIFEST_FORMAT_VERSION, SinkTransaction, SourceSplitOffset, TaskSnapshot, stored_checksums,
 };
 pub use problem::ManifestProblem;
 pub use retention::RetentionReport;

@@ -224,11 +224,14 @@ fn canonical_opt_value<S: Serializer>(
     value.clone().map(weir_plan::canonicalize).serialize(s)
 }
 
-/// The checksum of stored manifest bytes and the checksum they record, by the module's rule.
+/// The checksum stored manifest bytes record and the one computed from them now, by the
+/// module's rule, `(recorded, computed)`: equal for an intact manifest. `path` names the file
+/// in errors. For showing a manifest with its check (the workbench); a restore reads manifests
+/// with [`EpochManifest::from_json`], which refuses a mismatch.
 ///
 /// # Errors
 /// [`CheckpointError::Corrupt`] when the bytes do not end with the checksum field.
-pub(crate) fn stored_checksums(bytes: &[u8], path: &str) -> CheckpointResult<(String, String)> {
+pub fn stored_checksums(bytes: &[u8], path: &str) -> CheckpointResult<(String, String)> {
     let tail = CHECKSUM_OPEN.len() + HEX_LEN + CHECKSUM_CLOSE.len();
     let body_len = bytes.len().checked_sub(tail).ok_or_else(|| {
         CheckpointError::corrupt(

@@ -10,6 +10,7 @@ use weir::{Engine, JobSpec, JobSummary};
 mod agent_cmd;
 mod hub_cmd;
 mod jobs_cmd;
+mod local_ui;
 mod summary;
 
 /// The process's allocator. jemalloc keeps per-thread caches, so the batches one subtask's thread
@@ -66,6 +67,11 @@ enum Command {
         /// (docs/observability.md); port 0 takes a free port, printed on stderr.
         #[arg(long, value_name = "HOST:PORT")]
         metrics_addr: Option<String>,
+        /// Serve the workbench for this job at http://HOST:PORT/ (docs/workbench.md): its
+        /// plan with live rates, its charts and checkpoints. The process keeps serving it after
+        /// the job ends, until Ctrl-C.
+        #[arg(long, value_name = "HOST:PORT")]
+        ui: Option<String>,
     },
     /// Check a job the way `run` would start it (types, options, schemas, edges), starting nothing.
     Validate {
@@ -160,6 +166,8 @@ struct Loaded {
     file: String,
     /// The script asked to EXPLAIN instead of running.
     explain: bool,
+    /// The script, when the job was one.
+    sql: Option<String>,
 }
 
 async fn load(engine: &Engine, job: &Path, parallelism: Option<u32>) -> Result<Loaded> {
@@ -167,12 +175,12 @@ async fn load(engine: &Engine, job: &Path, parallelism: Option<u32>) -> Result<L
     let is_sql = job
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("sql"));
-    let (mut spec, explain) = if is_sql {
+    let (mut spec, explain, sql) = if is_sql {
         let text = std::fs::read_to_string(job).with_context(|| format!("reading {file}"))?;
         let compiled = engine.compile_sql(&text, &file).await?;
-        (compiled.spec, compiled.explain)
+        (compiled.spec, compiled.explain, Some(text))
     } else {
-        (JobSpec::from_file(job)?, false)
+        (JobSpec::from_file(job)?, false, None)
     };
     if parallelism.is_some() {
         spec.parallelism = parallelism;
@@ -181,6 +189,7 @@ async fn load(engine: &Engine, job: &Path, parallelism: Option<u32>) -> Result<L
         spec,
         file,
         explain,
+        sql,
     })
 }
 
@@ -243,11 +252,13 @@ async fn dispatch(cli: Cli) -> Result<()> {
             restore,
             accept_duplicates,
             metrics_addr,
+            ui,
         } => {
             let Loaded {
                 spec,
                 file,
                 explain,
+                sql,
             } = load(&engine, &job, parallelism).await?;
             let prepared = engine.prepare(&spec, Some(&file)).await?;
             if explain {
@@ -275,6 +286,25 @@ async fn dispatch(cli: Cli) -> Result<()> {
                      `checkpoint` section (SQL: SET 'checkpoint.interval' = '1s')"
                 );
             }
+            // What the workbench shows, and its address bound before the job starts.
+            let ui = match ui {
+                Some(addr) => {
+                    let storage = match (&checkpoint_storage, &prepared.plans.checkpoint) {
+                        (Some(storage), _) => Some(storage.clone()),
+                        (None, Some(c)) => Some(
+                            weir_hub::checkpoint_storage(c)
+                                .context("opening the checkpoint directory")?,
+                        ),
+                        (None, None) => None,
+                    };
+                    let info = local_ui::LocalJobInfo::new(&prepared, &spec, sql, storage)?;
+                    let listener = tokio::net::TcpListener::bind(&addr)
+                        .await
+                        .with_context(|| format!("binding the workbench address {addr}"))?;
+                    Some((info, listener))
+                }
+                None => None,
+            };
             let options = weir::RunOptions {
                 state_dir,
                 checkpoint_storage,
@@ -311,6 +341,18 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 }
                 None => None,
             };
+            let ui = match ui {
+                Some((info, listener)) => {
+                    let job = info.running(&running);
+                    let sampler = job.spawn_sampler();
+                    let addr = listener.local_addr()?;
+                    let app = local_ui::router(job.clone());
+                    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+                    eprintln!("workbench: http://{addr}/");
+                    Some((job, sampler, server))
+                }
+                None => None,
+            };
             let progress = std::io::stderr()
                 .is_terminal()
                 .then(|| summary::Progress::start(running.metrics().clone()));
@@ -318,13 +360,33 @@ async fn dispatch(cli: Cli) -> Result<()> {
             if let Some(p) = progress {
                 p.finish().await;
             }
-            let summary: JobSummary = result?;
-            let peak_rss = summary::peak_rss_bytes();
-            if json {
-                print_stdout(&summary::to_json(&summary, peak_rss))?;
-            } else {
-                print_stdout(summary::render(&summary, peak_rss).trim_end())?;
+            if let Some((job, sampler, server)) = ui {
+                sampler.abort();
+                job.ended(result.as_ref().err().map(ToString::to_string));
+                report_run(&result, json)?;
+                eprintln!("the job ended; the workbench stays up until Ctrl-C");
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    served = server => { served??; }
+                }
+                result?;
+                return Ok(());
             }
+            report_run(&result, json)?;
+            result?;
+        }
+    }
+    Ok(())
+}
+
+/// Prints the summary of a run that ended well (an error is the caller's to return).
+fn report_run(result: &weir::Result<JobSummary>, json: bool) -> Result<()> {
+    if let Ok(summary) = result {
+        let peak_rss = summary::peak_rss_bytes();
+        if json {
+            print_stdout(&summary::to_json(summary, peak_rss))?;
+        } else {
+            print_stdout(summary::render(summary, peak_rss).trim_end())?;
         }
     }
     Ok(())

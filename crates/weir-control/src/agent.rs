@@ -17,6 +17,12 @@ pub const CHECKPOINT_PROTOCOL: u32 = 1;
 /// Name of Weir's keyed-state backend (embedded redb), as Agents list it in `stateBackends`.
 pub const STATE_BACKEND_REDB: &str = "redb";
 
+/// The job id lane `lane` of `job` runs as (`<job>-lane-<i>`): it names the lane's checkpoint
+/// namespace, its part files and its Kafka transactional ids.
+pub fn lane_job_id(job: &str, lane: u32) -> String {
+    format!("{job}-lane-{lane}")
+}
+
 /// What an Agent can run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -283,6 +289,20 @@ pub enum AgentState {
     Expired,
 }
 
+/// A lane placed on an Agent.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AssignedLane {
+    /// The job.
+    pub job_id: String,
+    /// The lane.
+    pub lane: u32,
+    /// The job's generation the placement belongs to.
+    pub generation: u64,
+    /// `pending` until the Agent reports, then the lane state it reported.
+    pub state: String,
+}
+
 /// An Agent as `GET /api/v1/agents` lists it.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -299,6 +319,9 @@ pub struct AgentEntry {
     pub capabilities: AgentCapabilities,
     /// Lanes placed on it (current generations of all jobs).
     pub lanes: u32,
+    /// Those lanes, by job.
+    #[serde(default)]
+    pub assigned: Vec<AssignedLane>,
     /// When its lease lapses or lapsed (RFC 3339).
     pub lease_expires_at: String,
     /// When it last registered (RFC 3339).

@@ -8,6 +8,7 @@ use crate::jobs::{
     CheckpointAccepted, CheckpointRequest, DesiredStateChange, JobDetail, JobSummary, JobVersion,
     SavepointRequest, SubmitJob, UpgradeRecord, UpgradeRequest, ValidateRequest, ValidateResult,
 };
+use crate::live::{CheckpointsView, JobMetricsView, MetricsAck, MetricsPush};
 use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 use reqwest::{Method, header};
 use serde::Serialize;
@@ -269,6 +270,39 @@ impl HubClient {
         let path = format!("/api/v1/agents/{}/reports", segment(agent_id));
         self.call(Method::POST, &path, Some(token), Some(batch))
             .await
+    }
+
+    /// `POST /api/v1/agents/{agent_id}/metrics`: the readings of the Agent's running lanes.
+    ///
+    /// # Errors
+    /// 409 when the session is no longer the Agent's.
+    pub async fn push_metrics(
+        &self,
+        agent_id: &str,
+        token: &str,
+        push: &MetricsPush,
+    ) -> Result<MetricsAck> {
+        let path = format!("/api/v1/agents/{}/metrics", segment(agent_id));
+        self.call(Method::POST, &path, Some(token), Some(push))
+            .await
+    }
+
+    /// `GET /api/v1/jobs/{job_id}/metrics`: the recent counters of the job's lanes.
+    ///
+    /// # Errors
+    /// 404 for an unknown job.
+    pub async fn job_metrics(&self, job_id: &str) -> Result<JobMetricsView> {
+        let path = format!("/api/v1/jobs/{}/metrics", segment(job_id));
+        self.call::<(), _>(Method::GET, &path, None, None).await
+    }
+
+    /// `GET /api/v1/jobs/{job_id}/checkpoints`: the job's checkpoints, per lane and job-level.
+    ///
+    /// # Errors
+    /// 404 for an unknown job.
+    pub async fn job_checkpoints(&self, job_id: &str) -> Result<CheckpointsView> {
+        let path = format!("/api/v1/jobs/{}/checkpoints", segment(job_id));
+        self.call::<(), _>(Method::GET, &path, None, None).await
     }
 
     /// `GET /api/v1/openapi.json`.

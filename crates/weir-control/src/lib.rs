@@ -10,12 +10,13 @@ mod agent;
 mod client;
 mod error;
 mod jobs;
+mod live;
 mod manifest;
 
 pub use agent::{
-    AgentCapabilities, AgentEntry, AgentState, CHECKPOINT_PROTOCOL, Command, CommandAction,
-    CommandOutcome, HeartbeatAck, LaneState, RUNTIME_VERSION, RegisterAgent, Registration,
-    ReportAck, ReportBatch, ReportItem, Restore, STATE_BACKEND_REDB,
+    AgentCapabilities, AgentEntry, AgentState, AssignedLane, CHECKPOINT_PROTOCOL, Command,
+    CommandAction, CommandOutcome, HeartbeatAck, LaneState, RUNTIME_VERSION, RegisterAgent,
+    Registration, ReportAck, ReportBatch, ReportItem, Restore, STATE_BACKEND_REDB, lane_job_id,
 };
 pub use client::HubClient;
 pub use error::{ApiError, ControlError, Result};
@@ -24,5 +25,10 @@ pub use jobs::{
     DesiredStateChange, JobDetail, JobSummary, JobVersion, ObservedPhase, ObservedState,
     RecoveryRecord, SavepointRequest, SubmitJob, UpgradeRecord, UpgradeRequest, UpgradeState,
     ValidateRequest, ValidateResult, ValidationError,
+};
+pub use live::{
+    CheckpointsView, HISTORY_SAMPLES, JobMetricsView, LaneCheckpoints, LaneMetrics, LaneReading,
+    ManifestView, MetricsAck, MetricsHistory, MetricsPush, MetricsSample, SplitReading, UiConfig,
+    UiMode,
 };
 pub use manifest::{JobManifest, JobManifestBody, MANIFEST_DIR};

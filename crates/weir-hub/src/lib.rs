@@ -10,6 +10,7 @@
 mod api;
 mod compile;
 mod error;
+pub mod manifests;
 mod observed;
 mod placement;
 mod publish;
@@ -17,7 +18,8 @@ mod store;
 
 pub use api::ApiDoc;
 pub use error::{HubError, Result};
-pub use store::{PublishTask, Store};
+pub use publish::storage_of as checkpoint_storage;
+pub use store::{PublishTask, Store, rfc3339};
 pub use weir_control::RUNTIME_VERSION;
 
 use std::path::PathBuf;
@@ -38,6 +40,8 @@ pub struct HubConfig {
 pub struct Hub {
     store: Store,
     engine: weir::Engine,
+    /// The lanes' recent readings, pushed by the Agents (memory only).
+    live: std::sync::Mutex<weir_control::MetricsHistory>,
 }
 
 impl Hub {
@@ -50,6 +54,7 @@ impl Hub {
         Ok(Arc::new(Hub {
             store: Store::open(&config.db_path, ttl)?,
             engine: weir::Engine::new(),
+            live: std::sync::Mutex::default(),
         }))
     }
 
@@ -75,6 +80,13 @@ impl Hub {
                 context: "running a store operation".into(),
                 source: std::io::Error::other(e.to_string()),
             })?
+    }
+
+    /// The lanes' recent readings (a poisoned lock only held statistics).
+    pub(crate) fn live(&self) -> std::sync::MutexGuard<'_, weir_control::MetricsHistory> {
+        self.live
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     /// The engine jobs are validated with.

@@ -6,6 +6,8 @@
 mod agents;
 #[path = "hub_api/checkpoints.rs"]
 mod checkpoints;
+#[path = "hub_api/live.rs"]
+mod live;
 #[path = "hub_api/metrics.rs"]
 mod metrics;
 #[path = "hub_api/support.rs"]

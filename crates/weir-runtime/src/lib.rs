@@ -29,6 +29,7 @@ mod task_checkpoint;
 mod task_state;
 
 pub use checkpoint::coordinator::CheckpointSummary;
+pub use checkpoint::recovery::namespace as checkpoint_namespace;
 pub use checkpoint::{CheckpointConfig, CheckpointStorage, RestoreFrom};
 pub use error::{Error, Result};
 pub use executor::{

@@ -3,6 +3,7 @@
 
 mod agents;
 mod jobs;
+mod live;
 mod metrics;
 
 use crate::Hub;
@@ -40,6 +41,12 @@ use utoipa::OpenApi;
         agents::heartbeat,
         agents::commands,
         agents::reports,
+        live::push_metrics,
+        live::ui_config,
+        live::job_metrics,
+        live::job_checkpoints,
+        live::job_manifest,
+        live::epoch_manifest,
         openapi_json,
     ),
     components(schemas(weir_control::JobManifest, weir_control::JobManifestBody)),
@@ -75,7 +82,20 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
             "/api/v1/jobs/{job_id}/desired-state",
             put(jobs::desired_state),
         )
-        .route("/api/v1/jobs/{job_id}/checkpoints", post(jobs::checkpoint))
+        .route(
+            "/api/v1/jobs/{job_id}/checkpoints",
+            post(jobs::checkpoint).get(live::job_checkpoints),
+        )
+        .route(
+            "/api/v1/jobs/{job_id}/checkpoints/{checkpoint_id}/manifest",
+            get(live::job_manifest),
+        )
+        .route(
+            "/api/v1/jobs/{job_id}/lanes/{lane}/epochs/{epoch}/manifest",
+            get(live::epoch_manifest),
+        )
+        .route("/api/v1/jobs/{job_id}/metrics", get(live::job_metrics))
+        .route("/api/v1/ui/config", get(live::ui_config))
         .route("/api/v1/jobs/{job_id}/savepoints", post(jobs::savepoint))
         .route("/api/v1/jobs/{job_id}/upgrades", post(jobs::upgrade))
         .route(
@@ -90,6 +110,10 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
         )
         .route("/api/v1/agents/{agent_id}/commands", get(agents::commands))
         .route("/api/v1/agents/{agent_id}/reports", post(agents::reports))
+        .route(
+            "/api/v1/agents/{agent_id}/metrics",
+            post(live::push_metrics),
+        )
         .route("/api/v1/openapi.json", get(openapi_json))
         .route("/metrics", get(metrics::metrics))
         .fallback(not_found)

@@ -5,8 +5,8 @@ use super::{Store, from_stored, new_id, optional, rfc3339, to_stored, to_u64};
 use crate::error::{HubError, Result};
 use rusqlite::{Transaction, params};
 use weir_control::{
-    AgentCapabilities, AgentEntry, AgentState, Command, CommandAction, DesiredState, HeartbeatAck,
-    RegisterAgent, Registration,
+    AgentCapabilities, AgentEntry, AgentState, AssignedLane, Command, CommandAction, DesiredState,
+    HeartbeatAck, RegisterAgent, Registration,
 };
 
 /// The current session of an Agent, checked against a bearer token.
@@ -31,6 +31,42 @@ fn same_secret(a: &str, b: &str) -> bool {
             .zip(b.bytes())
             .fold(0u8, |acc, (x, y)| acc | (x ^ y))
             == 0
+}
+
+/// The running lanes of every job's current generation, by Agent (the ones `list_agents`
+/// counts).
+fn assigned_lanes(
+    tx: &Transaction<'_>,
+) -> Result<std::collections::HashMap<String, Vec<AssignedLane>>> {
+    let context = "listing the Agents' lanes";
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT a.agent_id, a.job_id, a.lane, a.generation, a.state \
+             FROM assignments a JOIN jobs j ON a.job_id = j.job_id \
+             AND a.generation = j.generation WHERE a.agent_id IS NOT NULL \
+             AND a.state NOT IN ('stopped', 'finished', 'failed', 'lost') \
+             ORDER BY a.job_id, a.lane",
+        )
+        .map_err(HubError::store(context))?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                AssignedLane {
+                    job_id: r.get(1)?,
+                    lane: super::to_u32(r.get::<_, i64>(2)?),
+                    generation: to_u64(r.get::<_, i64>(3)?),
+                    state: r.get(4)?,
+                },
+            ))
+        })
+        .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+        .map_err(HubError::store(context))?;
+    let mut by_agent: std::collections::HashMap<String, Vec<AssignedLane>> = Default::default();
+    for (agent, lane) in rows {
+        by_agent.entry(agent).or_default().push(lane);
+    }
+    Ok(by_agent)
 }
 
 /// Checks that `token` is the current session of live Agent `agent_id`.
@@ -240,6 +276,16 @@ impl Store {
         })
     }
 
+    /// Checks that `token` is live Agent `agent_id`'s current session, changing nothing.
+    ///
+    /// # Errors
+    /// 404 for an unknown Agent; 409 for a stale session or a lapsed lease.
+    pub fn check_session(&self, agent_id: &str, token: &str) -> Result<()> {
+        self.read("checking a session", |tx| {
+            authenticate(tx, agent_id, token).map(|_| ())
+        })
+    }
+
     /// Commands in the outbox not yet acknowledged: `(pending, claimed)`.
     ///
     /// # Errors
@@ -343,6 +389,7 @@ impl Store {
                 })
                 .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
                 .map_err(HubError::store(context))?;
+            let mut assigned = assigned_lanes(tx)?;
             rows.into_iter()
                 .map(
                     |(
@@ -350,6 +397,7 @@ impl Store {
                         (lease, reg, items, reports, lanes),
                     )| {
                         Ok(AgentEntry {
+                            assigned: assigned.remove(&agent_id).unwrap_or_default(),
                             agent_id,
                             boot_id,
                             session_id,

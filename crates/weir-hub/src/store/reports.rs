@@ -382,6 +382,39 @@ fn abandon_timed_out(tx: &Transaction<'_>, now: i64) -> Result<()> {
 }
 
 impl Store {
+    /// Completed job-level checkpoints and savepoints of `job_id`, newest first, with the
+    /// job's current generation.
+    ///
+    /// # Errors
+    /// 404 for an unknown job.
+    pub fn recovery_records(&self, job_id: &str) -> Result<(u64, Vec<RecoveryRecord>)> {
+        self.read("reading recovery records", |tx| {
+            let job = super::jobs::require_job(tx, job_id)?;
+            Ok((job.generation, recovery_records(tx, job_id)?))
+        })
+    }
+
+    /// The spec of version `version_id` (of the job's current version when `None`), with the
+    /// job's current generation.
+    ///
+    /// # Errors
+    /// 404 for an unknown job or version.
+    pub fn version_spec(&self, job_id: &str, version_id: Option<&str>) -> Result<(u64, JobSpec)> {
+        self.read("reading a version's spec", |tx| {
+            let job = super::jobs::require_job(tx, job_id)?;
+            let version = version_row(tx, version_id.unwrap_or(&job.current_version))?;
+            if version.version.job_id != job_id {
+                return Err(HubError::not_found(
+                    "version",
+                    &version.version.version_id,
+                    "versionId",
+                ));
+            }
+            let spec: JobSpec = from_stored("job spec", &version.spec_text())?;
+            Ok((job.generation, spec))
+        })
+    }
+
     /// Applies a report of Agent `agent_id`'s session `token`: refused whole (409) for an old
     /// session or a `seq` that is not the next one, with nothing changed but a counter; items
     /// about an older generation are refused one by one (counted, ignored). Returns the answer

@@ -10,7 +10,7 @@ use weir_control::{
 
 /// Takes a job-level checkpoint or savepoint of job `bids` (lanes 0 on `a`, 1 on `b`) and
 /// returns its id; `seq` is each Agent's next report sequence.
-async fn checkpoint_both(
+pub(crate) async fn checkpoint_both(
     t: &TestHub,
     a: &Registration,
     b: &Registration,

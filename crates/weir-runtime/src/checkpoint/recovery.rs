@@ -19,7 +19,7 @@ use weir_state::{SegmentDescriptor, SegmentStore};
 
 /// The checkpoint namespace of a plan: derived from job and pipeline ids (docs/checkpoints.md,
 /// "Storage layout").
-pub(crate) fn namespace(plan: &PartitionedPlan) -> String {
+pub fn namespace(plan: &PartitionedPlan) -> String {
     if plan.job_id.as_str() == plan.pipeline_id.as_str() {
         plan.job_id.to_string()
     } else {

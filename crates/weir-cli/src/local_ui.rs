@@ -1,0 +1,276 @@
+//! `weir run --ui`: the workbench for the one job this process runs. It answers the read-only
+//! part of the Hub's API for that job (its summary and detail, its recent counters, its
+//! checkpoints and their manifests), from a sampler that reads the job's counters every second.
+
+use axum::Router;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+use weir::CheckpointStorage;
+use weir::plan::Plan;
+use weir::runtime::{CheckpointProbe, JobMetrics};
+use weir_agent::readings;
+use weir_control::{
+    CheckpointsView, DesiredState, JobDetail, JobMetricsView, JobSummary, JobVersion, LaneReading,
+    ManifestView, MetricsHistory, ObservedPhase, ObservedState, UiConfig, UiMode,
+};
+use weir_hub::HubError;
+
+/// How often the sampler reads the job's counters.
+const SAMPLE_EVERY: Duration = Duration::from_secs(1);
+
+/// The job a local workbench shows.
+pub struct LocalJob {
+    /// Its detail as the Hub would show it: one version, one lane, generation 0.
+    detail: Mutex<JobDetail>,
+    metrics: Arc<JobMetrics>,
+    probe: CheckpointProbe,
+    history: Mutex<MetricsHistory>,
+    /// Where its checkpoints are, and their namespace.
+    checkpoints: Option<(CheckpointStorage, String)>,
+}
+
+/// What the workbench shows of a job before it runs.
+pub struct LocalJobInfo {
+    detail: JobDetail,
+    checkpoints: Option<(CheckpointStorage, String)>,
+}
+
+impl LocalJobInfo {
+    /// The job about to run: `spec`, prepared as `prepared`, written as `sql` when it was a
+    /// script, checkpointing into `storage`.
+    ///
+    /// # Errors
+    /// When the spec or the plans do not serialize.
+    pub fn new(
+        prepared: &weir::PreparedJob,
+        spec: &weir::JobSpec,
+        sql: Option<String>,
+        storage: Option<CheckpointStorage>,
+    ) -> anyhow::Result<Self> {
+        let plan = prepared.partitioned();
+        let job_id = plan.job_id.to_string();
+        let now = weir_hub::rfc3339(readings::now_ms());
+        let job = JobSummary {
+            job_id: job_id.clone(),
+            desired_state: DesiredState::Running,
+            generation: 0,
+            current_version: "local".into(),
+            lanes: 1,
+            observed: ObservedState {
+                phase: ObservedPhase::Running,
+                cause: None,
+            },
+            created_at: now.clone(),
+        };
+        let version = JobVersion {
+            version_id: "local".into(),
+            job_id,
+            number: 1,
+            sql,
+            spec: serde_json::to_value(spec)?,
+            plan_fingerprint: plan.fingerprint(),
+            state_format_version: weir::state::STATE_FORMAT_VERSION,
+            lanes: 1,
+            created_at: now,
+        };
+        Ok(LocalJobInfo {
+            detail: JobDetail {
+                job,
+                version,
+                plans: serde_json::from_str(&prepared.plans.to_json_pretty())?,
+                assignments: vec![weir_control::Assignment {
+                    lane: 0,
+                    agent_id: None,
+                    state: "running".into(),
+                    cause: None,
+                }],
+                recovery_records: vec![],
+                upgrades: vec![],
+            },
+            checkpoints: storage
+                .map(|storage| (storage, weir::runtime::checkpoint_namespace(plan))),
+        })
+    }
+
+    /// The job, now running as `running`.
+    pub fn running(self, running: &weir::RunningJob) -> Arc<LocalJob> {
+        Arc::new(LocalJob {
+            detail: Mutex::new(self.detail),
+            metrics: running.metrics().clone(),
+            probe: running.checkpoint_probe(),
+            history: Mutex::default(),
+            checkpoints: self.checkpoints,
+        })
+    }
+}
+
+impl LocalJob {
+    fn detail(&self) -> std::sync::MutexGuard<'_, JobDetail> {
+        self.detail.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn history(&self) -> std::sync::MutexGuard<'_, MetricsHistory> {
+        self.history.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn job_id(&self) -> String {
+        self.detail().job.job_id.clone()
+    }
+
+    /// Reads the counters once into the history.
+    fn sample(&self) {
+        let (checkpoints, epochs) = readings::checkpoints(&self.probe);
+        let reading = LaneReading {
+            job_id: self.job_id(),
+            lane: 0,
+            generation: 0,
+            sample: readings::sample(&self.metrics),
+            checkpoints,
+            epochs,
+        };
+        self.history().record(None, reading);
+    }
+
+    /// The job ended: `cause` is why it failed, `None` when it finished.
+    pub fn ended(&self, cause: Option<String>) {
+        self.sample();
+        let mut detail = self.detail();
+        let (phase, state) = match cause {
+            None => (ObservedPhase::Finished, "finished"),
+            Some(_) => (ObservedPhase::Failed, "failed"),
+        };
+        detail.job.observed = ObservedState {
+            phase,
+            cause: cause.clone(),
+        };
+        detail.job.desired_state = DesiredState::Stopped;
+        for a in &mut detail.assignments {
+            a.state = state.into();
+            a.cause.clone_from(&cause);
+        }
+    }
+
+    /// Samples the counters every second until the task is aborted.
+    pub fn spawn_sampler(self: &Arc<Self>) -> tokio::task::JoinHandle<()> {
+        let job = Arc::clone(self);
+        tokio::spawn(async move {
+            let mut ticker = tokio::time::interval(SAMPLE_EVERY);
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                ticker.tick().await;
+                job.sample();
+            }
+        })
+    }
+
+    /// 404 unless `id` is this job.
+    fn check(&self, id: &str) -> Result<(), HubError> {
+        if id == self.job_id() {
+            Ok(())
+        } else {
+            Err(HubError::not_found("job", id, "jobId"))
+        }
+    }
+}
+
+/// A 200 JSON answer.
+struct Json<T>(T);
+
+impl<T: serde::Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        match serde_json::to_vec(&self.0) {
+            Ok(bytes) => (
+                StatusCode::OK,
+                [(axum::http::header::CONTENT_TYPE, "application/json")],
+                bytes,
+            )
+                .into_response(),
+            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
+        }
+    }
+}
+
+type Answer<T> = Result<Json<T>, HubError>;
+
+async fn config(State(job): State<Arc<LocalJob>>) -> Json<UiConfig> {
+    Json(UiConfig {
+        mode: UiMode::Local,
+        job_id: Some(job.job_id()),
+    })
+}
+
+async fn list(State(job): State<Arc<LocalJob>>) -> Json<Vec<JobSummary>> {
+    Json(vec![job.detail().job.clone()])
+}
+
+async fn summary(State(job): State<Arc<LocalJob>>, Path(id): Path<String>) -> Answer<JobSummary> {
+    job.check(&id)?;
+    Ok(Json(job.detail().job.clone()))
+}
+
+async fn detail(State(job): State<Arc<LocalJob>>, Path(id): Path<String>) -> Answer<JobDetail> {
+    job.check(&id)?;
+    Ok(Json(job.detail().clone()))
+}
+
+async fn metrics(
+    State(job): State<Arc<LocalJob>>,
+    Path(id): Path<String>,
+) -> Answer<JobMetricsView> {
+    job.check(&id)?;
+    Ok(Json(job.history().metrics(&id, 0)))
+}
+
+async fn checkpoints(
+    State(job): State<Arc<LocalJob>>,
+    Path(id): Path<String>,
+) -> Answer<CheckpointsView> {
+    job.check(&id)?;
+    let lanes = job.history().checkpoints(&id, 0);
+    Ok(Json(CheckpointsView {
+        job_id: id,
+        records: vec![],
+        lanes,
+    }))
+}
+
+async fn epoch_manifest(
+    State(job): State<Arc<LocalJob>>,
+    Path((id, lane, epoch)): Path<(String, u32, u64)>,
+) -> Answer<ManifestView> {
+    job.check(&id)?;
+    if lane != 0 {
+        return Err(HubError::not_found("lane", &lane.to_string(), "lane"));
+    }
+    let (storage, namespace) = job.checkpoints.as_ref().ok_or_else(|| {
+        HubError::not_found("checkpoint section", "checkpoint", "spec.checkpoint")
+    })?;
+    weir_hub::manifests::epoch_manifest(storage, namespace, epoch)
+        .await
+        .map(Json)
+}
+
+async fn not_found(uri: axum::http::Uri) -> HubError {
+    HubError::not_found("endpoint", uri.path(), "$")
+}
+
+/// The local API over `job`, with the workbench's pages.
+pub fn router(job: Arc<LocalJob>) -> Router {
+    Router::new()
+        .route("/api/v1/ui/config", get(config))
+        .route("/api/v1/jobs", get(list))
+        .route("/api/v1/jobs/{job_id}", get(summary))
+        .route("/api/v1/jobs/{job_id}/detail", get(detail))
+        .route("/api/v1/jobs/{job_id}/metrics", get(metrics))
+        .route("/api/v1/jobs/{job_id}/checkpoints", get(checkpoints))
+        .route(
+            "/api/v1/jobs/{job_id}/lanes/{lane}/epochs/{epoch}/manifest",
+            get(epoch_manifest),
+        )
+        .fallback(not_found)
+        .with_state(job)
+}

@@ -1,0 +1,354 @@
+//! What a running job looks like while it runs, for the workbench: the samples of its lanes'
+//! counters an Agent pushes to the Hub every second, the history the Hub (or `weir run --ui`)
+//! keeps of them, and the views of a job's checkpoints and of one manifest.
+//!
+//! The runtime's readings travel as JSON objects ([`serde_json::Value`]): the counters of one
+//! operator subtask (the runtime's `SubtaskSnapshot`), a run's checkpoint counters
+//! (`CheckpointSummary`) and one epoch's statistics (`EpochStats`), all camelCase; this crate
+//! does not link the runtime. docs/workbench.md lists their fields.
+
+use crate::jobs::RecoveryRecord;
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, VecDeque};
+use utoipa::ToSchema;
+
+/// How many samples of a lane the history keeps: ten minutes at one a second.
+pub const HISTORY_SAMPLES: usize = 600;
+
+/// Rows read from one split of a source.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SplitReading {
+    /// The source operator.
+    pub operator_id: String,
+    /// The split (`topic/partition` for Kafka).
+    pub split: String,
+    /// Rows read from it so far in this run.
+    pub rows_read: u64,
+    /// Records between its cursor and its known end when it last reported, when it reports one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<u64>,
+}
+
+/// The counters of one lane at one moment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsSample {
+    /// When they were read (Unix ms).
+    pub at_ms: i64,
+    /// One object per operator subtask (the runtime's `SubtaskSnapshot`): cumulative counters
+    /// of this run of the lane.
+    #[schema(value_type = Vec<Object>)]
+    pub subtasks: Vec<serde_json::Value>,
+    /// Per source split.
+    pub splits: Vec<SplitReading>,
+}
+
+/// What an Agent pushes for one lane it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct LaneReading {
+    /// The job.
+    pub job_id: String,
+    /// The lane.
+    pub lane: u32,
+    /// The generation the lane runs in; readings of another than the job's are dropped.
+    pub generation: u64,
+    /// The counters now.
+    pub sample: MetricsSample,
+    /// The run's checkpoint counters (the runtime's `CheckpointSummary`), once it checkpoints.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub checkpoints: Option<serde_json::Value>,
+    /// The run's newest epochs, oldest first (the runtime's `EpochStats`).
+    #[serde(default)]
+    #[schema(value_type = Vec<Object>)]
+    pub epochs: Vec<serde_json::Value>,
+}
+
+/// `POST /api/v1/agents/{agent_id}/metrics`: readings of the lanes an Agent runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct MetricsPush {
+    /// One per running lane.
+    pub lanes: Vec<LaneReading>,
+}
+
+/// The answer to a [`MetricsPush`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricsAck {
+    /// Readings kept.
+    pub accepted: u32,
+    /// Readings dropped: of a job the Hub does not know or of another generation than its
+    /// current one.
+    pub dropped: u32,
+}
+
+/// The samples of one lane, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LaneMetrics {
+    /// The lane.
+    pub lane: u32,
+    /// The Agent that runs it (`None` for `weir run`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// About one a second, at most [`HISTORY_SAMPLES`].
+    pub samples: Vec<MetricsSample>,
+}
+
+/// `GET /api/v1/jobs/{job_id}/metrics`: the recent counters of every lane of the job's current
+/// generation. Counters are cumulative: a rate is the difference of two samples over their
+/// time apart, summed over lanes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct JobMetricsView {
+    /// The job.
+    pub job_id: String,
+    /// The generation the samples are of.
+    pub generation: u64,
+    /// Per lane, in lane order.
+    pub lanes: Vec<LaneMetrics>,
+}
+
+/// The checkpoints of one lane's current run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LaneCheckpoints {
+    /// The lane.
+    pub lane: u32,
+    /// The run's checkpoint counters (the runtime's `CheckpointSummary`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    pub summary: Option<serde_json::Value>,
+    /// The run's newest epochs, oldest first (the runtime's `EpochStats`).
+    #[schema(value_type = Vec<Object>)]
+    pub epochs: Vec<serde_json::Value>,
+}
+
+/// `GET /api/v1/jobs/{job_id}/checkpoints`.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckpointsView {
+    /// The job.
+    pub job_id: String,
+    /// Completed job-level checkpoints and savepoints, newest first (none for `weir run`).
+    pub records: Vec<RecoveryRecord>,
+    /// Per lane of the current generation, in lane order.
+    pub lanes: Vec<LaneCheckpoints>,
+}
+
+/// A manifest read back from checkpoint storage, with its checksum checked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ManifestView {
+    /// Where it is.
+    pub path: String,
+    /// The checksum it records.
+    pub checksum: String,
+    /// The checksum of its content, computed now.
+    pub computed_checksum: String,
+    /// Whether the two are equal.
+    pub verified: bool,
+    /// The manifest.
+    #[schema(value_type = Object)]
+    pub manifest: serde_json::Value,
+}
+
+/// Who serves the workbench.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum UiMode {
+    /// The Hub: every job, every action.
+    Hub,
+    /// `weir run --ui`: one local job, read only.
+    Local,
+}
+
+/// `GET /api/v1/ui/config`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UiConfig {
+    /// Hub or local.
+    pub mode: UiMode,
+    /// The local job's id.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_id: Option<String>,
+}
+
+/// One lane's history: its samples and its latest checkpoint readings.
+#[derive(Debug, Clone, Default)]
+struct LaneHistory {
+    generation: u64,
+    agent_id: Option<String>,
+    samples: VecDeque<MetricsSample>,
+    checkpoints: Option<serde_json::Value>,
+    epochs: Vec<serde_json::Value>,
+}
+
+/// The recent readings of every lane of every job, kept in memory (a restart of the Hub
+/// starts them anew): what the workbench's charts, graph and checkpoints tab show.
+#[derive(Debug, Default)]
+pub struct MetricsHistory {
+    lanes: BTreeMap<(String, u32), LaneHistory>,
+}
+
+impl MetricsHistory {
+    /// Adds a reading of a lane run by `agent_id`. A reading of a newer generation starts the
+    /// lane's history anew (its counters started from zero); one of an older generation than
+    /// the history's is dropped.
+    pub fn record(&mut self, agent_id: Option<&str>, reading: LaneReading) {
+        let lane = self
+            .lanes
+            .entry((reading.job_id, reading.lane))
+            .or_default();
+        if reading.generation < lane.generation {
+            return;
+        }
+        let restarted = lane
+            .samples
+            .back()
+            .is_some_and(|last| counters_went_back(last, &reading.sample));
+        if reading.generation > lane.generation || restarted {
+            lane.samples.clear();
+        }
+        lane.generation = reading.generation;
+        lane.agent_id = agent_id.map(str::to_owned);
+        if lane.samples.len() == HISTORY_SAMPLES {
+            lane.samples.pop_front();
+        }
+        lane.samples.push_back(reading.sample);
+        lane.checkpoints = reading.checkpoints;
+        lane.epochs = reading.epochs;
+    }
+
+    /// Forgets the lanes of `job` from generations before `generation`.
+    pub fn retain_generation(&mut self, job_id: &str, generation: u64) {
+        self.lanes
+            .retain(|(job, _), lane| job != job_id || lane.generation >= generation);
+    }
+
+    fn lanes_of<'a>(
+        &'a self,
+        job_id: &'a str,
+        generation: u64,
+    ) -> impl Iterator<Item = (u32, &'a LaneHistory)> + 'a {
+        self.lanes
+            .iter()
+            .filter(move |((job, _), lane)| job == job_id && lane.generation == generation)
+            .map(|((_, lane), history)| (*lane, history))
+    }
+
+    /// The samples of `job_id`'s lanes in `generation`.
+    pub fn metrics(&self, job_id: &str, generation: u64) -> JobMetricsView {
+        JobMetricsView {
+            job_id: job_id.to_owned(),
+            generation,
+            lanes: self
+                .lanes_of(job_id, generation)
+                .map(|(lane, h)| LaneMetrics {
+                    lane,
+                    agent_id: h.agent_id.clone(),
+                    samples: h.samples.iter().cloned().collect(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The checkpoint readings of `job_id`'s lanes in `generation`.
+    pub fn checkpoints(&self, job_id: &str, generation: u64) -> Vec<LaneCheckpoints> {
+        self.lanes_of(job_id, generation)
+            .map(|(lane, h)| LaneCheckpoints {
+                lane,
+                summary: h.checkpoints.clone(),
+                epochs: h.epochs.clone(),
+            })
+            .collect()
+    }
+}
+
+/// Whether a subtask's rows counters are below the previous sample's: the lane's job ran anew
+/// (a restart within the generation) and a rate across the two would be negative.
+fn counters_went_back(previous: &MetricsSample, next: &MetricsSample) -> bool {
+    let total = |s: &MetricsSample| -> u64 {
+        s.subtasks
+            .iter()
+            .filter_map(|v| {
+                Some(v.get("rowsIn")?.as_u64()? + v.get("rowsOut")?.as_u64().unwrap_or(0))
+            })
+            .sum()
+    };
+    total(next) < total(previous)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn reading(generation: u64, at_ms: i64, rows: u64) -> LaneReading {
+        LaneReading {
+            job_id: "j".into(),
+            lane: 1,
+            generation,
+            sample: MetricsSample {
+                at_ms,
+                subtasks: vec![json!({"operatorId": "w", "rowsIn": rows, "rowsOut": 0})],
+                splits: vec![],
+            },
+            checkpoints: Some(json!({"completed": at_ms})),
+            epochs: vec![json!({"epoch": at_ms})],
+        }
+    }
+
+    #[test]
+    fn a_history_keeps_the_newest_samples_of_the_current_generation() {
+        let mut h = MetricsHistory::default();
+        for i in 0..(HISTORY_SAMPLES as i64 + 5) {
+            h.record(Some("a1"), reading(3, i, i as u64));
+        }
+        let view = h.metrics("j", 3);
+        assert_eq!(view.lanes.len(), 1);
+        let samples = &view.lanes[0].samples;
+        assert_eq!(samples.len(), HISTORY_SAMPLES);
+        assert_eq!(samples[0].at_ms, 5);
+        assert_eq!(view.lanes[0].agent_id.as_deref(), Some("a1"));
+        // An older generation's reading is dropped, a newer one starts anew.
+        h.record(Some("a2"), reading(2, 10_000, 1));
+        assert_eq!(h.metrics("j", 3).lanes[0].samples.len(), HISTORY_SAMPLES);
+        h.record(Some("a2"), reading(4, 10_001, 1));
+        assert!(h.metrics("j", 3).lanes.is_empty());
+        let view = h.metrics("j", 4);
+        assert_eq!(view.lanes[0].samples.len(), 1);
+        assert_eq!(
+            h.checkpoints("j", 4)[0].epochs,
+            vec![json!({"epoch": 10_001})]
+        );
+    }
+
+    #[test]
+    fn counters_that_went_back_start_the_history_anew() {
+        let mut h = MetricsHistory::default();
+        h.record(None, reading(0, 1, 100));
+        h.record(None, reading(0, 2, 200));
+        h.record(None, reading(0, 3, 5));
+        let samples = &h.metrics("j", 0).lanes[0].samples;
+        assert_eq!(samples.len(), 1);
+        assert_eq!(samples[0].at_ms, 3);
+    }
+
+    #[test]
+    fn pushes_refuse_unknown_fields() {
+        let text = r#"{"lanes": [], "extra": 1}"#;
+        assert!(serde_json::from_str::<MetricsPush>(text).is_err());
+        let text = serde_json::to_string(&MetricsPush {
+            lanes: vec![reading(1, 2, 3)],
+        })
+        .unwrap();
+        assert_eq!(
+            serde_json::from_str::<MetricsPush>(&text).unwrap().lanes[0],
+            reading(1, 2, 3)
+        );
+    }
+}

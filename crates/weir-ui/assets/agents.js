@@ -34,7 +34,8 @@ export function renderAgents(root) {
                 ? h("span", { class: "muted" }, "none")
                 : h("ul", { class: "plain" }, a.assigned.map((x) =>
                   h("li", {}, h("a", { href: `#/jobs/${encodeURIComponent(x.jobId)}` }, x.jobId),
-                    ` lane ${x.lane} · gen ${x.generation}`))))
+                    ` lane ${x.lane} · gen ${x.generation}`,
+                    x.state ? h("span", { class: `badge lane-${x.state}` }, x.state) : null))))
               : `${a.lanes} lane${a.lanes === 1 ? "" : "s"}`;
             return h("tr", { "data-testid": "agent-row", dataset: { agentId: a.agentId } },
               h("td", { class: "mono" }, a.agentId),

@@ -7,6 +7,9 @@ import { field, h, replace, table } from "./dom.js";
 import { bytes, count, dash, duration, short, time } from "./format.js";
 import { unavailable } from "./metrics.js";
 
+/** Job-level records shown (periodic checkpoints add one a second). */
+const SHOWN = 10;
+
 function statusBadge(status) {
   return h("span", { class: `badge status-${status}` }, status);
 }
@@ -59,7 +62,7 @@ function summaryView(s) {
   return h(
     "dl",
     { class: "facts inline" },
-    field("Completed", String(pick(s, "completed") ?? dash)),
+    field("Completed", String(pick(s, "completed") ?? dash), { "data-testid": "lane-completed" }),
     field("Aborted", String(pick(s, "aborted") ?? dash)),
     field("Last durable epoch", String(pick(s, "lastDurableEpoch") ?? dash)),
     field("Last duration", duration(pick(s, "lastDurationMs"))),
@@ -74,7 +77,7 @@ export function renderCheckpoints(root, detail, ctx) {
   const records = h("div", { class: "card wide" });
   const lanes = h("div", { id: "lanes-checkpoints" });
   const manifest = h("div", { id: "manifest-view" });
-  replace(root, manifest, records, lanes);
+  replace(root, manifest, lanes, records);
   let selected = null; // {kind: "record", id} | {kind: "epoch", lane, epoch}
   let stopped = false;
   let failures = 0;
@@ -102,11 +105,13 @@ export function renderCheckpoints(root, detail, ctx) {
         ? h("p", { class: "muted" }, "A local run has no job-level records.")
         : list.length === 0
           ? h("p", { class: "muted" }, "None yet.")
-          : table(
+          : h("div", {}, list.length > SHOWN
+            ? h("p", { class: "muted" }, `The newest ${SHOWN} of ${list.length}.`) : null,
+          table(
             { class: "grid", id: "records-table" },
             ["Checkpoint", "Kind", "Name", "Version", "Generation", "Lane epochs", "Completed",
               "Checksum"],
-            list.map((r) =>
+            list.slice(0, SHOWN).map((r) =>
               h("tr", {
                 "data-testid": "record-row",
                 dataset: { checkpointId: r.checkpointId },
@@ -126,7 +131,7 @@ export function renderCheckpoints(root, detail, ctx) {
               h("td", {}, time(r.completedAt)),
               h("td", { class: "mono", title: r.checksum }, short(r.checksum, 12))),
             ),
-          ),
+          )),
     );
   }
 
@@ -146,7 +151,10 @@ export function renderCheckpoints(root, detail, ctx) {
           h("h2", {}, `Lane ${l.lane}`),
           summaryView(l.summary),
           epochs.length === 0
-            ? h("p", { class: "muted" }, "No epoch yet.")
+            ? h("p", { class: "muted", "data-testid": "no-epochs" },
+              (pick(l.summary, "completed") ?? 0) > 0
+                ? "This lane's runtime reports no per-epoch figures (only the counters above)."
+                : "No epoch yet.")
             : table(
               { class: "grid", "data-testid": "lane-epochs" },
               ["Epoch", "Kind", "Status", "Triggered", "Duration", "State", "Tasks",

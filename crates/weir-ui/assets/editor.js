@@ -18,7 +18,7 @@ function offsetOf(text, line, column) {
  * A SQL editor in `container`. Returns `{textarea, value(), setValue(), mark(errors),
  * goTo(line, column)}`; `mark` highlights the lines of `errors` (`{line, message}`).
  */
-export function createEditor({ id, value = "", readOnly = false, rows = 24 }) {
+export function createEditor({ id, value = "", readOnly = false, rows = 22 }) {
   const gutter = h("div", { class: "gutter", "aria-hidden": "true", "data-testid": "gutter" });
   const highlights = h("div", { class: "line-highlights", "aria-hidden": "true" });
   const textarea = h("textarea", {

@@ -40,7 +40,10 @@ export function duration(ms) {
   if (abs < 60_000) return `${sign}${(abs / 1000).toFixed(1)} s`;
   const s = Math.floor(abs / 1000);
   if (s < 3600) return `${sign}${Math.floor(s / 60)}m ${String(s % 60).padStart(2, "0")}s`;
-  return `${sign}${Math.floor(s / 3600)}h ${String(Math.floor(s / 60) % 60).padStart(2, "0")}m`;
+  if (s < 172_800) {
+    return `${sign}${Math.floor(s / 3600)}h ${String(Math.floor(s / 60) % 60).padStart(2, "0")}m`;
+  }
+  return `${sign}${Math.floor(s / 86_400)}d ${String(Math.floor(s / 3600) % 24).padStart(2, "0")}h`;
 }
 
 /** A percentage with no decimals. */

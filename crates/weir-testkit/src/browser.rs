@@ -147,6 +147,24 @@ impl Browser {
             .await
             .map_err(|e| fail(format!("opening a Chromium session: {e}")))?;
         let session = client.session_id().await.ok().flatten();
+        // `--window-size` sizes the window, whose frame takes part of it: grow the window so
+        // that the page (and every screenshot) gets exactly WINDOW.
+        let frame = client
+            .execute(
+                "return [window.outerWidth - window.innerWidth, \
+                 window.outerHeight - window.innerHeight];",
+                vec![],
+            )
+            .await
+            .ok()
+            .and_then(|v| serde_json::from_value::<(u32, u32)>(v).ok())
+            .unwrap_or((0, 0));
+        if frame != (0, 0) {
+            client
+                .set_window_size(WINDOW.0 + frame.0, WINDOW.1 + frame.1)
+                .await
+                .map_err(|e| fail(format!("sizing the window: {e}")))?;
+        }
         Ok(Browser {
             client,
             driver,

@@ -166,7 +166,12 @@ function chart(title, unit, values, xs, container, format) {
     height: 260,
     scales: { x: { time: true } },
     axes: [
-      {},
+      {
+        // Whole seconds, as wall-clock times.
+        incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600],
+        values: (_u, ticks) => ticks.map((t) => new Date(t * 1000).toLocaleTimeString()),
+        space: 70,
+      },
       { values: (_u, ticks) => ticks.map((t) => format(t)), size: 70 },
     ],
     series: [
@@ -182,7 +187,8 @@ function chart(title, unit, values, xs, container, format) {
     legend: { live: true },
   };
   const data = [xs, ...ids.map((id) => values.get(id))];
-  const el = h("div", { class: "chart", "data-testid": `chart-${unit}` });
+  const el = h("div", { class: "chart", "data-testid": `chart-${unit}`,
+    dataset: { points: xs.length } });
   container.append(el);
   return { plot: new uPlot(opts, data, el), ids };
 }
@@ -191,7 +197,9 @@ export function renderMetrics(root, detail) {
   const jobId = detail.job.jobId;
   const charts = h("div", { class: "charts" });
   const summary = h("div", { class: "card wide" });
-  replace(root, summary, charts);
+  charts.append(h("p", { class: "muted", "data-testid": "charts-waiting" },
+    "The charts start after two samples (about two seconds of a running job)."));
+  replace(root, charts, summary);
   let plots = null;
   let shape = "";
   return pollMetrics(jobId, 1500, (m) => {
@@ -235,6 +243,7 @@ export function renderMetrics(root, detail) {
     }
     plots[0].plot.setData([sr.xs, ...plots[0].ids.map((id) => sr.rows.get(id))]);
     if (plots[1]) plots[1].plot.setData([sr.xs, ...plots[1].ids.map((id) => sr.lag.get(id))]);
+    for (const p of plots) p.plot.root.parentElement.dataset.points = String(sr.xs.length);
   }, (e) => {
     const note = unavailable(e, "Metrics");
     if (note) replace(summary, note);

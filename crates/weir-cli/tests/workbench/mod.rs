@@ -133,7 +133,10 @@ impl Page {
         // The top of the page, after the last refresh drew.
         self.browser
             .client()
-            .execute("window.scrollTo(0, 0);", vec![])
+            .execute(
+                "window.scrollTo(0, 0); document.getElementById('toast').hidden = true;",
+                vec![],
+            )
             .await
             .expect("scroll");
         tokio::time::sleep(Duration::from_millis(400)).await;
@@ -254,6 +257,15 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
     )
     .await;
     page.find("[data-testid=assignment-row]").await;
+    page.go("#/jobs").await;
+    page.until(
+        "the job running in the list",
+        "document.querySelector('[data-testid=job-row][data-job-id=clicks]')\
+         ?.textContent.includes('running')",
+    )
+    .await;
+    page.shot("jobs.png").await;
+    page.go("#/jobs/clicks").await;
 
     // The graph: one node per operator of the plan, with live rows/s.
     let operators: Vec<String> = detail.plans["streamGraph"]["nodes"]
@@ -282,11 +294,6 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
     )
     .await;
     page.shot("graph.png").await;
-
-    // Metrics: the throughput chart.
-    page.click("#tab-metrics").await;
-    page.find("[data-testid=chart-rows] canvas").await;
-    page.shot("metrics.png").await;
 
     // Checkpoints: the lane's completed epochs and the job-level checkpoints fill the tab; the
     // manifest of one, then of an epoch when the runtime reports per-epoch figures, is shown
@@ -331,6 +338,31 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
     }
     page.shot("checkpoints.png").await;
 
+    // A savepoint, named: it joins the job-level records.
+    page.click("#action-savepoint").await;
+    page.find("#savepoint-name")
+        .await
+        .send_keys("before-v2")
+        .await
+        .expect("savepoint name");
+    page.click("[data-testid=savepoint-confirm]").await;
+    page.until(
+        "the savepoint completed",
+        "Array.from(document.querySelectorAll('[data-testid=record-row]'))\
+         .some(r => r.textContent.includes('before-v2'))",
+    )
+    .await;
+
+    // Metrics: the throughput and watermark lag charts, once they have some history.
+    page.click("#tab-metrics").await;
+    page.until(
+        "ten seconds of throughput",
+        "Number(document.querySelector('[data-testid=chart-rows]')?.dataset.points) >= 10",
+    )
+    .await;
+    page.find("[data-testid=chart-lag] canvas").await;
+    page.shot("metrics.png").await;
+
     // The Agents.
     page.go("#/agents").await;
     page.until(
@@ -349,16 +381,86 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
          document.querySelector('#job-desired')?.textContent === 'stopped'",
     )
     .await;
+
+    let errors = page.browser.console_errors().expect("console log");
+    assert!(errors.is_empty(), "the page logged errors: {errors:?}");
+
+    // Upgrade from the savepoint: another logic is refused with the Hub's error shown, the
+    // same logic is version 2; then a rollback to version 1.
+    page.click("#action-upgrade").await;
+    page.until(
+        "the savepoint offered",
+        "document.querySelector('#upgrade-savepoint option')?.textContent.includes('before-v2')",
+    )
+    .await;
+    page.browser
+        .client()
+        .execute(
+            "const e = document.querySelector('#upgrade-sql'); \
+             e.value = e.value.replace('COUNT(*)', 'COUNT(user_id)');",
+            vec![],
+        )
+        .await
+        .expect("edit the upgrade");
+    page.click("[data-testid=upgrade-confirm]").await;
+    let refused = page
+        .until(
+            "the refusal shown",
+            "!document.querySelector('#api-error').hidden && \
+             document.querySelector('#api-error').textContent",
+        )
+        .await;
+    let refused = refused.as_str().unwrap_or_default().to_owned();
+    assert!(
+        refused.contains("409") && refused.contains("logic") && refused.contains("`sql`"),
+        "the Hub's error, its status and field: {refused}"
+    );
+    page.browser
+        .client()
+        .execute(
+            "const e = document.querySelector('#upgrade-sql'); \
+             e.value = e.value.replace('COUNT(user_id)', 'COUNT(*)');",
+            vec![],
+        )
+        .await
+        .expect("undo the edit");
+    page.click("[data-testid=upgrade-confirm]").await;
+    page.until(
+        "version 2",
+        "document.querySelector('#job-version')?.textContent.startsWith('2 ')",
+    )
+    .await;
+    page.click("#action-rollback").await;
+    page.until(
+        "version 1 again",
+        "document.querySelector('#job-version')?.textContent.startsWith('1 ')",
+    )
+    .await;
+    assert_eq!(
+        cluster
+            .client
+            .job_versions("clicks")
+            .await
+            .expect("versions")
+            .len(),
+        2
+    );
+
     page.go("#/jobs").await;
     page.until(
-        "the jobs list",
+        "the job stopped in the list",
         "document.querySelector('[data-testid=job-row][data-job-id=clicks]')\
          ?.textContent.includes('stopped')",
     )
     .await;
-    page.shot("jobs.png").await;
 
+    // Chrome logs every answer of 400 and above; the refused upgrade's 409 is the only one.
     let errors = page.browser.console_errors().expect("console log");
-    assert!(errors.is_empty(), "the page logged errors: {errors:?}");
+    assert!(
+        errors
+            .iter()
+            .all(|e| e.contains("/api/v1/jobs/clicks/upgrades") && e.contains("409")),
+        "the page logged errors: {errors:?}"
+    );
     eprintln!("screenshots in {}", screenshots().display());
 }

@@ -273,12 +273,9 @@ impl Drop for Browser {
     fn drop(&mut self) {
         // Ending the session quits Chromium; then chromedriver goes, by its PID.
         if let Some(session) = &self.session {
-            let _ = ureq::delete(&format!(
-                "http://127.0.0.1:{}/session/{session}",
-                self.port
-            ))
-            .timeout(Duration::from_secs(10))
-            .call();
+            let _ = ureq::delete(&format!("http://127.0.0.1:{}/session/{session}", self.port))
+                .timeout(Duration::from_secs(10))
+                .call();
         }
         // Then `driver` is dropped: chromedriver is killed by its PID.
     }

@@ -54,7 +54,7 @@ function pathOf(points) {
 }
 
 /** Draws the plan into `container`; returns `update(stats)` for the node metrics. */
-export function drawPlan(container, plans, lanes) {
+export function drawPlan(container, plans) {
   const plan = planGraph(plans);
   const g = new Graph({ compound: true, multigraph: true });
   g.setGraph({ rankdir: "LR", nodesep: 40, ranksep: 90, marginx: 24, marginy: 24 });
@@ -144,7 +144,7 @@ export function drawPlan(container, plans, lanes) {
     svg("text", { x: x + 12, y: y + 20, class: "node-type" },
       `${n.type} · ${n.kind}`),
     svg("text", { x: x + NODE_W - 10, y: y + 20, class: "node-par", "text-anchor": "end" },
-      `p=${n.parallelism ?? "?"}${lanes > 1 ? ` ×${lanes}` : ""}`),
+      `p=${n.parallelism ?? "?"}`),
     svg("text", { x: x + 12, y: y + 42, class: "node-id" }, clip(n.id, 26)),
     metricsText, healthText, bar);
     root.append(group);
@@ -188,7 +188,7 @@ export function renderGraph(root, detail) {
   ), canvas, status);
   let update;
   try {
-    update = drawPlan(canvas, detail.plans, detail.job.lanes);
+    update = drawPlan(canvas, detail.plans);
   } catch (e) {
     replace(canvas, h("p", { class: "empty" }, `The plan cannot be drawn: ${e.message}`));
     return null;

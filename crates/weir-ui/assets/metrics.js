@@ -158,7 +158,14 @@ export function unavailable(e, what) {
 const PALETTE = ["#2f6fde", "#e0712c", "#2ca25f", "#c0392b", "#8e44ad", "#16a085",
   "#d4ac0d", "#7f8c8d", "#d35400", "#1abc9c"];
 
-function chart(title, unit, values, xs, container, format) {
+/** Unix ms as local "HH:MM:SS". */
+function clock(ms) {
+  const d = new Date(ms);
+  const p = (n) => String(n).padStart(2, "0");
+  return `${p(d.getHours())}:${p(d.getMinutes())}:${p(d.getSeconds())}`;
+}
+
+function chart(title, unit, values, xs, container, format, colors) {
   const ids = [...values.keys()];
   const opts = {
     title,
@@ -169,7 +176,7 @@ function chart(title, unit, values, xs, container, format) {
       {
         // Whole seconds, as wall-clock times.
         incrs: [1, 2, 5, 10, 15, 30, 60, 120, 300, 600],
-        values: (_u, ticks) => ticks.map((t) => new Date(t * 1000).toLocaleTimeString()),
+        values: (_u, ticks) => ticks.map((t) => clock(t * 1000)),
         space: 70,
       },
       { values: (_u, ticks) => ticks.map((t) => format(t)), size: 70 },
@@ -178,7 +185,7 @@ function chart(title, unit, values, xs, container, format) {
       {},
       ...ids.map((id, i) => ({
         label: id,
-        stroke: PALETTE[i % PALETTE.length],
+        stroke: colors.get(id) || PALETTE[i % PALETTE.length],
         width: 2,
         spanGaps: true,
         value: (_u, v) => (v === null ? "—" : format(v)),
@@ -233,11 +240,13 @@ export function renderMetrics(root, detail) {
       for (const p of plots || []) p.plot.destroy();
       charts.replaceChildren();
       shape = newShape;
+      // One color per operator in both charts.
+      const colors = new Map(sr.operators.map((id, i) => [id, PALETTE[i % PALETTE.length]]));
       plots = [chart("Throughput (rows/s per operator)", "rows", sr.rows, sr.xs, charts,
-        (v) => rate(v))];
+        (v) => rate(v), colors)];
       if (sr.lag.size > 0) {
         plots.push(chart("Watermark lag behind wall-clock time", "lag", sr.lag, sr.xs, charts,
-          (v) => duration(v)));
+          (v) => duration(v), colors));
       }
       return;
     }

@@ -124,12 +124,7 @@ mod tests {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default()
             .to_owned();
-        let body = answer
-            .into_body()
-            .collect()
-            .await
-            .expect("body")
-            .to_bytes();
+        let body = answer.into_body().collect().await.expect("body").to_bytes();
         (status, content_type, body.to_vec())
     }
 
@@ -166,7 +161,10 @@ mod tests {
     async fn every_module_the_page_imports_is_embedded() {
         // `import ... from "./x.js"` in the modules, and the files index.html names.
         let mut named = Vec::new();
-        for asset in ASSETS.iter().filter(|a| a.path.ends_with(".js") || a.path.ends_with(".html")) {
+        for asset in ASSETS
+            .iter()
+            .filter(|a| a.path.ends_with(".js") || a.path.ends_with(".html"))
+        {
             let text = String::from_utf8_lossy(asset.bytes);
             for quote in ['"', '\''] {
                 for piece in text.split(quote) {
@@ -178,14 +176,25 @@ mod tests {
                 }
             }
         }
-        for name in named.iter().filter(|n| n.ends_with(".js") || n.ends_with(".css")) {
-            assert!(find(name).is_some(), "`{name}` is referenced but not embedded");
+        for name in named
+            .iter()
+            .filter(|n| n.ends_with(".js") || n.ends_with(".css"))
+        {
+            assert!(
+                find(name).is_some(),
+                "`{name}` is referenced but not embedded"
+            );
         }
     }
 
     #[tokio::test]
     async fn an_unknown_file_is_not_found() {
-        for uri in ["/ui/nope.js", "/ui/", "/ui/vendor/nope.js", "/ui/../Cargo.toml"] {
+        for uri in [
+            "/ui/nope.js",
+            "/ui/",
+            "/ui/vendor/nope.js",
+            "/ui/../Cargo.toml",
+        ] {
             let (status, ..) = get(uri).await;
             assert_eq!(status, StatusCode::NOT_FOUND, "{uri}");
         }

@@ -178,7 +178,11 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
         - 5_000;
     let bad = job_sql(dir.path(), start_ms, "clickz");
     editor.send_keys(&bad).await.expect("type the SQL");
-    page.find("#job-name").await.send_keys("clicks").await.expect("name");
+    page.find("#job-name")
+        .await
+        .send_keys("clicks")
+        .await
+        .expect("name");
     page.click("#validate").await;
     page.until(
         "the validation fails",
@@ -218,8 +222,14 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
         )
         .await;
     let offset = bad.rfind("clickz").expect("the mistake") as u64;
-    assert_eq!(caret.as_u64(), Some(offset), "the caret is at line {line}, column {column}");
-    let delete = fantoccini::key::Key::Delete.to_string().repeat("clickz".len());
+    assert_eq!(
+        caret.as_u64(),
+        Some(offset),
+        "the caret is at line {line}, column {column}"
+    );
+    let delete = fantoccini::key::Key::Delete
+        .to_string()
+        .repeat("clickz".len());
     editor
         .send_keys(&format!("{delete}clicks"))
         .await
@@ -245,9 +255,13 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
          document.querySelector('#job-phase')?.dataset.phase === 'stopped'",
     )
     .await;
-    page.find("#assignments-table, [data-testid=overview]").await;
+    page.find("#assignments-table, [data-testid=overview]")
+        .await;
     let detail = cluster.detail("clicks").await;
-    assert_eq!(detail.job.desired_state, weir_control::DesiredState::Stopped);
+    assert_eq!(
+        detail.job.desired_state,
+        weir_control::DesiredState::Stopped
+    );
 
     // Start: running on the Agent.
     page.click("#action-start").await;

@@ -192,7 +192,8 @@ export function renderValidation(container, editor, result) {
   );
 }
 
-const TEMPLATE = `-- A job from generated rows: per-minute counts per user, written as CSV.
+const TEMPLATE = `-- Generated clicks counted per user and minute, written as CSV files. The blackhole
+-- table takes 1,000 rows/s and so paces the generator (backpressure).
 SET 'parallelism' = '1';
 SET 'checkpoint.interval' = '1s';
 
@@ -203,6 +204,7 @@ CREATE TABLE clicks (
 ) WITH (
   'connector' = 'datagen',
   'number-of-rows' = '1000000000',
+  'batch-size' = '100',
   'fields.user_id.kind' = 'random',
   'fields.user_id.min' = '1',
   'fields.user_id.max' = '100'
@@ -214,10 +216,14 @@ CREATE TABLE counts (user_id BIGINT, window_start TIMESTAMP(3), clicks BIGINT) W
   'format' = 'csv'
 );
 
+CREATE TABLE pace (user_id BIGINT) WITH ('connector' = 'blackhole', 'rows-per-second' = '1000');
+
 INSERT INTO counts
 SELECT user_id, window_start, COUNT(*)
 FROM TABLE(TUMBLE(TABLE clicks, DESCRIPTOR(ts), INTERVAL '1' MINUTE))
 GROUP BY user_id, window_start, window_end;
+
+INSERT INTO pace SELECT user_id FROM clicks;
 `;
 
 export function renderNewJob(root) {

@@ -427,3 +427,71 @@ fn a_restore_past_damaged_checkpoints_withdraws_their_output_and_says_so() {
         "{text}"
     );
 }
+
+/// A run's log lines carry the spans they happen in: the checkpoint coordinator's
+/// (`checkpoints{job, attempt}` and `checkpoint{epoch, kind}`), and a restore's
+/// (`restore{job, attempt, epoch}`), in plain text when stderr is not a terminal.
+#[test]
+fn log_lines_carry_the_checkpoint_and_restore_spans() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(
+        dir.path().join("job.yaml"),
+        r#"
+job: spans
+checkpoint: { interval: 200ms }
+sources:
+  - name: gen
+    connector: datagen
+    schema:
+      - { name: id, type: int64, nullable: false }
+    options: { rows: 2000, batch_size: 500 }
+sinks:
+  - name: out
+    connector: blackhole
+    input: gen
+    options: { rows_per_second: 4000 }
+"#,
+    )
+    .expect("job written");
+    let run = |extra: &[&str]| -> String {
+        let out = Command::new(env!("CARGO_BIN_EXE_weir"))
+            .args(["run", "job.yaml", "--checkpoint-dir", "cp"])
+            .args(extra)
+            .current_dir(dir.path())
+            .env("RUST_LOG", "weir_runtime=info")
+            .output()
+            .expect("weir runs");
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        assert!(out.status.success(), "{stderr}");
+        stderr
+    };
+    let first = run(&[]);
+    assert!(!first.contains('\u{1b}'), "no colors in a pipe: {first}");
+    let committed = first
+        .lines()
+        .filter(|l| l.contains("checkpoint committed"))
+        .collect::<Vec<_>>();
+    assert!(!committed.is_empty(), "{first}");
+    for line in &committed {
+        assert!(
+            line.contains("checkpoints{job=spans attempt=1}:checkpoint{epoch="),
+            "{line}"
+        );
+    }
+    // The newest committed epoch is the one a restore of `latest` takes.
+    let last_epoch = committed
+        .iter()
+        .filter_map(|l| {
+            let rest = l.split(":checkpoint{epoch=").nth(1)?;
+            rest.split(' ').next()?.parse::<u64>().ok()
+        })
+        .max()
+        .expect("epoch numbers");
+    let again = run(&["--restore", "latest"]);
+    let restore = format!("restore{{job=spans attempt=2 epoch={last_epoch}}}");
+    assert!(again.contains(&restore), "{restore} in {again}");
+    assert!(
+        again.contains("checkpoints{job=spans attempt=2}:checkpoint{epoch="),
+        "{again}"
+    );
+}

@@ -1,7 +1,7 @@
 //! `weir run --metrics-addr` scraped by a real Prometheus server (Debian's package, fetched by
 //! weir-testkit) every second, and Prometheus' HTTP API queried for what it stored.
 
-use serde_json::Value;
+use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
@@ -204,21 +204,23 @@ fn prometheus_scrapes_a_running_job() {
     assert_eq!(splits, Some(2.0));
 }
 
-/// A plain HTTP/1.1 GET of `http://{addr}{path}`: the status line's code and the body; `None`
-/// while nothing listens there.
+/// `GET http://{addr}{path}`: the status and the body; `None` while nothing listens there.
 fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
-    use std::io::{Read, Write};
-    let mut stream = std::net::TcpStream::connect(addr).ok()?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut text = String::new();
-    stream.read_to_string(&mut text).ok()?;
-    let (head, body) = text.split_once("\r\n\r\n")?;
-    let status = head.split_whitespace().nth(1)?.parse().ok()?;
-    Some((status, body.to_owned()))
+    let answer = match ureq::get(&format!("http://{addr}{path}"))
+        .timeout(Duration::from_secs(10))
+        .call()
+    {
+        Ok(answer) | Err(ureq::Error::Status(_, answer)) => answer,
+        Err(ureq::Error::Transport(_)) => return None,
+    };
+    let status = answer.status();
+    Some((status, answer.into_string().ok()?))
+}
+
+/// `GET http://{addr}{path}` as JSON, with its status.
+fn get_json(addr: &str, path: &str) -> Option<(u16, Value)> {
+    let (status, body) = http_get(addr, path)?;
+    Some((status, serde_json::from_str(&body).ok()?))
 }
 
 /// The value of `series` (name and labels as written) in an exposition.
@@ -367,4 +369,110 @@ fn a_busy_metrics_address_is_refused_before_the_job_runs() {
         "{stderr}"
     );
     assert!(out.stdout.is_empty(), "no summary: the job did not run");
+}
+
+/// `weir run --ui`: the workbench's API for the local job while it runs (plan, counters,
+/// checkpoints, manifests checked), and after it ended, until Ctrl-C.
+#[test]
+fn weir_run_ui_serves_the_local_jobs_workbench() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let job = dir.path().join("job.yaml");
+    std::fs::write(&job, JOB.replace("metrics-e2e", "ui-e2e")).expect("job written");
+    let cp = dir.path().join("cp");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .arg("run")
+        .arg(&job)
+        .arg("--json")
+        .args(["--ui", "127.0.0.1:0", "--checkpoint-dir"])
+        .arg(&cp)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("weir runs");
+    let mut stderr = BufReader::new(child.stderr.take().expect("stderr"));
+    let run = Run(child);
+    let mut first = String::new();
+    stderr.read_line(&mut first).expect("stderr line");
+    let addr = first
+        .trim()
+        .strip_prefix("workbench: http://")
+        .and_then(|a| a.strip_suffix('/'))
+        .unwrap_or_else(|| panic!("the workbench's address first: {first}"))
+        .to_owned();
+
+    let (_, config) = get_json(&addr, "/api/v1/ui/config").expect("the workbench answers");
+    assert_eq!(config["mode"], "local", "{config}");
+    assert_eq!(config["jobId"], "ui-e2e", "{config}");
+    let (_, jobs) = get_json(&addr, "/api/v1/jobs").expect("jobs");
+    assert_eq!(jobs[0]["observed"]["phase"], "running", "{jobs}");
+    let (_, detail) = get_json(&addr, "/api/v1/jobs/ui-e2e/detail").expect("detail");
+    assert!(
+        detail["plans"].to_string().contains("\"even\""),
+        "the plans name the operators: {detail}"
+    );
+    let (status, unknown) = get_json(&addr, "/api/v1/jobs/other/metrics").expect("404");
+    assert_eq!((status, &unknown["field"]), (404, &json!("jobId")));
+
+    // The sampler's counters: the source's rows grow from sample to sample.
+    until("two samples with rows", || {
+        let (_, m) = get_json(&addr, "/api/v1/jobs/ui-e2e/metrics")?;
+        let samples = m["lanes"][0]["samples"].as_array()?.clone();
+        let rows = |s: &Value| -> u64 {
+            s["subtasks"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|t| t["operatorId"] == "gen")
+                .filter_map(|t| t["rowsOut"].as_u64())
+                .sum()
+        };
+        let last = samples.last()?;
+        (samples.len() >= 2 && rows(last) > rows(&samples[0])).then_some(())
+    });
+
+    // A completed epoch, with one row per task, and its manifest checked against its checksum.
+    let epoch = until("a completed epoch", || {
+        let (_, c) = get_json(&addr, "/api/v1/jobs/ui-e2e/checkpoints")?;
+        let epochs = c["lanes"][0]["epochs"].as_array()?.clone();
+        epochs.into_iter().find(|e| {
+            e["status"] == "completed" && e["tasks"].as_array().is_some_and(|t| !t.is_empty())
+        })
+    });
+    let number = epoch["epoch"].as_u64().expect("an epoch number");
+    let path = format!("/api/v1/jobs/ui-e2e/lanes/0/epochs/{number}/manifest");
+    let (status, manifest) = get_json(&addr, &path).expect("the manifest");
+    assert_eq!(status, 200, "{manifest}");
+    assert_eq!(manifest["verified"], true, "{manifest}");
+    assert_eq!(manifest["manifest"]["epoch"], number, "{manifest}");
+    let file = std::path::PathBuf::from(manifest["path"].as_str().expect("a path"));
+    assert!(file.starts_with(&cp), "{}", file.display());
+    // A manifest edited after the fact does not verify.
+    let text = std::fs::read_to_string(&file).expect("the manifest file");
+    let edited = text.replacen("\"epoch\":", "\"epoch\": ", 1);
+    assert_ne!(edited, text);
+    std::fs::write(&file, edited).expect("edited");
+    let (_, manifest) = get_json(&addr, &path).expect("the manifest");
+    assert_eq!(manifest["verified"], false, "{manifest}");
+
+    // The job ends; the workbench stays and shows it finished until Ctrl-C.
+    let mut line = String::new();
+    while !line.contains("the workbench stays up") {
+        line.clear();
+        assert!(
+            stderr.read_line(&mut line).expect("stderr") > 0,
+            "weir exited before saying the workbench stays"
+        );
+    }
+    let (_, jobs) = get_json(&addr, "/api/v1/jobs").expect("jobs after the end");
+    assert_eq!(jobs[0]["observed"]["phase"], "finished", "{jobs}");
+    let pid = run.0.id().to_string();
+    let interrupted = Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(interrupted.success());
+    let mut run = run;
+    let status = run.0.wait().expect("weir ends");
+    assert!(status.success(), "{status}");
 }

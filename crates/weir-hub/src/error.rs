@@ -147,7 +147,7 @@ impl IntoResponse for HubError {
         if status.is_server_error() {
             tracing::error!("{self}");
         }
-        crate::api::json_response(status, &self.body())
+        crate::json::json_response(status, &self.body())
     }
 }
 

@@ -10,6 +10,7 @@
 mod api;
 mod compile;
 mod error;
+mod json;
 pub mod manifests;
 mod observed;
 mod placement;

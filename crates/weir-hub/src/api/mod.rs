@@ -8,6 +8,7 @@ mod metrics;
 
 use crate::Hub;
 use crate::error::HubError;
+pub(crate) use crate::json::json_response;
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
@@ -119,22 +120,6 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
         .fallback(not_found)
         .with_state(hub)
         .merge(weir_ui::router())
-}
-
-/// A JSON response with `status`.
-pub(crate) fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response {
-    match serde_json::to_vec(body) {
-        Ok(bytes) => (status, [(header::CONTENT_TYPE, "application/json")], bytes).into_response(),
-        Err(e) => (
-            StatusCode::INTERNAL_SERVER_ERROR,
-            [(header::CONTENT_TYPE, "application/json")],
-            format!(
-                r#"{{"error":"encoding the answer: {}"}}"#,
-                e.to_string().replace('"', "'")
-            ),
-        )
-            .into_response(),
-    }
 }
 
 /// A 200 JSON answer.

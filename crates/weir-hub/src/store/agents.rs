@@ -1,6 +1,7 @@
 //! Agents: registration (sessions), leases, the command outbox.
 
 use super::jobs::{job_row, place_waiting, replace_lost};
+use super::sessions::authenticate;
 use super::{Store, from_stored, new_id, optional, rfc3339, to_stored, to_u64};
 use crate::error::{HubError, Result};
 use rusqlite::{Transaction, params};
@@ -9,28 +10,12 @@ use weir_control::{
     HeartbeatAck, RegisterAgent, Registration,
 };
 
-/// The current session of an Agent, checked against a bearer token.
-#[derive(Debug, Clone)]
-pub(crate) struct Session {
-    pub session_id: String,
-}
-
 fn valid_id(id: &str) -> bool {
     !id.is_empty()
         && id.len() <= 128
         && id
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'))
-}
-
-/// Compares two secrets in time that depends only on their lengths, so that response times do
-/// not reveal how much of a guessed token is right.
-fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
 }
 
 /// The running lanes of every job's current generation, by Agent (the ones `list_agents`
@@ -67,44 +52,6 @@ fn assigned_lanes(
         by_agent.entry(agent).or_default().push(lane);
     }
     Ok(by_agent)
-}
-
-/// Checks that `token` is the current session of live Agent `agent_id`.
-pub(crate) fn authenticate(tx: &Transaction<'_>, agent_id: &str, token: &str) -> Result<Session> {
-    let row = optional(
-        "authenticating an agent",
-        tx.query_row(
-            "SELECT session_id, session_token, state FROM agents WHERE agent_id = ?1",
-            [agent_id],
-            |r| {
-                Ok((
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, String>(2)?,
-                ))
-            },
-        ),
-    )?;
-    let Some((session_id, current, state)) = row else {
-        return Err(HubError::not_found("agent", agent_id, "agentId"));
-    };
-    if !same_secret(&current, token) {
-        return Err(HubError::conflict(
-            "Authorization",
-            format!(
-                "stale session: the token is not Agent `{agent_id}`'s current session; register again"
-            ),
-        ));
-    }
-    if state != "live" {
-        return Err(HubError::conflict(
-            "Authorization",
-            format!(
-                "stale session: Agent `{agent_id}`'s lease lapsed and its lanes moved; register again"
-            ),
-        ));
-    }
-    Ok(Session { session_id })
 }
 
 /// Marks the active lanes of `agent_id` in the current generations as lost and re-places the

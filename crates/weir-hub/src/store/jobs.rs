@@ -8,8 +8,8 @@ use crate::placement::{AgentLoad, place};
 use rusqlite::{Transaction, params};
 use std::collections::{BTreeMap, HashMap};
 use weir_control::{
-    AgentCapabilities, Assignment, CommandAction, DesiredState, DesiredStateChange, JobDetail,
-    JobSummary, JobVersion, Restore,
+    AgentCapabilities, CommandAction, DesiredState, DesiredStateChange, JobSummary, JobVersion,
+    Restore,
 };
 
 /// A row of `jobs`.
@@ -670,34 +670,6 @@ impl Store {
             ids.iter()
                 .map(|id| Ok(version_row(tx, id)?.version))
                 .collect()
-        })
-    }
-
-    /// Everything about a job.
-    ///
-    /// # Errors
-    /// 404 for an unknown job.
-    pub fn detail(&self, job_id: &str) -> Result<JobDetail> {
-        self.read("reading a job's detail", |tx| {
-            let job = require_job(tx, job_id)?;
-            let version = version_row(tx, &job.current_version)?;
-            let assignments = lanes(tx, &job)?
-                .into_iter()
-                .map(|l| Assignment {
-                    lane: l.lane,
-                    agent_id: l.agent_id,
-                    state: l.state,
-                    cause: l.cause,
-                })
-                .collect();
-            Ok(JobDetail {
-                job: summary(tx, &job)?,
-                plans: from_stored("plans", &version.plans_json)?,
-                version: version.version,
-                assignments,
-                recovery_records: super::reports::recovery_records(tx, job_id)?,
-                upgrades: super::upgrades::upgrade_records(tx, job_id)?,
-            })
         })
     }
 }

@@ -11,8 +11,10 @@
 //! sequence number and the write it guards run in one immediate transaction.
 
 mod agents;
+mod detail;
 mod jobs;
 mod reports;
+mod sessions;
 mod upgrades;
 
 pub use reports::PublishTask;

@@ -1,8 +1,8 @@
 //! Agent reports (session sequence, generation fencing), job-level checkpoints and their
 //! recovery records.
 
-use super::agents::authenticate;
 use super::jobs::{JobRow, enqueue, job_row, lanes, require_job, version_row};
+use super::sessions::authenticate;
 use super::{Store, from_stored, new_id, optional, rfc3339, to_i64, to_stored, to_u32, to_u64};
 use crate::error::{HubError, Result};
 use rusqlite::{Transaction, params};

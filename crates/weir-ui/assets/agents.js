@@ -1,6 +1,6 @@
 // The Agents view: id, lease state and expiry, session, capabilities, assigned lanes.
 
-import { get, paths } from "./api.js";
+import { ApiError, get, paths } from "./api.js";
 import { h, replace, table } from "./dom.js";
 import { relative, short, time } from "./format.js";
 import { showError } from "./app.js";
@@ -53,6 +53,8 @@ export function renderAgents(root) {
         ),
       );
     } catch (e) {
+      // A failed request is shown; a bug in the drawing is left to the console.
+      if (!(e instanceof ApiError)) throw e;
       failures += 1;
       if (failures === 1) showError(e, "Listing the Agents");
     }

@@ -209,6 +209,8 @@ export function renderJob(root, params, ctx) {
       if (ctx.mode === "hub") renderActions(d);
       renderTab(d);
     } catch (e) {
+      // A failed request is shown; a bug in the drawing is left to the console.
+      if (!(e instanceof ApiError)) throw e;
       failures += 1;
       if (state.stopped) return;
       if (e instanceof ApiError && e.status === 404 && !state.detail) {

@@ -1,7 +1,7 @@
 // The jobs list: observed phase, desired state, generation, version and lanes, refreshed
 // every 2 s.
 
-import { get, paths } from "./api.js";
+import { ApiError, get, paths } from "./api.js";
 import { h, replace, table } from "./dom.js";
 import { time } from "./format.js";
 import { showError } from "./app.js";
@@ -68,6 +68,8 @@ export function renderJobs(root, _params, ctx) {
         ),
       );
     } catch (e) {
+      // A failed request is shown; a bug in the drawing is left to the console.
+      if (!(e instanceof ApiError)) throw e;
       failures += 1;
       if (failures === 1) showError(e, "Listing the jobs");
     }

@@ -7,8 +7,11 @@
 import uPlot from "./vendor/uPlot.esm.js";
 import { ApiError, get, paths, pick } from "./api.js";
 import { h, replace, table } from "./dom.js";
-import { duration, percent, rate } from "./format.js";
+import { count, duration, percent, rate } from "./format.js";
 import { showError } from "./app.js";
+
+/** The late-row counters of a window subtask. */
+const LATE = ["lateDropped", "lateRouted", "lateUpdated"];
 
 const key = (s) => `${pick(s, "operatorId")}#${pick(s, "subtask")}`;
 
@@ -80,7 +83,7 @@ export function series(metrics) {
   const buckets = new Map();
   const operators = new Set();
   const bucket = (t) => {
-    if (!buckets.has(t)) buckets.set(t, { rows: new Map(), lag: new Map() });
+    if (!buckets.has(t)) buckets.set(t, { rows: new Map(), lag: new Map(), late: new Map() });
     return buckets.get(t);
   };
   for (const lane of metrics.lanes || []) {
@@ -100,6 +103,11 @@ export function series(metrics) {
         if (p) {
           const name = pick(s, "kind") === "source" ? "rowsOut" : "rowsIn";
           b.rows.set(id, (b.rows.get(id) ?? 0) + perSecond(s, p, name, dt));
+          // Late rows (dropped, routed or updated), where the runtime counts them.
+          if (LATE.some((f) => pick(s, f) !== undefined)) {
+            const late = LATE.reduce((sum, f) => sum + perSecond(s, p, f, dt), 0);
+            b.late.set(id, (b.late.get(id) ?? 0) + late);
+          }
         }
         const wm = pick(s, "watermarkMs");
         if (wm !== null && wm !== undefined) {
@@ -115,11 +123,14 @@ export function series(metrics) {
   const ids = [...operators];
   const rows = new Map(ids.map((id) => [id, xs.map((t) => buckets.get(t).rows.get(id) ?? null)]));
   const lag = new Map();
+  const late = new Map();
   for (const id of ids) {
     const values = xs.map((t) => buckets.get(t).lag.get(id) ?? null);
     if (values.some((v) => v !== null)) lag.set(id, values);
+    const lateValues = xs.map((t) => buckets.get(t).late.get(id) ?? null);
+    if (lateValues.some((v) => v !== null)) late.set(id, lateValues);
   }
-  return { xs, operators: ids, rows, lag };
+  return { xs, operators: ids, rows, lag, late };
 }
 
 /** Polls the metrics endpoint every `everyMs`; `onData(metrics)` or `onMissing(error)`. */
@@ -132,6 +143,8 @@ export function pollMetrics(jobId, everyMs, onData, onMissing) {
       failures = 0;
       if (!stopped) onData(m);
     } catch (e) {
+      // A failed request is shown; a bug in the drawing is left to the console.
+      if (!(e instanceof ApiError)) throw e;
       failures += 1;
       if (!stopped && failures === 1) onMissing(e);
     }
@@ -197,7 +210,7 @@ function chart(title, unit, values, xs, container, format, colors) {
   const el = h("div", { class: "chart", "data-testid": `chart-${unit}`,
     dataset: { points: xs.length } });
   container.append(el);
-  return { plot: new uPlot(opts, data, el), ids };
+  return { plot: new uPlot(opts, data, el), ids, unit };
 }
 
 export function renderMetrics(root, detail) {
@@ -211,6 +224,10 @@ export function renderMetrics(root, detail) {
   let shape = "";
   return pollMetrics(jobId, 1500, (m) => {
     const stats = operatorStats(m);
+    const splits = (m.lanes || []).flatMap((l) => {
+      const last = (l.samples || [])[l.samples.length - 1];
+      return last ? (last.splits || []).map((sp) => ({ lane: l.lane, ...sp })) : [];
+    });
     replace(
       summary,
       h("h2", {}, "Operators now"),
@@ -232,9 +249,27 @@ export function renderMetrics(root, detail) {
               h("td", { class: "num" }, duration(s.watermarkLag))),
           ),
         ),
+      splits.length === 0
+        ? null
+        : [
+          h("h2", { class: "spaced" }, "Source splits"),
+          table(
+            { class: "grid", id: "split-metrics" },
+            ["Lane", "Source", "Split", "Rows read", "Backlog"],
+            splits.map((sp) =>
+              h("tr", {},
+                h("td", { class: "num" }, sp.lane),
+                h("td", { class: "mono" }, pick(sp, "operatorId")),
+                h("td", { class: "mono" }, sp.split),
+                h("td", { class: "num" }, count(pick(sp, "rowsRead"))),
+                h("td", { class: "num" }, sp.backlog === null || sp.backlog === undefined
+                  ? "—" : count(sp.backlog)))),
+          ),
+        ],
     );
     const sr = series(m);
-    const newShape = `${sr.operators.join(",")}|${[...sr.lag.keys()].join(",")}`;
+    const newShape = [sr.operators, [...sr.lag.keys()], [...sr.late.keys()]]
+      .map((ids) => ids.join(",")).join("|");
     if (sr.xs.length < 2) return;
     if (!plots || newShape !== shape) {
       for (const p of plots || []) p.plot.destroy();
@@ -248,10 +283,16 @@ export function renderMetrics(root, detail) {
         plots.push(chart("Watermark lag behind wall-clock time", "lag", sr.lag, sr.xs, charts,
           (v) => duration(v), colors));
       }
+      if (sr.late.size > 0) {
+        plots.push(chart("Late rows (dropped, routed or updated) per second", "late", sr.late,
+          sr.xs, charts, (v) => rate(v), colors));
+      }
       return;
     }
-    plots[0].plot.setData([sr.xs, ...plots[0].ids.map((id) => sr.rows.get(id))]);
-    if (plots[1]) plots[1].plot.setData([sr.xs, ...plots[1].ids.map((id) => sr.lag.get(id))]);
+    for (const p of plots) {
+      const values = { rows: sr.rows, lag: sr.lag, late: sr.late }[p.unit];
+      p.plot.setData([sr.xs, ...p.ids.map((id) => values.get(id))]);
+    }
     for (const p of plots) p.plot.root.parentElement.dataset.points = String(sr.xs.length);
   }, (e) => {
     const note = unavailable(e, "Metrics");

@@ -84,7 +84,7 @@ impl Browser {
         let log_err = log
             .try_clone()
             .map_err(io_err(format!("opening {}", log_path.display())))?;
-        let driver = Driver(
+        let mut driver = Driver(
             Command::new(&chromedriver)
                 .arg(format!("--port={port}"))
                 .stdin(Stdio::null())
@@ -99,7 +99,6 @@ impl Browser {
             tail: log_tail(dir.path()),
         };
         let started = Instant::now();
-        let mut driver = driver;
         loop {
             let ready = ureq::get(&format!("http://127.0.0.1:{port}/status"))
                 .timeout(Duration::from_secs(5))
@@ -159,11 +158,14 @@ impl Browser {
             .ok()
             .and_then(|v| serde_json::from_value::<(u32, u32)>(v).ok())
             .unwrap_or((0, 0));
-        if frame != (0, 0) {
-            client
+        if frame != (0, 0)
+            && let Err(e) = client
                 .set_window_size(WINDOW.0 + frame.0, WINDOW.1 + frame.1)
                 .await
-                .map_err(|e| fail(format!("sizing the window: {e}")))?;
+        {
+            // Ends the session (Chromium quits) before chromedriver is killed.
+            let _ = client.close().await;
+            return Err(fail(format!("sizing the window: {e}")));
         }
         Ok(Browser {
             client,

@@ -279,7 +279,17 @@ impl Drop for Browser {
                 .timeout(Duration::from_secs(10))
                 .call();
         }
-        // Then `driver` is dropped: chromedriver is killed by its PID.
+        // Then chromedriver is asked to exit, which lets it reap Chromium; whatever still runs
+        // after a few seconds is killed by its PID when `driver` is dropped.
+        let _ = ureq::get(&format!("http://127.0.0.1:{}/shutdown", self.port))
+            .timeout(Duration::from_secs(5))
+            .call();
+        let asked = Instant::now();
+        while asked.elapsed() < Duration::from_secs(3)
+            && self.driver.0.try_wait().ok().flatten().is_none()
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
     }
 }
 

@@ -37,6 +37,8 @@ export function createEditor({ id, value = "", readOnly = false, rows = 22 }) {
   const root = h("div", { class: `editor${readOnly ? " readonly" : ""}` }, gutter,
     h("div", { class: "editor-text" }, highlights, textarea));
   let marked = new Map();
+  // The first error column of each marked line.
+  let columns = new Map();
 
   function lineHeight() {
     return parseFloat(getComputedStyle(textarea).lineHeight) || 18;
@@ -65,17 +67,39 @@ export function createEditor({ id, value = "", readOnly = false, rows = 22 }) {
     syncScroll();
   }
 
+  function charWidth() {
+    const ctx = (charWidth.canvas ||= document.createElement("canvas")).getContext("2d");
+    ctx.font = getComputedStyle(textarea).font;
+    return ctx.measureText("M").width || 8;
+  }
+
   function renderHighlights() {
     const lh = lineHeight();
-    const pad = parseFloat(getComputedStyle(textarea).paddingTop) || 0;
+    const style = getComputedStyle(textarea);
+    const padTop = parseFloat(style.paddingTop) || 0;
+    const padLeft = parseFloat(style.paddingLeft) || 0;
+    const cw = charWidth();
+    const lines = textarea.value.split("\n");
     replace(
       highlights,
-      [...marked.keys()].map((line) =>
-        h("div", {
-          class: "line-highlight",
-          style: `top:${pad + (line - 1) * lh - textarea.scrollTop}px;height:${lh}px`,
-        }),
-      ),
+      [...marked.keys()].map((line) => {
+        const top = padTop + (line - 1) * lh - textarea.scrollTop;
+        const column = columns.get(line);
+        // A squiggle under the token the error points at.
+        const text = lines[line - 1] || "";
+        const token = column ? (text.slice(column - 1).match(/^[\w.$"'`]+/) || [" "])[0] : null;
+        return [
+          h("div", { class: "line-highlight", style: `top:${top}px;height:${lh}px` }),
+          token
+            ? h("div", {
+              class: "col-marker",
+              "data-testid": "error-marker",
+              style: `top:${top + lh - 3}px;left:${padLeft + (column - 1) * cw -
+                textarea.scrollLeft}px;width:${Math.max(token.length, 1) * cw}px`,
+            })
+            : null,
+        ];
+      }),
     );
   }
 
@@ -87,6 +111,7 @@ export function createEditor({ id, value = "", readOnly = false, rows = 22 }) {
   textarea.addEventListener("input", () => {
     if (marked.size) {
       marked = new Map();
+      columns = new Map();
     }
     renderGutter();
   });
@@ -108,14 +133,17 @@ export function createEditor({ id, value = "", readOnly = false, rows = 22 }) {
     setValue(text) {
       textarea.value = text;
       marked = new Map();
+      columns = new Map();
       renderGutter();
     },
     mark(errors) {
       marked = new Map();
+      columns = new Map();
       for (const e of errors) {
         if (e.line) {
           const previous = marked.get(e.line);
           marked.set(e.line, previous ? `${previous}\n${e.message}` : e.message);
+          if (e.column && !columns.has(e.line)) columns.set(e.line, e.column);
         }
       }
       renderGutter();

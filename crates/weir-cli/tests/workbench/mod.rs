@@ -207,8 +207,11 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
         Some(line.to_string().as_str())
     );
     page.until(
-        "the gutter marks the line",
-        &format!("document.querySelector('.gutter-line.error')?.dataset.line === '{line}'"),
+        "the gutter marks the line, the text the column",
+        &format!(
+            "document.querySelector('.gutter-line.error')?.dataset.line === '{line}' && \
+             document.querySelector('[data-testid=error-marker]')"
+        ),
     )
     .await;
     page.shot("editor-error.png").await;

@@ -274,6 +274,7 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
     )
     .await;
     page.find("[data-testid=assignment-row]").await;
+    page.shot("overview.png").await;
     page.go("#/jobs").await;
     page.until(
         "the job running in the list",

@@ -9,12 +9,16 @@
 //! first version (from the same savepoint, withdrawing the newer version's output): each time
 //! every window exactly once.
 //!
+//! The workbench (see `workbench/`): the same kind of Hub and Agent, driven from headless
+//! Chromium through the web pages the Hub serves.
+//!
 //! The measurement (ignored; docs/performance.md, "Distributed jobs"): the same job on one
 //! Agent and on three, from desired state running to the first and the last output, and from
 //! an Agent's SIGKILL to the job running again.
 #![cfg(unix)]
 
 mod cluster;
+mod workbench;
 
 use cluster::{
     AUCTIONS, Cluster, Input, PARTITIONS, assert_windows, bucket_store, closed_windows, job_sql,

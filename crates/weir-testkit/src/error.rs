@@ -143,6 +143,33 @@ pub enum TestkitError {
         /// The error or the status and body.
         detail: String,
     },
+
+    /// Chromium or chromedriver is missing and could not be installed.
+    #[error(
+        "the browser test was NOT RUN: headless Chromium could not be had ({detail}); install \
+         Debian's packages (`apt-get install chromium chromium-driver`, giving /usr/bin/chromium \
+         and /usr/bin/chromedriver; as root the test installs them itself) and run it again"
+    )]
+    BrowserMissing {
+        /// What failed.
+        detail: String,
+    },
+    /// chromedriver did not become ready, or the browser session could not be opened.
+    #[error("starting the browser failed: {reason}; chromedriver's log ends with:\n{tail}")]
+    BrowserStart {
+        /// What went wrong.
+        reason: String,
+        /// The end of chromedriver's log.
+        tail: String,
+    },
+    /// A WebDriver command failed.
+    #[error("browser command `{command}` failed: {detail}")]
+    Browser {
+        /// The command, with its argument.
+        command: String,
+        /// The WebDriver client's error.
+        detail: String,
+    },
 }
 
 impl std::fmt::Debug for TestkitError {

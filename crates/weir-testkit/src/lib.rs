@@ -4,6 +4,7 @@
 //! (jars, Python packages) is fetched once from the package registries into a cache directory
 //! ([`cache_dir`]) that outlives the test run, so later runs start without the network.
 
+pub mod browser;
 mod error;
 pub mod kafka;
 pub mod prometheus;

@@ -119,6 +119,7 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
         .route("/metrics", get(metrics::metrics))
         .fallback(not_found)
         .with_state(hub)
+        .merge(weir_ui::router())
 }
 
 /// A 200 JSON answer.

@@ -1,0 +1,88 @@
+// The workbench's shell: reads the mode, then routes `#/...` to a view. A view is
+// `render(root, params, ctx)` returning a cleanup function (stops its timers).
+
+import { ApiError, config } from "./api.js";
+import { h, replace } from "./dom.js";
+import { renderJobs } from "./jobs.js";
+import { renderNewJob } from "./editor.js";
+import { renderJob } from "./job.js";
+import { renderAgents } from "./agents.js";
+
+const ctx = { mode: "hub", jobId: null };
+let cleanup = null;
+
+/** `#/jobs`, `#/new`, `#/jobs/<id>[/<tab>]`, `#/agents`. */
+function parse(hash) {
+  const parts = hash.replace(/^#\/?/, "").split("/").filter(Boolean).map(decodeURIComponent);
+  if (parts[0] === "new" && ctx.mode === "hub") return { view: "new" };
+  if (parts[0] === "agents" && ctx.mode === "hub") return { view: "agents" };
+  if (parts[0] === "jobs" && parts[1]) {
+    return { view: "job", jobId: parts[1], tab: parts[2] || "overview" };
+  }
+  if (ctx.mode === "local" && ctx.jobId && parts.length === 0) {
+    return { view: "job", jobId: ctx.jobId, tab: "overview" };
+  }
+  return { view: "jobs" };
+}
+
+function route() {
+  if (cleanup) cleanup();
+  cleanup = null;
+  const root = document.getElementById("view");
+  const r = parse(location.hash);
+  for (const a of document.querySelectorAll("#nav a")) {
+    a.classList.toggle("active", a.dataset.view === (r.view === "job" ? "jobs" : r.view));
+  }
+  const views = { jobs: renderJobs, new: renderNewJob, job: renderJob, agents: renderAgents };
+  replace(root);
+  cleanup = views[r.view](root, r, ctx) || null;
+}
+
+/** Shows an error of the API (or any error) in the banner until it is dismissed. */
+export function showError(error, what) {
+  const banner = document.getElementById("api-error");
+  const text = error instanceof ApiError ? error.describe() : String(error.message || error);
+  replace(
+    banner,
+    h("strong", {}, what ? `${what} failed: ` : "Error: "),
+    h("span", { "data-testid": "api-error-message" }, text),
+    h("button", { class: "link", onclick: () => clearError(), "aria-label": "Dismiss" }, "×"),
+  );
+  banner.hidden = false;
+}
+
+export function clearError() {
+  const banner = document.getElementById("api-error");
+  banner.hidden = true;
+  banner.replaceChildren();
+}
+
+/** A short confirmation at the bottom of the window. */
+export function toast(text) {
+  const el = document.getElementById("toast");
+  el.textContent = text;
+  el.hidden = false;
+  clearTimeout(toast.timer);
+  toast.timer = setTimeout(() => {
+    el.hidden = true;
+  }, 4000);
+}
+
+async function main() {
+  try {
+    Object.assign(ctx, await config());
+  } catch (e) {
+    showError(e, "Reading the workbench's configuration");
+  }
+  document.body.dataset.mode = ctx.mode;
+  document.getElementById("mode").textContent =
+    ctx.mode === "local" ? "local run · read-only" : "Hub";
+  for (const el of document.querySelectorAll("[data-hub-only]")) el.hidden = ctx.mode !== "hub";
+  window.addEventListener("hashchange", () => {
+    clearError();
+    route();
+  });
+  route();
+}
+
+main();

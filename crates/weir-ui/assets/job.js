@@ -1,0 +1,307 @@
+// A job's page: its header (phase, desired state, generation, version), the actions (start,
+// stop, savepoint, upgrade, rollback) and the tabs Overview, Graph, Metrics, Checkpoints, SQL.
+
+import { ApiError, get, paths, post, put } from "./api.js";
+import { field, h, replace, table } from "./dom.js";
+import { short, time } from "./format.js";
+import { clearError, showError, toast } from "./app.js";
+import { phaseBadge } from "./jobs.js";
+import { createEditor } from "./editor.js";
+import { renderGraph } from "./graph.js";
+import { renderMetrics } from "./metrics.js";
+import { renderCheckpoints } from "./checkpoints.js";
+
+const TABS = [
+  ["overview", "Overview"],
+  ["graph", "Graph"],
+  ["metrics", "Metrics"],
+  ["checkpoints", "Checkpoints"],
+  ["sql", "SQL"],
+];
+
+export function renderJob(root, params, ctx) {
+  const jobId = params.jobId;
+  const tab = TABS.some(([t]) => t === params.tab) ? params.tab : "overview";
+  const head = h("div", { class: "job-head" }, h("h1", { id: "job-title" }, jobId));
+  const actions = h("div", { class: "job-actions", id: "job-actions" });
+  const panel = h("div", { class: "action-panel", id: "action-panel", hidden: true });
+  const tabs = h(
+    "nav",
+    { class: "tabs", role: "tablist" },
+    TABS.map(([t, label]) =>
+      h(
+        "a",
+        {
+          href: `#/jobs/${encodeURIComponent(jobId)}/${t}`,
+          id: `tab-${t}`,
+          "data-testid": `tab-${t}`,
+          role: "tab",
+          class: t === tab ? "active" : null,
+          "aria-selected": t === tab ? "true" : "false",
+        },
+        label,
+      ),
+    ),
+  );
+  const content = h("section", { class: "tab-content", id: `tab-content-${tab}` });
+  replace(root, h("div", { class: "crumbs" }, h("a", { href: "#/jobs" }, "Jobs"), " / ", jobId),
+    head, ctx.mode === "hub" ? actions : null, panel, tabs, content);
+
+  const state = { detail: null, stopped: false, tabCleanup: null, tabStarted: false };
+
+  function renderHead(d) {
+    const j = d.job;
+    replace(
+      head,
+      h("h1", { id: "job-title" }, j.jobId),
+      phaseBadge(j.observed.phase, { id: "job-phase", "data-testid": "job-phase",
+        "data-phase": j.observed.phase }),
+      h(
+        "dl",
+        { class: "facts" },
+        field("Desired", j.desiredState, { id: "job-desired", "data-testid": "job-desired" }),
+        field("Generation", String(j.generation), { id: "job-generation" }),
+        field("Version", `${d.version.number} (${j.currentVersion})`, { id: "job-version" }),
+        field("Lanes", String(j.lanes)),
+      ),
+      j.observed.cause
+        ? h("div", { class: "cause", "data-testid": "job-cause" }, j.observed.cause)
+        : null,
+    );
+  }
+
+  async function act(what, f) {
+    clearError();
+    for (const b of actions.querySelectorAll("button")) b.disabled = true;
+    try {
+      await f();
+      await refresh();
+    } catch (e) {
+      showError(e, what);
+      await refresh();
+    }
+  }
+
+  function setDesired(desiredState) {
+    return act(desiredState === "running" ? "Start" : "Stop", async () => {
+      // Conditional on the generation read: of two clients that read it, one wins (409).
+      const generation = state.detail ? state.detail.job.generation : undefined;
+      await put(paths.desiredState(jobId), { desiredState, generation });
+      toast(desiredState === "running" ? `Starting ${jobId}` : `Stopping ${jobId}`);
+    });
+  }
+
+  function openPanel(...children) {
+    replace(panel, children, h("button", { class: "link close", onclick: closePanel }, "Cancel"));
+    panel.hidden = false;
+  }
+
+  function closePanel() {
+    panel.hidden = true;
+    panel.replaceChildren();
+  }
+
+  function savepointPanel() {
+    const name = h("input", { id: "savepoint-name", "data-testid": "savepoint-name",
+      type: "text", placeholder: "before-upgrade", autocomplete: "off" });
+    openPanel(
+      h("h3", {}, "Take a savepoint"),
+      h("p", { class: "muted" },
+        "Every lane of the running job takes a savepoint; an upgrade can start from it."),
+      h("label", { for: "savepoint-name" }, "Name (optional)"),
+      name,
+      h("button", { class: "primary", "data-testid": "savepoint-confirm",
+        onclick: () => act("Savepoint", async () => {
+          const body = name.value.trim() ? { name: name.value.trim() } : {};
+          const accepted = await post(paths.savepoints(jobId), body);
+          toast(`Savepoint ${accepted.checkpointId} requested from ${accepted.lanes} lane(s)`);
+          closePanel();
+        }) }, "Take savepoint"),
+    );
+  }
+
+  function upgradePanel() {
+    const d = state.detail;
+    const savepoints = d.recoveryRecords.filter((r) => r.kind === "savepoint");
+    const editor = createEditor({ id: "upgrade-sql", value: d.version.sql || "", rows: 14 });
+    const select = h(
+      "select",
+      { id: "upgrade-savepoint", "data-testid": "upgrade-savepoint" },
+      savepoints.length === 0 ? h("option", { value: "" }, "no savepoint yet: take one first") : null,
+      savepoints.map((r) =>
+        h("option", { value: r.checkpointId },
+          `${r.savepointName || r.checkpointId} (${time(r.completedAt)})`),
+      ),
+    );
+    openPanel(
+      h("h3", {}, "Upgrade"),
+      h("p", { class: "muted" },
+        "A new version of the stopped job, started from a savepoint of the current one."),
+      h("label", { for: "upgrade-savepoint" }, "Savepoint"),
+      select,
+      editor.root,
+      h("button", { class: "primary", "data-testid": "upgrade-confirm",
+        onclick: () => act("Upgrade", async () => {
+          const upgrade = await post(paths.upgrades(jobId),
+            { sql: editor.value(), savepointId: select.value });
+          toast(`Upgraded to ${upgrade.toVersion}`);
+          closePanel();
+        }) }, "Upgrade"),
+    );
+  }
+
+  function renderActions(d) {
+    const j = d.job;
+    const running = j.desiredState === "running";
+    const applied = d.upgrades.find((u) => u.state === "applied");
+    replace(
+      actions,
+      h("button", { id: "action-start", "data-testid": "action-start", class: "primary",
+        disabled: running, onclick: () => setDesired("running") }, "Start"),
+      h("button", { id: "action-stop", "data-testid": "action-stop", disabled: !running,
+        onclick: () => setDesired("stopped") }, "Stop"),
+      h("button", { id: "action-savepoint", "data-testid": "action-savepoint",
+        disabled: !running, title: running ? null : "Only a running job takes savepoints",
+        onclick: savepointPanel }, "Savepoint…"),
+      h("button", { id: "action-upgrade", "data-testid": "action-upgrade",
+        disabled: running, title: running ? "Stop the job first" : null,
+        onclick: upgradePanel }, "Upgrade…"),
+      h("button", { id: "action-rollback", "data-testid": "action-rollback",
+        disabled: !applied || running,
+        title: applied ? `Roll back ${applied.upgradeId} to ${applied.fromVersion}`
+          : "No upgrade to roll back",
+        onclick: () => act("Rollback", async () => {
+          const r = await post(paths.rollback(jobId, applied.upgradeId));
+          toast(`Rolled back to ${r.fromVersion}`);
+        }) }, "Roll back"),
+    );
+  }
+
+  function renderTab(d) {
+    if (tab === "overview") {
+      replace(content, overview(d));
+    } else if (tab === "sql") {
+      if (!state.tabStarted) {
+        const sql = d.version.sql;
+        replace(
+          content,
+          sql
+            ? createEditor({ id: "version-sql", value: sql, readOnly: true, rows: 30 }).root
+            : h("pre", { class: "code-block" }, JSON.stringify(d.version.spec, null, 2)),
+        );
+        state.tabStarted = true;
+      }
+    } else if (!state.tabStarted) {
+      state.tabStarted = true;
+      const render = { graph: renderGraph, metrics: renderMetrics, checkpoints: renderCheckpoints };
+      state.tabCleanup = render[tab](content, d, ctx) || null;
+    }
+  }
+
+  let failures = 0;
+  async function refresh() {
+    try {
+      const d = await get(paths.detail(jobId));
+      failures = 0;
+      if (state.stopped) return;
+      state.detail = d;
+      renderHead(d);
+      if (ctx.mode === "hub") renderActions(d);
+      renderTab(d);
+    } catch (e) {
+      // A failed request is shown; a bug in the drawing is left to the console.
+      if (!(e instanceof ApiError)) throw e;
+      failures += 1;
+      if (state.stopped) return;
+      if (e instanceof ApiError && e.status === 404 && !state.detail) {
+        replace(content, h("p", { class: "empty" }, `No job ${jobId}.`));
+        return;
+      }
+      if (failures === 1) showError(e, "Reading the job");
+    }
+  }
+  refresh();
+  const timer = setInterval(refresh, 2000);
+  return () => {
+    state.stopped = true;
+    clearInterval(timer);
+    if (state.tabCleanup) state.tabCleanup();
+  };
+}
+
+function overview(d) {
+  const j = d.job;
+  const v = d.version;
+  return h(
+    "div",
+    { class: "overview", "data-testid": "overview" },
+    h(
+      "div",
+      { class: "card" },
+      h("h2", {}, "Summary"),
+      h(
+        "dl",
+        { class: "facts grid2" },
+        field("Job", j.jobId),
+        field("Observed", j.observed.phase),
+        field("Desired", j.desiredState),
+        field("Generation", String(j.generation)),
+        field("Lanes", String(j.lanes)),
+        field("Created", time(j.createdAt)),
+      ),
+    ),
+    h(
+      "div",
+      { class: "card" },
+      h("h2", {}, "Version"),
+      h(
+        "dl",
+        { class: "facts grid2" },
+        field("Version", `${v.number} · ${v.versionId}`),
+        field("Created", time(v.createdAt)),
+        field("Plan fingerprint", h("span", { class: "mono", title: v.planFingerprint },
+          short(v.planFingerprint, 16))),
+        field("State format", String(v.stateFormatVersion)),
+        field("Source", v.sql ? "SQL script" : "job spec"),
+      ),
+    ),
+    h(
+      "div",
+      { class: "card wide" },
+      h("h2", {}, "Assignments"),
+      d.assignments.length === 0
+        ? h("p", { class: "muted" }, "No lane is placed: the job is stopped.")
+        : table(
+          { class: "grid", id: "assignments-table" },
+          ["Lane", "Agent", "State", "Cause"],
+          d.assignments.map((a) =>
+            h("tr", { "data-testid": "assignment-row" },
+              h("td", { class: "num" }, a.lane),
+              h("td", {}, a.agentId || h("span", { class: "muted" }, "waiting for a slot")),
+              h("td", {}, h("span", { class: `badge lane-${a.state}` }, a.state)),
+              h("td", { class: "cause" }, a.cause || "")),
+          ),
+        ),
+    ),
+    h(
+      "div",
+      { class: "card wide" },
+      h("h2", {}, "Upgrades"),
+      d.upgrades.length === 0
+        ? h("p", { class: "muted" }, "None.")
+        : table(
+          { class: "grid" },
+          ["Upgrade", "From", "To", "Savepoint", "State", "When"],
+          d.upgrades.map((u) =>
+            h("tr", {},
+              h("td", { class: "mono" }, u.upgradeId),
+              h("td", { class: "mono" }, u.fromVersion),
+              h("td", { class: "mono" }, u.toVersion),
+              h("td", { class: "mono" }, u.savepointId),
+              h("td", {}, u.state),
+              h("td", {}, time(u.createdAt))),
+          ),
+        ),
+    ),
+  );
+}

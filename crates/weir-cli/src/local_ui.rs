@@ -258,7 +258,7 @@ async fn not_found(uri: axum::http::Uri) -> HubError {
     HubError::not_found("endpoint", uri.path(), "$")
 }
 
-/// The local API over `job`, with the workbench's pages.
+/// The local API over `job`, with the workbench's pages (`/`, `/ui/...`).
 pub fn router(job: Arc<LocalJob>) -> Router {
     Router::new()
         .route("/api/v1/ui/config", get(config))
@@ -273,4 +273,5 @@ pub fn router(job: Arc<LocalJob>) -> Router {
         )
         .fallback(not_found)
         .with_state(job)
+        .merge(weir_ui::router())
 }

@@ -432,6 +432,9 @@ fn weir_run_ui_serves_the_local_jobs_workbench() {
         .unwrap_or_else(|| panic!("the workbench's address first: {first}"))
         .to_owned();
 
+    let (status, page) = http_get(&addr, "/").expect("the workbench answers");
+    assert_eq!(status, 200);
+    assert!(page.contains("<html"), "the workbench's page: {page}");
     let (_, config) = get_json(&addr, "/api/v1/ui/config").expect("the workbench answers");
     assert_eq!(config["mode"], "local", "{config}");
     assert_eq!(config["jobId"], "ui-e2e", "{config}");

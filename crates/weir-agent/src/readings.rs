@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 use weir::runtime::{CheckpointProbe, JobMetrics};
-use weir_control::{MetricsSample, SplitReading};
+use weir_control::{MetricsSample, OperatorReading, SplitReading};
 
 /// Now, in Unix milliseconds.
 pub fn now_ms() -> i64 {
@@ -39,8 +39,18 @@ pub fn sample(metrics: &JobMetrics) -> MetricsSample {
             rows_read,
         })
         .collect();
+    let operators = snapshot
+        .operators
+        .iter()
+        .map(|o| OperatorReading {
+            operator_id: o.operator_id.clone(),
+            dropped: o.dropped,
+            dead_letters: o.dead_letters,
+        })
+        .collect();
     MetricsSample {
         at_ms,
+        operators,
         subtasks: metrics
             .subtasks()
             .iter()

@@ -30,6 +30,18 @@ pub struct SplitReading {
     pub backlog: Option<u64>,
 }
 
+/// Counters an operator keeps for all its subtasks together.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct OperatorReading {
+    /// The operator.
+    pub operator_id: String,
+    /// Rows it dropped by policy so far in this run: late rows, rows without an event time.
+    pub dropped: u64,
+    /// Records a source sent to its dead-letter output so far in this run.
+    pub dead_letters: u64,
+}
+
 /// The counters of one lane at one moment.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -42,6 +54,9 @@ pub struct MetricsSample {
     pub subtasks: Vec<serde_json::Value>,
     /// Per source split.
     pub splits: Vec<SplitReading>,
+    /// Per operator, the counters not kept per subtask.
+    #[serde(default)]
+    pub operators: Vec<OperatorReading>,
 }
 
 /// What an Agent pushes for one lane it runs.
@@ -296,6 +311,7 @@ mod tests {
                 at_ms,
                 subtasks: vec![json!({"operatorId": "w", "rowsIn": rows, "rowsOut": 0})],
                 splits: vec![],
+                operators: vec![],
             },
             checkpoints: Some(json!({"completed": at_ms})),
             epochs: vec![json!({"epoch": at_ms})],

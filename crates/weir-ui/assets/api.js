@@ -70,24 +70,13 @@ export const paths = {
     `/api/v1/jobs/${enc(id)}/lanes/${enc(lane)}/epochs/${enc(epoch)}/manifest`,
 };
 
-/**
- * The workbench's mode: `{mode: "hub" | "local", jobId}`. A Hub without the endpoint (404)
- * is a Hub.
- */
+/** The workbench's mode: `{mode: "hub" | "local", jobId}` (`weir run --ui` is local). */
 export async function config() {
-  try {
-    const c = await get(paths.config);
-    return { mode: c && c.mode === "local" ? "local" : "hub", jobId: c ? c.jobId ?? null : null };
-  } catch (e) {
-    if (e instanceof ApiError && e.status === 404) return { mode: "hub", jobId: null };
-    throw e;
-  }
+  const c = await get(paths.config);
+  return { mode: c && c.mode === "local" ? "local" : "hub", jobId: c ? c.jobId ?? null : null };
 }
 
-/** Reads `name` of `obj` in camelCase, else in snake_case (the runtime's own spelling). */
+/** Field `name` of a runtime reading `obj` (which may be missing). */
 export function pick(obj, name) {
-  if (!obj) return undefined;
-  if (name in obj) return obj[name];
-  const snake = name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`);
-  return obj[snake];
+  return obj ? obj[name] : undefined;
 }

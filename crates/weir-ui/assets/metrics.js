@@ -10,8 +10,12 @@ import { h, replace, table } from "./dom.js";
 import { count, duration, percent, rate } from "./format.js";
 import { showError } from "./app.js";
 
-/** The late-row counters of a window subtask. */
-const LATE = ["lateDropped", "lateRouted", "lateUpdated"];
+/** The late-row counters of a subtask (window operators count them). */
+const LATE = ["lateRouted", "lateUpdated"];
+
+/** Rows an operator dropped so far (late rows, rows without an event time), by operator id. */
+const droppedOf = (sample) =>
+  new Map((sample.operators || []).map((o) => [o.operatorId, o.dropped ?? 0]));
 
 const key = (s) => `${pick(s, "operatorId")}#${pick(s, "subtask")}`;
 
@@ -103,16 +107,19 @@ export function series(metrics) {
         if (p) {
           const name = pick(s, "kind") === "source" ? "rowsOut" : "rowsIn";
           b.rows.set(id, (b.rows.get(id) ?? 0) + perSecond(s, p, name, dt));
-          // Late rows (dropped, routed or updated), where the runtime counts them.
-          if (LATE.some((f) => pick(s, f) !== undefined)) {
-            const late = LATE.reduce((sum, f) => sum + perSecond(s, p, f, dt), 0);
-            b.late.set(id, (b.late.get(id) ?? 0) + late);
-          }
+          const late = LATE.reduce((sum, f) => sum + perSecond(s, p, f, dt), 0);
+          b.late.set(id, (b.late.get(id) ?? 0) + late);
         }
         const wm = pick(s, "watermarkMs");
         if (wm !== null && wm !== undefined) {
           minWm.set(id, Math.min(minWm.get(id) ?? Infinity, wm));
         }
+      }
+      const droppedNow = droppedOf(now);
+      const droppedBefore = droppedOf(prev);
+      for (const [id, n] of droppedNow) {
+        const d = n - (droppedBefore.get(id) ?? n);
+        if (d > 0) b.late.set(id, (b.late.get(id) ?? 0) + (d * 1000) / dt);
       }
       for (const [id, wm] of minWm) {
         b.lag.set(id, Math.max(b.lag.get(id) ?? -Infinity, now.atMs - wm));
@@ -127,8 +134,9 @@ export function series(metrics) {
   for (const id of ids) {
     const values = xs.map((t) => buckets.get(t).lag.get(id) ?? null);
     if (values.some((v) => v !== null)) lag.set(id, values);
+    // Only operators that had late or dropped rows get a line.
     const lateValues = xs.map((t) => buckets.get(t).late.get(id) ?? null);
-    if (lateValues.some((v) => v !== null)) late.set(id, lateValues);
+    if (lateValues.some((v) => v)) late.set(id, lateValues);
   }
   return { xs, operators: ids, rows, lag, late };
 }

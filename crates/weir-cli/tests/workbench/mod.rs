@@ -314,8 +314,8 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
     page.shot("graph.png").await;
 
     // Checkpoints: the lane's completed epochs and the job-level checkpoints fill the tab; the
-    // manifest of one, then of an epoch when the runtime reports per-epoch figures, is shown
-    // with its checksum verified.
+    // manifest of a job-level checkpoint, then of an epoch with its tasks, is shown with its
+    // checksum verified.
     page.click("#tab-checkpoints").await;
     page.until(
         "completed checkpoints",
@@ -333,27 +333,18 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
         "document.querySelector('[data-testid=manifest]')?.dataset.verified === 'true'",
     )
     .await;
-    let epochs = page
-        .until(
-            "the lane's epochs, or the note that its runtime reports none",
-            "document.querySelector('[data-testid=epoch-row][data-status=completed]') \
-             ? 'epochs' : document.querySelector('[data-testid=no-epochs]') ? 'none' : null",
-        )
-        .await;
-    if epochs == "epochs" {
-        page.find("[data-testid=epoch-row][data-status=completed]")
-            .await
-            .click()
-            .await
-            .expect("click the epoch");
-        page.until(
-            "the epoch's manifest verified, and its tasks",
-            "document.querySelector('[data-testid=manifest]')?.dataset.verified === 'true' && \
-             document.querySelector('[data-testid=manifest] h2')?.textContent.includes('epoch') && \
-             document.querySelector('[data-testid=epoch-tasks]')",
-        )
-        .await;
-    }
+    page.find("[data-testid=epoch-row][data-status=completed]")
+        .await
+        .click()
+        .await
+        .expect("click the epoch");
+    page.until(
+        "the epoch's manifest verified, and its tasks",
+        "document.querySelector('[data-testid=manifest]')?.dataset.verified === 'true' && \
+         document.querySelector('[data-testid=manifest] h2')?.textContent.includes('epoch') && \
+         document.querySelector('[data-testid=epoch-tasks]')",
+    )
+    .await;
     page.shot("checkpoints.png").await;
 
     // A savepoint, named: it joins the job-level records.

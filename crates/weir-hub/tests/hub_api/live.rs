@@ -17,6 +17,7 @@ fn reading(generation: u64, lane: u32, at_ms: i64, rows: u64) -> LaneReading {
                 json!({"operatorId": "bids", "subtask": 0, "rowsIn": 0, "rowsOut": rows}),
             ],
             splits: vec![],
+            operators: vec![],
         },
         checkpoints: Some(json!({"completed": 1})),
         epochs: vec![json!({"epoch": 1, "status": "completed"})],

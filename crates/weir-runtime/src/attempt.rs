@@ -400,14 +400,7 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
             pending: BTreeMap::new(),
             requests: shared.requests.clone(),
             summary: shared.summary.clone().unwrap_or_default(),
-            heads: plan
-                .vertices
-                .iter()
-                .flat_map(|v| {
-                    let head = v.chain[0].operator_id.clone();
-                    v.tasks.iter().map(move |t| (t.clone(), head.clone()))
-                })
-                .collect(),
+            heads: crate::checkpoint::coordinator::task_heads(&plan),
         }
     });
     Ok(Attempt {

@@ -78,12 +78,7 @@ impl Browser {
             .tempdir()
             .map_err(io_err("creating the browser directory"))?;
         let port = free_port()?;
-        let log_path = dir.path().join("chromedriver.log");
-        let log = fs::File::create(&log_path)
-            .map_err(io_err(format!("creating {}", log_path.display())))?;
-        let log_err = log
-            .try_clone()
-            .map_err(io_err(format!("opening {}", log_path.display())))?;
+        let (log, log_err) = crate::log_files(dir.path(), "chromedriver.log")?;
         let mut driver = Driver(
             Command::new(&chromedriver)
                 .arg(format!("--port={port}"))

@@ -65,6 +65,16 @@ pub(crate) fn fetch_once(
     Ok(target.to_path_buf())
 }
 
+/// A log file `dir/name` for a server's stdout and a second handle on it for its stderr.
+pub(crate) fn log_files(dir: &Path, name: &str) -> Result<(fs::File, fs::File), TestkitError> {
+    let path = dir.join(name);
+    let log = fs::File::create(&path).map_err(io_err(format!("creating {}", path.display())))?;
+    let log_err = log
+        .try_clone()
+        .map_err(io_err(format!("opening {}", path.display())))?;
+    Ok((log, log_err))
+}
+
 /// A name no other test of this process (nor of an earlier run) uses: `prefix`, the process id,
 /// a counter and the time, for topics, groups, transactional ids and buckets.
 pub fn unique_name(prefix: &str) -> String {

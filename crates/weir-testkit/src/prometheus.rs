@@ -57,12 +57,7 @@ impl PrometheusServer {
         )
         .map_err(io_err(format!("writing {}", config.display())))?;
         let port = free_port()?;
-        let log_path = dir.path().join("prometheus.log");
-        let log = fs::File::create(&log_path)
-            .map_err(io_err(format!("creating {}", log_path.display())))?;
-        let log_err = log
-            .try_clone()
-            .map_err(io_err(format!("opening {}", log_path.display())))?;
+        let (log, log_err) = crate::log_files(dir.path(), "prometheus.log")?;
         let child = Command::new(&binary)
             .arg(format!("--config.file={}", config.display()))
             .arg(format!(

@@ -69,6 +69,17 @@ pub struct CheckpointSummary {
     pub fenced: u64,
 }
 
+/// The head operator (the first of its chain) of every task of `plan`.
+pub(crate) fn task_heads(plan: &weir_plan::PartitionedPlan) -> HashMap<TaskId, OperatorId> {
+    plan.vertices
+        .iter()
+        .flat_map(|v| {
+            let head = v.chain[0].operator_id.clone();
+            v.tasks.iter().map(move |t| (t.clone(), head.clone()))
+        })
+        .collect()
+}
+
 /// A request for a checkpoint outside the interval.
 #[derive(Debug)]
 pub(crate) struct CheckpointRequest {
@@ -678,14 +689,7 @@ sinks: [{ name: out, connector: blackhole, input: gen }]
             sinks: BTreeMap::new(),
             pending: BTreeMap::new(),
             summary: SharedSummary::default(),
-            heads: plan
-                .vertices
-                .iter()
-                .flat_map(|v| {
-                    let head = v.chain[0].operator_id.clone();
-                    v.tasks.iter().map(move |t| (t.clone(), head.clone()))
-                })
-                .collect(),
+            heads: task_heads(&plan),
         }
     }
 

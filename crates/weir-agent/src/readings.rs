@@ -27,11 +27,23 @@ pub fn sample(metrics: &JobMetrics) -> MetricsSample {
                 .map(|l| ((o.operator_id.as_str(), l.split.as_str()), l.backlog))
         })
         .collect();
+    let positions: HashMap<(&str, &str), u64> = snapshot
+        .operators
+        .iter()
+        .flat_map(|o| {
+            o.positions
+                .iter()
+                .map(|p| ((o.operator_id.as_str(), p.split.as_str()), p.next_record))
+        })
+        .collect();
     let splits = metrics
         .split_rows()
         .into_iter()
         .map(|(operator_id, split, rows_read)| SplitReading {
             backlog: backlogs
+                .get(&(operator_id.as_str(), split.as_str()))
+                .copied(),
+            position: positions
                 .get(&(operator_id.as_str(), split.as_str()))
                 .copied(),
             operator_id,

@@ -190,6 +190,7 @@ mod tests {
                     backlog: *backlog,
                 })
                 .collect(),
+            positions: vec![],
         }
     }
 

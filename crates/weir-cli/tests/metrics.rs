@@ -202,6 +202,15 @@ fn prometheus_scrapes_a_running_job() {
         r#"max_over_time(weir_job_splits_assigned_total{job="metrics-e2e"}[5m])"#,
     );
     assert_eq!(splits, Some(2.0));
+    // Each split's read position: at most its 20,000 rows, and past the start.
+    let positions = query(
+        &prometheus,
+        r#"max_over_time(weir_source_split_position_records{job="metrics-e2e"}[5m])"#,
+    );
+    assert_eq!(positions.len(), 2, "{positions:?}");
+    for (labels, position) in &positions {
+        assert!(*position > 0.0 && *position <= 20000.0, "{labels} {position}");
+    }
 
     // Every epoch completed was triggered first; while one was in flight the pending-epochs
     // gauge showed it, and it never counts more than one.

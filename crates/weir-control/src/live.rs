@@ -25,6 +25,10 @@ pub struct SplitReading {
     pub split: String,
     /// Rows read from it so far in this run.
     pub rows_read: u64,
+    /// Its cursor after the latest read: the index of the next record (Kafka: the next
+    /// offset), once it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u64>,
     /// Records between its cursor and its known end when it last reported, when it reports one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<u64>,

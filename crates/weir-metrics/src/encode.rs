@@ -10,7 +10,8 @@ use std::fmt;
 use std::sync::Arc;
 use weir_api::SemanticMode;
 use weir_runtime::{
-    CheckpointProbe, CheckpointSummary, EpochStats, JobMetrics, MetricsSnapshot, SubtaskSnapshot,
+    CheckpointProbe, CheckpointSummary, EpochStats, JobMetrics, MetricsSnapshot, OperatorSnapshot,
+    SubtaskSnapshot,
 };
 
 /// One job whose metrics an exporter shows: its id (the `job` label), its live counters and its
@@ -110,6 +111,34 @@ fn subtask_labels(job: &str, s: &SubtaskSnapshot) -> Labels {
 
 fn job_labels(job: &str) -> Labels {
     vec![("job", job.to_owned())]
+}
+
+/// Per source split gauges: `value` lists an operator's `(split, value)`.
+fn split_gauge<'a>(
+    name: &'static str,
+    help: &'static str,
+    value: fn(&OperatorSnapshot) -> Vec<(&str, u64)>,
+) -> Family<'a, f64> {
+    Family {
+        name,
+        help,
+        samples: Box::new(move |r: &'a JobReading| {
+            r.snapshot
+                .operators
+                .iter()
+                .flat_map(|o| {
+                    value(o).into_iter().map(|(split, v)| {
+                        let labels = vec![
+                            ("job", r.job.clone()),
+                            ("operator", o.operator_id.clone()),
+                            ("split", split.to_owned()),
+                        ];
+                        (labels, v as f64)
+                    })
+                })
+                .collect()
+        }),
+    }
 }
 
 /// Per-subtask counters.
@@ -422,26 +451,26 @@ impl Collector for Readings {
             )?;
         }
         let gauges = [
-            Family {
-                name: "weir_source_split_backlog_records",
-                help: "Records between a source split's cursor and its known end, as last reported.",
-                samples: Box::new(|r: &JobReading| {
-                    r.snapshot
-                        .operators
+            split_gauge(
+                "weir_source_split_backlog_records",
+                "Records between a source split's cursor and its known end, as last reported.",
+                |o| {
+                    o.lag
                         .iter()
-                        .flat_map(|o| {
-                            o.lag.iter().map(|l| {
-                                let labels = vec![
-                                    ("job", r.job.clone()),
-                                    ("operator", o.operator_id.clone()),
-                                    ("split", l.split.clone()),
-                                ];
-                                (labels, l.backlog as f64)
-                            })
-                        })
+                        .map(|l| (l.split.as_str(), l.backlog))
                         .collect()
-                }),
-            },
+                },
+            ),
+            split_gauge(
+                "weir_source_split_position_records",
+                "The index of the next record to read from a source split (Kafka: the next offset).",
+                |o| {
+                    o.positions
+                        .iter()
+                        .map(|p| (p.split.as_str(), p.next_record))
+                        .collect()
+                },
+            ),
             job_value(
                 "weir_checkpoint_last_durable_epoch",
                 "The newest durable epoch.",

@@ -393,6 +393,20 @@ async fn until(seen: &mut watch::Receiver<Seen>, what: &str, done: impl FnMut(&S
     );
 }
 
+/// Each split's cursor after its latest read, as the job's metrics show it.
+fn positions(job: &RunningJob) -> Vec<(String, u64)> {
+    job.metrics()
+        .snapshot()
+        .operator("events")
+        .map(|o| {
+            o.positions
+                .iter()
+                .map(|p| (p.split.clone(), p.next_record))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 fn lag(job: &RunningJob) -> Vec<(String, u64)> {
     job.metrics()
         .snapshot()
@@ -418,6 +432,7 @@ async fn every_split_delivers_while_another_never_ends_and_backlogs_show() {
     splits.feed("b", Feed::Rows(vec![4], Some(6)));
     until(&mut seen, "b's next row", |s| s.rows_of("b").len() == 4).await;
     assert_eq!(lag(&job), [("a".into(), 0), ("b".into(), 6)]);
+    assert_eq!(positions(&job), [("a".into(), 1), ("b".into(), 4)]);
 
     // A split that ends is finished; the subtask ends when every split ended.
     splits.feed("a", Feed::End);

@@ -37,7 +37,9 @@ pub use executor::{
     CheckpointProbe, CheckpointTrigger, DEFAULT_CHECKPOINT_DIR, JobSummary, RunOptions, RunningJob,
     start, start_with,
 };
-pub use metrics::{JobMetrics, MetricsSnapshot, OperatorSnapshot, SplitLag, SubtaskSnapshot};
+pub use metrics::{
+    JobMetrics, MetricsSnapshot, OperatorSnapshot, SplitLag, SplitPosition, SubtaskSnapshot,
+};
 pub use prepare::{PreparedJob, PreparedNode};
 pub use registry::Registry;
 pub use split_share::SplitShare;

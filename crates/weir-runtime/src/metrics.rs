@@ -186,6 +186,11 @@ impl SubtaskMetrics {
         self.operator.set_backlog(split, backlog);
     }
 
+    /// Split `split` of this source was read up to `next_record` (its cursor).
+    pub(crate) fn set_position(&self, split: &str, next_record: u64) {
+        self.operator.set_position(split, next_record);
+    }
+
     /// The rows-read counter of split `split` of this source (resolved when the split opens;
     /// a split read again after a restart counts on).
     pub(crate) fn split_rows(&self, split: &str) -> Arc<AtomicU64> {
@@ -216,6 +221,21 @@ pub struct OperatorMetrics {
     split_rows: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
     /// The latest backlog each split of a source reported, by split id: one entry per split.
     backlogs: Mutex<BTreeMap<String, u64>>,
+    /// The cursor of each split of a source after its latest read (the index of the next record
+    /// to read: for Kafka, the next offset), by split id.
+    positions: Mutex<BTreeMap<String, u64>>,
+}
+
+/// Sets the latest `value` of split `split` in `by_split` (the split id is copied only the
+/// first time).
+fn set_latest(by_split: &Mutex<BTreeMap<String, u64>>, split: &str, value: u64) {
+    let mut map = by_split.lock().unwrap_or_else(PoisonError::into_inner);
+    match map.get_mut(split) {
+        Some(v) => *v = value,
+        None => {
+            map.insert(split.to_owned(), value);
+        }
+    }
 }
 
 impl OperatorMetrics {
@@ -277,13 +297,25 @@ impl OperatorMetrics {
     /// Split `split` of this source reported `backlog` records between its cursor and its
     /// currently known end.
     pub(crate) fn set_backlog(&self, split: &str, backlog: u64) {
-        let mut backlogs = self.backlogs.lock().unwrap_or_else(PoisonError::into_inner);
-        match backlogs.get_mut(split) {
-            Some(b) => *b = backlog,
-            None => {
-                backlogs.insert(split.to_owned(), backlog);
-            }
-        }
+        set_latest(&self.backlogs, split, backlog);
+    }
+
+    /// Split `split` of this source was read up to `next_record` (its cursor).
+    pub(crate) fn set_position(&self, split: &str, next_record: u64) {
+        set_latest(&self.positions, split, next_record);
+    }
+
+    /// The cursor of every split read so far, in split id order.
+    fn positions(&self) -> Vec<SplitPosition> {
+        self.positions
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|(split, &next_record)| SplitPosition {
+                split: split.clone(),
+                next_record,
+            })
+            .collect()
     }
 
     /// The latest backlog of every split that reported one, in split id order.
@@ -431,6 +463,7 @@ impl JobMetrics {
                         dropped: m.dropped.load(Ordering::Relaxed),
                         alignment_pauses: m.alignment_pauses.load(Ordering::Relaxed),
                         lag: m.lag(),
+                        positions: m.positions(),
                     }
                 })
                 .collect(),
@@ -461,6 +494,9 @@ pub struct OperatorSnapshot {
     /// Consumer lag of a source: the latest backlog of each split that reported one (records
     /// between its cursor and its known end), in split id order; empty for other operators.
     pub lag: Vec<SplitLag>,
+    /// Read position of a source: the cursor of each split after its latest read, in split id
+    /// order; empty for other operators.
+    pub positions: Vec<SplitPosition>,
 }
 
 /// Counters of one operator subtask at one moment; they count on across restarts of the job's
@@ -512,6 +548,16 @@ pub struct SubtaskSnapshot {
     pub state_entries: Option<u64>,
     /// Bytes of the state segments of that snapshot; `None` as for `state_entries`.
     pub state_bytes: Option<u64>,
+}
+
+/// Where one split of a source was read up to.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SplitPosition {
+    /// The split's id (`topic/partition`).
+    pub split: String,
+    /// The index of the next record to read: for Kafka, the partition's next offset; for a
+    /// file, the number of records of the split read (or skipped on a restore).
+    pub next_record: u64,
 }
 
 /// The latest backlog one split of a source reported.

@@ -263,13 +263,14 @@ export function renderMetrics(root, detail) {
           h("h2", { class: "spaced" }, "Source splits"),
           table(
             { class: "grid", id: "split-metrics" },
-            ["Lane", "Source", "Split", "Rows read", "Backlog"],
+            ["Lane", "Source", "Split", "Rows read", "Position", "Backlog"],
             splits.map((sp) =>
               h("tr", {},
                 h("td", { class: "num" }, sp.lane),
-                h("td", { class: "mono" }, pick(sp, "operatorId")),
+                h("td", { class: "mono" }, sp.operatorId),
                 h("td", { class: "mono" }, sp.split),
-                h("td", { class: "num" }, count(pick(sp, "rowsRead"))),
+                h("td", { class: "num" }, count(sp.rowsRead)),
+                h("td", { class: "num" }, sp.position ?? "—"),
                 h("td", { class: "num" }, sp.backlog === null || sp.backlog === undefined
                   ? "—" : count(sp.backlog)))),
           ),

@@ -421,10 +421,12 @@ impl ChainTask {
     ) -> Result<()> {
         let handling = Instant::now();
         let blocked = reading.metrics.backpressured_ns();
+        let split_id = &progress.splits[index].split.id;
+        reading
+            .metrics
+            .set_position(split_id, read.cursor.next_record);
         if let Some(backlog) = read.backlog {
-            reading
-                .metrics
-                .set_backlog(&progress.splits[index].split.id, backlog);
+            reading.metrics.set_backlog(split_id, backlog);
         }
         if let Some(dead) = read.dead_letters
             && dead.num_rows() > 0

@@ -209,7 +209,10 @@ fn prometheus_scrapes_a_running_job() {
     );
     assert_eq!(positions.len(), 2, "{positions:?}");
     for (labels, position) in &positions {
-        assert!(*position > 0.0 && *position <= 20000.0, "{labels} {position}");
+        assert!(
+            *position > 0.0 && *position <= 20000.0,
+            "{labels} {position}"
+        );
     }
 
     // Every epoch completed was triggered first; while one was in flight the pending-epochs

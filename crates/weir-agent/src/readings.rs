@@ -4,8 +4,8 @@
 
 use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
-use weir::runtime::{CheckpointProbe, JobMetrics};
-use weir_control::{MetricsSample, OperatorReading, SplitReading};
+use weir::runtime::{CheckpointProbe, JobMetrics, SubtaskSnapshot};
+use weir_control::{MetricsSample, OperatorReading, SplitReading, SubtaskSample};
 
 /// Now, in Unix milliseconds.
 pub fn now_ms() -> i64 {
@@ -63,12 +63,32 @@ pub fn sample(metrics: &JobMetrics) -> MetricsSample {
     MetricsSample {
         at_ms,
         operators,
-        subtasks: metrics
-            .subtasks()
-            .iter()
-            .filter_map(|s| serde_json::to_value(s).ok())
-            .collect(),
+        subtasks: metrics.subtasks().into_iter().map(subtask_sample).collect(),
         splits,
+    }
+}
+
+/// The wire form of a subtask's counters.
+fn subtask_sample(s: SubtaskSnapshot) -> SubtaskSample {
+    SubtaskSample {
+        operator_id: s.operator_id,
+        kind: s.kind,
+        subtask: s.subtask,
+        rows_in: s.rows_in,
+        rows_out: s.rows_out,
+        batches_in: s.batches_in,
+        batches_out: s.batches_out,
+        bytes_in: s.bytes_in,
+        bytes_out: s.bytes_out,
+        heads_task: s.heads_task,
+        idle_ns: s.idle_ns,
+        busy_ns: s.busy_ns,
+        backpressured_ns: s.backpressured_ns,
+        watermark_ms: s.watermark_ms,
+        late_routed: s.late_routed,
+        late_updated: s.late_updated,
+        state_entries: s.state_entries,
+        state_bytes: s.state_bytes,
     }
 }
 

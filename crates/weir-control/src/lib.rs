@@ -29,6 +29,6 @@ pub use jobs::{
 pub use live::{
     CheckpointsView, HISTORY_SAMPLES, JobMetricsView, LaneCheckpoints, LaneMetrics, LaneReading,
     ManifestView, MetricsAck, MetricsHistory, MetricsPush, MetricsSample, OperatorReading,
-    SplitReading, UiConfig, UiMode,
+    SplitReading, SubtaskSample, UiConfig, UiMode,
 };
 pub use manifest::{JobManifest, JobManifestBody, MANIFEST_DIR};

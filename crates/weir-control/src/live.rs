@@ -2,10 +2,11 @@
 //! counters an Agent pushes to the Hub every second, the history the Hub (or `weir run --ui`)
 //! keeps of them, and the views of a job's checkpoints and of one manifest.
 //!
-//! The runtime's readings travel as JSON objects ([`serde_json::Value`]): the counters of one
-//! operator subtask (the runtime's `SubtaskSnapshot`), a run's checkpoint counters
-//! (`CheckpointSummary`) and one epoch's statistics (`EpochStats`), all camelCase; this crate
-//! does not link the runtime. docs/workbench.md lists their fields.
+//! The counters of an operator subtask are typed here ([`SubtaskSample`], what the runtime's
+//! `SubtaskSnapshot` holds): the history keeps hundreds of them per lane. A run's checkpoint
+//! counters (`CheckpointSummary`) and its newest epochs' statistics (`EpochStats`), kept once
+//! per lane, travel as the runtime's JSON objects ([`serde_json::Value`], camelCase); this crate
+//! does not link the runtime.
 
 use crate::jobs::RecoveryRecord;
 use serde::{Deserialize, Serialize};
@@ -34,6 +35,52 @@ pub struct SplitReading {
     pub backlog: Option<u64>,
 }
 
+/// The counters of one operator subtask at one moment, cumulative over the lane's run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SubtaskSample {
+    /// The operator.
+    pub operator_id: String,
+    /// `source`, `operator` or `sink`.
+    pub kind: String,
+    /// The subtask's index.
+    pub subtask: u32,
+    /// Rows received (for sources: 0).
+    pub rows_in: u64,
+    /// Rows emitted on the main output (for sinks: 0).
+    pub rows_out: u64,
+    /// Batches received.
+    pub batches_in: u64,
+    /// Batches emitted on the main output.
+    pub batches_out: u64,
+    /// Arrow memory size of the batches received, bytes.
+    pub bytes_in: u64,
+    /// Arrow memory size of the batches emitted, bytes.
+    pub bytes_out: u64,
+    /// Whether the operator heads its task's chain: the task's times below count here.
+    pub heads_task: bool,
+    /// Of the task it heads: nanoseconds waiting for input.
+    pub idle_ns: u64,
+    /// Of the task it heads: nanoseconds handling input.
+    pub busy_ns: u64,
+    /// Of the task it heads: nanoseconds blocked on a full output channel.
+    pub backpressured_ns: u64,
+    /// Of the task it heads, with input channels: its input watermark (Unix ms), once one
+    /// arrived.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watermark_ms: Option<i64>,
+    /// Late rows a window routed to its side output.
+    pub late_routed: u64,
+    /// Late rows a window took into an already fired window (an updated result).
+    pub late_updated: u64,
+    /// Keyed-state entries at the task's newest checkpoint snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_entries: Option<u64>,
+    /// Keyed-state bytes at the task's newest checkpoint snapshot.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state_bytes: Option<u64>,
+}
+
 /// Counters an operator keeps for all its subtasks together.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -52,10 +99,8 @@ pub struct OperatorReading {
 pub struct MetricsSample {
     /// When they were read (Unix ms).
     pub at_ms: i64,
-    /// One object per operator subtask (the runtime's `SubtaskSnapshot`): cumulative counters
-    /// of this run of the lane.
-    #[schema(value_type = Vec<Object>)]
-    pub subtasks: Vec<serde_json::Value>,
+    /// Per operator subtask: cumulative counters of this run of the lane.
+    pub subtasks: Vec<SubtaskSample>,
     /// Per source split.
     pub splits: Vec<SplitReading>,
     /// Per operator, the counters not kept per subtask.
@@ -290,14 +335,8 @@ impl MetricsHistory {
 /// Whether a subtask's rows counters are below the previous sample's: the lane's job ran anew
 /// (a restart within the generation) and a rate across the two would be negative.
 fn counters_went_back(previous: &MetricsSample, next: &MetricsSample) -> bool {
-    let total = |s: &MetricsSample| -> u64 {
-        s.subtasks
-            .iter()
-            .filter_map(|v| {
-                Some(v.get("rowsIn")?.as_u64()? + v.get("rowsOut")?.as_u64().unwrap_or(0))
-            })
-            .sum()
-    };
+    let total =
+        |s: &MetricsSample| -> u64 { s.subtasks.iter().map(|t| t.rows_in + t.rows_out).sum() };
     total(next) < total(previous)
 }
 
@@ -313,7 +352,26 @@ mod tests {
             generation,
             sample: MetricsSample {
                 at_ms,
-                subtasks: vec![json!({"operatorId": "w", "rowsIn": rows, "rowsOut": 0})],
+                subtasks: vec![SubtaskSample {
+                    operator_id: "w".into(),
+                    kind: "operator".into(),
+                    subtask: 0,
+                    rows_in: rows,
+                    rows_out: 0,
+                    batches_in: 0,
+                    batches_out: 0,
+                    bytes_in: 0,
+                    bytes_out: 0,
+                    heads_task: true,
+                    idle_ns: 0,
+                    busy_ns: 0,
+                    backpressured_ns: 0,
+                    watermark_ms: None,
+                    late_routed: 0,
+                    late_updated: 0,
+                    state_entries: None,
+                    state_bytes: None,
+                }],
                 splits: vec![],
                 operators: vec![],
             },

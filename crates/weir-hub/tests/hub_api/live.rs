@@ -14,7 +14,14 @@ fn reading(generation: u64, lane: u32, at_ms: i64, rows: u64) -> LaneReading {
         sample: MetricsSample {
             at_ms,
             subtasks: vec![
-                json!({"operatorId": "bids", "subtask": 0, "rowsIn": 0, "rowsOut": rows}),
+                serde_json::from_value(json!({
+                    "operatorId": "bids", "kind": "source", "subtask": 0,
+                    "rowsIn": 0, "rowsOut": rows, "batchesIn": 0, "batchesOut": 1,
+                    "bytesIn": 0, "bytesOut": 8 * rows, "headsTask": true,
+                    "idleNs": 0, "busyNs": 1, "backpressuredNs": 0,
+                    "lateRouted": 0, "lateUpdated": 0
+                }))
+                .expect("a subtask sample"),
             ],
             splits: vec![],
             operators: vec![],
@@ -83,7 +90,7 @@ async fn pushed_readings_of_the_current_generation_are_what_the_workbench_reads(
     assert_eq!(metrics.lanes[0].agent_id.as_deref(), Some("a"));
     let at: Vec<i64> = metrics.lanes[0].samples.iter().map(|s| s.at_ms).collect();
     assert_eq!(at, [1_000, 2_000]);
-    assert_eq!(metrics.lanes[0].samples[1].subtasks[0]["rowsOut"], 30);
+    assert_eq!(metrics.lanes[0].samples[1].subtasks[0].rows_out, 30);
 
     let view = t.client.job_checkpoints("bids").await.unwrap();
     assert!(view.records.is_empty());

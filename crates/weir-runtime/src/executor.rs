@@ -2,8 +2,9 @@
 //! and runs them on tokio until the job ends or one task fails.
 
 use crate::attempt::{Attempt, launch};
-use crate::checkpoint::coordinator::{CheckpointRequest, CheckpointSummary, SharedSummary, update};
+use crate::checkpoint::coordinator::CheckpointRequest;
 use crate::checkpoint::epoch_stats::EpochStats;
+use crate::checkpoint::epoch_stats::{CheckpointSummary, SharedSummary, update};
 use crate::checkpoint::{CheckpointConfig, CheckpointStorage, RestoreFrom};
 use crate::error::{Error, Result};
 use crate::metrics::{JobMetrics, MetricsSnapshot};

@@ -28,7 +28,7 @@ mod task;
 mod task_checkpoint;
 mod task_state;
 
-pub use checkpoint::coordinator::CheckpointSummary;
+pub use checkpoint::epoch_stats::CheckpointSummary;
 pub use checkpoint::epoch_stats::{EPOCH_HISTORY, EpochStats, TaskEpochStats};
 pub use checkpoint::recovery::namespace as checkpoint_namespace;
 pub use checkpoint::{CheckpointConfig, CheckpointStorage, RestoreFrom};

@@ -3,7 +3,7 @@
 import { ApiError, get, paths } from "./api.js";
 import { h, replace, table } from "./dom.js";
 import { relative, short, time } from "./format.js";
-import { showError } from "./app.js";
+import { showError } from "./notices.js";
 
 export function renderAgents(root) {
   const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));

@@ -1,8 +1,9 @@
 // The workbench's shell: reads the mode, then routes `#/...` to a view. A view is
 // `render(root, params, ctx)` returning a cleanup function (stops its timers).
 
-import { ApiError, config } from "./api.js";
-import { h, replace } from "./dom.js";
+import { config } from "./api.js";
+import { replace } from "./dom.js";
+import { clearError, showError } from "./notices.js";
 import { renderJobs } from "./jobs.js";
 import { renderNewJob } from "./editor.js";
 import { renderJob } from "./job.js";
@@ -36,36 +37,6 @@ function route() {
   const views = { jobs: renderJobs, new: renderNewJob, job: renderJob, agents: renderAgents };
   replace(root);
   cleanup = views[r.view](root, r, ctx) || null;
-}
-
-/** Shows an error of the API (or any error) in the banner until it is dismissed. */
-export function showError(error, what) {
-  const banner = document.getElementById("api-error");
-  const text = error instanceof ApiError ? error.describe() : String(error.message || error);
-  replace(
-    banner,
-    h("strong", {}, what ? `${what} failed: ` : "Error: "),
-    h("span", { "data-testid": "api-error-message" }, text),
-    h("button", { class: "link", onclick: () => clearError(), "aria-label": "Dismiss" }, "×"),
-  );
-  banner.hidden = false;
-}
-
-export function clearError() {
-  const banner = document.getElementById("api-error");
-  banner.hidden = true;
-  banner.replaceChildren();
-}
-
-/** A short confirmation at the bottom of the window. */
-export function toast(text) {
-  const el = document.getElementById("toast");
-  el.textContent = text;
-  el.hidden = false;
-  clearTimeout(toast.timer);
-  toast.timer = setTimeout(() => {
-    el.hidden = true;
-  }, 4000);
 }
 
 async function main() {

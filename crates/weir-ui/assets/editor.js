@@ -3,7 +3,7 @@
 
 import { ApiError, paths, post } from "./api.js";
 import { h, replace } from "./dom.js";
-import { clearError, showError, toast } from "./app.js";
+import { clearError, showError, toast } from "./notices.js";
 
 /** Lines of the editor's text at which the caret is put for `line`/`column` (1-based). */
 function offsetOf(text, line, column) {

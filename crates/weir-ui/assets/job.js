@@ -4,7 +4,7 @@
 import { ApiError, get, paths, post, put } from "./api.js";
 import { field, h, replace, table } from "./dom.js";
 import { short, time } from "./format.js";
-import { clearError, showError, toast } from "./app.js";
+import { clearError, showError, toast } from "./notices.js";
 import { phaseBadge } from "./jobs.js";
 import { createEditor } from "./editor.js";
 import { renderGraph } from "./graph.js";

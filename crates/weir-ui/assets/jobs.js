@@ -4,7 +4,7 @@
 import { ApiError, get, paths } from "./api.js";
 import { h, replace, table } from "./dom.js";
 import { time } from "./format.js";
-import { showError } from "./app.js";
+import { showError } from "./notices.js";
 
 /** A phase badge (`running`, `stopped`, `converging`, `failed`, `finished`). */
 export function phaseBadge(phase, attrs = {}) {

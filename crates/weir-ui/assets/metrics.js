@@ -8,7 +8,7 @@ import uPlot from "./vendor/uPlot.esm.js";
 import { ApiError, get, paths, pick } from "./api.js";
 import { h, replace, table } from "./dom.js";
 import { count, duration, percent, rate } from "./format.js";
-import { showError } from "./app.js";
+import { showError } from "./notices.js";
 
 /** The late-row counters of a subtask (window operators count them). */
 const LATE = ["lateRouted", "lateUpdated"];

@@ -50,6 +50,7 @@ const ASSETS: &[Asset] = &[
     asset!("metrics.js", JS),
     asset!("checkpoints.js", JS),
     asset!("agents.js", JS),
+    asset!("notices.js", JS),
     asset!("vendor/dagre.esm.js", JS),
     asset!("vendor/uPlot.esm.js", JS),
     asset!("vendor/uPlot.min.css", CSS),

@@ -6,7 +6,6 @@ use super::epoch_stats::{EpochStats, TaskEpochStats, record_epoch};
 pub(crate) use super::epoch_stats::{SharedSummary, update};
 use super::{CheckpointConfig, TaskAck, TaskReport, Trigger, failpoint};
 use crate::error::{Error, Result};
-use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -17,57 +16,6 @@ use weir_checkpoint::{
     AttemptId, CheckpointKind, CheckpointStore, EnumeratorSnapshot, EpochManifest, EpochRecord,
     EpochState, ExpectedCheckpoint, SinkTransaction, TaskSnapshot, transition,
 };
-
-/// Checkpoint counters of a run, reported in its summary.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct CheckpointSummary {
-    /// The attempt of the last run (a restart takes a new one).
-    pub attempt: u64,
-    /// Epochs made durable in this run.
-    pub completed: u64,
-    /// Epochs aborted in this run (timeouts, storage failures).
-    pub aborted: u64,
-    /// The newest durable epoch.
-    pub last_durable_epoch: Option<u64>,
-    /// Trigger to commit of the newest durable epoch, ms.
-    pub last_duration_ms: Option<u64>,
-    /// The longest trigger-to-commit time of the run, ms.
-    pub max_duration_ms: Option<u64>,
-    /// State segment bytes of the newest durable epoch.
-    pub last_state_bytes: Option<u64>,
-    /// The largest state of a durable epoch of the run, in segment bytes.
-    pub max_state_bytes: Option<u64>,
-    /// The epoch the run restored, if it restored one.
-    pub restored_from: Option<u64>,
-    /// Whether the restored epoch's manifest object was damaged or gone and its copy in the
-    /// epoch log was restored instead.
-    pub restored_from_copy: bool,
-    /// Durable epochs newer than the restored one that a restore passed over (their
-    /// checkpoints were damaged or incomplete, or an older epoch was asked for).
-    pub passed_over_epochs: Vec<u64>,
-    /// Published output of the passed-over epochs that sinks withdrew before the replay
-    /// (for the file sink, the part files' paths).
-    pub withdrawn_files: Vec<String>,
-    /// Whether a restore passed over durable epochs although a sink could not withdraw their
-    /// output, because the run accepted duplicates (`accept_duplicates`).
-    pub duplicates_accepted: bool,
-    /// Automatic restarts after failures.
-    pub restarts: u32,
-    /// Epochs triggered in this run (completed, aborted, or in flight).
-    pub triggered: u64,
-    /// Epochs triggered and not yet durable (at most 1: one epoch runs at a time).
-    pub pending_epochs: u64,
-    /// Sink transactions pre-committed and not yet committed.
-    pub pending_sink_transactions: u64,
-    /// Older attempts of the job that this run's attempts fenced as they started: one for each
-    /// start that found an older attempt (a previous run, or this run's attempt before a
-    /// restart).
-    pub fenced_older_attempts: u64,
-    /// Times an attempt of this run found itself fenced: a newer attempt had started, so its
-    /// manifest was refused (the run then fails without restarting).
-    pub fenced: u64,
-}
 
 /// The head operator (the first of its chain) of every task of `plan`.
 pub(crate) fn task_heads(plan: &weir_plan::PartitionedPlan) -> HashMap<TaskId, OperatorId> {

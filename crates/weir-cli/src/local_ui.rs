@@ -3,7 +3,8 @@
 //! checkpoints and their manifests), from a sampler that reads the job's counters every second.
 
 use axum::Router;
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -15,7 +16,7 @@ use weir::runtime::{CheckpointProbe, JobMetrics};
 use weir_agent::readings;
 use weir_control::{
     CheckpointsView, DesiredState, JobDetail, JobMetricsView, JobSummary, JobVersion, LaneReading,
-    ManifestView, MetricsHistory, ObservedPhase, ObservedState, UiConfig, UiMode,
+    ManifestView, MetricsHistory, MetricsQuery, ObservedPhase, ObservedState, UiConfig, UiMode,
 };
 use weir_hub::HubError;
 
@@ -220,9 +221,11 @@ async fn detail(State(job): State<Arc<LocalJob>>, Path(id): Path<String>) -> Ans
 async fn metrics(
     State(job): State<Arc<LocalJob>>,
     Path(id): Path<String>,
+    query: Result<Query<MetricsQuery>, QueryRejection>,
 ) -> Answer<JobMetricsView> {
+    let Query(query) = query.map_err(|e| HubError::bad_request("query", e.body_text()))?;
     job.check(&id)?;
-    Ok(Json(job.history().metrics(&id, 0)))
+    Ok(Json(job.history().metrics(&id, 0, query.since)))
 }
 
 async fn checkpoints(

@@ -28,7 +28,7 @@ pub use jobs::{
 };
 pub use live::{
     CheckpointsView, HISTORY_SAMPLES, JobMetricsView, LaneCheckpoints, LaneMetrics, LaneReading,
-    ManifestView, MetricsAck, MetricsHistory, MetricsPush, MetricsSample, OperatorReading,
-    SplitReading, SubtaskSample, UiConfig, UiMode,
+    ManifestView, MetricsAck, MetricsHistory, MetricsPush, MetricsQuery, MetricsSample,
+    OperatorReading, SplitReading, SubtaskSample, UiConfig, UiMode,
 };
 pub use manifest::{JobManifest, JobManifestBody, MANIFEST_DIR};

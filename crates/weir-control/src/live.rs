@@ -162,6 +162,15 @@ pub struct LaneMetrics {
     pub samples: Vec<MetricsSample>,
 }
 
+/// The query of `GET /api/v1/jobs/{job_id}/metrics`.
+#[derive(Debug, Clone, Default, Serialize, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsQuery {
+    /// Only the samples taken after this time (Unix ms): what a client polling the endpoint
+    /// has not seen yet. Without it, every sample kept.
+    pub since: Option<i64>,
+}
+
 /// `GET /api/v1/jobs/{job_id}/metrics`: the recent counters of every lane of the job's current
 /// generation. Counters are cumulative: a rate is the difference of two samples over their
 /// time apart, summed over lanes.
@@ -304,8 +313,9 @@ impl MetricsHistory {
             .map(|((_, lane), history)| (*lane, history))
     }
 
-    /// The samples of `job_id`'s lanes in `generation`.
-    pub fn metrics(&self, job_id: &str, generation: u64) -> JobMetricsView {
+    /// The samples of `job_id`'s lanes in `generation`, only those taken after `since` (Unix
+    /// ms) when given: a client that polls asks for what it has not seen.
+    pub fn metrics(&self, job_id: &str, generation: u64, since: Option<i64>) -> JobMetricsView {
         JobMetricsView {
             job_id: job_id.to_owned(),
             generation,
@@ -314,7 +324,12 @@ impl MetricsHistory {
                 .map(|(lane, h)| LaneMetrics {
                     lane,
                     agent_id: h.agent_id.clone(),
-                    samples: h.samples.iter().cloned().collect(),
+                    samples: h
+                        .samples
+                        .iter()
+                        .filter(|s| since.is_none_or(|t| s.at_ms > t))
+                        .cloned()
+                        .collect(),
                 })
                 .collect(),
         }
@@ -386,18 +401,24 @@ mod tests {
         for i in 0..(HISTORY_SAMPLES as i64 + 5) {
             h.record(Some("a1"), reading(3, i, i as u64));
         }
-        let view = h.metrics("j", 3);
+        let view = h.metrics("j", 3, None);
         assert_eq!(view.lanes.len(), 1);
+        let newer = h.metrics("j", 3, Some(HISTORY_SAMPLES as i64 + 2));
+        let at: Vec<i64> = newer.lanes[0].samples.iter().map(|s| s.at_ms).collect();
+        assert_eq!(at, [HISTORY_SAMPLES as i64 + 3, HISTORY_SAMPLES as i64 + 4]);
         let samples = &view.lanes[0].samples;
         assert_eq!(samples.len(), HISTORY_SAMPLES);
         assert_eq!(samples[0].at_ms, 5);
         assert_eq!(view.lanes[0].agent_id.as_deref(), Some("a1"));
         // An older generation's reading is dropped, a newer one starts anew.
         h.record(Some("a2"), reading(2, 10_000, 1));
-        assert_eq!(h.metrics("j", 3).lanes[0].samples.len(), HISTORY_SAMPLES);
+        assert_eq!(
+            h.metrics("j", 3, None).lanes[0].samples.len(),
+            HISTORY_SAMPLES
+        );
         h.record(Some("a2"), reading(4, 10_001, 1));
-        assert!(h.metrics("j", 3).lanes.is_empty());
-        let view = h.metrics("j", 4);
+        assert!(h.metrics("j", 3, None).lanes.is_empty());
+        let view = h.metrics("j", 4, None);
         assert_eq!(view.lanes[0].samples.len(), 1);
         assert_eq!(
             h.checkpoints("j", 4)[0].epochs,
@@ -411,7 +432,7 @@ mod tests {
         h.record(None, reading(0, 1, 100));
         h.record(None, reading(0, 2, 200));
         h.record(None, reading(0, 3, 5));
-        let samples = &h.metrics("j", 0).lanes[0].samples;
+        let samples = &h.metrics("j", 0, None).lanes[0].samples;
         assert_eq!(samples.len(), 1);
         assert_eq!(samples[0].at_ms, 3);
     }

@@ -62,7 +62,8 @@ export const paths = {
   savepoints: (id) => `/api/v1/jobs/${enc(id)}/savepoints`,
   upgrades: (id) => `/api/v1/jobs/${enc(id)}/upgrades`,
   rollback: (id, upgrade) => `/api/v1/jobs/${enc(id)}/upgrades/${enc(upgrade)}/rollback`,
-  metrics: (id) => `/api/v1/jobs/${enc(id)}/metrics`,
+  metrics: (id, since) =>
+    `/api/v1/jobs/${enc(id)}/metrics${since === null || since === undefined ? "" : `?since=${since}`}`,
   checkpoints: (id) => `/api/v1/jobs/${enc(id)}/checkpoints`,
   recordManifest: (id, checkpoint) =>
     `/api/v1/jobs/${enc(id)}/checkpoints/${enc(checkpoint)}/manifest`,

@@ -141,15 +141,50 @@ export function series(metrics) {
   return { xs, operators: ids, rows, lag, late };
 }
 
-/** Polls the metrics endpoint every `everyMs`; `onData(metrics)` or `onMissing(error)`. */
+/** Samples the Hub keeps per lane (ten minutes, one a second); the page keeps as many. */
+const KEPT_SAMPLES = 600;
+
+/**
+ * `view` with the newer samples of `update` appended per lane (a new generation replaces it):
+ * the endpoint is asked only for what the page has not seen.
+ */
+function merged(view, update) {
+  if (!view || view.generation !== update.generation) return update;
+  const lanes = new Map(view.lanes.map((l) => [l.lane, l]));
+  for (const u of update.lanes) {
+    const lane = lanes.get(u.lane);
+    if (!lane) {
+      lanes.set(u.lane, u);
+      continue;
+    }
+    const last = lane.samples.length ? lane.samples[lane.samples.length - 1].atMs : -Infinity;
+    const samples = lane.samples.concat(u.samples.filter((s) => s.atMs > last));
+    lanes.set(u.lane, { ...u, samples: samples.slice(-KEPT_SAMPLES) });
+  }
+  return { ...update, lanes: [...lanes.values()].sort((a, b) => a.lane - b.lane) };
+}
+
+/** The time of the oldest of the lanes' newest samples: what to ask for after. */
+function seenUntil(view) {
+  if (!view || view.lanes.length === 0) return null;
+  const newest = view.lanes.map((l) => (l.samples.length ? l.samples[l.samples.length - 1].atMs : null));
+  return newest.some((t) => t === null) ? null : Math.min(...newest);
+}
+
+/**
+ * Polls the metrics endpoint every `everyMs`, asking only for samples newer than those it has;
+ * `onData(metrics)` gets the whole history so far, `onMissing(error)` the first failure.
+ */
 export function pollMetrics(jobId, everyMs, onData, onMissing) {
   let stopped = false;
   let failures = 0;
+  let view = null;
   async function tick() {
     try {
-      const m = await get(paths.metrics(jobId));
+      const update = await get(paths.metrics(jobId, seenUntil(view)));
       failures = 0;
-      if (!stopped) onData(m);
+      view = merged(view, update);
+      if (!stopped) onData(view);
     } catch (e) {
       // A failed request is shown; a bug in the drawing is left to the console.
       if (!(e instanceof ApiError)) throw e;

@@ -5,15 +5,16 @@ use super::{ApiJson, Json, bearer};
 use crate::Hub;
 use crate::error::{HubError, Result};
 use crate::{manifests, publish};
-use axum::extract::{Path, State};
+use axum::extract::rejection::QueryRejection;
+use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use weir::CheckpointStorage;
 use weir::plan::JobSpec;
 use weir_control::{
-    ApiError, CheckpointsView, JobMetricsView, ManifestView, MetricsAck, MetricsPush, UiConfig,
-    UiMode,
+    ApiError, CheckpointsView, JobMetricsView, ManifestView, MetricsAck, MetricsPush, MetricsQuery,
+    UiConfig, UiMode,
 };
 
 /// The checkpoint storage of a version; 404 when the version takes no checkpoints.
@@ -101,15 +102,18 @@ pub(crate) async fn push_metrics(
 /// The recent counters of every lane of the job's current generation (kept in the Hub's
 /// memory, about ten minutes of them).
 #[utoipa::path(get, path = "/api/v1/jobs/{job_id}/metrics", tag = "workbench",
-    params(("job_id" = String, Path, description = "The job")),
-    responses((status = 200, body = JobMetricsView), (status = 404, body = ApiError)))]
+    params(("job_id" = String, Path, description = "The job"), MetricsQuery),
+    responses((status = 200, body = JobMetricsView), (status = 400, body = ApiError),
+        (status = 404, body = ApiError)))]
 pub(crate) async fn job_metrics(
     State(hub): State<Arc<Hub>>,
     Path(job_id): Path<String>,
+    query: Result<Query<MetricsQuery>, QueryRejection>,
 ) -> Result<Json<JobMetricsView>> {
+    let since = super::query(query)?.since;
     let id = job_id.clone();
     let generation = hub.with_store(move |s| s.job(&id)).await?.generation;
-    Ok(Json(hub.live().metrics(&job_id, generation)))
+    Ok(Json(hub.live().metrics(&job_id, generation, since)))
 }
 
 /// The job's completed job-level checkpoints and, per lane of its current generation, the

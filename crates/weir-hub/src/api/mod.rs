@@ -177,6 +177,15 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
     }
 }
 
+/// A query string, or a 400 naming it.
+pub(crate) fn query<T>(
+    query: Result<axum::extract::Query<T>, axum::extract::rejection::QueryRejection>,
+) -> Result<T, HubError> {
+    query
+        .map(|axum::extract::Query(q)| q)
+        .map_err(|e| HubError::bad_request("query", e.body_text()))
+}
+
 /// The bearer token of an Agent request.
 pub(crate) fn bearer(headers: &HeaderMap) -> Result<String, HubError> {
     headers

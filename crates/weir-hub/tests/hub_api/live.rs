@@ -91,6 +91,19 @@ async fn pushed_readings_of_the_current_generation_are_what_the_workbench_reads(
     let at: Vec<i64> = metrics.lanes[0].samples.iter().map(|s| s.at_ms).collect();
     assert_eq!(at, [1_000, 2_000]);
     assert_eq!(metrics.lanes[0].samples[1].subtasks[0].rows_out, 30);
+    // A poller asks only for what it has not seen; a bad query is refused naming it.
+    let (_, newer) = get_json(&t.base, "/api/v1/jobs/bids/metrics?since=1000").await;
+    assert_eq!(
+        newer["lanes"][0]["samples"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(newer["lanes"][0]["samples"][0]["atMs"], 2000);
+    let (code, refused) = get_json(&t.base, "/api/v1/jobs/bids/metrics?since=soon").await;
+    assert_eq!(
+        (code, refused["field"].as_str()),
+        (400, Some("query")),
+        "{refused}"
+    );
 
     let view = t.client.job_checkpoints("bids").await.unwrap();
     assert!(view.records.is_empty());

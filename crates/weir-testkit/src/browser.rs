@@ -17,7 +17,6 @@ use crate::error::{TestkitError, io_err};
 use fantoccini::wd::Capabilities;
 use fantoccini::{Client, ClientBuilder, Locator};
 use std::fs;
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -77,7 +76,7 @@ impl Browser {
             .prefix("weir-browser-")
             .tempdir()
             .map_err(io_err("creating the browser directory"))?;
-        let port = free_port()?;
+        let port = crate::free_port()?;
         let (log, log_err) = crate::log_files(dir.path(), "chromedriver.log")?;
         let mut driver = Driver(
             Command::new(&chromedriver)
@@ -376,13 +375,4 @@ fn is_root() -> bool {
         .stdin(Stdio::null())
         .output()
         .is_ok_and(|o| String::from_utf8_lossy(&o.stdout).trim() == "0")
-}
-
-fn free_port() -> Result<u16> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(io_err("binding a free port on 127.0.0.1"))?;
-    listener
-        .local_addr()
-        .map(|a| a.port())
-        .map_err(io_err("reading the free port"))
 }

@@ -65,6 +65,16 @@ pub(crate) fn fetch_once(
     Ok(target.to_path_buf())
 }
 
+/// A port on 127.0.0.1 that nothing listens on now, for a server the tests start.
+pub(crate) fn free_port() -> Result<u16, TestkitError> {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0")
+        .map_err(io_err("binding a free port on 127.0.0.1"))?;
+    listener
+        .local_addr()
+        .map(|a| a.port())
+        .map_err(io_err("reading the free port"))
+}
+
 /// A log file `dir/name` for a server's stdout and a second handle on it for its stderr.
 pub(crate) fn log_files(dir: &Path, name: &str) -> Result<(fs::File, fs::File), TestkitError> {
     let path = dir.join(name);

@@ -11,7 +11,6 @@ use crate::error::TestkitError;
 use crate::error::io_err;
 use crate::{cache_dir, fetch_once};
 use std::fs;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -56,7 +55,7 @@ impl PrometheusServer {
             ),
         )
         .map_err(io_err(format!("writing {}", config.display())))?;
-        let port = free_port()?;
+        let port = crate::free_port()?;
         let (log, log_err) = crate::log_files(dir.path(), "prometheus.log")?;
         let child = Command::new(&binary)
             .arg(format!("--config.file={}", config.display()))
@@ -218,15 +217,6 @@ fn run(cmd: &mut Command, name: &str) -> Result<()> {
             String::from_utf8_lossy(&out.stderr).trim()
         ),
     })
-}
-
-fn free_port() -> Result<u16> {
-    let listener =
-        TcpListener::bind("127.0.0.1:0").map_err(io_err("binding a free port on 127.0.0.1"))?;
-    listener
-        .local_addr()
-        .map(|a| a.port())
-        .map_err(io_err("reading the free port"))
 }
 
 #[cfg(test)]

@@ -225,7 +225,7 @@ async fn metrics(
 ) -> Answer<JobMetricsView> {
     let Query(query) = query.map_err(|e| HubError::bad_request("query", e.body_text()))?;
     job.check(&id)?;
-    Ok(Json(job.history().metrics(&id, 0, query.since)))
+    Ok(Json(job.history().metrics(&id, 0, &query)))
 }
 
 async fn checkpoints(

@@ -169,6 +169,8 @@ pub struct MetricsQuery {
     /// Only the samples taken after this time (Unix ms): what a client polling the endpoint
     /// has not seen yet. Without it, every sample kept.
     pub since: Option<i64>,
+    /// At most this many samples per lane, the newest (`2` is enough for rates now).
+    pub last: Option<usize>,
 }
 
 /// `GET /api/v1/jobs/{job_id}/metrics`: the recent counters of every lane of the job's current
@@ -313,9 +315,9 @@ impl MetricsHistory {
             .map(|((_, lane), history)| (*lane, history))
     }
 
-    /// The samples of `job_id`'s lanes in `generation`, only those taken after `since` (Unix
-    /// ms) when given: a client that polls asks for what it has not seen.
-    pub fn metrics(&self, job_id: &str, generation: u64, since: Option<i64>) -> JobMetricsView {
+    /// The samples of `job_id`'s lanes in `generation` that `query` asks for: those taken after
+    /// `since` (a client that polls asks for what it has not seen), at most the `last` newest.
+    pub fn metrics(&self, job_id: &str, generation: u64, query: &MetricsQuery) -> JobMetricsView {
         JobMetricsView {
             job_id: job_id.to_owned(),
             generation,
@@ -324,12 +326,16 @@ impl MetricsHistory {
                 .map(|(lane, h)| LaneMetrics {
                     lane,
                     agent_id: h.agent_id.clone(),
-                    samples: h
-                        .samples
-                        .iter()
-                        .filter(|s| since.is_none_or(|t| s.at_ms > t))
-                        .cloned()
-                        .collect(),
+                    samples: {
+                        let newer = h
+                            .samples
+                            .iter()
+                            .filter(|s| query.since.is_none_or(|t| s.at_ms > t));
+                        let skip = query
+                            .last
+                            .map_or(0, |last| newer.clone().count().saturating_sub(last));
+                        newer.skip(skip).cloned().collect()
+                    },
                 })
                 .collect(),
         }
@@ -401,11 +407,24 @@ mod tests {
         for i in 0..(HISTORY_SAMPLES as i64 + 5) {
             h.record(Some("a1"), reading(3, i, i as u64));
         }
-        let view = h.metrics("j", 3, None);
+        let view = h.metrics("j", 3, &MetricsQuery::default());
         assert_eq!(view.lanes.len(), 1);
-        let newer = h.metrics("j", 3, Some(HISTORY_SAMPLES as i64 + 2));
-        let at: Vec<i64> = newer.lanes[0].samples.iter().map(|s| s.at_ms).collect();
-        assert_eq!(at, [HISTORY_SAMPLES as i64 + 3, HISTORY_SAMPLES as i64 + 4]);
+        let at = |query: MetricsQuery| -> Vec<i64> {
+            let view = h.metrics("j", 3, &query);
+            view.lanes[0].samples.iter().map(|s| s.at_ms).collect()
+        };
+        let n = HISTORY_SAMPLES as i64;
+        let since = |since| MetricsQuery {
+            since: Some(since),
+            last: None,
+        };
+        assert_eq!(at(since(n + 2)), [n + 3, n + 4]);
+        let last = |last| MetricsQuery {
+            since: None,
+            last: Some(last),
+        };
+        assert_eq!(at(last(2)), [n + 3, n + 4]);
+        assert_eq!(at(last(1_000)).len(), HISTORY_SAMPLES);
         let samples = &view.lanes[0].samples;
         assert_eq!(samples.len(), HISTORY_SAMPLES);
         assert_eq!(samples[0].at_ms, 5);
@@ -413,12 +432,14 @@ mod tests {
         // An older generation's reading is dropped, a newer one starts anew.
         h.record(Some("a2"), reading(2, 10_000, 1));
         assert_eq!(
-            h.metrics("j", 3, None).lanes[0].samples.len(),
+            h.metrics("j", 3, &MetricsQuery::default()).lanes[0]
+                .samples
+                .len(),
             HISTORY_SAMPLES
         );
         h.record(Some("a2"), reading(4, 10_001, 1));
-        assert!(h.metrics("j", 3, None).lanes.is_empty());
-        let view = h.metrics("j", 4, None);
+        assert!(h.metrics("j", 3, &MetricsQuery::default()).lanes.is_empty());
+        let view = h.metrics("j", 4, &MetricsQuery::default());
         assert_eq!(view.lanes[0].samples.len(), 1);
         assert_eq!(
             h.checkpoints("j", 4)[0].epochs,
@@ -432,7 +453,7 @@ mod tests {
         h.record(None, reading(0, 1, 100));
         h.record(None, reading(0, 2, 200));
         h.record(None, reading(0, 3, 5));
-        let samples = &h.metrics("j", 0, None).lanes[0].samples;
+        let samples = &h.metrics("j", 0, &MetricsQuery::default()).lanes[0].samples;
         assert_eq!(samples.len(), 1);
         assert_eq!(samples[0].at_ms, 3);
     }

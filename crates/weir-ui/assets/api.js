@@ -62,8 +62,11 @@ export const paths = {
   savepoints: (id) => `/api/v1/jobs/${enc(id)}/savepoints`,
   upgrades: (id) => `/api/v1/jobs/${enc(id)}/upgrades`,
   rollback: (id, upgrade) => `/api/v1/jobs/${enc(id)}/upgrades/${enc(upgrade)}/rollback`,
-  metrics: (id, since) =>
-    `/api/v1/jobs/${enc(id)}/metrics${since === null || since === undefined ? "" : `?since=${since}`}`,
+  /** `query`: `{since, last}`, each optional. */
+  metrics: (id, query = {}) => {
+    const q = Object.entries(query).filter(([, v]) => v !== null && v !== undefined);
+    return `/api/v1/jobs/${enc(id)}/metrics${q.length ? `?${new URLSearchParams(q)}` : ""}`;
+  },
   checkpoints: (id) => `/api/v1/jobs/${enc(id)}/checkpoints`,
   recordManifest: (id, checkpoint) =>
     `/api/v1/jobs/${enc(id)}/checkpoints/${enc(checkpoint)}/manifest`,

@@ -203,5 +203,5 @@ export function renderGraph(root, detail) {
   }, (e) => {
     const note = unavailable(e, "Metrics");
     if (note) replace(status, note);
-  });
+  }, { history: false });
 }

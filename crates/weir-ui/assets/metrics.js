@@ -172,18 +172,21 @@ function seenUntil(view) {
 }
 
 /**
- * Polls the metrics endpoint every `everyMs`, asking only for samples newer than those it has;
- * `onData(metrics)` gets the whole history so far, `onMissing(error)` the first failure.
+ * Polls the metrics endpoint every `everyMs`. With `history`, it keeps every sample, asking only
+ * for those newer than it has, and `onData(metrics)` gets the whole history so far; without, it
+ * asks for the two newest samples of each lane (enough for the rates now). `onMissing(error)`
+ * gets the first failure.
  */
-export function pollMetrics(jobId, everyMs, onData, onMissing) {
+export function pollMetrics(jobId, everyMs, onData, onMissing, { history = true } = {}) {
   let stopped = false;
   let failures = 0;
   let view = null;
   async function tick() {
     try {
-      const update = await get(paths.metrics(jobId, seenUntil(view)));
+      const query = history ? { since: seenUntil(view) } : { last: 2 };
+      const update = await get(paths.metrics(jobId, query));
       failures = 0;
-      view = merged(view, update);
+      view = history ? merged(view, update) : update;
       if (!stopped) onData(view);
     } catch (e) {
       // A failed request is shown; a bug in the drawing is left to the console.

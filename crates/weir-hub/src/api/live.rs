@@ -110,10 +110,10 @@ pub(crate) async fn job_metrics(
     Path(job_id): Path<String>,
     query: Result<Query<MetricsQuery>, QueryRejection>,
 ) -> Result<Json<JobMetricsView>> {
-    let since = super::query(query)?.since;
+    let query = super::query(query)?;
     let id = job_id.clone();
     let generation = hub.with_store(move |s| s.job(&id)).await?.generation;
-    Ok(Json(hub.live().metrics(&job_id, generation, since)))
+    Ok(Json(hub.live().metrics(&job_id, generation, &query)))
 }
 
 /// The job's completed job-level checkpoints and, per lane of its current generation, the

@@ -98,6 +98,12 @@ async fn pushed_readings_of_the_current_generation_are_what_the_workbench_reads(
         Some(1)
     );
     assert_eq!(newer["lanes"][0]["samples"][0]["atMs"], 2000);
+    let (_, newest) = get_json(&t.base, "/api/v1/jobs/bids/metrics?last=1").await;
+    assert_eq!(
+        newest["lanes"][0]["samples"].as_array().map(Vec::len),
+        Some(1)
+    );
+    assert_eq!(newest["lanes"][0]["samples"][0]["atMs"], 2000);
     let (code, refused) = get_json(&t.base, "/api/v1/jobs/bids/metrics?since=soon").await;
     assert_eq!(
         (code, refused["field"].as_str()),

@@ -323,11 +323,7 @@ async fn the_store_survives_a_reopen_with_nothing_lost() {
     let db = dir.path().join("hub.sqlite");
     let (jobs, detail, agents) = {
         let t = start_hub(&db, Duration::from_secs(60), false).await;
-        let a = t
-            .client
-            .register(&register_request("a", "boot", 2))
-            .await
-            .unwrap();
+        let a = t.register("a", 2).await;
         t.client
             .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Running))
             .await

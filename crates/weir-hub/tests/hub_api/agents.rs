@@ -3,8 +3,8 @@
 use crate::support::*;
 use std::time::Duration;
 use weir_control::{
-    AgentState, CommandOutcome, DesiredState, DesiredStateChange, LaneState, ObservedPhase,
-    Registration, ReportItem, Restore,
+    AgentState, CommandOutcome, DesiredState, LaneState, ObservedPhase, Registration, ReportItem,
+    Restore,
 };
 
 #[tokio::test]
@@ -160,11 +160,7 @@ async fn heartbeats_keep_the_lease_and_missing_ones_expire_it_and_move_lanes() {
 async fn old_sessions_and_seq_gaps_are_refused_without_changing_the_snapshot() {
     let dir = tempfile::tempdir().unwrap();
     let t = fresh_hub(dir.path()).await;
-    let old = t
-        .client
-        .register(&register_request("a", "boot", 4))
-        .await
-        .unwrap();
+    let old = t.register("a", 4).await;
     t.client
         .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Running))
         .await
@@ -178,11 +174,7 @@ async fn old_sessions_and_seq_gaps_are_refused_without_changing_the_snapshot() {
     )
     .await
     .unwrap();
-    let new = t
-        .client
-        .register(&register_request("a", "boot", 4))
-        .await
-        .unwrap();
+    let new = t.register("a", 4).await;
     let ack = report(
         &t.client,
         "a",
@@ -247,16 +239,7 @@ async fn old_sessions_and_seq_gaps_are_refused_without_changing_the_snapshot() {
     );
 
     // An item of an older generation is refused alone (counted), the rest applies.
-    t.client
-        .set_desired_state(
-            "bids",
-            &DesiredStateChange {
-                desired_state: DesiredState::Stopped,
-                generation: None,
-            },
-        )
-        .await
-        .unwrap();
+    t.set_desired("bids", DesiredState::Stopped).await;
     let ack = report(
         &t.client,
         "a",
@@ -355,11 +338,7 @@ async fn lanes_wait_for_a_slot_and_are_placed_when_an_agent_registers() {
         placement(&t.client, "bids").await,
         [(0, None, "pending".into()), (1, None, "pending".into())]
     );
-    let a = t
-        .client
-        .register(&register_request("a", "boot", 1))
-        .await
-        .unwrap();
+    let a = t.register("a", 1).await;
     assert_eq!(
         placement(&t.client, "bids").await,
         [
@@ -370,11 +349,7 @@ async fn lanes_wait_for_a_slot_and_are_placed_when_an_agent_registers() {
     );
     let commands = t.client.commands("a", &a.session_token).await.unwrap();
     assert_eq!(run_lanes(&commands, "bids"), [(1, vec![0], Restore::None)]);
-    let b = t
-        .client
-        .register(&register_request("b", "boot", 4))
-        .await
-        .unwrap();
+    let b = t.register("b", 4).await;
     assert_eq!(
         placement(&t.client, "bids").await,
         [

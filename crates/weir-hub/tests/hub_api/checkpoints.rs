@@ -3,9 +3,8 @@
 use crate::support::*;
 use serde_json::json;
 use weir_control::{
-    CommandAction, CommandOutcome, DesiredState, DesiredStateChange, JobManifest, LaneState,
-    ObservedPhase, Registration, ReportItem, Restore, SavepointRequest, UpgradeRequest,
-    UpgradeState,
+    CommandAction, CommandOutcome, DesiredState, JobManifest, LaneState, ObservedPhase,
+    Registration, ReportItem, Restore, SavepointRequest, UpgradeRequest, UpgradeState,
 };
 
 /// Takes a job-level checkpoint or savepoint of job `bids` (lanes 0 on `a`, 1 on `b`) and
@@ -136,17 +135,7 @@ async fn upgrades_need_a_stopped_job_and_a_savepoint_and_roll_back() {
         .unwrap_err();
     assert_eq!(status(&running), (409, Some("desiredState".into())));
 
-    let stopped = t
-        .client
-        .set_desired_state(
-            "bids",
-            &DesiredStateChange {
-                desired_state: DesiredState::Stopped,
-                generation: None,
-            },
-        )
-        .await
-        .unwrap();
+    let stopped = t.set_desired("bids", DesiredState::Stopped).await;
     assert_eq!(stopped.observed.phase, ObservedPhase::Converging);
     let not_converged = t
         .client
@@ -226,16 +215,7 @@ async fn upgrades_need_a_stopped_job_and_a_savepoint_and_roll_back() {
     assert_eq!(t.client.job_versions("bids").await.unwrap().len(), 2);
 
     // The next start restores the savepoint's lane epochs.
-    t.client
-        .set_desired_state(
-            "bids",
-            &DesiredStateChange {
-                desired_state: DesiredState::Running,
-                generation: None,
-            },
-        )
-        .await
-        .unwrap();
+    t.set_desired("bids", DesiredState::Running).await;
     let commands = t.client.commands("a", &a.session_token).await.unwrap();
     let runs = run_lanes(&commands, "bids");
     assert_eq!(runs.len(), 1, "{runs:?}");
@@ -250,16 +230,7 @@ async fn upgrades_need_a_stopped_job_and_a_savepoint_and_roll_back() {
         .unwrap_err();
     assert_eq!(status(&rollback_running).0, 409);
 
-    t.client
-        .set_desired_state(
-            "bids",
-            &DesiredStateChange {
-                desired_state: DesiredState::Stopped,
-                generation: None,
-            },
-        )
-        .await
-        .unwrap();
+    t.set_desired("bids", DesiredState::Stopped).await;
     report(
         &t.client,
         "a",
@@ -320,23 +291,10 @@ async fn checkpoint_ids(t: &TestHub, agent: &str, reg: &Registration) -> Vec<Str
 async fn periodic_checkpoints_follow_the_interval_one_at_a_time_until_the_timeout() {
     let dir = tempfile::tempdir().unwrap();
     let t = fresh_hub(dir.path()).await;
-    let a = t
-        .client
-        .register(&register_request("a", "boot", 1))
-        .await
-        .unwrap();
-    let b = t
-        .client
-        .register(&register_request("b", "boot", 1))
-        .await
-        .unwrap();
     let mut job = spec(dir.path(), 2);
     job["checkpoint"]["interval"] = json!("1s");
     job["checkpoint"]["timeout"] = json!("5s");
-    t.client
-        .submit(&submit("bids", job, DesiredState::Running))
-        .await
-        .unwrap();
+    let (a, b) = two_agents_running(&t, 1, job).await;
     let now = unix_ms();
     t.hub.maintain(now).unwrap();
     assert!(
@@ -391,23 +349,10 @@ async fn a_job_manifest_goes_to_s3_when_the_checkpoint_dir_is_there() {
     let url = format!("s3://{bucket}/jobs");
     let dir = tempfile::tempdir().unwrap();
     let t = fresh_hub(dir.path()).await;
-    let a = t
-        .client
-        .register(&register_request("a", "boot", 1))
-        .await
-        .unwrap();
-    let b = t
-        .client
-        .register(&register_request("b", "boot", 1))
-        .await
-        .unwrap();
     let mut job = spec(dir.path(), 2);
     job["checkpoint"]["dir"] = json!(url);
     job["checkpoint"]["s3"] = serde_json::to_value(&options).unwrap();
-    t.client
-        .submit(&submit("bids", job, DesiredState::Running))
-        .await
-        .unwrap();
+    let (a, b) = two_agents_running(&t, 1, job).await;
     let id = checkpoint_both(&t, &a, &b, 0, false).await;
     let record = &t.client.job_detail("bids").await.unwrap().recovery_records[0];
     let relative = JobManifest::relative_path(&id);

@@ -38,11 +38,7 @@ async fn metrics_show_jobs_agents_the_outbox_and_refused_reports() {
     assert_eq!(sample(&empty, r#"weir_hub_jobs{phase="running"}"#), 0.0);
     assert_eq!(sample(&empty, r#"weir_hub_agents{state="live"}"#), 0.0);
 
-    let old = t
-        .client
-        .register(&register_request("a", "boot", 4))
-        .await
-        .unwrap();
+    let old = t.register("a", 4).await;
     t.client
         .submit(&submit("bids", spec(dir.path(), 2), DesiredState::Running))
         .await
@@ -77,10 +73,7 @@ async fn metrics_show_jobs_agents_the_outbox_and_refused_reports() {
     );
 
     // A report of a session that registered again is refused and counted.
-    t.client
-        .register(&register_request("a", "boot", 4))
-        .await
-        .unwrap();
+    t.register("a", 4).await;
     let stale = report(
         &t.client,
         "a",

@@ -6,8 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use weir_control::{
     AgentCapabilities, CHECKPOINT_PROTOCOL, Command, CommandAction, ControlError, DesiredState,
-    HubClient, LaneState, RegisterAgent, Registration, ReportAck, ReportBatch, ReportItem, Restore,
-    STATE_BACKEND_REDB, SubmitJob,
+    DesiredStateChange, HubClient, JobSummary, LaneState, RegisterAgent, Registration, ReportAck,
+    ReportBatch, ReportItem, Restore, STATE_BACKEND_REDB, SubmitJob,
 };
 use weir_hub::{Hub, HubConfig};
 
@@ -25,6 +25,30 @@ impl Drop for TestHub {
         if let Some(m) = &self.maintenance {
             m.abort();
         }
+    }
+}
+
+impl TestHub {
+    /// Registers Agent `agent` (boot `boot`) with `slots` slots: a new session.
+    pub(crate) async fn register(&self, agent: &str, slots: u32) -> Registration {
+        self.client
+            .register(&register_request(agent, "boot", slots))
+            .await
+            .expect("the hub registers the agent")
+    }
+
+    /// Sets job `job`'s desired state unconditionally (whatever its generation).
+    pub(crate) async fn set_desired(&self, job: &str, desired_state: DesiredState) -> JobSummary {
+        self.client
+            .set_desired_state(
+                job,
+                &DesiredStateChange {
+                    desired_state,
+                    generation: None,
+                },
+            )
+            .await
+            .expect("the hub changes the desired state")
     }
 }
 
@@ -158,37 +182,30 @@ pub(crate) async fn two_agents_running_bids_with(
     lease_ttl: Duration,
     maintain: bool,
     slots: u32,
-) -> (
-    TestHub,
-    weir_control::Registration,
-    weir_control::Registration,
-) {
+) -> (TestHub, Registration, Registration) {
     let t = start_hub(&dir.join("hub.sqlite"), lease_ttl, maintain).await;
-    let a = t
-        .client
-        .register(&register_request("a", "boot", slots))
-        .await
-        .expect("register a");
-    let b = t
-        .client
-        .register(&register_request("b", "boot", slots))
-        .await
-        .expect("register b");
+    let (a, b) = two_agents_running(&t, slots, spec(dir, 2)).await;
+    (t, a, b)
+}
+
+/// Registers Agents `a` and `b` with `slots` slots each on `t` and submits `job` as job `bids`,
+/// running.
+pub(crate) async fn two_agents_running(
+    t: &TestHub,
+    slots: u32,
+    job: Value,
+) -> (Registration, Registration) {
+    let a = t.register("a", slots).await;
+    let b = t.register("b", slots).await;
     t.client
-        .submit(&submit("bids", spec(dir, 2), DesiredState::Running))
+        .submit(&submit("bids", job, DesiredState::Running))
         .await
         .expect("submit");
-    (t, a, b)
+    (a, b)
 }
 
 /// [`two_agents_running_bids_with`] leases of a minute, no maintenance task, one slot each:
 /// lane 0 on `a`, lane 1 on `b`.
-pub(crate) async fn two_agents_running_bids(
-    dir: &Path,
-) -> (
-    TestHub,
-    weir_control::Registration,
-    weir_control::Registration,
-) {
+pub(crate) async fn two_agents_running_bids(dir: &Path) -> (TestHub, Registration, Registration) {
     two_agents_running_bids_with(dir, Duration::from_secs(60), false, 1).await
 }

@@ -102,10 +102,24 @@ struct Family<'a, V> {
 }
 
 fn subtask_labels(job: &str, s: &SubtaskSnapshot) -> Labels {
+    task_labels(job, &s.operator_id, s.subtask)
+}
+
+/// `job`, `operator`, `subtask`.
+fn task_labels(job: &str, operator: &str, subtask: u32) -> Labels {
     vec![
         ("job", job.to_owned()),
-        ("operator", s.operator_id.clone()),
-        ("subtask", s.subtask.to_string()),
+        ("operator", operator.to_owned()),
+        ("subtask", subtask.to_string()),
+    ]
+}
+
+/// `job`, `operator`, `split`.
+fn split_labels(job: &str, operator: &str, split: &str) -> Labels {
+    vec![
+        ("job", job.to_owned()),
+        ("operator", operator.to_owned()),
+        ("split", split.to_owned()),
     ]
 }
 
@@ -127,14 +141,9 @@ fn split_gauge<'a>(
                 .operators
                 .iter()
                 .flat_map(|o| {
-                    value(o).into_iter().map(|(split, v)| {
-                        let labels = vec![
-                            ("job", r.job.clone()),
-                            ("operator", o.operator_id.clone()),
-                            ("split", split.to_owned()),
-                        ];
-                        (labels, v as f64)
-                    })
+                    value(o)
+                        .into_iter()
+                        .map(|(split, v)| (split_labels(&r.job, &o.operator_id, split), v as f64))
                 })
                 .collect()
         }),
@@ -191,14 +200,7 @@ fn epoch_task_gauge<'a>(
                 .iter()
                 .flat_map(|e| &e.tasks)
                 .filter(|t| t.state_entries.is_some())
-                .map(|t| {
-                    let labels = vec![
-                        ("job", r.job.clone()),
-                        ("operator", t.operator_id.clone()),
-                        ("subtask", t.subtask.to_string()),
-                    ];
-                    (labels, value(t))
-                })
+                .map(|t| (task_labels(&r.job, &t.operator_id, t.subtask), value(t)))
                 .collect()
         }),
     }
@@ -351,12 +353,7 @@ impl Collector for Readings {
                     r.split_rows
                         .iter()
                         .map(|(operator, split, rows)| {
-                            let labels = vec![
-                                ("job", r.job.clone()),
-                                ("operator", operator.clone()),
-                                ("split", split.clone()),
-                            ];
-                            (labels, *rows)
+                            (split_labels(&r.job, operator, split), *rows)
                         })
                         .collect()
                 }),

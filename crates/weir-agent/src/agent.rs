@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::lanes::{LaneEnd, LaneId, LaneMetrics, Lanes};
 use crate::readings;
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
@@ -232,7 +232,8 @@ impl Agent {
 
     /// Pushes the running lanes' readings to the Hub every second (for the workbench; a failed
     /// push is only logged: the next one carries newer counters, and a refused session is the
-    /// heartbeat's to notice).
+    /// heartbeat's to notice). A lane's epoch history goes with a push only when it changed
+    /// since the last push the Hub accepted.
     fn spawn_metrics_push(&self, s: &Session) -> tokio::task::JoinHandle<()> {
         let client = self.client.clone();
         let agent = self.register.agent_id.clone();
@@ -241,19 +242,25 @@ impl Agent {
         tokio::spawn(async move {
             let mut ticker = tokio::time::interval(METRICS_PUSH_INTERVAL);
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            // Per lane run (job, lane, generation): the epochs the Hub has.
+            let mut sent: HashMap<(String, u32, u64), readings::EpochsMark> = HashMap::new();
             loop {
                 ticker.tick().await;
+                let mut marks = HashMap::new();
                 let lanes: Vec<LaneReading> = probes
                     .lanes()
                     .iter()
                     .map(|probe| {
-                        let (checkpoints, epochs) = readings::checkpoints(&probe.checkpoints);
+                        let key = (probe.id.job.clone(), probe.id.lane, probe.generation);
+                        let (mark, epochs) =
+                            readings::epochs_since(&probe.checkpoints, sent.get(&key));
+                        marks.insert(key, mark);
                         LaneReading {
                             job_id: probe.id.job.clone(),
                             lane: probe.id.lane,
                             generation: probe.generation,
                             sample: readings::sample(&probe.metrics),
-                            checkpoints,
+                            checkpoints: readings::checkpoint_summary(&probe.checkpoints),
                             epochs,
                         }
                     })
@@ -261,11 +268,12 @@ impl Agent {
                 if lanes.is_empty() {
                     continue;
                 }
-                if let Err(e) = client
+                match client
                     .push_metrics(&agent, &token, &MetricsPush { lanes })
                     .await
                 {
-                    tracing::debug!(error = %e, "pushing the lanes' metrics failed");
+                    Ok(_) => sent = marks,
+                    Err(e) => tracing::debug!(error = %e, "pushing the lanes' metrics failed"),
                 }
             }
         })

@@ -92,14 +92,34 @@ fn subtask_sample(s: SubtaskSnapshot) -> SubtaskSample {
     }
 }
 
-/// The checkpoint counters of a run (`None` when it takes no checkpoints) and its newest
-/// epochs, oldest first, as JSON.
-pub fn checkpoints(probe: &CheckpointProbe) -> (Option<serde_json::Value>, Vec<serde_json::Value>) {
-    let summary = probe.summary().and_then(|s| serde_json::to_value(s).ok());
-    let epochs = probe
-        .recent_epochs()
+/// The checkpoint counters of a run as JSON; `None` when it takes no checkpoints.
+pub fn checkpoint_summary(probe: &CheckpointProbe) -> Option<serde_json::Value> {
+    probe.summary().and_then(|s| serde_json::to_value(s).ok())
+}
+
+/// What of a run's epochs was handed on last: how many, and the newest with its status. The
+/// history changes only when an epoch is triggered, completes or aborts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EpochsMark(Option<(usize, u64, String)>);
+
+/// The run's newest epochs, oldest first, as JSON, and their mark; the epochs are `None` when
+/// their mark equals `sent` (they did not change since they were handed on).
+pub fn epochs_since(
+    probe: &CheckpointProbe,
+    sent: Option<&EpochsMark>,
+) -> (EpochsMark, Option<Vec<serde_json::Value>>) {
+    let epochs = probe.recent_epochs();
+    let mark = EpochsMark(
+        epochs
+            .last()
+            .map(|e| (epochs.len(), e.epoch, e.status.clone())),
+    );
+    if sent == Some(&mark) {
+        return (mark, None);
+    }
+    let json = epochs
         .iter()
         .filter_map(|e| serde_json::to_value(e).ok())
         .collect();
-    (summary, epochs)
+    (mark, Some(json))
 }

@@ -124,14 +124,13 @@ impl LocalJob {
 
     /// Reads the counters once into the history.
     fn sample(&self) {
-        let (checkpoints, epochs) = readings::checkpoints(&self.probe);
         let reading = LaneReading {
             job_id: self.job_id(),
             lane: 0,
             generation: 0,
             sample: readings::sample(&self.metrics),
-            checkpoints,
-            epochs,
+            checkpoints: readings::checkpoint_summary(&self.probe),
+            epochs: readings::epochs_since(&self.probe, None).1,
         };
         self.history().record(None, reading);
     }

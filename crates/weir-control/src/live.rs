@@ -124,10 +124,11 @@ pub struct LaneReading {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     pub checkpoints: Option<serde_json::Value>,
-    /// The run's newest epochs, oldest first (the runtime's `EpochStats`).
-    #[serde(default)]
-    #[schema(value_type = Vec<Object>)]
-    pub epochs: Vec<serde_json::Value>,
+    /// The run's newest epochs, oldest first (the runtime's `EpochStats`); absent when they
+    /// did not change since the Agent's last accepted push (the Hub keeps those).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Vec<Object>>)]
+    pub epochs: Option<Vec<serde_json::Value>>,
 }
 
 /// `POST /api/v1/agents/{agent_id}/metrics`: readings of the lanes an Agent runs.
@@ -287,6 +288,7 @@ impl MetricsHistory {
             .is_some_and(|last| counters_went_back(last, &reading.sample));
         if reading.generation > lane.generation || restarted {
             lane.samples.clear();
+            lane.epochs.clear();
         }
         lane.generation = reading.generation;
         lane.agent_id = agent_id.map(str::to_owned);
@@ -295,7 +297,9 @@ impl MetricsHistory {
         }
         lane.samples.push_back(reading.sample);
         lane.checkpoints = reading.checkpoints;
-        lane.epochs = reading.epochs;
+        if let Some(epochs) = reading.epochs {
+            lane.epochs = epochs;
+        }
     }
 
     /// Forgets the lanes of `job` from generations before `generation`.
@@ -397,7 +401,7 @@ mod tests {
                 operators: vec![],
             },
             checkpoints: Some(json!({"completed": at_ms})),
-            epochs: vec![json!({"epoch": at_ms})],
+            epochs: Some(vec![json!({"epoch": at_ms})]),
         }
     }
 
@@ -445,6 +449,21 @@ mod tests {
             h.checkpoints("j", 4)[0].epochs,
             vec![json!({"epoch": 10_001})]
         );
+    }
+
+    #[test]
+    fn a_reading_without_epochs_keeps_the_ones_the_lane_sent_before() {
+        let mut h = MetricsHistory::default();
+        h.record(None, reading(0, 1, 100));
+        let mut unchanged = reading(0, 2, 200);
+        unchanged.epochs = None;
+        h.record(None, unchanged);
+        assert_eq!(h.checkpoints("j", 0)[0].epochs, vec![json!({"epoch": 1})]);
+        // A new generation's lane starts without the old run's epochs.
+        let mut next = reading(1, 3, 1);
+        next.epochs = None;
+        h.record(None, next);
+        assert!(h.checkpoints("j", 1)[0].epochs.is_empty());
     }
 
     #[test]

@@ -27,7 +27,7 @@ fn reading(generation: u64, lane: u32, at_ms: i64, rows: u64) -> LaneReading {
             operators: vec![],
         },
         checkpoints: Some(json!({"completed": 1})),
-        epochs: vec![json!({"epoch": 1, "status": "completed"})],
+        epochs: Some(vec![json!({"epoch": 1, "status": "completed"})]),
     }
 }
 

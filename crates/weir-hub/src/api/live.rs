@@ -8,7 +8,7 @@ use crate::{manifests, publish};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::sync::Arc;
 use weir::CheckpointStorage;
 use weir::plan::JobSpec;
@@ -62,22 +62,11 @@ pub(crate) async fn push_metrics(
 ) -> Result<Json<MetricsAck>> {
     let token = bearer(&headers)?;
     let agent = agent_id.clone();
-    let jobs: Vec<String> = push.lanes.iter().map(|l| l.job_id.clone()).collect();
+    let jobs: BTreeSet<String> = push.lanes.iter().map(|l| l.job_id.clone()).collect();
     let generations = hub
         .with_store(move |s| {
             s.check_session(&agent, &token)?;
-            let mut generations = BTreeMap::new();
-            for job in jobs {
-                if let std::collections::btree_map::Entry::Vacant(e) = generations.entry(job) {
-                    let generation = match s.job(e.key()) {
-                        Ok(summary) => Some(summary.generation),
-                        Err(HubError::NotFound { .. }) => None,
-                        Err(other) => return Err(other),
-                    };
-                    e.insert(generation);
-                }
-            }
-            Ok(generations)
+            s.generations(jobs.iter().map(String::as_str))
         })
         .await?;
     let mut ack = MetricsAck {
@@ -86,7 +75,7 @@ pub(crate) async fn push_metrics(
     };
     let mut history = hub.live();
     for reading in push.lanes {
-        let current = generations.get(&reading.job_id).copied().flatten();
+        let current = generations.get(&reading.job_id).copied();
         if current == Some(reading.generation) {
             let (job, generation) = (reading.job_id.clone(), reading.generation);
             history.record(Some(&agent_id), reading);
@@ -112,7 +101,7 @@ pub(crate) async fn job_metrics(
 ) -> Result<Json<JobMetricsView>> {
     let query = super::query(query)?;
     let id = job_id.clone();
-    let generation = hub.with_store(move |s| s.job(&id)).await?.generation;
+    let generation = hub.with_store(move |s| s.generation(&id)).await?;
     Ok(Json(hub.live().metrics(&job_id, generation, &query)))
 }
 

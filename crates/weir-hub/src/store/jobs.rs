@@ -650,6 +650,35 @@ impl Store {
         self.read("reading a job", |tx| summary(tx, &require_job(tx, job_id)?))
     }
 
+    /// The current generation of job `job_id`.
+    ///
+    /// # Errors
+    /// 404 for an unknown job.
+    pub fn generation(&self, job_id: &str) -> Result<u64> {
+        self.read("reading a job's generation", |tx| {
+            require_job(tx, job_id).map(|j| j.generation)
+        })
+    }
+
+    /// The current generations of `jobs`; a job the Hub does not know is left out.
+    ///
+    /// # Errors
+    /// [`HubError::Store`].
+    pub fn generations<'a>(
+        &self,
+        jobs: impl IntoIterator<Item = &'a str>,
+    ) -> Result<BTreeMap<String, u64>> {
+        self.read("reading jobs' generations", |tx| {
+            let mut generations = BTreeMap::new();
+            for job in jobs {
+                if let Some(row) = job_row(tx, job)? {
+                    generations.insert(row.job_id, row.generation);
+                }
+            }
+            Ok(generations)
+        })
+    }
+
     /// Every version of a job, oldest first.
     ///
     /// # Errors

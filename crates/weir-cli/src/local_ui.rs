@@ -5,8 +5,6 @@
 use axum::Router;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
@@ -18,7 +16,7 @@ use weir_control::{
     CheckpointsView, DesiredState, JobDetail, JobMetricsView, JobSummary, JobVersion, LaneReading,
     ManifestView, MetricsHistory, MetricsQuery, ObservedPhase, ObservedState, UiConfig, UiMode,
 };
-use weir_hub::HubError;
+use weir_hub::{HubError, Json};
 
 /// How often the sampler reads the job's counters.
 const SAMPLE_EVERY: Duration = Duration::from_secs(1);
@@ -177,23 +175,6 @@ impl LocalJob {
     }
 }
 
-/// A 200 JSON answer.
-struct Json<T>(T);
-
-impl<T: serde::Serialize> IntoResponse for Json<T> {
-    fn into_response(self) -> Response {
-        match serde_json::to_vec(&self.0) {
-            Ok(bytes) => (
-                StatusCode::OK,
-                [(axum::http::header::CONTENT_TYPE, "application/json")],
-                bytes,
-            )
-                .into_response(),
-            Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, e.to_string()).into_response(),
-        }
-    }
-}
-
 type Answer<T> = Result<Json<T>, HubError>;
 
 async fn config(State(job): State<Arc<LocalJob>>) -> Json<UiConfig> {
@@ -222,7 +203,7 @@ async fn metrics(
     Path(id): Path<String>,
     query: Result<Query<MetricsQuery>, QueryRejection>,
 ) -> Answer<JobMetricsView> {
-    let Query(query) = query.map_err(|e| HubError::bad_request("query", e.body_text()))?;
+    let query = weir_hub::query(query)?;
     job.check(&id)?;
     Ok(Json(job.history().metrics(&id, 0, &query)))
 }
@@ -256,10 +237,6 @@ async fn epoch_manifest(
         .map(Json)
 }
 
-async fn not_found(uri: axum::http::Uri) -> HubError {
-    HubError::not_found("endpoint", uri.path(), "$")
-}
-
 /// The local API over `job`, with the workbench's pages (`/`, `/ui/...`).
 pub fn router(job: Arc<LocalJob>) -> Router {
     Router::new()
@@ -273,7 +250,7 @@ pub fn router(job: Arc<LocalJob>) -> Router {
             "/api/v1/jobs/{job_id}/lanes/{lane}/epochs/{epoch}/manifest",
             get(epoch_manifest),
         )
-        .fallback(not_found)
+        .fallback(weir_hub::unknown_endpoint)
         .with_state(job)
         .merge(weir_ui::router())
 }

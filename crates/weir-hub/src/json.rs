@@ -19,3 +19,12 @@ pub(crate) fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Respo
             .into_response(),
     }
 }
+
+/// A 200 JSON answer: the Hub's, and `weir run --ui`'s, which answers the same API.
+pub struct Json<T>(pub T);
+
+impl<T: Serialize> IntoResponse for Json<T> {
+    fn into_response(self) -> Response {
+        json_response(StatusCode::OK, &self.0)
+    }
+}

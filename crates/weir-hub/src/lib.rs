@@ -17,8 +17,9 @@ mod placement;
 mod publish;
 mod store;
 
-pub use api::ApiDoc;
+pub use api::{ApiDoc, query, unknown_endpoint};
 pub use error::{HubError, Result};
+pub use json::Json;
 pub use publish::storage_of as checkpoint_storage;
 pub use store::{PublishTask, Store, rfc3339};
 pub use weir_control::RUNTIME_VERSION;

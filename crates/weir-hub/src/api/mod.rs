@@ -8,14 +8,13 @@ mod metrics;
 
 use crate::Hub;
 use crate::error::HubError;
-pub(crate) use crate::json::json_response;
+pub(crate) use crate::json::{Json, json_response};
 use axum::Router;
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use axum::http::{HeaderMap, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{get, post, put};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
 use std::sync::Arc;
 use utoipa::OpenApi;
@@ -117,18 +116,9 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
         )
         .route("/api/v1/openapi.json", get(openapi_json))
         .route("/metrics", get(metrics::metrics))
-        .fallback(not_found)
+        .fallback(unknown_endpoint)
         .with_state(hub)
         .merge(weir_ui::router())
-}
-
-/// A 200 JSON answer.
-pub(crate) struct Json<T>(pub T);
-
-impl<T: Serialize> IntoResponse for Json<T> {
-    fn into_response(self) -> Response {
-        json_response(StatusCode::OK, &self.0)
-    }
 }
 
 /// A JSON request body whose decoding errors name the offending field's JSON path (axum's own
@@ -178,7 +168,10 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
 }
 
 /// A query string, or a 400 naming it.
-pub(crate) fn query<T>(
+///
+/// # Errors
+/// [`HubError::BadRequest`] with field `query` when it does not decode.
+pub fn query<T>(
     query: Result<axum::extract::Query<T>, axum::extract::rejection::QueryRejection>,
 ) -> Result<T, HubError> {
     query
@@ -202,7 +195,8 @@ pub(crate) fn bearer(headers: &HeaderMap) -> Result<String, HubError> {
         })
 }
 
-async fn not_found(uri: axum::http::Uri) -> HubError {
+/// The answer to a path no route takes: 404 naming it.
+pub async fn unknown_endpoint(uri: axum::http::Uri) -> HubError {
     HubError::not_found("endpoint", uri.path(), "$")
 }
 

@@ -66,7 +66,7 @@ impl Default for SubtaskCounters {
 }
 
 /// What a task holds for one operator of its chain: its subtask's counters and the operator's
-/// shared ones (dropped rows, dead letters, backlogs).
+/// shared ones (dropped rows, dead letters, split counters).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct SubtaskMetrics {
     operator: Arc<OperatorMetrics>,
@@ -180,31 +180,46 @@ impl SubtaskMetrics {
         self.operator.add_dead_letters(rows);
     }
 
-    /// Split `split` of this source reported `backlog` records between its cursor and its
-    /// currently known end.
-    pub(crate) fn set_backlog(&self, split: &str, backlog: u64) {
-        self.operator.set_backlog(split, backlog);
-    }
-
-    /// Split `split` of this source was read up to `next_record` (its cursor).
-    pub(crate) fn set_position(&self, split: &str, next_record: u64) {
-        self.operator.set_position(split, next_record);
-    }
-
-    /// The rows-read counter of split `split` of this source (resolved when the split opens;
-    /// a split read again after a restart counts on).
-    pub(crate) fn split_rows(&self, split: &str) -> Arc<AtomicU64> {
-        let mut rows = self
+    /// The counters of split `split` of this source (resolved when the split opens; a split
+    /// read again after a restart counts on).
+    pub(crate) fn split_counters(&self, split: &str) -> Arc<SplitCounters> {
+        let mut splits = self
             .operator
-            .split_rows
+            .splits
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        Arc::clone(rows.entry(split.to_owned()).or_default())
+        Arc::clone(splits.entry(split.to_owned()).or_default())
     }
 }
 
 fn nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
+
+/// A [`SplitCounters`] value not known yet: no read, or no backlog reported.
+const UNSET: u64 = u64::MAX;
+
+/// Counters of one split of a source, counted by the subtask reading it.
+#[derive(Debug)]
+pub(crate) struct SplitCounters {
+    /// Rows read from it.
+    pub(crate) rows_read: AtomicU64,
+    /// Its cursor after the latest read (the index of the next record to read: for Kafka, the
+    /// next offset); [`UNSET`] before the first.
+    pub(crate) position: AtomicU64,
+    /// The records between its cursor and its known end at the latest read that reported it;
+    /// [`UNSET`] while none did.
+    pub(crate) backlog: AtomicU64,
+}
+
+impl Default for SplitCounters {
+    fn default() -> Self {
+        SplitCounters {
+            rows_read: AtomicU64::new(0),
+            position: AtomicU64::new(UNSET),
+            backlog: AtomicU64::new(UNSET),
+        }
+    }
 }
 
 /// Counters of one operator: those of its subtasks, and those kept per operator.
@@ -217,25 +232,8 @@ pub struct OperatorMetrics {
     /// Shared with the operator's `TaskContext::dropped_rows`.
     dropped: Arc<AtomicU64>,
     alignment_pauses: AtomicU64,
-    /// Rows read from each split of a source, by split id (counted by the subtask reading it).
-    split_rows: Mutex<BTreeMap<String, Arc<AtomicU64>>>,
-    /// The latest backlog each split of a source reported, by split id: one entry per split.
-    backlogs: Mutex<BTreeMap<String, u64>>,
-    /// The cursor of each split of a source after its latest read (the index of the next record
-    /// to read: for Kafka, the next offset), by split id.
-    positions: Mutex<BTreeMap<String, u64>>,
-}
-
-/// Sets the latest `value` of split `split` in `by_split` (the split id is copied only the
-/// first time).
-fn set_latest(by_split: &Mutex<BTreeMap<String, u64>>, split: &str, value: u64) {
-    let mut map = by_split.lock().unwrap_or_else(PoisonError::into_inner);
-    match map.get_mut(split) {
-        Some(v) => *v = value,
-        None => {
-            map.insert(split.to_owned(), value);
-        }
-    }
+    /// The counters of each split of a source, by split id (counted by the subtask reading it).
+    splits: Mutex<BTreeMap<String, Arc<SplitCounters>>>,
 }
 
 impl OperatorMetrics {
@@ -294,41 +292,34 @@ impl OperatorMetrics {
         self.dead_letters.fetch_add(rows as u64, Ordering::Relaxed);
     }
 
-    /// Split `split` of this source reported `backlog` records between its cursor and its
-    /// currently known end.
-    pub(crate) fn set_backlog(&self, split: &str, backlog: u64) {
-        set_latest(&self.backlogs, split, backlog);
-    }
-
-    /// Split `split` of this source was read up to `next_record` (its cursor).
-    pub(crate) fn set_position(&self, split: &str, next_record: u64) {
-        set_latest(&self.positions, split, next_record);
+    /// The splits' values of `value` that are set ([`UNSET`] is not), in split id order.
+    fn per_split<T>(
+        &self,
+        value: impl Fn(&SplitCounters) -> &AtomicU64,
+        make: impl Fn(String, u64) -> T,
+    ) -> Vec<T> {
+        self.splits
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .filter_map(|(split, c)| {
+                let v = value(c).load(Ordering::Relaxed);
+                (v != UNSET).then(|| make(split.clone(), v))
+            })
+            .collect()
     }
 
     /// The cursor of every split read so far, in split id order.
     fn positions(&self) -> Vec<SplitPosition> {
-        self.positions
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(|(split, &next_record)| SplitPosition {
-                split: split.clone(),
-                next_record,
-            })
-            .collect()
+        self.per_split(
+            |c| &c.position,
+            |split, next_record| SplitPosition { split, next_record },
+        )
     }
 
     /// The latest backlog of every split that reported one, in split id order.
     fn lag(&self) -> Vec<SplitLag> {
-        self.backlogs
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .map(|(split, &backlog)| SplitLag {
-                split: split.clone(),
-                backlog,
-            })
-            .collect()
+        self.per_split(|c| &c.backlog, |split, backlog| SplitLag { split, backlog })
     }
 }
 
@@ -404,9 +395,13 @@ impl JobMetrics {
         self.operators
             .iter()
             .flat_map(|(id, m)| {
-                let rows = m.split_rows.lock().unwrap_or_else(PoisonError::into_inner);
-                rows.iter()
-                    .map(|(split, n)| (id.to_string(), split.clone(), n.load(Ordering::Relaxed)))
+                let splits = m.splits.lock().unwrap_or_else(PoisonError::into_inner);
+                splits
+                    .iter()
+                    .map(|(split, c)| {
+                        let rows = c.rows_read.load(Ordering::Relaxed);
+                        (id.to_string(), split.clone(), rows)
+                    })
                     .collect::<Vec<_>>()
             })
             .collect()

@@ -8,7 +8,7 @@ use crate::checkpoint::Trigger;
 use crate::checkpoint::recovery::SplitResume;
 use crate::error::{Error, Result};
 use crate::event_time::{SourceAlignment, SourceStep, SourceWatermarks};
-use crate::metrics::SubtaskMetrics;
+use crate::metrics::{SplitCounters, SubtaskMetrics};
 use crate::split_assignment::{discovered_split_owner, discovery_interval};
 use crate::split_share::SplitShare;
 use futures::stream::{FuturesUnordered, StreamExt};
@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use weir_api::{
     Boundedness, OperatorId, PreparedSource, SourceSplit, SplitBatch, SplitReader, StreamMessage,
@@ -399,7 +399,7 @@ impl ChainTask {
                 .add_splits(1, split.size_bytes.unwrap_or(0));
             opened.push((progress.splits.len(), reader));
             progress.splits.push(SplitProgress {
-                rows_read: reading.metrics.split_rows(&split.id),
+                counters: reading.metrics.split_counters(&split.id),
                 split,
                 finished: false,
             });
@@ -421,12 +421,13 @@ impl ChainTask {
     ) -> Result<()> {
         let handling = Instant::now();
         let blocked = reading.metrics.backpressured_ns();
-        let split_id = &progress.splits[index].split.id;
-        reading
-            .metrics
-            .set_position(split_id, read.cursor.next_record);
+        let split = &progress.splits[index];
+        split
+            .counters
+            .position
+            .store(read.cursor.next_record, Ordering::Relaxed);
         if let Some(backlog) = read.backlog {
-            reading.metrics.set_backlog(split_id, backlog);
+            split.counters.backlog.store(backlog, Ordering::Relaxed);
         }
         if let Some(dead) = read.dead_letters
             && dead.num_rows() > 0
@@ -440,6 +441,7 @@ impl ChainTask {
         if rows > 0 {
             reading.metrics.add_out(&read.data);
             progress.splits[index]
+                .counters
                 .rows_read
                 .fetch_add(rows as u64, Ordering::Relaxed);
         }
@@ -648,8 +650,8 @@ pub(crate) struct SplitProgress {
     pub(crate) split: SourceSplit,
     /// Read to its end.
     pub(crate) finished: bool,
-    /// The split's rows-read counter in the job metrics (resolved once, when the split opens).
-    pub(crate) rows_read: Arc<AtomicU64>,
+    /// The split's counters in the job metrics (resolved once, when the split opens).
+    pub(crate) counters: Arc<SplitCounters>,
 }
 
 impl SourceProgress {
@@ -666,7 +668,7 @@ impl SourceProgress {
                 .map(|(split, _)| SplitProgress {
                     split: split.clone(),
                     finished: false,
-                    rows_read: metrics.split_rows(&split.id),
+                    counters: metrics.split_counters(&split.id),
                 })
                 .collect(),
         }

@@ -1,7 +1,8 @@
 //! Lanes: one job run as independent lane jobs, each with its own job id and reading only its
 //! share of the splits (`PreparedJob::with_split_share`), the way the Agents of a distributed
 //! job run it. The lanes' outputs together must be the job's output, also when a lane is
-//! killed and restored from its own checkpoints while the others run to the end.
+//! killed and restored from its own checkpoints while the others run to the end. A file
+//! source with a watermark is one stream, read whole by one lane.
 
 use crate::checkpoints::{assert_same_rows, kill_after_epochs, options, published_rows};
 use std::path::Path;
@@ -108,20 +109,24 @@ async fn lanes_together_publish_the_jobs_output_also_when_one_is_killed_and_rest
     // The lanes, into one output directory and one checkpoint directory.
     let dir = tempfile::tempdir().expect("tempdir");
     write_input(dir.path());
-    let files: Vec<String> = (0..FILES)
-        .map(|f| {
-            dir.path()
-                .join(format!("in-{f:02}.csv"))
-                .display()
-                .to_string()
-        })
-        .collect();
-    let count = |lane: u32| {
-        let share = SplitShare::new(lane, LANES).expect("share");
-        files.iter().filter(|f| share.contains(f)).count()
-    };
-    // The lane with the most files is killed part way and restored.
-    let victim = (0..LANES).max_by_key(|&l| count(l)).expect("lanes");
+    // The source has a watermark, so its files are one stream: one lane reads them all, in
+    // order (the lane whose share holds the source's id), and the others read nothing.
+    let mut readers = Vec::new();
+    for lane in 0..LANES {
+        let prepared = engine
+            .prepare(&spec(dir.path(), "lanes", true), Some("lanes.yaml"))
+            .await
+            .expect("prepare")
+            .with_split_share(SplitShare::new(lane, LANES).expect("share"));
+        let splits: usize = prepared.splits.values().map(Vec::len).sum();
+        if splits > 0 {
+            assert_eq!(splits, FILES, "lane {lane} reads every file of the stream");
+            readers.push(lane);
+        }
+    }
+    assert_eq!(readers.len(), 1, "one lane reads the stream: {readers:?}");
+    // That lane is killed part way and restored.
+    let victim = readers[0];
     let mut killed = 0;
     for lane in 0..LANES {
         if lane == victim {

@@ -570,3 +570,28 @@ async fn three_run_sql_goldens() {
     assert!(!pipelines.is_empty(), "no golden with results");
     check_all(pipelines).await;
 }
+
+/// A file with late rows (6%, up to a minute behind), cut into 64 KiB splits, through a tumbling
+/// window that routes its late rows: killed at parallelism 2 and restored at 3, its output and
+/// late rows equal the uninterrupted run's at parallelism 1 (the file is one stream, so which
+/// rows are late does not depend on the parallelism or the restore).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_run_late_rows_over_a_split_file() {
+    let bids = crate::determinism::bids();
+    check_all(vec![(
+        "late rows over 64 KiB splits".into(),
+        Pipeline::Golden {
+            sql: crate::determinism::tumble_job(
+                "$__TEST_DIR__",
+                "$__TEST_DIR__",
+                "csv",
+                Some("65536"),
+            ),
+            inputs: vec![(
+                "$__TEST_DIR__/bids.csv".into(),
+                crate::determinism::csv_text(&bids),
+            )],
+        },
+    )])
+    .await;
+}

@@ -333,6 +333,12 @@ impl PreparedSource for FileSource {
         Boundedness::Bounded
     }
 
+    /// The files in path order, each from its first record to its last, are one stream: with
+    /// event time, a row is late exactly when it would be reading them in that order.
+    fn splits_are_one_stream(&self) -> bool {
+        true
+    }
+
     fn describe(&self) -> String {
         let mut line = format!("file: {} {}", self.format, self.location.given());
         if self.projection.is_some() {

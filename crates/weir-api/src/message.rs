@@ -10,6 +10,9 @@ pub struct Watermark(pub EventTimeMs);
 impl Watermark {
     /// The watermark sent when a bounded input ends: every window may fire.
     pub const END: Watermark = Watermark(EventTimeMs::MAX);
+
+    /// No watermark yet: nothing is behind it. The split watermark of rows that carry none.
+    pub const NONE: Watermark = Watermark(EventTimeMs::MIN);
 }
 
 /// A checkpoint barrier: everything before it on a channel belongs to `epoch` or earlier.
@@ -40,6 +43,12 @@ pub enum StreamMessage {
     Data(RecordBatch),
     /// The sender's watermark advanced.
     Watermark(Watermark),
+    /// The rows that follow on this channel, until the next such message, were read from their
+    /// split when the split's own watermark stood at this (`i64::MIN`: no bound). Sent by a
+    /// source whose watermark judges lateness per split (`lateness: split`, docs/event-time.md),
+    /// so that an operator downstream treats a row as late exactly when it is behind the
+    /// watermark of the split it came from, whatever the other splits did meanwhile.
+    SplitWatermark(Watermark),
     /// A checkpoint barrier.
     Barrier(Barrier),
     /// The sender has no data for now: leave it out of the watermark minimum until its next

@@ -22,6 +22,9 @@ pub enum Emitted {
     },
     /// The operator's output watermark advanced.
     Watermark(Watermark),
+    /// The batches emitted after this, until the next such item, carry rows read behind this
+    /// split watermark ([`crate::StreamMessage::SplitWatermark`]).
+    SplitWatermark(Watermark),
 }
 
 /// Collects what an operator emits while it handles one input; the runtime drains it afterwards.
@@ -58,6 +61,13 @@ impl Output {
     /// Emits the operator's output watermark.
     pub fn emit_watermark(&mut self, watermark: Watermark) {
         self.emitted.push(Emitted::Watermark(watermark));
+    }
+
+    /// Declares that the batches emitted from now on carry rows read behind split watermark
+    /// `watermark` ([`crate::StreamMessage::SplitWatermark`]); what an operator that passes rows
+    /// through forwards from [`Operator::process_split_watermark`].
+    pub fn emit_split_watermark(&mut self, watermark: Watermark) {
+        self.emitted.push(Emitted::SplitWatermark(watermark));
     }
 
     /// Whether nothing was emitted since the last drain.
@@ -98,6 +108,27 @@ pub trait Operator: Send {
     /// As [`Operator::process_batch`].
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Output) -> Result<()> {
         out.emit_watermark(watermark);
+        Ok(())
+    }
+
+    /// The rows of the batches that follow on input `input`, until the next call, were read
+    /// from their split when its own watermark stood at `watermark` ([`Watermark::NONE`]: no
+    /// bound). Sources with `lateness: split` send it (docs/event-time.md). An operator that
+    /// decides lateness (a window) treats a row as late when it is behind this or behind its
+    /// input watermark, so that which rows are late does not depend on how fast the other
+    /// splits were read. The default forwards it, which is right for an operator whose output
+    /// rows are its input rows (filters, projections); an operator whose output rows are new
+    /// (aggregates) must not forward it.
+    ///
+    /// # Errors
+    /// As [`Operator::process_batch`].
+    fn process_split_watermark(
+        &mut self,
+        _input: usize,
+        watermark: Watermark,
+        out: &mut Output,
+    ) -> Result<()> {
+        out.emit_split_watermark(watermark);
         Ok(())
     }
 

@@ -136,6 +136,16 @@ pub trait PreparedSource: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// Whether the splits, in enumeration order, are consecutive parts of one ordered input
+    /// (a file source: its files in path order, each cut into ranges), so that a row's place in
+    /// event time is its place in that order. With event-time watermarks the runtime then
+    /// reads them as one stream: one subtask hands the rows on in enumeration order, with one
+    /// watermark over all of them, while later splits are decoded ahead side by side. Default:
+    /// `false` (each split is a stream of its own: a partition, a generator).
+    fn splits_are_one_stream(&self) -> bool {
+        false
+    }
+
     /// How often each source subtask looks for new splits with
     /// [`PreparedSource::discover_splits`]; `None` (the default): never. Only sources that read
     /// their splits concurrently discover.

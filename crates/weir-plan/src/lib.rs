@@ -51,7 +51,8 @@ pub use schema_spec::{FieldSpec, parse_type_name, schema_from_fields};
 pub use spec::{
     CheckpointSpec, ComputedColumn, DEFAULT_CHECKPOINT_RETAIN, DEFAULT_CHECKPOINT_TIMEOUT,
     DEFAULT_RESTART_ATTEMPTS, DEFAULT_RESTART_DELAY, DEFAULT_WATERMARK_INTERVAL, InputSpec,
-    JobSpec, OperatorSpec, PartitionSpec, RestartSpec, SinkSpec, SourceSpec, WatermarkSpec,
+    JobSpec, Lateness, OperatorSpec, PartitionSpec, RestartSpec, SinkSpec, SourceSpec,
+    WatermarkSpec,
 };
 pub use spec_builder::JobSpecBuilder;
 pub use stream_graph::{EdgePolicy, StreamEdge, StreamGraph, StreamNode};

@@ -4,7 +4,7 @@ use crate::error::{Error, Result};
 use crate::fingerprint::{Plan, canonicalize, sha256_hex};
 use crate::schema_spec::{FieldSpec, schema_from_fields};
 use crate::spec::{
-    BUILDER_ORIGIN, ComputedColumn, InputSpec, JobSpec, PartitionSpec, WatermarkSpec,
+    BUILDER_ORIGIN, ComputedColumn, InputSpec, JobSpec, Lateness, PartitionSpec, WatermarkSpec,
 };
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -115,6 +115,10 @@ pub struct ModelWatermark {
     /// source's running subtasks before it pauses, in ms; `None`: no alignment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_drift: Option<DurationMs>,
+    /// Which watermark a row is late against; left out of plans when it is the default
+    /// (`split`), so plans from before the option keep their fingerprints.
+    #[serde(default, skip_serializing_if = "Lateness::is_default")]
+    pub lateness: Lateness,
 }
 
 impl From<&WatermarkSpec> for ModelWatermark {
@@ -125,6 +129,7 @@ impl From<&WatermarkSpec> for ModelWatermark {
             idle_timeout: spec.idle_timeout,
             interval: spec.interval,
             max_drift: spec.max_drift,
+            lateness: spec.lateness,
         }
     }
 }

@@ -246,6 +246,33 @@ pub struct WatermarkSpec {
     /// up, so that downstream windows do not hold state for the gap. Absent: no alignment.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_drift: Option<DurationMs>,
+    /// Which watermark a row is late against: its own split's (the default, so that results do
+    /// not depend on how the reads of several splits interleave) or the operator's merged one
+    /// (Flink's rule).
+    #[serde(default, skip_serializing_if = "Lateness::is_default")]
+    pub lateness: Lateness,
+}
+
+/// Which watermark decides that a row is late (docs/event-time.md#lateness-per-split).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Lateness {
+    /// A row is late when it is behind the watermark of the split it was read from (or behind
+    /// the operator's watermark, which never runs ahead of it). Which rows are late then
+    /// depends only on each split's own rows, never on how fast the other splits were read.
+    #[default]
+    Split,
+    /// A row is late when it is behind the operator's watermark: the minimum over all splits
+    /// and inputs, as in Flink. With several splits read at once, which rows are late depends
+    /// on how the reads interleave.
+    Merged,
+}
+
+impl Lateness {
+    /// Whether this is the default ([`Lateness::Split`]), which plans leave out.
+    pub fn is_default(&self) -> bool {
+        *self == Lateness::Split
+    }
 }
 
 fn default_watermark_interval() -> DurationMs {
@@ -262,7 +289,14 @@ impl WatermarkSpec {
             idle_timeout: None,
             interval: DEFAULT_WATERMARK_INTERVAL,
             max_drift: None,
+            lateness: Lateness::Split,
         }
+    }
+
+    /// Sets which watermark decides that a row is late.
+    pub fn lateness(mut self, lateness: Lateness) -> Self {
+        self.lateness = lateness;
+        self
     }
 
     /// Sets how far out of order events may arrive.

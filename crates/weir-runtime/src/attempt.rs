@@ -143,10 +143,14 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
         let Some(all) = listed.get(operator) else {
             continue;
         };
-        let per_subtask = match &restore_plan {
-            Some(r) => r.splits_for(operator, all, vertex.parallelism)?,
-            None => assign_splits(all.clone(), vertex.parallelism),
+        // A source read as one stream is read by its first subtask, whole and in order.
+        let one_stream = job.reads_as_one_stream(operator);
+        let readers = if one_stream { 1 } else { vertex.parallelism };
+        let mut per_subtask = match &restore_plan {
+            Some(r) => r.splits_for(operator, all, readers)?,
+            None => assign_splits(all.clone(), readers),
         };
+        per_subtask.resize(vertex.parallelism as usize, Vec::new());
         assigned.insert(vertex.vertex_id.clone(), per_subtask);
         let mut known: HashSet<String> = all.iter().map(|s| s.id.clone()).collect();
         if let Some(before) = restore_plan
@@ -736,6 +740,8 @@ async fn build_task(
                     alignment: alignment.cloned(),
                     known_splits: known_splits.clone(),
                     share: job.split_share,
+                    one_stream: job.reads_as_one_stream(id),
+                    decoders: vertex.parallelism as usize,
                 })));
             }
             (NodeKind::Operator, Some(PreparedNode::Operator(prepared))) => {

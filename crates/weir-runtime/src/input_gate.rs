@@ -22,6 +22,9 @@ pub(crate) struct InputChannel {
     /// Input index of the head operator this channel feeds.
     input: usize,
     watermark: EventTimeMs,
+    /// The split watermark the rows that arrive next were read behind
+    /// ([`StreamMessage::SplitWatermark`]); [`Watermark::NONE`] until the sender sends one.
+    split_watermark: Watermark,
     ended: bool,
     /// The sender declared itself idle and has sent neither data nor a watermark since.
     idle: bool,
@@ -45,6 +48,7 @@ impl InputChannel {
             id: None,
             input,
             watermark: EventTimeMs::MIN,
+            split_watermark: Watermark::NONE,
             ended: false,
             idle: false,
             blocked_at: None,
@@ -61,8 +65,13 @@ impl InputChannel {
 /// What the gate hands to the task, in order.
 #[derive(Debug)]
 pub(crate) enum GateEvent {
-    /// A batch for head input `input`.
-    Data { input: usize, batch: RecordBatch },
+    /// A batch for head input `input`, whose rows were read behind `split_watermark` (the last
+    /// split watermark its channel delivered; [`Watermark::NONE`] when none).
+    Data {
+        input: usize,
+        batch: RecordBatch,
+        split_watermark: Watermark,
+    },
     /// The minimum watermark over live channels advanced.
     Watermark(Watermark),
     /// Every live channel delivered this barrier.
@@ -162,8 +171,10 @@ impl InputGate {
                     return Ok(GateEvent::Data {
                         input: self.channels[i].input,
                         batch,
+                        split_watermark: self.channels[i].split_watermark,
                     });
                 }
+                StreamMessage::SplitWatermark(w) => self.channels[i].split_watermark = w,
                 StreamMessage::Watermark(Watermark(w)) => {
                     let ch = &mut self.channels[i];
                     if w < ch.watermark {

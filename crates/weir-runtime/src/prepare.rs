@@ -5,7 +5,7 @@ use crate::error::{Error, Result};
 use crate::registry::Registry;
 use crate::split_share::SplitShare;
 use arrow::datatypes::{DataType, SchemaRef};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use weir_api::{
     ConnectorSpec, OperatorId, OperatorSpec, PreparedOperator, PreparedSink, PreparedSource,
@@ -93,13 +93,47 @@ impl PreparedJob {
 
     /// Makes this run one lane of a distributed job: its sources read only the splits of
     /// `share`, those listed now and those partition discovery finds later.
+    ///
+    /// A source read as one stream ([`PreparedJob::reads_as_one_stream`]) goes whole to the
+    /// one lane whose share holds its operator id: its rows must meet one watermark in order.
     #[must_use]
     pub fn with_split_share(mut self, share: SplitShare) -> Self {
-        for splits in self.splits.values_mut() {
-            splits.retain(|s| share.contains(&s.id));
+        let one_stream: HashSet<OperatorId> = self
+            .splits
+            .keys()
+            .filter(|op| self.reads_as_one_stream(op))
+            .cloned()
+            .collect();
+        for (operator, splits) in &mut self.splits {
+            if one_stream.contains(operator) {
+                if !share.contains(operator.as_str()) {
+                    splits.clear();
+                }
+            } else {
+                splits.retain(|s| share.contains(&s.id));
+            }
         }
         self.split_share = Some(share);
         self
+    }
+
+    /// Whether source `operator` is read as one ordered stream: its splits are parts of one
+    /// input ([`weir_api::PreparedSource::splits_are_one_stream`]) and it declares event time,
+    /// so one subtask hands on every row in split order under one watermark (later splits are
+    /// decoded ahead side by side). Without event time the order of rows changes no result,
+    /// and the splits are shared out among the subtasks as usual.
+    pub fn reads_as_one_stream(&self, operator: &OperatorId) -> bool {
+        let Some(PreparedNode::Source(source)) = self.nodes.get(operator) else {
+            return false;
+        };
+        source.splits_are_one_stream()
+            && self
+                .plans
+                .partitioned
+                .vertices
+                .iter()
+                .flat_map(|v| v.chain.iter())
+                .any(|n| &n.operator_id == operator && n.watermark.is_some())
     }
 
     fn prepare_error(&self, path: String, source: weir_api::Error) -> Error {

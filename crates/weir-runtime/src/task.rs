@@ -86,6 +86,8 @@ pub(crate) struct ChainTask {
 enum Item {
     Batch(usize, RecordBatch),
     Watermark(Watermark),
+    /// The rows of the batches that follow on the input were read behind this split watermark.
+    SplitWatermark(usize, Watermark),
 }
 
 impl ChainTask {
@@ -108,56 +110,72 @@ impl ChainTask {
     async fn run_inner(&mut self) -> Result<()> {
         match std::mem::replace(&mut self.head, Head::Gate(InputGate::new(Vec::new()))) {
             Head::Source(head) => self.run_source(*head).await?,
-            Head::Gate(mut gate) => loop {
-                let waiting = Instant::now();
-                let event = gate.next().await;
-                let handling = Instant::now();
-                self.head_metrics.add_idle(handling - waiting);
-                match event {
-                    Ok(GateEvent::Data { input, batch }) => {
-                        let blocked = self.head_metrics.backpressured_ns();
-                        self.drive(0, Item::Batch(input, batch)).await?;
-                        self.commit_state().await?;
-                        self.head_metrics.add_handling(handling.elapsed(), blocked);
-                    }
-                    Ok(GateEvent::Watermark(w)) => {
-                        if w.0 != weir_api::EventTimeMs::MAX {
-                            self.head_metrics.set_watermark(w.0.0);
+            Head::Gate(mut gate) => {
+                // The split watermark the head was last told, per input.
+                let mut told: Vec<Watermark> = Vec::new();
+                loop {
+                    let waiting = Instant::now();
+                    let event = gate.next().await;
+                    let handling = Instant::now();
+                    self.head_metrics.add_idle(handling - waiting);
+                    match event {
+                        Ok(GateEvent::Data {
+                            input,
+                            batch,
+                            split_watermark,
+                        }) => {
+                            let blocked = self.head_metrics.backpressured_ns();
+                            if told.len() <= input {
+                                told.resize(input + 1, Watermark::NONE);
+                            }
+                            if told[input] != split_watermark {
+                                told[input] = split_watermark;
+                                self.drive(0, Item::SplitWatermark(input, split_watermark))
+                                    .await?;
+                            }
+                            self.drive(0, Item::Batch(input, batch)).await?;
+                            self.commit_state().await?;
+                            self.head_metrics.add_handling(handling.elapsed(), blocked);
                         }
-                        let blocked = self.head_metrics.backpressured_ns();
-                        self.drive(0, Item::Watermark(w)).await?;
-                        self.commit_state().await?;
-                        self.head_metrics.add_handling(handling.elapsed(), blocked);
-                    }
-                    Ok(GateEvent::Barrier(b)) => {
-                        let inputs = gate.channel_states();
-                        let alignment = gate.last_alignment();
-                        self.checkpoint(b, SourceCut::default(), inputs, alignment)
-                            .await?;
-                    }
-                    Ok(GateEvent::Idle) => self.send_idle().await?,
-                    Ok(GateEvent::End) => {
-                        let inputs = gate.channel_states();
-                        if self.checkpointing.is_some() && !self.flushed {
-                            // Every input came from a task that never ran (restored after all
-                            // input was read): no barrier will arrive, so this task brings the
-                            // job's remaining epochs, the final one last, to its downstream.
-                            self.await_final_epoch(None, &inputs).await?;
+                        Ok(GateEvent::Watermark(w)) => {
+                            if w.0 != weir_api::EventTimeMs::MAX {
+                                self.head_metrics.set_watermark(w.0.0);
+                            }
+                            let blocked = self.head_metrics.backpressured_ns();
+                            self.drive(0, Item::Watermark(w)).await?;
+                            self.commit_state().await?;
+                            self.head_metrics.add_handling(handling.elapsed(), blocked);
                         }
-                        self.finish().await?;
-                        self.report_finished(inputs).await;
-                        return Ok(());
-                    }
-                    Err(GateError::Closed) => {
-                        return Err(Error::ChannelClosed {
-                            task: self.label.clone(),
-                        });
-                    }
-                    Err(GateError::Protocol(m)) => {
-                        return Err(self.internal(m));
+                        Ok(GateEvent::Barrier(b)) => {
+                            let inputs = gate.channel_states();
+                            let alignment = gate.last_alignment();
+                            self.checkpoint(b, SourceCut::default(), inputs, alignment)
+                                .await?;
+                        }
+                        Ok(GateEvent::Idle) => self.send_idle().await?,
+                        Ok(GateEvent::End) => {
+                            let inputs = gate.channel_states();
+                            if self.checkpointing.is_some() && !self.flushed {
+                                // Every input came from a task that never ran (restored after all
+                                // input was read): no barrier will arrive, so this task brings the
+                                // job's remaining epochs, the final one last, to its downstream.
+                                self.await_final_epoch(None, &inputs).await?;
+                            }
+                            self.finish().await?;
+                            self.report_finished(inputs).await;
+                            return Ok(());
+                        }
+                        Err(GateError::Closed) => {
+                            return Err(Error::ChannelClosed {
+                                task: self.label.clone(),
+                            });
+                        }
+                        Err(GateError::Protocol(m)) => {
+                            return Err(self.internal(m));
+                        }
                     }
                 }
-            },
+            }
         }
         self.finish().await?;
         self.report_finished(Vec::new()).await;
@@ -255,6 +273,9 @@ impl ChainTask {
                     link.op.process_batch(input, batch, &mut out)
                 }
                 Item::Watermark(w) => link.op.process_watermark(w, &mut out),
+                Item::SplitWatermark(input, w) => {
+                    link.op.process_split_watermark(input, w, &mut out)
+                }
             };
             result.map_err(|source| Error::Task {
                 task: link.label.clone(),
@@ -314,18 +335,30 @@ impl ChainTask {
                     }
                 }
                 Emitted::Watermark(w) => {
-                    let side: Vec<usize> = self.links[pos]
-                        .side_writers
-                        .iter()
-                        .flatten()
-                        .copied()
-                        .collect();
-                    for i in side {
-                        self.send_control(i, StreamMessage::Watermark(w)).await?;
-                    }
+                    self.send_to_side_outputs(pos, StreamMessage::Watermark(w))
+                        .await?;
                     queue.push_back((pos + 1, Item::Watermark(w)));
                 }
+                Emitted::SplitWatermark(w) => {
+                    self.send_to_side_outputs(pos, StreamMessage::SplitWatermark(w))
+                        .await?;
+                    queue.push_back((pos + 1, Item::SplitWatermark(0, w)));
+                }
             }
+        }
+        Ok(())
+    }
+
+    /// Sends a control message to every side output of link `pos`.
+    async fn send_to_side_outputs(&mut self, pos: usize, message: StreamMessage) -> Result<()> {
+        let side: Vec<usize> = self.links[pos]
+            .side_writers
+            .iter()
+            .flatten()
+            .copied()
+            .collect();
+        for i in side {
+            self.send_control(i, message.clone()).await?;
         }
         Ok(())
     }
@@ -355,6 +388,13 @@ impl ChainTask {
             Item::Watermark(w) => {
                 for i in self.tail_writers.clone() {
                     self.send_control(i, StreamMessage::Watermark(w)).await?;
+                }
+            }
+            // A sink judges no lateness; channels carry it to the operators that do.
+            Item::SplitWatermark(_, w) => {
+                for i in self.tail_writers.clone() {
+                    self.send_control(i, StreamMessage::SplitWatermark(w))
+                        .await?;
                 }
             }
         }

@@ -10,8 +10,10 @@ use weir_api::{DurationMs, S3Options, SemanticMode};
 use weir_plan::JobSpec;
 
 /// The watermark options a table's WITH clause may set (Flink's `scan.` names too).
-const WATERMARK_OPTIONS: [&str; 5] = [
+const WATERMARK_OPTIONS: [&str; 7] = [
     "watermark.interval",
+    "watermark.lateness",
+    "scan.watermark.lateness",
     "watermark.idle-timeout",
     "scan.watermark.idle-timeout",
     "watermark.alignment.max-drift",
@@ -324,6 +326,13 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
                     WATERMARK_OPTIONS.join(", ")
                 )));
             }
+            if key.ends_with(".lateness") && value != "split" && value != "merged" {
+                return Err(table.here.at(*at).invalid(format!(
+                    "'{key}' of table `{}` is '{value}': it must be 'split' (a row is late \
+                     behind its own split's watermark) or 'merged' (behind the operator's)",
+                    table.name
+                )));
+            }
             continue;
         }
         if key == "connector" {
@@ -511,6 +520,11 @@ impl JobBuilder {
                 .or(option(def, "scan.watermark.alignment.max-drift"))
             {
                 watermark["max_drift"] = serde_json::json!(v);
+            }
+            if let Some(v) =
+                option(def, "watermark.lateness").or(option(def, "scan.watermark.lateness"))
+            {
+                watermark["lateness"] = serde_json::json!(v);
             }
             source["watermark"] = watermark;
         }

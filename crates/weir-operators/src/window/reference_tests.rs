@@ -260,7 +260,7 @@ fn run_with_policy(
                     ));
                 }
             }
-            Emitted::Watermark(_) => {}
+            Emitted::Watermark(_) | Emitted::SplitWatermark(_) => {}
         }
     }
     let dropped = ctx.dropped_rows.load(std::sync::atomic::Ordering::Relaxed);

@@ -80,6 +80,8 @@ fn operator(cfg: &Arc<WindowConfig>, ctx: &TaskContext) -> Box<dyn Operator> {
 enum Step {
     Rows(RecordBatch),
     Wm(i64),
+    /// The rows after it were read behind this watermark of their own split.
+    SplitWm(i64),
 }
 
 /// Everything an operator emitted: main results (as rows of strings) and late rows.
@@ -110,12 +112,18 @@ fn run_steps(op: &mut dyn Operator, steps: &[Step], into: &mut Collected) {
             Step::Wm(w) => op
                 .process_watermark(Watermark(EventTimeMs(*w)), &mut out)
                 .unwrap(),
+            Step::SplitWm(w) => op
+                .process_split_watermark(0, Watermark(EventTimeMs(*w)), &mut out)
+                .unwrap(),
         }
         for e in out.drain() {
             match e {
                 Emitted::Data { port: 0, batch } => into.results.extend(rows_of(&batch)),
                 Emitted::Data { batch, .. } => into.late.extend(rows_of(&batch)),
                 Emitted::Watermark(w) => into.watermarks.push(w.0.0),
+                Emitted::SplitWatermark(w) => {
+                    panic!("a window forwarded split watermark {w:?}: its rows are results")
+                }
             }
         }
     }
@@ -197,6 +205,38 @@ fn a_late_row_in_the_same_batch_is_judged_against_the_watermark_before_it() {
             r(&["", "a", "3", REASON_NULL_TIME])
         ]
     );
+}
+
+#[test]
+fn a_row_behind_its_own_splits_watermark_is_late_while_its_window_is_still_open() {
+    // The operator's watermark is 5 (another split is behind), but the rows of `c` were read
+    // behind their split's watermark 25: [0, 10) and [10, 20) are late for them, [20, 30) is
+    // not. The row of `b` after them carries no split watermark.
+    let steps = [
+        Step::Rows(batch(&[(Some(5), "a", 1)])),
+        Step::Wm(5),
+        Step::SplitWm(25),
+        Step::Rows(batch(&[
+            (Some(3), "c", 1),
+            (Some(15), "c", 1),
+            (Some(25), "c", 1),
+        ])),
+        Step::SplitWm(i64::MIN),
+        Step::Rows(batch(&[(Some(15), "b", 1)])),
+        Step::Wm(i64::MAX),
+    ];
+    let drop = serde_json::json!({"policy": "drop"});
+    // Tumble: results for a [0, 10), c [20, 30) and b [10, 20).
+    // Sessions of gap 10: c's [3, 13) and [15, 25) end at or before 25 (and c has no session
+    // to join); c's [25, 35) does not; a and b are on time.
+    for window in [
+        serde_json::json!({"type": "tumble", "size": 10}),
+        serde_json::json!({"type": "session", "gap": 10}),
+    ] {
+        let c = run(&options(window.clone(), drop.clone()), &steps);
+        assert_eq!(c.results.len(), 3, "{window}: {:?}", c.results);
+        assert_eq!(late_counts(window, drop.clone(), &steps), (2, 0, 0));
+    }
 }
 
 #[test]
@@ -460,7 +500,7 @@ fn aggregate_types_follow_the_input() {
         .drain()
         .find_map(|e| match e {
             Emitted::Data { batch, .. } => Some(batch),
-            Emitted::Watermark(_) => None,
+            Emitted::Watermark(_) | Emitted::SplitWatermark(_) => None,
         })
         .unwrap();
     assert_eq!(

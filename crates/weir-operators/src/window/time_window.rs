@@ -30,6 +30,10 @@ pub struct TimeWindowOperator {
     cfg: Arc<WindowConfig>,
     /// The operator's watermark: every window with `end - 1 <= watermark` has fired.
     watermark: i64,
+    /// The watermark of their own split that the rows of the next batches were read behind
+    /// (`i64::MIN`: none). A row is late when its window ends at or behind the larger of this
+    /// and `watermark`.
+    split_watermark: i64,
     /// Windows not fired yet, by `(end, start)`.
     open: BTreeMap<WindowId, GroupSpace>,
     /// Fired windows kept for late updates (policy update), by `(end, start)`.
@@ -56,6 +60,7 @@ impl TimeWindowOperator {
     ) -> Result<Self> {
         let mut op = Self {
             watermark: restored.watermark,
+            split_watermark: i64::MIN,
             open: BTreeMap::new(),
             fired: BTreeMap::new(),
             late,
@@ -182,6 +187,7 @@ impl Operator for TimeWindowOperator {
         let mut slot_of: HashMap<(WindowId, bool), usize> = HashMap::default();
         let mut last: Option<(WindowId, bool, usize)> = None;
         let update = self.cfg.policy == LatePolicyKind::Update;
+        let late_bound = self.watermark.max(self.split_watermark);
         // Rows that go into a fired window (update policy): late rows that update a result.
         let mut updating = if update {
             vec![false; rows]
@@ -193,10 +199,13 @@ impl Operator for TimeWindowOperator {
                 end: assigned.end[i],
                 start: assigned.start[i],
             };
-            let is_open = id.end - 1 > self.watermark;
-            if !(is_open || update && self.lateness_deadline(id) > self.watermark) {
+            // Late against the row's own split, even when the window is still open here
+            // because another split holds the operator's watermark back.
+            let on_time = id.end - 1 > late_bound;
+            if !(on_time || update && self.lateness_deadline(id) > late_bound) {
                 continue;
             }
+            let is_open = id.end - 1 > self.watermark;
             let row = assigned.row[i];
             taken[row as usize] = true;
             if !is_open {
@@ -250,6 +259,17 @@ impl Operator for TimeWindowOperator {
             self.fire(out)?;
         }
         out.emit_watermark(watermark);
+        Ok(())
+    }
+
+    /// Kept, not forwarded: the rows this operator emits are results, not rows of a split.
+    fn process_split_watermark(
+        &mut self,
+        _input: usize,
+        watermark: Watermark,
+        _out: &mut Output,
+    ) -> Result<()> {
+        self.split_watermark = watermark.0.0;
         Ok(())
     }
 

@@ -11,7 +11,7 @@ use arrow::record_batch::RecordBatch;
 use weir_api::{Error, EventTimeMs, Watermark};
 
 use crate::checkpoint::recovery::SplitResume;
-use weir_plan::ModelWatermark;
+use weir_plan::{Lateness, ModelWatermark};
 
 use super::{InputTimeState, PartitionWatermarks, WatermarkGenerator, event_times_ms};
 
@@ -22,12 +22,23 @@ pub(crate) enum SourceStep {
     Rows(RecordBatch),
     /// The source watermark advanced to this.
     Watermark(Watermark),
+    /// The rows that follow were read behind this watermark of their own split (sources with
+    /// `lateness: split`); sent only when it changes.
+    SplitWatermark(Watermark),
 }
+
+/// The key of the one stream of a source whose splits are parts of one ordered input.
+const ONE_STREAM: &str = "";
 
 /// Per-split watermark generation and merging for one source subtask.
 #[derive(Debug)]
 pub(crate) struct SourceWatermarks {
     spec: ModelWatermark,
+    /// The splits are consecutive parts of one stream: one generator over all of them, in the
+    /// order they are read, and a split that ends does not end the stream.
+    one_stream: bool,
+    /// The split watermark last sent ahead of rows (`lateness: split`); `None`: none yet.
+    marker: Option<Watermark>,
     splits: HashMap<String, WatermarkGenerator>,
     partitions: PartitionWatermarks<String>,
     /// Whether the subtask reported itself idle and no split delivered data since.
@@ -35,10 +46,13 @@ pub(crate) struct SourceWatermarks {
 }
 
 impl SourceWatermarks {
-    /// Watermarks as the source node's spec says; no split is open yet.
-    pub(crate) fn new(spec: &ModelWatermark) -> Self {
+    /// Watermarks as the source node's spec says; no split is open yet. With `one_stream`, the
+    /// splits are parts of one stream, read in order.
+    pub(crate) fn new(spec: &ModelWatermark, one_stream: bool) -> Self {
         SourceWatermarks {
             spec: spec.clone(),
+            one_stream,
+            marker: None,
             splits: HashMap::new(),
             partitions: PartitionWatermarks::new(spec.idle_timeout.map(|d| d.0)),
             idle_reported: false,
@@ -49,9 +63,17 @@ impl SourceWatermarks {
     /// its generator back (prefix maximum and last emitted watermark), so it emits after the
     /// same rows as an uninterrupted run. The source watermark restarts at the lowest of the
     /// splits' watermarks (conservative: never above what the uninterrupted run emitted).
+    ///
+    /// Parts of one stream all recorded the stream's progress: the first part still to read
+    /// (the one being read at the cut) gives it back.
     pub(crate) fn restore(&mut self, splits: &[(weir_api::SourceSplit, SplitResume)]) {
         let mut floor: Option<Watermark> = None;
         let mut complete = !splits.is_empty();
+        let splits = if self.one_stream {
+            &splits[..splits.len().min(1)]
+        } else {
+            splits
+        };
         for (split, resume) in splits {
             if resume.max_event_time.is_none() && resume.emitted.is_none() {
                 complete = false;
@@ -62,7 +84,7 @@ impl SourceWatermarks {
                 out_of_orderness_ms: self.spec.max_out_of_orderness.0,
             };
             self.splits.insert(
-                split.id.clone(),
+                self.key(&split.id).to_owned(),
                 WatermarkGenerator::resume(time, self.spec.interval.0, resume.emitted),
             );
             match resume.emitted {
@@ -78,7 +100,7 @@ impl SourceWatermarks {
     /// A split's event-time progress for a checkpoint cut: its largest event time and its last
     /// emitted watermark (`None`s before its first event time).
     pub(crate) fn split_progress(&self, split: &str) -> (Option<EventTimeMs>, Option<Watermark>) {
-        self.splits.get(split).map_or((None, None), |g| {
+        self.splits.get(self.key(split)).map_or((None, None), |g| {
             (g.time_state().max_event_time, g.emitted())
         })
     }
@@ -96,10 +118,22 @@ impl SourceWatermarks {
     /// A split was opened at processing time `now_ms`: it holds the source watermark back until
     /// it has an event time or goes idle.
     pub(crate) fn open_split(&mut self, split: &str, now_ms: u64) {
-        self.splits.entry(split.to_owned()).or_insert_with(|| {
+        let key = self.key(split).to_owned();
+        self.splits.entry(key.clone()).or_insert_with(|| {
             WatermarkGenerator::new(self.spec.max_out_of_orderness.0, self.spec.interval.0)
         });
-        self.partitions.add_partition(split.to_owned(), now_ms);
+        self.partitions.add_partition(key, now_ms);
+    }
+
+    /// Whether a row is late against the watermark of its own split (`lateness: split`): the
+    /// source then sends [`SourceStep::SplitWatermark`] ahead of rows.
+    pub(crate) fn per_split_lateness(&self) -> bool {
+        self.spec.lateness == Lateness::Split
+    }
+
+    /// The generator and partition key of `split`: its id, or the one stream's.
+    fn key<'a>(&self, split: &'a str) -> &'a str {
+        if self.one_stream { ONE_STREAM } else { split }
     }
 
     /// Splits `batch`, read from `split` at processing time `now_ms`, at the split's watermark
@@ -125,38 +159,58 @@ impl SourceWatermarks {
             )
         })?;
         let times = event_times_ms(column, &self.spec.column)?;
-        let generator = self.splits.entry(split.to_owned()).or_insert_with(|| {
+        let key = self.key(split).to_owned();
+        let generator = self.splits.entry(key.clone()).or_insert_with(|| {
             WatermarkGenerator::new(self.spec.max_out_of_orderness.0, self.spec.interval.0)
         });
+        // The split's own watermark before the batch: what its first rows are late against.
+        let mut behind = generator.emitted().unwrap_or(Watermark::NONE);
         let cuts = generator.cuts(&times);
-        let mut steps = Vec::with_capacity(2 * cuts.len() + 2);
+        let mut steps = Vec::with_capacity(3 * cuts.len() + 3);
         // Activity first: a split rejoining after idleness holds the minimum again, and the
         // others' progress it no longer blocks (when all were idle) goes out before its rows.
-        if let Some(w) = self.partitions.on_data(split.to_owned(), None, now_ms) {
+        if let Some(w) = self.partitions.on_data(key.clone(), None, now_ms) {
             steps.push(SourceStep::Watermark(w));
         }
         let mut start = 0;
         for cut in cuts {
-            steps.push(SourceStep::Rows(batch.slice(start, cut.row_end - start)));
+            self.rows(&mut steps, behind, batch.slice(start, cut.row_end - start));
             start = cut.row_end;
+            behind = cut.watermark;
             if let Some(w) = self
                 .partitions
-                .on_data(split.to_owned(), Some(cut.watermark), now_ms)
+                .on_data(key.clone(), Some(cut.watermark), now_ms)
             {
                 steps.push(SourceStep::Watermark(w));
             }
         }
         if start < batch.num_rows() {
-            steps.push(SourceStep::Rows(
+            self.rows(
+                &mut steps,
+                behind,
                 batch.slice(start, batch.num_rows() - start),
-            ));
+            );
         }
         Ok(steps)
     }
 
+    /// Appends `rows`, read behind their split's watermark `behind`: preceded by that split
+    /// watermark when lateness is per split and it differs from the one sent last.
+    fn rows(&mut self, steps: &mut Vec<SourceStep>, behind: Watermark, rows: RecordBatch) {
+        if self.per_split_lateness() && self.marker != Some(behind) {
+            self.marker = Some(behind);
+            steps.push(SourceStep::SplitWatermark(behind));
+        }
+        steps.push(SourceStep::Rows(rows));
+    }
+
     /// `split` ended: it no longer holds the source back. Returns the source watermark if that
     /// made it advance.
+    /// A part of one stream ends nothing: the stream ends with the source's input.
     pub(crate) fn finish_split(&mut self, split: &str) -> Option<Watermark> {
+        if self.one_stream {
+            return None;
+        }
         self.splits.remove(split);
         self.partitions.remove_partition(&split.to_owned())
     }
@@ -192,6 +246,7 @@ mod tests {
             idle_timeout: idle.map(DurationMs),
             interval: DurationMs(interval),
             max_drift: None,
+            lateness: Lateness::Merged,
         }
     }
 
@@ -200,20 +255,77 @@ mod tests {
         RecordBatch::try_from_iter([("ts", ts)]).expect("batch")
     }
 
-    /// Each step as `Ok(rows)` or `Err(watermark)`.
+    /// Each step as `Ok(rows)` or `Err(watermark)`; split watermarks left out.
     fn shape(steps: &[SourceStep]) -> Vec<Result<usize, i64>> {
         steps
             .iter()
+            .filter_map(|s| match s {
+                SourceStep::Rows(b) => Some(Ok(b.num_rows())),
+                SourceStep::Watermark(w) => Some(Err(w.0.0)),
+                SourceStep::SplitWatermark(_) => None,
+            })
+            .collect()
+    }
+
+    /// Each step as text: `rows n`, `wm w`, `split w`.
+    fn steps_text(steps: &[SourceStep]) -> Vec<String> {
+        steps
+            .iter()
             .map(|s| match s {
-                SourceStep::Rows(b) => Ok(b.num_rows()),
-                SourceStep::Watermark(w) => Err(w.0.0),
+                SourceStep::Rows(b) => format!("rows {}", b.num_rows()),
+                SourceStep::Watermark(w) => format!("wm {}", w.0.0),
+                SourceStep::SplitWatermark(w) => format!("split {}", w.0.0),
             })
             .collect()
     }
 
     #[test]
+    fn rows_follow_the_watermark_of_their_own_split_when_lateness_is_per_split() {
+        let mut per_split = spec(0, 1, None);
+        per_split.lateness = Lateness::Split;
+        let mut s = SourceWatermarks::new(&per_split, false);
+        s.open_split("a", 0);
+        s.open_split("b", 0);
+        let steps = s.on_batch("a", batch(vec![Some(100), Some(50), Some(200)]), 0);
+        assert_eq!(
+            steps_text(&steps.expect("a")),
+            ["split -9223372036854775808", "rows 1", "split 99", "rows 2"],
+            "b holds the source watermark back; a's own watermark moves after 100 and 200"
+        );
+        let steps = s.on_batch("b", batch(vec![Some(10)]), 0).expect("b");
+        assert_eq!(
+            steps_text(&steps),
+            ["split -9223372036854775808", "rows 1", "wm 9"],
+            "b's rows were read behind b's watermark, not a's"
+        );
+        let steps = s.on_batch("a", batch(vec![Some(300)]), 0).expect("a");
+        assert_eq!(steps_text(&steps), ["split 199", "rows 1"]);
+    }
+
+    #[test]
+    fn parts_of_one_stream_share_one_watermark_across_their_ends() {
+        let mut s = SourceWatermarks::new(&spec(0, 1, None), true);
+        s.open_split("f#0-10", 0);
+        let steps = s
+            .on_batch("f#0-10", batch(vec![Some(100)]), 0)
+            .expect("part 1");
+        assert_eq!(shape(&steps), vec![Ok(1), Err(99)]);
+        assert_eq!(s.finish_split("f#0-10"), None, "the stream goes on");
+        s.open_split("f#10-20", 0);
+        // The next part continues the prefix maximum: 50 is behind 99, 150 moves it.
+        let steps = s
+            .on_batch("f#10-20", batch(vec![Some(50), Some(150)]), 0)
+            .expect("part 2");
+        assert_eq!(shape(&steps), vec![Ok(2), Err(149)]);
+        assert_eq!(
+            s.split_progress("f#10-20"),
+            (Some(EventTimeMs(150)), Some(Watermark(EventTimeMs(149))))
+        );
+    }
+
+    #[test]
     fn a_batch_is_sliced_at_the_cut_points() {
-        let mut s = SourceWatermarks::new(&spec(1000, 200, None));
+        let mut s = SourceWatermarks::new(&spec(1000, 200, None), false);
         s.open_split("a", 0);
         let pieces = s
             .on_batch("a", batch(vec![Some(2100), Some(100), None]), 0)
@@ -228,7 +340,7 @@ mod tests {
 
     #[test]
     fn the_source_watermark_is_the_minimum_over_open_splits() {
-        let mut s = SourceWatermarks::new(&spec(0, 1, None));
+        let mut s = SourceWatermarks::new(&spec(0, 1, None), false);
         s.open_split("a", 0);
         s.open_split("b", 0);
         let pieces = s.on_batch("a", batch(vec![Some(100)]), 0).expect("a");
@@ -244,7 +356,7 @@ mod tests {
 
     #[test]
     fn a_silent_split_goes_idle_once_and_data_wakes_it() {
-        let mut s = SourceWatermarks::new(&spec(0, 1, Some(100)));
+        let mut s = SourceWatermarks::new(&spec(0, 1, Some(100)), false);
         assert_eq!(s.on_silence(1_000), (None, false), "no split open");
         s.open_split("a", 0);
         s.open_split("b", 0);
@@ -264,7 +376,7 @@ mod tests {
 
     #[test]
     fn a_split_waking_up_releases_what_others_reached_before_its_rows() {
-        let mut s = SourceWatermarks::new(&spec(0, 1, Some(10)));
+        let mut s = SourceWatermarks::new(&spec(0, 1, Some(10)), false);
         s.open_split("a", 0);
         s.open_split("b", 0);
         s.on_batch("a", batch(vec![Some(500)]), 0).expect("a");
@@ -276,7 +388,7 @@ mod tests {
 
     #[test]
     fn a_missing_or_wrong_column_is_an_error() {
-        let mut s = SourceWatermarks::new(&spec(0, 1, None));
+        let mut s = SourceWatermarks::new(&spec(0, 1, None), false);
         let other: ArrayRef = Arc::new(Int64Array::from(vec![1]));
         let no_ts = RecordBatch::try_from_iter([("x", other)]).expect("batch");
         assert!(s.on_batch("a", no_ts, 0).is_err());

@@ -84,6 +84,10 @@ pub struct SessionWindowOperator {
     cfg: Arc<WindowConfig>,
     gap: i64,
     watermark: i64,
+    /// The watermark of their own split that the rows of the next batches were read behind
+    /// (`i64::MIN`: none). A row whose own window ends at or behind the larger of this and
+    /// `watermark` is late.
+    split_watermark: i64,
     /// Key rows in arrow's row format (memory only; persisted keys use the state row codec).
     converter: RowConverter,
     key_ids: HashMap<Vec<u8>, u32>,
@@ -138,6 +142,7 @@ impl SessionWindowOperator {
             cfg,
             gap,
             watermark: restored.watermark,
+            split_watermark: i64::MIN,
             converter,
             key_ids: HashMap::default(),
             keys: Vec::new(),
@@ -447,6 +452,7 @@ impl Operator for SessionWindowOperator {
         };
         let update = self.cfg.policy == LatePolicyKind::Update;
         let lateness = self.cfg.allowed_lateness;
+        let late_bound = self.watermark.max(self.split_watermark);
         let mut taken = vec![false; n];
         let mut rows: Vec<u32> = Vec::with_capacity(n);
         let mut row_part: Vec<Part> = Vec::with_capacity(n);
@@ -483,13 +489,12 @@ impl Operator for SessionWindowOperator {
             // A late row: its own window is complete and it joins no session still pending
             // (under the update policy it re-opens a fired one, or starts one already complete).
             let late = update
-                && end - 1 <= self.watermark
+                && end - 1 <= late_bound
                 && first.is_none_or(|sid| self.session(sid).is_some_and(|s| !s.pending));
             let sid = match first {
                 None => {
-                    let complete = end - 1 <= self.watermark;
-                    if complete && !(update && (end - 1).saturating_add(lateness) > self.watermark)
-                    {
+                    let complete = end - 1 <= late_bound;
+                    if complete && !(update && (end - 1).saturating_add(lateness) > late_bound) {
                         continue;
                     }
                     self.new_session(kid, ts, end)?
@@ -563,6 +568,17 @@ impl Operator for SessionWindowOperator {
             self.fire(out)?;
         }
         out.emit_watermark(watermark);
+        Ok(())
+    }
+
+    /// Kept, not forwarded: the rows this operator emits are results, not rows of a split.
+    fn process_split_watermark(
+        &mut self,
+        _input: usize,
+        watermark: Watermark,
+        _out: &mut Output,
+    ) -> Result<()> {
+        self.split_watermark = watermark.0.0;
         Ok(())
     }
 

@@ -22,6 +22,9 @@ const BASE_MS: i64 = 1_700_000_000_000;
 /// Auctions the bids spread over.
 const AUCTIONS: u64 = 40;
 
+/// Tumbling results by `(auction, window end)`: count, sum and max of the price.
+type Windows = BTreeMap<(i64, i64), (i64, i64, i64)>;
+
 /// One bid: `(auction, price, ts)`, in file order.
 pub(crate) type Bid = (i64, i64, i64);
 
@@ -101,12 +104,20 @@ impl PartialEq for Answer {
 pub(crate) fn tumble_job(input: &str, output: &str, format: &str, split: Option<&str>) -> String {
     let split = split.map_or(String::new(), |s| format!(", 'split-size' = '{s}'"));
     format!(
-        "SET 'late.policy' = 'route';\n\
-         SET 'late.sink' = 'late_rows';\n\
-         CREATE TABLE bids (auction BIGINT NOT NULL, price BIGINT NOT NULL, ts BIGINT NOT NULL,\n\
+        "CREATE TABLE bids (auction BIGINT NOT NULL, price BIGINT NOT NULL, ts BIGINT NOT NULL,\n\
            WATERMARK FOR ts AS ts - INTERVAL '5' SECOND)\n\
            WITH ('connector' = 'filesystem', 'path' = '{input}/bids.{format}',\n\
-           'format' = '{format}', 'batch-size' = '1000'{split});\n\
+           'format' = '{format}', 'batch-size' = '1000'{split});\n{}",
+        tumble_query(output)
+    )
+}
+
+/// The tumbling query over a table `bids (auction, price, ts)` with a watermark: COUNT/SUM/MAX
+/// per auction and 10 s window into `{output}/tumble`, late rows routed to `{output}/late`.
+pub(crate) fn tumble_query(output: &str) -> String {
+    format!(
+        "SET 'late.policy' = 'route';\n\
+         SET 'late.sink' = 'late_rows';\n\
          CREATE TABLE tumble_out (auction BIGINT, window_end TIMESTAMP(3), n BIGINT,\n\
            total BIGINT, top BIGINT)\n\
            WITH ('connector' = 'filesystem', 'path' = '{output}/tumble', 'format' = 'parquet');\n\
@@ -173,7 +184,7 @@ async fn answer(dir: &Path, format: &str, split: Option<&str>, parallelism: u32)
 /// The tumbling result read sequentially, as Flink reads one file: each row is late exactly
 /// when its window ended at or before the watermark emitted before it (`max - 5 s`, Weir's
 /// `max - ooo - 1` with ooo 4,999 ms, emitted when it advanced by at least 200 ms).
-fn sequential_tumble(bids: &[Bid]) -> (BTreeMap<(i64, i64), (i64, i64, i64)>, usize) {
+fn sequential_tumble(bids: &[Bid]) -> (Windows, usize) {
     let mut windows: BTreeMap<(i64, i64), (i64, i64, i64)> = BTreeMap::new();
     let mut emitted: Option<i64> = None;
     let mut max: Option<i64> = None;
@@ -250,22 +261,38 @@ async fn late_rows_and_results_do_not_depend_on_split_size_or_parallelism() {
     }
 }
 
+/// The tumbling reference over several streams, each read in order by itself (rows late
+/// against their own stream's watermark; the streams hold different auctions), as rows
+/// formatted like the output in `output_dir`, and the number of late rows.
+pub(crate) fn sequential_tumble_rows(
+    streams: impl IntoIterator<Item = Vec<Bid>>,
+    output_dir: &Path,
+) -> (Vec<String>, usize) {
+    let mut windows = BTreeMap::new();
+    let mut late = 0;
+    for stream in streams {
+        let (w, l) = sequential_tumble(&stream);
+        for (key, value) in w {
+            assert!(
+                windows.insert(key, value).is_none(),
+                "an auction in two streams"
+            );
+        }
+        late += l;
+    }
+    let output = crate::support::read_published_parts(output_dir);
+    (reference_rows(&windows, &output), late)
+}
+
 /// The reference's windows as rows formatted like `output`'s (its column types).
-fn reference_rows(
-    reference: &BTreeMap<(i64, i64), (i64, i64, i64)>,
-    output: &[RecordBatch],
-) -> Vec<String> {
+fn reference_rows(reference: &Windows, output: &[RecordBatch]) -> Vec<String> {
     let schema = output.first().expect("tumble output").schema();
-    let column = |f: &dyn Fn((&(i64, i64), &(i64, i64, i64))) -> i64| -> ArrayRef {
-        Arc::new(Int64Array::from_iter_values(reference.iter().map(f)))
+    let column = |i: usize| -> ArrayRef {
+        Arc::new(Int64Array::from_iter_values(reference.iter().map(
+            |(&(auction, end), &(n, total, top))| [auction, end, n, total, top][i],
+        )))
     };
-    let columns = [
-        column(&|(k, _)| k.0),
-        column(&|(k, _)| k.1),
-        column(&|(_, v)| v.0),
-        column(&|(_, v)| v.1),
-        column(&|(_, v)| v.2),
-    ];
+    let columns: Vec<ArrayRef> = (0..5).map(column).collect();
     let columns: Vec<ArrayRef> = columns
         .iter()
         .zip(schema.fields())

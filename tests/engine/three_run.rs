@@ -579,7 +579,7 @@ async fn three_run_sql_goldens() {
 async fn three_run_late_rows_over_a_split_file() {
     let bids = crate::determinism::bids();
     check_all(vec![(
-        "late rows over 64 KiB splits".into(),
+        "late-rows-over-64-KiB-splits".into(),
         Pipeline::Golden {
             sql: crate::determinism::tumble_job(
                 "$__TEST_DIR__",

@@ -79,6 +79,10 @@ impl<M: BatchMap> PreparedSource for MappedSource<M> {
         self.inner.reads_splits_concurrently()
     }
 
+    fn splits_are_one_stream(&self) -> bool {
+        self.inner.splits_are_one_stream()
+    }
+
     fn discovery_interval(&self) -> Option<std::time::Duration> {
         self.inner.discovery_interval()
     }

@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Weir against DuckDB on the same bids data (scripts/compare/README.md).
 
-Generates the bids data with DuckDB (once per row count), runs every selected query and format
-in Weir (`weir run --json` into the blackhole sink), in DuckDB (materialized into a temp table)
-and, with --flink, in Flink SQL (PyFlink, flink_runner.py), checks Weir's and Flink's results
-against DuckDB's, prints a Markdown table and writes the same as JSON. Started by
-scripts/compare/run.sh, which provides a Python with duckdb (and apache-flink for --flink).
+Generates the bids data with DuckDB (once per row count; about 1% of the rows come 10 to 60 s
+late in event time), runs every selected query and format in Weir (`weir run --json` into the
+blackhole sink), in DuckDB (materialized into a temp table) and, with --flink, in Flink SQL
+(PyFlink, flink_runner.py), checks Weir's results at every parallelism it runs (and Flink's)
+against a sequential reference (reference.py: the rows in file order under Weir's event-time
+rules), prints a Markdown table and writes the same as JSON. DuckDB computes each query over
+all rows (it has no notion of late rows): it is the speed reference, not the correctness one.
+Started by scripts/compare/run.sh, which provides a Python with duckdb and numpy (and
+apache-flink for --flink).
 """
 
 import argparse
@@ -13,7 +17,9 @@ import datetime
 import json
 import os
 import platform
+import re
 import shutil
+import statistics
 import string
 import subprocess
 import sys
@@ -22,15 +28,18 @@ import time
 from pathlib import Path
 
 import duckdb
+import numpy as np
 
 import flink_runner
+import reference
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 QUERY_DIR = HERE / "queries"
 
 # Bump when the generated data changes: existing data with another version is regenerated.
-GENERATOR_VERSION = 1
+# 1: in order; 2: about 1% of the rows 10 to 60 s late.
+GENERATOR_VERSION = 2
 PARQUET_ROW_GROUP = 122_880
 FORMATS = ("csv", "parquet", "json")
 FILE_NAMES = {"csv": "bids.csv", "parquet": "bids.parquet", "json": "bids.jsonl"}
@@ -42,6 +51,17 @@ QUERIES = {
     "hop5": (("csv", "parquet"), (), "hop size 5 s slide 2 s per auction"),
     "session": (("csv", "parquet"), (), "session gap 3 s per bidder"),
     "filter": (("csv", "parquet"), ("csv", "parquet"), "filter price > 90000 + project"),
+}
+
+# What the sequential reference (reference.py) computes for each query: the same windows,
+# keys and aggregates as queries/<name>.weir.sql (check_reference_specs() compares the window
+# sizes with the scripts' INTERVALs). Times in milliseconds.
+REFERENCE = {
+    "tumble": {"kind": "hop", "key": "auction", "size": 10_000, "slide": 10_000},
+    "hop10": {"kind": "hop", "key": "auction", "size": 10_000, "slide": 2_000},
+    "hop5": {"kind": "hop", "key": "auction", "size": 5_000, "slide": 2_000},
+    "session": {"kind": "session", "key": "bidder", "gap": 3_000},
+    "filter": {"kind": "filter", "min_price": 90_000},
 }
 
 BIDS_COLUMNS = {
@@ -64,6 +84,9 @@ CREATE OR REPLACE TEMP MACRO h32(i, seed) AS
       2654435761), 16), 2246822519), 13), 3266489917), 16)::BIGINT;
 """
 
+# Row i is written i-th. Its event time is 1,700,000,000,000 + i ms, except for the rows with
+# h32(i, 7) % 100 = 0 (about 1%): those are late by 10,000 + h32(i, 8) % 50,001 ms (10 to 60 s
+# behind the rows around them, a delay the 5 s watermark does not cover).
 BIDS_SELECT = """
 SELECT
   1000 + h32(i, 1) % 10000 AS auction,
@@ -71,10 +94,11 @@ SELECT
   1 + h32(i, 3) % 100000 AS price,
   ['Google', 'Facebook', 'Baidu', 'Apple'][1 + h32(i, 4) % 4] AS channel,
   'https://www.nexmark.com/item.htm?id=' || lpad((h32(i, 5) % 100000)::VARCHAR, 5, '0') AS url,
-  1700000000000 + i AS date_time,
+  1700000000000 + i
+    - CASE WHEN h32(i, 7) % 100 = 0 THEN 10000 + h32(i, 8) % 50001 ELSE 0 END AS date_time,
   'x' || (h32(i, 6) % 1000)::VARCHAR AS extra
 FROM range({rows}) t(i)
-ORDER BY date_time
+ORDER BY i
 """
 
 
@@ -134,13 +158,123 @@ def duckdb_source(fmt, path):
     return f"read_json({q(path)}, format = 'newline_delimited', columns = {columns})"
 
 
+def load_rows(con, fmt, path):
+    """The columns the queries read, as int64 numpy arrays in file order."""
+    cols = con.execute(
+        f"SELECT auction, bidder, price, date_time FROM {duckdb_source(fmt, path)}"
+    ).fetchnumpy()
+    return {name: np.asarray(values, dtype=np.int64) for name, values in cols.items()}
+
+
+def same_order(con, fmt, path, date_time):
+    """Whether the file of `fmt` holds the reference's rows in the same order (by date_time)."""
+    got = con.execute(f"SELECT date_time FROM {duckdb_source(fmt, path)}").fetchnumpy()
+    return np.array_equal(np.asarray(got["date_time"], dtype=np.int64), date_time)
+
+
+def check_reference_specs():
+    """Stops when REFERENCE and the window INTERVALs of queries/<name>.weir.sql disagree."""
+    def ms(value, unit):
+        return reference.duration_ms(value + unit)
+
+    for query, spec in REFERENCE.items():
+        sql = (QUERY_DIR / f"{query}.weir.sql").read_text()
+        intervals = [ms(v, u) for v, u in re.findall(r"INTERVAL\s+'([^']+)'\s+(\w+)", sql, re.I)]
+        if spec["kind"] == "hop" and spec["size"] == spec["slide"]:
+            want = [spec["size"]]
+        elif spec["kind"] == "hop":
+            want = [spec["slide"], spec["size"]]
+        elif spec["kind"] == "session":
+            want = [spec["gap"]]
+        else:
+            want = []
+            if f"price > {spec['min_price']}" not in sql:
+                sys.exit(f"compare: queries/{query}.weir.sql has no `price > {spec['min_price']}`")
+        if intervals != want:
+            sys.exit(
+                f"compare: queries/{query}.weir.sql has the intervals {intervals} ms, "
+                f"compare.py's REFERENCE {want} ms: change both"
+            )
+
+
+class References:
+    """The sequential reference's results, computed once per query (and watermark interval)
+    over the rows in file order and kept as DuckDB tables `ref_<query>[_<interval>]`."""
+
+    def __init__(self, con, rows, delay_ms, interval_ms):
+        self.con = con
+        self.rows = rows
+        self.delay_ms = delay_ms
+        self.interval_ms = interval_ms
+        self.before = {}
+        self.tables = {}
+        # Queries whose reference without lateness was compared with DuckDB's result.
+        self.checked_against_duckdb = {}
+
+    def watermarks(self, interval_ms):
+        if interval_ms not in self.before:
+            started = time.perf_counter()
+            before, emitted = reference.emitted_before(
+                self.rows["date_time"], self.delay_ms, interval_ms
+            )
+            self.before[interval_ms] = before
+            log(
+                f"reference: {emitted:,} watermarks emitted (every {interval_ms} ms of event time, "
+                f"{self.delay_ms} ms behind the largest event time) in "
+                f"{time.perf_counter() - started:.1f} s"
+            )
+        return self.before[interval_ms]
+
+    def table(self, query, interval_ms=None):
+        """(table name, facts) of the reference of `query`; facts: rows, late_rows, secs."""
+        interval_ms = self.interval_ms if interval_ms is None else interval_ms
+        name = f"ref_{query}" + ("" if interval_ms == self.interval_ms else f"_{interval_ms}")
+        if name not in self.tables:
+            before = self.watermarks(interval_ms)
+            started = time.perf_counter()
+            result, late = reference.compute(REFERENCE[query], self.rows, before)
+            secs = time.perf_counter() - started
+            register(self.con, name, result)
+            n = len(next(iter(result.values())))
+            self.tables[name] = {"rows": n, "late_rows": late, "secs": secs,
+                                 "watermark_interval_ms": interval_ms}
+            log(f"   reference: {n:,} rows, {late:,} late rows dropped ({secs:.1f} s)")
+        return name, self.tables[name]
+
+    def drop(self, query):
+        """Drops the tables of `query` (its cases are done): they can be large."""
+        names = [n for n in self.tables if n == f"ref_{query}" or n.startswith(f"ref_{query}_")]
+        for name in names:
+            self.con.execute(f"DROP TABLE IF EXISTS {name}")
+            del self.tables[name]
+
+    def without_lateness(self, query):
+        """Name of a table with the reference's windows over every row (no row late): what
+        DuckDB's batch query computes, so that the two can be compared."""
+        name = f"ref_{query}_all"
+        if name not in self.tables:
+            before = np.full(len(self.rows["date_time"]), reference.I64_MIN, dtype=np.int64)
+            result, _ = reference.compute(REFERENCE[query], self.rows, before)
+            register(self.con, name, result)
+            self.tables[name] = {}
+        return name
+
+
+def register(con, name, columns):
+    """A DuckDB temp table `name` holding numpy columns (a dict, in column order)."""
+    con.register("ref_arrays", columns)
+    con.execute(f"CREATE OR REPLACE TEMP TABLE {name} AS SELECT * FROM ref_arrays")
+    con.unregister("ref_arrays")
+
+
 # ---------------------------------------------------------------------------------------------
 # Weir
 
 
-def weir_script(query, fmt, data_file, sink_options, out_path):
+def weir_script(query, fmt, data_file, sink_options, out_path, split_size=None):
+    options = "" if split_size is None else f",\n  'split-size' = '{int(split_size)}'"
     bids = string.Template((QUERY_DIR / "bids.weir.sql").read_text()).substitute(
-        bids_path=str(data_file), bids_format=fmt
+        bids_path=str(data_file), bids_format=fmt, bids_options=options
     )
     body = string.Template((QUERY_DIR / f"{query}.weir.sql").read_text()).substitute(
         sink_options=sink_options
@@ -165,11 +299,15 @@ def run_weir(weir_bin, script, parallelism):
             break
     if summary is None:
         raise RuntimeError(f"`{' '.join(cmd)}` printed no JSON summary:\n{proc.stdout[-2000:]}")
+    operators = summary.get("operators") or []
     return {
+        "parallelism": parallelism,
         "process_secs": elapsed,
         "wall_time_secs": summary.get("wall_time_secs"),
         "source_rows": summary.get("source_rows"),
         "sink_rows": summary.get("sink_rows"),
+        # Rows the windows dropped as late (the late policy is `drop`).
+        "dropped": sum(o.get("dropped", 0) for o in operators),
         "peak_rss_bytes": summary.get("peak_rss_bytes"),
     }
 
@@ -186,22 +324,22 @@ def weir_source(weir_dir):
     return f"read_parquet([{', '.join(q(f) for f in files)}])"
 
 
-def compare_results(con, ref_table, src, engine="Weir", limit=5):
+def compare_results(con, ref_table, src, engine="Weir", ref="the reference", limit=5):
     """Compares an engine's output (src: DuckDB SQL reading it, None when it wrote nothing) with
-    DuckDB's table as multisets; returns (ok, text)."""
+    the table ref_table as multisets; returns (ok, text)."""
     ref_cols = con.execute(f"DESCRIBE {ref_table}").fetchall()
     if src is None:
-        ref_rows = con.execute(f"SELECT count(*) FROM {ref_table}").fetchone()[0]
+        ref_rows = con.execute(f"SELECT count(*) FROM {ref_table}").fetchall()[0][0]
         if ref_rows == 0:
             return True, "OK (both empty)"
-        return False, f"{engine} wrote no rows, DuckDB has {ref_rows:,}"
+        return False, f"{engine} wrote no rows, {ref} has {ref_rows:,}"
     out_cols = con.execute(f"DESCRIBE SELECT * FROM {src}").fetchall()
     if [c[0] for c in out_cols] != [c[0] for c in ref_cols]:
         return False, (
             f"columns differ: {engine} {[c[0] for c in out_cols]}, "
-            f"DuckDB {[c[0] for c in ref_cols]}"
+            f"{ref} {[c[0] for c in ref_cols]}"
         )
-    # Window bounds (TIMESTAMP(3)) as epoch milliseconds, everything as DuckDB's types.
+    # Window bounds (TIMESTAMP(3)) as epoch milliseconds, everything as the reference's types.
     exprs = []
     for (name, wtype, *_), (_, rtype, *_) in zip(out_cols, ref_cols):
         col = f'"{name}"'
@@ -209,28 +347,34 @@ def compare_results(con, ref_table, src, engine="Weir", limit=5):
             col = f"epoch_ms({col})"
         exprs.append(f"{col}::{rtype} AS \"{name}\"")
     con.execute(f"CREATE OR REPLACE TEMP TABLE engine_out AS SELECT {', '.join(exprs)} FROM {src}")
-    order = ", ".join(str(i + 1) for i in range(len(ref_cols)))
-    missing_sql = f"SELECT * FROM {ref_table} EXCEPT ALL SELECT * FROM engine_out"
-    extra_sql = f"SELECT * FROM engine_out EXCEPT ALL SELECT * FROM {ref_table}"
-    n_missing = con.execute(f"SELECT count(*) FROM ({missing_sql})").fetchone()[0]
-    n_extra = con.execute(f"SELECT count(*) FROM ({extra_sql})").fetchone()[0]
-    n_out = con.execute("SELECT count(*) FROM engine_out").fetchone()[0]
-    n_ref = con.execute(f"SELECT count(*) FROM {ref_table}").fetchone()[0]
+    text = compare_tables(con, ref_table, "engine_out", engine, ref, limit)
+    con.execute("DROP TABLE IF EXISTS engine_out")
+    return text
+
+
+def compare_tables(con, ref_table, table, engine, ref, limit=5):
+    """Compares two tables of the same columns as multisets; returns (ok, text)."""
+    cols = [c[0] for c in con.execute(f"DESCRIBE {ref_table}").fetchall()]
+    order = ", ".join(str(i + 1) for i in range(len(cols)))
+    missing_sql = f"SELECT * FROM {ref_table} EXCEPT ALL SELECT * FROM {table}"
+    extra_sql = f"SELECT * FROM {table} EXCEPT ALL SELECT * FROM {ref_table}"
+    n_missing = con.execute(f"SELECT count(*) FROM ({missing_sql})").fetchall()[0][0]
+    n_extra = con.execute(f"SELECT count(*) FROM ({extra_sql})").fetchall()[0][0]
+    n_out = con.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]
+    n_ref = con.execute(f"SELECT count(*) FROM {ref_table}").fetchall()[0][0]
     if n_missing == 0 and n_extra == 0:
-        con.execute("DROP TABLE engine_out")
         return True, f"OK ({n_out:,} rows equal)"
-    names = ", ".join(c[0] for c in ref_cols)
     lines = [
-        f"DIFFERENT: {engine} {n_out:,} rows, DuckDB {n_ref:,} rows; "
-        f"{n_missing:,} rows only in DuckDB, {n_extra:,} rows only in {engine} ({names})"
+        f"DIFFERENT: {engine} {n_out:,} rows, {ref} {n_ref:,} rows; "
+        f"{n_missing:,} rows only in {ref}, {n_extra:,} rows only in {engine} "
+        f"({', '.join(cols)})"
     ]
-    sides = (("only in DuckDB", missing_sql, n_missing), (f"only in {engine}", extra_sql, n_extra))
+    sides = ((f"only in {ref}", missing_sql, n_missing), (f"only in {engine}", extra_sql, n_extra))
     for label, sql, n in sides:
         if n:
             rows = con.execute(f"SELECT * FROM ({sql}) ORDER BY {order} LIMIT {limit}").fetchall()
             lines.append(f"  first rows {label}:")
             lines.extend(f"    {r}" for r in rows)
-    con.execute("DROP TABLE IF EXISTS engine_out")
     return False, "\n".join(lines)
 
 
@@ -258,49 +402,85 @@ def machine_info():
     return {"nproc": os.cpu_count(), "cpu": cpu, "ram_gib": ram_gib}
 
 
-def best(values):
+def loadavg():
+    """The 1, 5 and 15 minute load averages, or None."""
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def stats(values):
+    """min, median and max of the values that are not None, or None."""
     values = [v for v in values if v is not None]
-    return min(values) if values else None
+    if not values:
+        return None
+    return {"min": min(values), "median": statistics.median(values), "max": max(values),
+            "n": len(values)}
 
 
-def fmt_secs(v):
-    return "-" if v is None else f"{v:.3f}"
+def fmt_stats(s):
+    """`min` for one run, `min / median / max` for more."""
+    if s is None:
+        return "-"
+    if s["n"] == 1:
+        return f"{s['min']:.3f}"
+    return f"{s['min']:.3f} / {s['median']:.3f} / {s['max']:.3f}"
+
+
+def fmt_count(v):
+    return "-" if v is None else f"{v:,}"
 
 
 def markdown(results, header, parallelism, flink):
-    flink_head = f" Flink p{parallelism} best (s) | Flink/Weir |" if flink else ""
+    flink_head = f" Flink p{parallelism} (s) | Flink/Weir |" if flink else ""
+    # The timed parallelism-1 runs have a column of their own when the main runs are not at 1.
+    p1 = parallelism != 1
     lines = [
         header,
         "",
-        f"| query | format | Weir p{parallelism} best (s) | Weir p1 best (s) | DuckDB best (s) "
-        f"| DuckDB/Weir |{flink_head} Weir peak RSS (MB) | rows out | check |",
-        "|---|---|---:|---:|---:|---:|" + ("---:|---:|" if flink else "") + "---:|---:|---|",
+        f"| query | format | Weir p{parallelism} (s) |" + (" Weir p1 (s) |" if p1 else "")
+        + f" DuckDB (s) | DuckDB/Weir |{flink_head} Weir peak RSS (MB) | rows out | late rows "
+        f"| DuckDB rows | load before, after | check |",
+        "|---|---|---:|" + ("---:|" if p1 else "") + "---:|---:|" + ("---:|---:|" if flink else "")
+        + "---:|---:|---:|---:|---|---|",
     ]
     for r in results:
-        weir = best(x["process_secs"] for x in r["weir"])
-        weir_p1 = best(x["process_secs"] for x in r["weir_p1"])
-        duck = best(r["duckdb_secs"])
-        ratio = f"{duck / weir:.2f}" if duck is not None and weir else "-"
+        weir = r["weir_stats"]
+        duck = r["duckdb_stats"]
+        ratio = f"{duck['min'] / weir['min']:.2f}" if duck and weir and weir["min"] else "-"
         rss = [x["peak_rss_bytes"] for x in r["weir"] if x["peak_rss_bytes"] is not None]
         rss = f"{max(rss) / 1e6:,.0f}" if rss else "-"
-        rows = "-" if r["duckdb_rows"] is None else f"{r['duckdb_rows']:,}"
-        check = "OK" if r["ok"] else "FAIL"
+        ref = r["reference"] or {}
+        load = "-"
+        if r["load_before"] and r["load_after"]:
+            load = f"{r['load_before'][0]:.2f}, {r['load_after'][0]:.2f}"
+        checked = ",".join(str(c["parallelism"]) for c in r["checks"])
+        check = ("OK" if r["ok"] else "FAIL") + (f" (p{checked})" if checked else "")
         flink_cells = ""
         if flink:
-            fl = best(x["execute_secs"] for x in r["flink"])
-            fl_ratio = f"{fl / weir:.2f}" if fl is not None and weir else "-"
-            flink_cells = f" {fmt_secs(fl)} | {fl_ratio} |"
+            fl = r["flink_stats"]
+            fl_ratio = f"{fl['min'] / weir['min']:.2f}" if fl and weir and weir["min"] else "-"
+            flink_cells = f" {fmt_stats(fl)} | {fl_ratio} |"
         lines.append(
-            f"| {r['query']} | {r['format']} | {fmt_secs(weir)} | {fmt_secs(weir_p1)} "
-            f"| {fmt_secs(duck)} | {ratio} |{flink_cells} {rss} | {rows} | {check} |"
+            f"| {r['query']} | {r['format']} | {fmt_stats(weir)} |"
+            + (f" {fmt_stats(r['weir_p1_stats'])} |" if p1 else "")
+            + f" {fmt_stats(duck)} | {ratio} |{flink_cells} {rss} | {fmt_count(ref.get('rows'))} "
+            f"| {fmt_count(ref.get('late_rows'))} | {fmt_count(r['duckdb_rows'])} | {load} "
+            f"| {check} |"
         )
     lines += [
         "",
-        "Times are the best of the runs; Weir's are whole `weir run` processes (start-up, planning "
-        "and exit included; the jobs' own `wall_time_secs` are in the JSON results), DuckDB's "
-        "are `CREATE TEMP TABLE ... AS <query>` in one connection. DuckDB/Weir >= 1.0 means "
-        "Weir is at least as fast. rows out: DuckDB's result rows (Weir's sink rows must equal "
-        "them).",
+        "Times are min / median / max of the runs (one figure for one run); DuckDB/Weir is the "
+        "ratio of the minimums (>= 1.0: Weir is at least as fast). Weir's are whole `weir run` "
+        "processes (start-up, planning and exit included; the jobs' own `wall_time_secs` are in "
+        "the JSON results), DuckDB's are `CREATE TEMP TABLE ... AS <query>` in one connection. "
+        "rows out: the sequential reference's result rows, which Weir's sink rows must equal; "
+        "late rows: the rows the reference drops as late, which Weir's `dropped` must equal; "
+        "DuckDB rows: DuckDB's batch result over every row, late or not (the speed reference, "
+        "not checked against Weir). load: the 1-minute load average before and after the case. "
+        "check: OK when Weir's output equalled the reference at every parallelism listed and "
+        "every run's counts did.",
     ]
     if flink:
         lines += [
@@ -311,11 +491,29 @@ def markdown(results, header, parallelism, flink):
             "`process_secs`, and the job's net runtime too). Flink/Weir >= 1.0 means Weir is at "
             "least as fast.",
         ]
+    checks = []
+    for r in results:
+        for c in r["checks"]:
+            checks.append(f"- {r['query']} / {r['format']}, Weir p{c['parallelism']}: {c['text']}")
+        if r.get("reference_vs_duckdb"):
+            checks.append(
+                f"- {r['query']} / {r['format']}, the reference with no row late against "
+                f"DuckDB: {r['reference_vs_duckdb']}"
+            )
+        if flink and r.get("flink_check"):
+            checks.append(f"- {r['query']} / {r['format']}, Flink p{parallelism}: "
+                          f"{r['flink_check']}")
+    if checks:
+        lines += ["", "Checks:"] + checks
     return "\n".join(lines)
 
 
 # ---------------------------------------------------------------------------------------------
 # Main
+
+
+def csv_list(text, kind=str):
+    return [kind(x.strip()) for x in text.split(",") if x.strip()]
 
 
 def parse_args():
@@ -338,8 +536,18 @@ def parse_args():
         help="JSON results file (default <data-dir>/results-<UTC time>.json)")
     arg("--threads", type=int, default=2, help="DuckDB threads (default 2)")
     arg("--parallelism", type=int, default=2,
-        help="Weir's parallelism of the main runs (default 2)")
-    arg("--no-check", action="store_true", help="skip the correctness checks")
+        help="Weir's parallelism of the main (timed) runs, and Flink's (default 2)")
+    arg("--check-parallelisms", default="1,4",
+        help="more parallelisms at which Weir's output is checked against the reference "
+        "(one untimed run each) on the --check-formats (default 1,4; '' for none)")
+    arg("--check-formats", default="parquet",
+        help="the formats checked at --check-parallelisms too (default parquet, the smallest "
+        "file; 'all' for every format)")
+    arg("--split-size", type=int, default=None,
+        help="the bids table's 'split-size' in bytes (default: Weir's, 16 MiB of CSV and "
+        "JSON lines, 4 MiB of Parquet row groups)")
+    arg("--no-check", action="store_true",
+        help="skip the checks of the output against the reference (the counts stay)")
     arg("--keep-work", action="store_true",
         help="keep the work directory (the rendered Weir and Flink scripts)")
     arg("--flink", action="store_true",
@@ -348,34 +556,52 @@ def parse_args():
     args = p.parse_args()
     if args.rows < 1 or args.runs < 1 or args.threads < 1 or args.parallelism < 1:
         p.error("--rows, --runs, --threads and --parallelism must be at least 1")
-    args.queries = [x.strip() for x in args.queries.split(",") if x.strip()]
-    args.formats = [x.strip() for x in args.formats.split(",") if x.strip()]
+    if args.split_size is not None and args.split_size < 0:
+        p.error("--split-size must be at least 0")
+    args.queries = csv_list(args.queries)
+    args.formats = csv_list(args.formats)
+    try:
+        args.check_parallelisms = csv_list(args.check_parallelisms, int)
+    except ValueError:
+        p.error("--check-parallelisms: comma-separated integers")
+    if any(x < 1 for x in args.check_parallelisms):
+        p.error("--check-parallelisms must be at least 1")
+    args.check_formats = (list(FORMATS) if args.check_formats.strip() == "all"
+                          else csv_list(args.check_formats))
     for x in args.queries:
         if x not in QUERIES:
             p.error(f"unknown query {x!r}: choose from {', '.join(QUERIES)}")
-    for x in args.formats:
+    for x in args.formats + args.check_formats:
         if x not in FORMATS:
             p.error(f"unknown format {x!r}: choose from {', '.join(FORMATS)}")
     return args
 
 
-def run_case(con, args, weir_bin, work, data_dir, query, fmt, flink_jars):
+def run_case(con, args, weir_bin, work, data_dir, query, fmt, flink_jars, refs):
     """Runs one query on one format in every engine and checks; returns its record."""
     data_file = data_dir / FILE_NAMES[fmt]
     record = {
         "query": query,
         "format": fmt,
         "description": QUERIES[query][2],
+        "load_before": loadavg(),
+        "load_after": None,
+        "reference": None,
         "weir": [],
         "weir_p1": [],
+        "weir_stats": None,
+        "weir_p1_stats": None,
         "duckdb_secs": [],
+        "duckdb_stats": None,
         "duckdb_rows": None,
-        "check": None,
+        "reference_vs_duckdb": None,
+        "checks": [],
         "ok": True,
         "messages": [],
     }
     if args.flink:
         record["flink"] = []
+        record["flink_stats"] = None
         record["flink_check"] = None
 
     def fail(message):
@@ -383,7 +609,26 @@ def run_case(con, args, weir_bin, work, data_dir, query, fmt, flink_jars):
         record["messages"].append(message)
         log(f"   FAIL: {message}")
 
-    # DuckDB: timed runs; the last one's table is the reference of the check.
+    try:
+        return run_case_inner(con, args, weir_bin, work, data_file, query, fmt, flink_jars, refs,
+                              record, fail)
+    finally:
+        record["load_after"] = loadavg()
+        record["weir_stats"] = stats(x["process_secs"] for x in record["weir"])
+        record["weir_p1_stats"] = stats(x["process_secs"] for x in record["weir_p1"])
+        record["duckdb_stats"] = stats(record["duckdb_secs"])
+        if args.flink:
+            record["flink_stats"] = stats(x["execute_secs"] for x in record["flink"])
+        con.execute("DROP TABLE IF EXISTS r")
+
+
+def run_case_inner(con, args, weir_bin, work, data_file, query, fmt, flink_jars, refs, record,
+                   fail):
+    # The reference: what Weir must produce, and how many rows it drops as late.
+    ref_table, ref = refs.table(query)
+    record["reference"] = dict(ref)
+
+    # DuckDB: timed runs over every row (the speed reference).
     sql = string.Template((QUERY_DIR / f"{query}.duckdb.sql").read_text()).substitute(
         bids=duckdb_source(fmt, data_file)
     )
@@ -393,17 +638,35 @@ def run_case(con, args, weir_bin, work, data_dir, query, fmt, flink_jars):
             started = time.perf_counter()
             con.execute(f"CREATE TEMP TABLE r AS {sql}")
             record["duckdb_secs"].append(time.perf_counter() - started)
+        record["duckdb_rows"] = con.execute("SELECT count(*) FROM r").fetchall()[0][0]
+        times = ", ".join(f"{s:.3f}" for s in record["duckdb_secs"])
+        log(f"   duckdb: {times} s, {record['duckdb_rows']:,} rows (every row, none late)")
+        # The reference's windows over every row must be DuckDB's result: a check of the
+        # reference's windows and aggregates that leaves only its lateness to trust.
+        if not args.no_check and not refs.checked_against_duckdb.get(query):
+            all_rows = refs.without_lateness(query)
+            ok, text = compare_tables(con, "r", all_rows, "the reference", "DuckDB")
+            con.execute(f"DROP TABLE IF EXISTS {all_rows}")
+            record["reference_vs_duckdb"] = text
+            refs.checked_against_duckdb[query] = True
+            log(f"   reference with no row late against DuckDB: {text}")
+            if not ok:
+                fail(f"the reference with no row late differs from DuckDB: {text}")
     except duckdb.Error as e:
         fail(f"DuckDB query queries/{query}.duckdb.sql failed: {e}")
-        return record
-    record["duckdb_rows"] = con.execute("SELECT count(*) FROM r").fetchone()[0]
-    times = ", ".join(f"{s:.3f}" for s in record["duckdb_secs"])
-    log(f"   duckdb: {times} s, {record['duckdb_rows']:,} rows")
+
+    def counts(run, what):
+        if run["sink_rows"] != ref["rows"]:
+            fail(f"{what}: sink_rows {run['sink_rows']:,}, the reference {ref['rows']:,} rows")
+        if run["source_rows"] != args.rows:
+            fail(f"{what}: source_rows {run['source_rows']:,}, generated {args.rows:,}")
+        if run["dropped"] != ref["late_rows"]:
+            fail(f"{what}: dropped {run['dropped']:,} rows as late, the reference "
+                 f"{ref['late_rows']:,}")
 
     # Weir: timed runs into the blackhole sink.
-    script = weir_script(
-        query, fmt, data_file, "'connector' = 'blackhole'", work / f"{query}-{fmt}-blackhole.sql"
-    )
+    script = weir_script(query, fmt, data_file, "'connector' = 'blackhole'",
+                         work / f"{query}-{fmt}-blackhole.sql", args.split_size)
     parallelisms = [(args.parallelism, "weir")]
     if fmt in QUERIES[query][1] and args.parallelism != 1:
         parallelisms.append((1, "weir_p1"))
@@ -414,49 +677,55 @@ def run_case(con, args, weir_bin, work, data_dir, query, fmt, flink_jars):
             except RuntimeError as e:
                 fail(f"weir -p {parallelism}: {e}")
                 break
-            run["parallelism"] = parallelism
             record[key].append(run)
             log(
                 f"   weir -p {parallelism}: {run['process_secs']:.3f} s "
-                f"(job {run['wall_time_secs']:.3f} s), {run['sink_rows']:,} sink rows"
+                f"(job {run['wall_time_secs']:.3f} s), {run['sink_rows']:,} sink rows, "
+                f"{run['dropped']:,} dropped"
             )
-            if run["sink_rows"] != record["duckdb_rows"]:
-                fail(
-                    f"weir -p {parallelism}: sink_rows {run['sink_rows']:,}, "
-                    f"DuckDB {record['duckdb_rows']:,} rows"
-                )
-            if run["source_rows"] != args.rows:
-                fail(
-                    f"weir -p {parallelism}: source_rows {run['source_rows']:,}, "
-                    f"generated {args.rows:,}"
-                )
+            counts(run, f"weir -p {parallelism}")
 
-    # Check: Weir writes Parquet, compared with DuckDB's table.
+    # Checks: at every parallelism the case runs, and at --check-parallelisms on the
+    # --check-formats, Weir writes Parquet, compared with the reference's table.
+    checked = [p for p, _ in parallelisms]
+    if fmt in args.check_formats:
+        checked += args.check_parallelisms
+    checked = list(dict.fromkeys(checked))
     if args.no_check:
-        record["check"] = "skipped"
-    else:
-        out = work / f"out-{query}-{fmt}"
+        checked = []
+    for parallelism in checked:
+        out = work / f"out-{query}-{fmt}-p{parallelism}"
         sink = f"'connector' = 'filesystem', 'path' = {q(out)}, 'format' = 'parquet'"
-        script = weir_script(query, fmt, data_file, sink, work / f"{query}-{fmt}-check.sql")
+        script = weir_script(query, fmt, data_file, sink,
+                             work / f"{query}-{fmt}-check.sql", args.split_size)
+        check = {"parallelism": parallelism, "ok": False, "text": None, "sink_rows": None,
+                 "dropped": None}
+        record["checks"].append(check)
         try:
-            run_weir(weir_bin, script, args.parallelism)
-            ok, text = compare_results(con, "r", weir_source(out))
-            record["check"] = text
-            log(f"   check: {text}")
+            run = run_weir(weir_bin, script, parallelism)
+            check["sink_rows"], check["dropped"] = run["sink_rows"], run["dropped"]
+            ok, text = compare_results(con, ref_table, weir_source(out))
+            if run["dropped"] != ref["late_rows"]:
+                ok = False
+                text += (f"; dropped {run['dropped']:,} rows as late, the reference "
+                         f"{ref['late_rows']:,}")
+            check["ok"], check["text"] = ok, text
+            log(f"   check -p {parallelism}: {text}")
             if not ok:
-                fail(f"check: {text}")
+                fail(f"check -p {parallelism}: {text}")
         except RuntimeError as e:
-            fail(f"check run: {e}")
+            check["text"] = f"run failed: {e}"
+            fail(f"check run -p {parallelism}: {e}")
         except duckdb.Error as e:
-            fail(f"check: reading Weir's output failed: {e}")
+            check["text"] = f"reading Weir's output failed: {e}"
+            fail(f"check -p {parallelism}: reading Weir's output failed: {e}")
         shutil.rmtree(out, ignore_errors=True)
     if args.flink:
-        run_flink_case(con, args, work, data_file, query, fmt, flink_jars, record, fail)
-    con.execute("DROP TABLE IF EXISTS r")
+        run_flink_case(con, args, work, data_file, query, fmt, flink_jars, record, fail, refs)
     return record
 
 
-def run_flink_case(con, args, work, data_file, query, fmt, flink_jars, record, fail):
+def run_flink_case(con, args, work, data_file, query, fmt, flink_jars, record, fail, refs):
     """Flink's timed runs (blackhole sink) and check (CSV files) of one query and format."""
     jars = flink_jars if fmt == "parquet" else []
     script = flink_runner.flink_script(
@@ -479,18 +748,32 @@ def run_flink_case(con, args, work, data_file, query, fmt, flink_jars, record, f
     if args.no_check:
         record["flink_check"] = "skipped"
         return
+    # The check run emits Flink's watermark on every advance (pipeline.auto-watermark-interval
+    # 0: no processing-time timer), so which rows are late depends on the rows alone; the
+    # reference is computed with the same emission (interval 0 ms).
+    ref_table, ref = refs.table(query, interval_ms=flink_runner.CHECK_WATERMARK_INTERVAL_MS)
+    record["flink_reference"] = dict(ref)
     out = work / f"flink-out-{query}-{fmt}"
     sink = f"'connector' = 'filesystem', 'path' = {q(out)}, 'format' = 'csv'"
     script = flink_runner.flink_script(
         query, fmt, data_file, sink, work / f"{query}-{fmt}-check.flink.sql"
     )
+    # Flink at parallelism 1 reads the file in order, as the reference does; above 1 its
+    # subtasks read parts of the file side by side and which rows are late depends on timing,
+    # so differences are shown, not failed.
+    must_equal = args.parallelism == 1
     try:
-        run = flink_runner.run_flink(script, args.parallelism, jars)
+        run = flink_runner.run_flink(
+            script, args.parallelism, jars,
+            watermark_interval_ms=flink_runner.CHECK_WATERMARK_INTERVAL_MS,
+        )
         src = flink_runner.check_source(out, run["columns"])
-        ok, text = compare_results(con, "r", src, engine="Flink")
+        ok, text = compare_results(con, ref_table, src, engine="Flink")
+        if not ok and not must_equal:
+            text += f" (not a failure: Flink at parallelism {args.parallelism})"
         record["flink_check"] = text
         log(f"   flink check: {text}")
-        if not ok:
+        if not ok and must_equal:
             fail(f"flink check: {text}")
     except RuntimeError as e:
         fail(f"flink check run: {e}")
@@ -501,6 +784,7 @@ def run_flink_case(con, args, work, data_file, query, fmt, flink_jars, record, f
 
 def main():
     args = parse_args()
+    check_reference_specs()
     weir_bin = Path(os.environ.get("WEIR_BIN", "target/release/weir")).absolute()
     if not os.access(weir_bin, os.X_OK):
         sys.exit(
@@ -551,13 +835,33 @@ def main():
     con.execute("SET enable_progress_bar = false")
     generate(con, data_dir, args.rows)
 
+    # The reference reads the rows in file order (from the Parquet file; every format holds
+    # the same rows in the same order, which is checked for each format that runs).
+    started = time.perf_counter()
+    rows = load_rows(con, "parquet", data_dir / FILE_NAMES["parquet"])
+    for fmt in dict.fromkeys(f for _, f in cases):
+        if fmt != "parquet" and not same_order(con, fmt, data_dir / FILE_NAMES[fmt],
+                                               rows["date_time"]):
+            sys.exit(f"compare: {FILE_NAMES[fmt]} does not hold the rows of bids.parquet in "
+                     "the same order: delete the data directory and run again")
+    bids_sql = (QUERY_DIR / "bids.weir.sql").read_text()
+    delay_ms, interval_ms = reference.watermark_spec(bids_sql)
+    refs = References(con, rows, delay_ms, interval_ms)
+    out_of_order = reference.out_of_order(rows["date_time"])
+    log(f"data: {out_of_order:,} of {args.rows:,} rows come after a later event time "
+        f"(read in {time.perf_counter() - started:.1f} s)")
+
     machine = machine_info()
     ram = f"{machine['ram_gib']:.1f} GiB" if machine["ram_gib"] else "unknown"
     header = (
         f"Machine: {machine['nproc']} CPUs ({machine['cpu']}), {ram} RAM; "
         f"Weir: {weir_bin} ({weir_version}); DuckDB {duckdb.__version__} "
-        f"(threads = {args.threads}); {args.rows:,} bids; best of {args.runs} runs"
+        f"(threads = {args.threads}); {args.rows:,} bids, {out_of_order:,} of them out of "
+        f"order (generator {GENERATOR_VERSION}); watermark {delay_ms} ms behind, emitted every "
+        f"{interval_ms} ms of event time; {args.runs} run(s) each"
     )
+    if args.split_size is not None:
+        header += f"; Weir's split-size {args.split_size:,} bytes"
     if args.flink:
         header += (
             f"; Flink {flink_version} (PyFlink, streaming mode, parallelism {args.parallelism}, "
@@ -567,11 +871,13 @@ def main():
     log(f"work directory: {work}")
     results = []
     try:
-        for query, fmt in cases:
+        for n, (query, fmt) in enumerate(cases):
             log(f"== {query} / {fmt}")
             results.append(
-                run_case(con, args, weir_bin, work, data_dir, query, fmt, flink_jars)
+                run_case(con, args, weir_bin, work, data_dir, query, fmt, flink_jars, refs)
             )
+            if n + 1 == len(cases) or cases[n + 1][0] != query:
+                refs.drop(query)
     finally:
         if args.keep_work:
             log(f"work directory kept: {work}")
@@ -595,7 +901,13 @@ def main():
         "duckdb_version": duckdb.__version__,
         "duckdb_threads": args.threads,
         "weir_parallelism": args.parallelism,
+        "check_parallelisms": args.check_parallelisms,
+        "check_formats": args.check_formats,
+        "split_size": args.split_size,
         "rows": args.rows,
+        "out_of_order_rows": out_of_order,
+        "watermark_delay_ms": delay_ms,
+        "watermark_interval_ms": interval_ms,
         "runs": args.runs,
         "generator_version": GENERATOR_VERSION,
         "time_utc": now.isoformat(timespec="seconds"),

@@ -39,6 +39,13 @@ FORMAT_OPTIONS = {
 PARQUET_JAR_PREFIXES = ("flink-sql-parquet-", "hadoop-client-api-", "hadoop-client-runtime-",
                         "snappy-java-")
 
+# Flink's watermark assigner (WatermarkAssignerOperator) emits when the watermark is more than
+# `pipeline.auto-watermark-interval` above the last one emitted, and on a processing-time
+# timer of that period: with the default 200 ms, which rows are late depends on how fast the
+# job runs. The check runs set it to 0: a watermark on every advance, no timer, so the late rows
+# depend on the rows alone, and compare.py computes the reference with that emission.
+CHECK_WATERMARK_INTERVAL_MS = 0
+
 
 def flink_version():
     """The installed apache-flink version, or None."""
@@ -93,9 +100,12 @@ def flink_script(query, fmt, data_file, sink_options, out_path):
     return out_path
 
 
-def run_flink(script, parallelism, jars):
-    """Runs one Flink job in a new process; returns its timings or raises RuntimeError."""
+def run_flink(script, parallelism, jars, watermark_interval_ms=None):
+    """Runs one Flink job in a new process; returns its timings or raises RuntimeError.
+    watermark_interval_ms: `pipeline.auto-watermark-interval` (None: Flink's default)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--parallelism", str(parallelism)]
+    if watermark_interval_ms is not None:
+        cmd += ["--auto-watermark-interval-ms", str(watermark_interval_ms)]
     for jar in jars:
         cmd += ["--jar", str(jar)]
     cmd.append(str(script))
@@ -164,6 +174,8 @@ def main():
     p = argparse.ArgumentParser(description="Runs one Flink SQL script, timing its last statement.")
     p.add_argument("--parallelism", type=int, default=2)
     p.add_argument("--jar", action="append", default=[], help="a jar for pipeline.jars")
+    p.add_argument("--auto-watermark-interval-ms", type=int, default=None,
+                   help="pipeline.auto-watermark-interval (default: Flink's, 200 ms)")
     p.add_argument("script", type=Path)
     args = p.parse_args()
     stmts = statements(args.script.read_text())
@@ -175,6 +187,8 @@ def main():
     config = env.get_config()
     config.set("parallelism.default", str(args.parallelism))
     config.set("table.local-time-zone", "UTC")
+    if args.auto_watermark_interval_ms is not None:
+        config.set("pipeline.auto-watermark-interval", f"{args.auto_watermark_interval_ms} ms")
     if args.jar:
         config.set("pipeline.jars", ";".join(Path(j).resolve().as_uri() for j in args.jar))
     env_secs = time.perf_counter() - started

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Weir against DuckDB on the same bids data: one command that generates the data, runs the
-# queries of scripts/compare/queries/ in both, checks that Weir's results equal DuckDB's and
-# prints a table of times and ratios. See scripts/compare/README.md.
+# Weir against DuckDB on the same bids data: one command that generates the data (with about 1%
+# late rows), runs the queries of scripts/compare/queries/ in both, checks Weir's results against
+# a sequential reference (reference.py: the rows in file order under Weir's event-time rules)
+# and prints a table of times and ratios. See scripts/compare/README.md.
 #
 # Usage: scripts/compare/run.sh [compare.py options]     (e.g. --rows 200000 --runs 1)
 # Environment:
@@ -10,6 +11,9 @@
 #                 (default: ${XDG_CACHE_HOME:-$HOME/.cache}/weir-compare/venv; created if missing)
 #   PYTHON        the interpreter that creates the venv (default: python3)
 #   DUCKDB_VERSION  the duckdb release installed into the venv (default: 2.0.1)
+#   NUMPY_VERSION   the numpy release installed into the venv when it has none, for the
+#                   sequential reference (default: 2.3.5; a numpy already there is kept:
+#                   apache-flink's dependencies may pin another)
 # With --flink (README.md, "Flink"):
 #   FLINK_VERSION   the apache-flink release installed into the venv (default: 2.3.0; its wheels
 #                   are for CPython 3.9 to 3.12)
@@ -20,6 +24,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 duckdb_version="${DUCKDB_VERSION:-2.0.1}"
+numpy_version="${NUMPY_VERSION:-2.3.5}"
 venv="${COMPARE_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/weir-compare/venv}"
 python="${PYTHON:-python3}"
 flink_version="${FLINK_VERSION:-2.3.0}"
@@ -40,6 +45,11 @@ fi
 if ! "$venv/bin/python" -c 'import duckdb, os, sys; sys.exit(duckdb.__version__ != sys.argv[1])' "$duckdb_version" 2>/dev/null; then
     echo "installing duckdb $duckdb_version into $venv" >&2
     "$venv/bin/python" -m pip install --quiet "duckdb==$duckdb_version"
+fi
+# numpy: the sequential reference (reference.py) and DuckDB's fetchnumpy().
+if ! "$venv/bin/python" -c 'import numpy' 2>/dev/null; then
+    echo "installing numpy $numpy_version into $venv" >&2
+    "$venv/bin/python" -m pip install --quiet "numpy==$numpy_version"
 fi
 
 if [[ $flink == 1 ]]; then

@@ -1,0 +1,381 @@
+#!/usr/bin/env python3
+"""The sequential reference of scripts/compare (README.md, "How results are checked").
+
+Computes what each query must give when the bids are read from the first row of the file to
+the last, one row at a time, under Weir's event-time rules (docs/event-time.md,
+docs/windows.md; the code is crates/weir-runtime/src/event_time/generator.rs for the
+watermarks, crates/weir-operators/src/window/time_window.rs and session/mod.rs for the
+windows):
+
+- The watermark after a row is `max event time so far - ooo - 1`, where the SQL watermark
+  `WATERMARK FOR ts AS ts - INTERVAL 'd'` gives `ooo = d - 1 ms`, so it is `max - d`. Only a row
+  that raises the maximum moves it. It is emitted after the first row, and after that only when
+  it is at least `interval` (the table's 'watermark.interval', default 200 ms of event time)
+  above the last one emitted.
+- A row is judged against the last watermark emitted before it (the row that raises the
+  maximum is judged before the watermark it causes).
+- Tumbling and sliding windows: a row counts in each of its windows [start, end) with
+  `end - 1 > watermark` and is late for the others; a row late for all of them is dropped.
+  A window's result holds every row that counted in it (it fires when the watermark reaches
+  `end - 1`, after which no row can count in it).
+- Session windows (gap g, per key): a row's own window is [ts, ts + g). It joins every session
+  of its key not fired yet that it touches (bounds inclusive: [s, e) is touched when
+  `ts <= e and s <= ts + g`), merging them into one; when it touches none, it is dropped if
+  `ts + g - 1 <= watermark` and starts a new session otherwise. A session fires (final,
+  removed) when an emitted watermark reaches its `end - 1`; at the end of the input every
+  session fires.
+- Filter: no event time, every row counts.
+
+Everything that does not depend on the order of rows is vectorized with numpy; the session
+windows are a loop over each key's rows in file order (the keys are independent). Imported by
+compare.py; `python3 reference.py --self-test` runs its small tests.
+"""
+
+import re
+
+import numpy as np
+
+I64_MIN = np.iinfo(np.int64).min
+
+# INTERVAL units and duration units (Weir's duration parser accepts these and longer spellings).
+_UNIT_MS = {
+    "ms": 1, "millisecond": 1, "milliseconds": 1,
+    "s": 1000, "sec": 1000, "second": 1000, "seconds": 1000,
+    "m": 60_000, "min": 60_000, "minute": 60_000, "minutes": 60_000,
+    "h": 3_600_000, "hour": 3_600_000, "hours": 3_600_000,
+    "d": 86_400_000, "day": 86_400_000, "days": 86_400_000,
+}
+
+
+def duration_ms(text):
+    """Milliseconds of a duration: `200`, `200ms`, `1s`, `1.5 min`, `5 SECOND`."""
+    m = re.fullmatch(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]*)\s*", text)
+    if not m:
+        raise ValueError(f"not a duration: {text!r}")
+    unit = m.group(2).lower() or "ms"
+    if unit not in _UNIT_MS:
+        raise ValueError(f"unknown unit in duration {text!r}")
+    ms = float(m.group(1)) * _UNIT_MS[unit]
+    if ms != int(ms):
+        raise ValueError(f"duration {text!r} is not whole milliseconds")
+    return int(ms)
+
+
+def watermark_spec(table_sql):
+    """(delay ms, interval ms) of the WATERMARK clause and options of a CREATE TABLE."""
+    table_sql = "\n".join(x for x in table_sql.splitlines() if not x.lstrip().startswith("--"))
+    m = re.search(
+        r"WATERMARK\s+FOR\s+(\w+)\s+AS\s+(\w+)\s*-\s*INTERVAL\s+'([^']+)'\s+(\w+)",
+        table_sql, re.IGNORECASE,
+    )
+    if not m or m.group(1).lower() != m.group(2).lower():
+        raise ValueError("no `WATERMARK FOR c AS c - INTERVAL 'n' UNIT` in the table")
+    delay = duration_ms(m.group(3) + m.group(4))
+    interval = 200
+    opt = re.search(r"'(?:scan\.)?watermark\.interval'\s*=\s*'([^']*)'", table_sql, re.IGNORECASE)
+    if opt:
+        interval = duration_ms(opt.group(1))
+    return delay, interval
+
+
+def emitted_before(times, delay_ms, interval_ms):
+    """The watermark last emitted before each row (I64_MIN: none yet), as int64 array, and the
+    number of watermarks emitted (the final one at the end of the input not counted)."""
+    times = np.asarray(times, dtype=np.int64)
+    n = len(times)
+    before = np.full(n, I64_MIN, dtype=np.int64)
+    if n == 0:
+        return before, 0
+    ooo = max(delay_ms - 1, 0)
+    step = max(interval_ms, 1)
+    # The rows that raise the maximum, and the watermark each would give (increasing).
+    raises = np.empty(n, dtype=bool)
+    raises[0] = True
+    raises[1:] = times[1:] > np.maximum.accumulate(times)[:-1]
+    rows = np.flatnonzero(raises)
+    candidate = times[rows] - ooo - 1
+    # Emitted: the first, then each first candidate at least `step` above the last emitted.
+    emitted = []
+    j = 0
+    while j < len(candidate):
+        emitted.append(j)
+        j = int(np.searchsorted(candidate, candidate[j] + step, side="left"))
+    emitted = np.asarray(emitted, dtype=np.int64)
+    after = np.full(n, I64_MIN, dtype=np.int64)
+    after[rows[emitted]] = candidate[emitted]
+    after = np.maximum.accumulate(after)
+    before[1:] = after[:-1]
+    return before, len(emitted)
+
+
+def out_of_order(times):
+    """How many rows have an event time below the largest one before them."""
+    times = np.asarray(times, dtype=np.int64)
+    if len(times) < 2:
+        return 0
+    return int(np.count_nonzero(times[1:] < np.maximum.accumulate(times)[:-1]))
+
+
+def _group(columns, key_names, value_aggs):
+    """Groups rows by the key columns (most significant first): the keys, in order, and per
+    output name an aggregate (`count`, or (`sum`|`max`, column)). Exact integer arithmetic."""
+    n = len(columns[key_names[0]])
+    if n == 0:
+        out = {k: np.empty(0, dtype=np.int64) for k in key_names}
+        out.update({name: np.empty(0, dtype=np.int64) for name in value_aggs})
+        return out
+    # One int64 per row when the keys' ranges fit (a stable sort of it is fast on rows that
+    # come nearly in order), else a lexicographic sort.
+    lows, widths = [], []
+    for k in key_names:
+        lo, hi = int(columns[k].min()), int(columns[k].max())
+        lows.append(lo)
+        widths.append(hi - lo + 1)
+    if np.prod([float(w) for w in widths]) < 2.0**62:
+        composite = np.zeros(n, dtype=np.int64)
+        for k, lo, width in zip(key_names, lows, widths):
+            composite *= width
+            composite += columns[k] - lo
+        order = np.argsort(composite, kind="stable")
+        composite = composite[order]
+        change = np.empty(n, dtype=bool)
+        change[0] = True
+        np.not_equal(composite[1:], composite[:-1], out=change[1:])
+        starts = np.flatnonzero(change)
+        group_keys = composite[starts]
+        out = {}
+        for k, lo, width in reversed(list(zip(key_names, lows, widths))):
+            out[k] = group_keys % width + lo
+            group_keys //= width
+    else:
+        order = np.lexsort(tuple(columns[k] for k in reversed(key_names)))
+        keys = [columns[k][order] for k in key_names]
+        change = np.zeros(n, dtype=bool)
+        change[0] = True
+        for k in keys:
+            change[1:] |= k[1:] != k[:-1]
+        starts = np.flatnonzero(change)
+        out = {name: k[starts] for name, k in zip(key_names, keys)}
+    gathered = {}
+    for name, agg in value_aggs.items():
+        if agg == "count":
+            out[name] = np.diff(starts, append=n).astype(np.int64, copy=False)
+        else:
+            fn, col = agg
+            if col not in gathered:
+                gathered[col] = columns[col][order]
+            reduce = np.add if fn == "sum" else np.maximum
+            out[name] = reduce.reduceat(gathered[col], starts).astype(np.int64, copy=False)
+    return out
+
+
+def hop(key_name, keys, times, prices, before, size, slide):
+    """Tumbling (slide = size) or sliding windows per key with COUNT(*), SUM(price),
+    MAX(price): (result columns, rows dropped as late)."""
+    times = np.asarray(times, dtype=np.int64)
+    n = len(times)
+    first = np.floor_divide(times, slide)  # the latest window start (in slides) of each row
+    taken = np.zeros(n, dtype=bool)
+    parts_key, parts_start, parts_price = [], [], []
+    for j in range(-(-size // slide)):
+        start = (first - j) * slide
+        end = start + size
+        counts = (end > times) & (end - 1 > before)
+        taken |= counts
+        parts_key.append(keys[counts])
+        parts_start.append(start[counts])
+        parts_price.append(prices[counts])
+    cols = {
+        key_name: np.concatenate(parts_key),
+        "window_start": np.concatenate(parts_start),
+        "price": np.concatenate(parts_price),
+    }
+    out = _group(cols, ["window_start", key_name], {
+        "bids": "count", "total": ("sum", "price"), "max_price": ("max", "price"),
+    })
+    result = {
+        key_name: out[key_name],
+        "window_start": out["window_start"],
+        "window_end": out["window_start"] + size,
+        "bids": out["bids"],
+        "total": out["total"],
+        "max_price": out["max_price"],
+    }
+    return result, int(n - np.count_nonzero(taken))
+
+
+def session(key_name, keys, times, prices, before, gap):
+    """Session windows per key with COUNT(*), MAX(price): (result columns, rows dropped as
+    late). Each key's rows in file order; a key's open sessions in a list by start (they never
+    overlap, so it is in end order too)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    order = np.argsort(keys, kind="stable")  # by key, file order within a key
+    k_sorted = keys[order]
+    bounds = np.flatnonzero(np.diff(k_sorted)) + 1
+    starts = np.concatenate(([0], bounds)).tolist()
+    ends = np.concatenate((bounds, [len(keys)])).tolist()
+    ts_all = times[order].tolist()
+    wm_all = before[order].tolist()
+    price_all = prices[order].tolist()
+    key_all = k_sorted.tolist()
+    out_key, out_start, out_end, out_count, out_max = [], [], [], [], []
+    dropped = 0
+    for a, b in zip(starts, ends):
+        key = key_all[a] if b > a else None
+        open_ = []  # [start, end, count, max]
+        for ts, wm, price in zip(ts_all[a:b], wm_all[a:b], price_all[a:b]):
+            # Fire what the watermark before this row reached (a prefix: in end order).
+            fired = 0
+            while fired < len(open_) and open_[fired][1] - 1 <= wm:
+                s = open_[fired]
+                out_key.append(key)
+                out_start.append(s[0])
+                out_end.append(s[1])
+                out_count.append(s[2])
+                out_max.append(s[3])
+                fired += 1
+            if fired:
+                del open_[:fired]
+            end = ts + gap
+            # The sessions it touches: a contiguous run, found from the last one back.
+            hi = len(open_)
+            while hi > 0 and open_[hi - 1][0] > end:
+                hi -= 1
+            lo = hi
+            while lo > 0 and ts <= open_[lo - 1][1]:
+                lo -= 1
+            if lo == hi:
+                if end - 1 <= wm:
+                    dropped += 1
+                    continue
+                open_.insert(hi, [ts, end, 1, price])
+                continue
+            merged = open_[lo]
+            if hi - lo == 1:
+                if ts < merged[0]:
+                    merged[0] = ts
+                if end > merged[1]:
+                    merged[1] = end
+                merged[2] += 1
+                if price > merged[3]:
+                    merged[3] = price
+                continue
+            run = open_[lo:hi]
+            open_[lo:hi] = [[
+                min(run[0][0], ts),
+                max(run[-1][1], end),
+                sum(s[2] for s in run) + 1,
+                max(max(s[3] for s in run), price),
+            ]]
+        for s in open_:  # the end of the input: every session fires
+            out_key.append(key)
+            out_start.append(s[0])
+            out_end.append(s[1])
+            out_count.append(s[2])
+            out_max.append(s[3])
+    as_i64 = lambda v: np.asarray(v, dtype=np.int64)  # noqa: E731
+    result = {
+        key_name: as_i64(out_key),
+        "window_start": as_i64(out_start),
+        "window_end": as_i64(out_end),
+        "bids": as_i64(out_count),
+        "max_price": as_i64(out_max),
+    }
+    return result, dropped
+
+
+def filter_rows(auction, bidder, price, date_time, min_price):
+    """`WHERE price > min_price`, projected: every row counts (no event time)."""
+    keep = price > min_price
+    return {
+        "auction": auction[keep],
+        "bidder": bidder[keep],
+        "price": price[keep],
+        "date_time": date_time[keep],
+    }, 0
+
+
+def compute(spec, rows, before):
+    """The result of one query spec (compare.py's REFERENCE) over rows (dict of int64 arrays
+    in file order) with the emitted watermarks `before`: (columns, rows dropped as late)."""
+    kind = spec["kind"]
+    if kind == "hop":
+        return hop(spec["key"], rows[spec["key"]], rows["date_time"], rows["price"], before,
+                   spec["size"], spec["slide"])
+    if kind == "session":
+        return session(spec["key"], rows[spec["key"]], rows["date_time"], rows["price"], before,
+                       spec["gap"])
+    if kind == "filter":
+        return filter_rows(rows["auction"], rows["bidder"], rows["price"], rows["date_time"],
+                           spec["min_price"])
+    raise ValueError(f"unknown reference kind {kind!r}")
+
+
+# ---------------------------------------------------------------------------------------------
+# Self-test: small cases worked out by hand, and the vectorized parts against a plain loop.
+
+
+def _slow_before(times, delay_ms, interval_ms):
+    ooo, step = max(delay_ms - 1, 0), max(interval_ms, 1)
+    out, mx, last = [], None, None
+    for t in times:
+        out.append(I64_MIN if last is None else last)
+        if mx is None or t > mx:
+            mx = t
+            cand = t - ooo - 1
+            if last is None or cand >= last + step:
+                last = cand
+    return out
+
+
+def _self_test():
+    # docs/event-time.md's example: ooo 500 ms (delay 501), interval 1 s.
+    times = [1000, 1500, 1200, 2100, 2300, 100, 3000, 2500, 5000]
+    before, n = emitted_before(np.array(times), 501, 1000)
+    assert before.tolist() == [I64_MIN, 499, 499, 499, 1599, 1599, 1599, 1599, 1599], before
+    assert n == 3
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        t = rng.integers(-3000, 3000, size=int(rng.integers(1, 60))).cumsum()
+        t = t + rng.integers(-2000, 1, size=len(t)) * (rng.random(len(t)) < 0.3)
+        d, iv = int(rng.integers(0, 3000)), int(rng.integers(0, 500))
+        assert emitted_before(t, d, iv)[0].tolist() == _slow_before(t.tolist(), d, iv)
+    # Sliding 5/2: ts 4 is in [0,5), [2,7), [4,9).
+    res, dropped = hop("k", np.array([1]), np.array([4]), np.array([7]), np.array([I64_MIN]), 5, 2)
+    assert res["window_start"].tolist() == [0, 2, 4] and dropped == 0
+    # ... with watermark 5 only [2,7) (end - 1 = 6 > 5) and [4,9) count.
+    res, dropped = hop("k", np.array([1]), np.array([4]), np.array([7]), np.array([5]), 5, 2)
+    assert res["window_start"].tolist() == [2, 4] and dropped == 0
+    res, dropped = hop("k", np.array([1]), np.array([4]), np.array([7]), np.array([8]), 5, 2)
+    assert len(res["window_start"]) == 0 and dropped == 1
+    # Sessions, gap 10: rows 0 and 10 share a session (inclusive); 30 starts another; with the
+    # watermark at 35 the first session [0, 20) has fired, so 12 (window [12, 22), end - 1 = 21
+    # <= 35) touches nothing open and is dropped, while 25 joins [30, 40).
+    k = np.array([1, 1, 1, 1, 1])
+    t = np.array([0, 10, 30, 12, 25])
+    wm = np.array([I64_MIN, I64_MIN, I64_MIN, 35, 35])
+    p = np.array([1, 2, 3, 4, 5])
+    res, dropped = session("k", k, t, p, wm, 10)
+    got = sorted(zip(res["window_start"].tolist(), res["window_end"].tolist(),
+                     res["bids"].tolist(), res["max_price"].tolist()))
+    assert got == [(0, 20, 2, 2), (25, 40, 2, 5)], got
+    assert dropped == 1
+    # A late row bridging two open sessions merges them.
+    res, dropped = session("k", np.array([1, 1, 1]), np.array([0, 30, 15]), np.array([1, 2, 3]),
+                           np.array([I64_MIN, I64_MIN, 5]), 15)
+    got = list(zip(res["window_start"].tolist(), res["window_end"].tolist(), res["bids"].tolist()))
+    assert got == [(0, 45, 3)], got
+    assert watermark_spec("WATERMARK FOR ts AS ts - INTERVAL '5' SECOND") == (5000, 200)
+    assert watermark_spec(
+        "WATERMARK FOR ts AS ts - INTERVAL '250' MILLISECOND ) WITH ("
+        "'watermark.interval' = '1s')") == (250, 1000)
+    print("reference self-test: OK")
+
+
+if __name__ == "__main__":
+    import sys
+
+    if sys.argv[1:] == ["--self-test"]:
+        _self_test()
+    else:
+        sys.exit("usage: reference.py --self-test  (compare.py imports this module)")

@@ -9,15 +9,14 @@ use weir_api::{Error, Result, S3Options};
 pub const DEFAULT_BATCH_SIZE: usize = 8192;
 
 /// Bytes per split of CSV and JSON lines when `split_size` is not set: a file larger than this
-/// is read as several byte ranges, so that the source's subtasks share one large file.
+/// is read as several byte ranges, decoded side by side (shared among the source's subtasks, or,
+/// with a watermark, decoded ahead and handed on in order by one subtask).
 pub const DEFAULT_SPLIT_SIZE: u64 = 16 * 1024 * 1024;
 
 /// Bytes per split of Parquet when `split_size` is not set: row groups are gathered until a
-/// split holds this much. Smaller than for text, because subtasks read their splits in turn: the
-/// further apart in the file two subtasks read, the further apart in event time they are, and a
-/// window downstream holds every window of the subtask ahead open until the other's watermark
-/// catches up (measured in docs/performance.md: 4 MiB instead of 16 MiB halved the peak memory
-/// of a hopping window over a 200 MB file, at the same speed).
+/// split holds this much. Smaller than for text: chosen when subtasks read the splits of one
+/// file side by side, far apart in event time (docs/connectors/file.md); it also bounds what a
+/// decoder reads ahead of a file read as one stream.
 pub const DEFAULT_PARQUET_SPLIT_SIZE: u64 = 4 * 1024 * 1024;
 
 /// Rows per part file when `rows_per_file` is not set.

@@ -2,6 +2,7 @@
 //! ending in a sink or in edge writers. How a source subtask reads its splits is in
 //! [`source_reading`].
 
+mod read_ahead;
 mod source_reading;
 
 pub(crate) use source_reading::{SourceHead, SourceProgress};

@@ -3,6 +3,7 @@
 //! discovery. Either way each split keeps its own watermark, cursor and backlog, and barriers
 //! are injected at safe points: after a batch was handed on, or while waiting for input.
 
+use super::read_ahead::ReadAhead;
 use super::{ChainTask, Item};
 use crate::checkpoint::Trigger;
 use crate::checkpoint::recovery::SplitResume;
@@ -177,10 +178,18 @@ impl ChainTask {
                 w.open_split(&p.split.id, now_ms());
             }
         }
-        let mut ahead = ReadAhead::new(reading);
-        for index in 0..progress.splits.len() {
-            let split = progress.splits[index].split.clone();
-            let mut reader = ahead.reader(reading, &progress.splits, index).await?;
+        let width = if reading.one_stream {
+            reading.decoders
+        } else {
+            1
+        };
+        let order: Vec<SourceSplit> = progress.splits.iter().map(|p| p.split.clone()).collect();
+        let mut ahead = ReadAhead::new(width);
+        for (index, split) in order.iter().enumerate() {
+            let mut reader = ahead
+                .reader(reading.source, reading.ctx, &order, index)
+                .await
+                .map_err(|e| reading.fail(e))?;
             if let Some(w) = watermarks.as_deref_mut() {
                 w.open_split(&split.id, now_ms());
             }
@@ -704,120 +713,6 @@ struct SourceReading<'a> {
     share: Option<SplitShare>,
     one_stream: bool,
     decoders: usize,
-}
-
-/// Batches of one split decoded ahead on the runtime's worker threads, queued in read order:
-/// how the parts of one stream are decoded side by side while their rows are handed on, and
-/// so judged against the stream's watermark, strictly in order.
-struct ReadAhead {
-    /// Started splits, by index in the progress, in order.
-    started: std::collections::VecDeque<(usize, Box<dyn SplitReader>)>,
-    /// The next split index to start.
-    next: usize,
-    /// Splits decoded at once (1: none ahead; the task reads each split itself).
-    width: usize,
-}
-
-/// Batches a spawned decoder read from one split, in order; aborts the decoder when dropped.
-struct DecodedSplit {
-    batches: tokio::sync::mpsc::Receiver<weir_api::Result<SplitBatch>>,
-    decoder: tokio::task::AbortHandle,
-}
-
-impl Drop for DecodedSplit {
-    fn drop(&mut self) {
-        self.decoder.abort();
-    }
-}
-
-#[async_trait::async_trait]
-impl SplitReader for DecodedSplit {
-    async fn next_batch(&mut self) -> weir_api::Result<Option<SplitBatch>> {
-        self.batches.recv().await.transpose()
-    }
-}
-
-/// Batches a decoder may queue ahead of the task: enough for a whole split of the default
-/// size (16 MiB of text is about 15 batches of 8192 bids), so that decoders rarely wait.
-const DECODED_AHEAD: usize = 32;
-
-impl ReadAhead {
-    fn new(reading: &SourceReading<'_>) -> Self {
-        let width = if reading.one_stream {
-            reading.decoders.max(1)
-        } else {
-            1
-        };
-        ReadAhead {
-            started: std::collections::VecDeque::new(),
-            next: 0,
-            width,
-        }
-    }
-
-    /// The reader of split `index` (the next in order), with the splits after it started so
-    /// that `width` are decoded at once.
-    async fn reader(
-        &mut self,
-        reading: &SourceReading<'_>,
-        splits: &[SplitProgress],
-        index: usize,
-    ) -> Result<Box<dyn SplitReader>> {
-        if self.width <= 1 {
-            return reading
-                .source
-                .open_split(&splits[index].split, reading.ctx)
-                .await
-                .map_err(|e| reading.fail(e));
-        }
-        self.next = self.next.max(index);
-        while self.next < splits.len() && self.next < index + self.width {
-            let reader = Self::spawn(reading, &splits[self.next].split);
-            self.started.push_back((self.next, reader));
-            self.next += 1;
-        }
-        match self.started.pop_front() {
-            Some((i, reader)) if i == index => Ok(reader),
-            _ => Err(Error::Internal(format!(
-                "split {index} of a stream was read out of order"
-            ))),
-        }
-    }
-
-    /// Opens `split` and reads it to its end on a task of its own, queueing its batches.
-    fn spawn(reading: &SourceReading<'_>, split: &SourceSplit) -> Box<dyn SplitReader> {
-        let (tx, rx) = tokio::sync::mpsc::channel(DECODED_AHEAD);
-        let source = Arc::clone(reading.source);
-        let ctx = reading.ctx.clone();
-        let split = split.clone();
-        let handle = tokio::spawn(async move {
-            let mut reader = match source.open_split(&split, &ctx).await {
-                Ok(reader) => reader,
-                Err(e) => {
-                    let _ = tx.send(Err(e)).await;
-                    return;
-                }
-            };
-            loop {
-                match reader.next_batch().await {
-                    Ok(Some(batch)) => {
-                        if tx.send(Ok(batch)).await.is_err() {
-                            return;
-                        }
-                    }
-                    Ok(None) => return,
-                    Err(e) => {
-                        let _ = tx.send(Err(e)).await;
-                        return;
-                    }
-                }
-            }
-        });
-        Box::new(DecodedSplit {
-            batches: rx,
-            decoder: handle.abort_handle(),
-        })
-    }
 }
 
 impl SourceReading<'_> {

@@ -44,7 +44,8 @@ async fn watermark_options_of_a_table_reach_its_source() {
     let sql = "CREATE TABLE t (ts BIGINT NOT NULL, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) \
                WITH ('connector' = 'filesystem', 'path' = 'in.csv', 'format' = 'csv', \
                'scan.watermark.idle-timeout' = '5s', \
-               'scan.watermark.alignment.max-drift' = '30s', 'watermark.interval' = '1s');\n\
+               'scan.watermark.alignment.max-drift' = '30s', 'watermark.interval' = '1s', \
+               'scan.watermark.lateness' = 'merged');\n\
                CREATE TABLE o (ts BIGINT) WITH ('connector' = 'filesystem', 'path' = 'out', \
                'format' = 'parquet');\n\
                INSERT INTO o SELECT ts FROM t;";
@@ -56,6 +57,7 @@ async fn watermark_options_of_a_table_reach_its_source() {
     assert_eq!(w.idle_timeout, Some(weir::api::DurationMs(5_000)));
     assert_eq!(w.max_drift, Some(weir::api::DurationMs(30_000)));
     assert_eq!(w.interval, weir::api::DurationMs(1_000));
+    assert_eq!(w.lateness, weir::plan::Lateness::Merged);
 }
 
 /// Rows of the pruning tests' Parquet file: row groups of 500 rows, pages of 50.

@@ -405,6 +405,11 @@ impl SplitReader for StallingReader {
 /// Runs the stalling source at parallelism 2 into one recorder; returns what it saw and how
 /// often a source subtask paused for watermark alignment.
 fn run_stalling(watermark: &str) -> (Vec<Seen>, u64) {
+    run_stalling_at(watermark, 2)
+}
+
+/// [`run_stalling`] with the source at `parallelism`.
+fn run_stalling_at(watermark: &str, parallelism: u32) -> (Vec<Seen>, u64) {
     let (mut engine, log, stalled) = engine_with_recorder();
     engine
         .registry_mut()
@@ -415,7 +420,7 @@ job: idle
 sources:
   - name: events
     connector: stalling
-    parallelism: 2
+    parallelism: {parallelism}
     watermark: {watermark}
 operators:
   - {{ name: rec, type: recorder, input: events, parallelism: 1 }}
@@ -437,6 +442,23 @@ sinks:
         .operator("events")
         .map_or(0, |o| o.alignment_pauses);
     (seen, pauses)
+}
+
+/// At parallelism 1 one subtask reads the fast split (1 s to 40 s), then the slow one (0.5 s,
+/// 0.6 s). Under `lateness: split` (the default) the slow split holds the subtask's watermark
+/// back from the start, so no watermark runs ahead of its rows; under `merged` the watermark
+/// follows the fast split and the slow split's rows come behind it.
+#[test]
+fn a_split_still_to_read_holds_the_watermark_back_when_lateness_is_per_split() {
+    let (split, _) = run_stalling_at("{ column: ts, interval: 1 }", 1);
+    let marks: Vec<i64> = split.iter().map(|s| s.watermark).collect();
+    assert_eq!(marks, vec![499, 599, i64::MAX], "{split:?}");
+    let (merged, _) = run_stalling_at("{ column: ts, interval: 1, lateness: merged }", 1);
+    assert_eq!(merged.first().map(|s| s.watermark), Some(999), "{merged:?}");
+    assert!(
+        merged.iter().any(|s| s.watermark == 39_999),
+        "the fast split moved it: {merged:?}"
+    );
 }
 
 /// The slow split's watermark after its first row is 499. With an idle timeout, the downstream

@@ -727,6 +727,7 @@ async fn build_task(
         let label = ctx.label();
         match (&node.kind, job.nodes.get(id)) {
             (NodeKind::Source, Some(PreparedNode::Source(source))) => {
+                let one_stream = job.reads_as_one_stream(id);
                 head = Some(Head::Source(Box::new(SourceHead {
                     source: source.clone(),
                     ctx,
@@ -740,8 +741,12 @@ async fn build_task(
                     alignment: alignment.cloned(),
                     known_splits: known_splits.clone(),
                     share: job.split_share,
-                    one_stream: job.reads_as_one_stream(id),
-                    decoders: vertex.parallelism as usize,
+                    one_stream,
+                    decoders: if one_stream {
+                        vertex.parallelism as usize
+                    } else {
+                        1
+                    },
                 })));
             }
             (NodeKind::Operator, Some(PreparedNode::Operator(prepared))) => {

@@ -65,12 +65,13 @@ impl InputChannel {
 /// What the gate hands to the task, in order.
 #[derive(Debug)]
 pub(crate) enum GateEvent {
-    /// A batch for head input `input`, whose rows were read behind `split_watermark` (the last
-    /// split watermark its channel delivered; [`Watermark::NONE`] when none).
+    /// A batch for head input `input`. `split_watermark` is set when its rows were read behind
+    /// another split watermark than the batch the gate handed to this input before (the last
+    /// one its channel delivered; [`Watermark::NONE`] when none): tell the head first.
     Data {
         input: usize,
         batch: RecordBatch,
-        split_watermark: Watermark,
+        split_watermark: Option<Watermark>,
     },
     /// The minimum watermark over live channels advanced.
     Watermark(Watermark),
@@ -106,6 +107,8 @@ pub(crate) struct InputGate {
     finished: bool,
     /// Whether [`GateEvent::Idle`] was reported and no channel became active since.
     idle_reported: bool,
+    /// Per head input, the split watermark of the batch handed to it last.
+    split_watermarks: Vec<Watermark>,
 }
 
 impl InputGate {
@@ -119,6 +122,7 @@ impl InputGate {
             last_alignment: Duration::ZERO,
             finished: false,
             idle_reported: false,
+            split_watermarks: Vec::new(),
         }
     }
 
@@ -168,10 +172,16 @@ impl InputGate {
             match message {
                 StreamMessage::Data(batch) => {
                     self.wake(i);
+                    let (input, behind) =
+                        (self.channels[i].input, self.channels[i].split_watermark);
+                    if self.split_watermarks.len() <= input {
+                        self.split_watermarks.resize(input + 1, Watermark::NONE);
+                    }
+                    let changed = std::mem::replace(&mut self.split_watermarks[input], behind);
                     return Ok(GateEvent::Data {
-                        input: self.channels[i].input,
+                        input,
                         batch,
-                        split_watermark: self.channels[i].split_watermark,
+                        split_watermark: (changed != behind).then_some(behind),
                     });
                 }
                 StreamMessage::SplitWatermark(w) => self.channels[i].split_watermark = w,
@@ -325,6 +335,37 @@ mod tests {
                 .downcast_ref::<Int64Array>()
                 .map(|a| a.value(0)),
             _ => None,
+        }
+    }
+
+    #[tokio::test]
+    async fn a_batch_carries_its_channels_split_watermark_when_it_changes_for_the_input() {
+        let (a, rx_a) = mpsc::channel(8);
+        let (b, rx_b) = mpsc::channel(8);
+        let mut g = InputGate::new(vec![InputChannel::new(rx_a, 0), InputChannel::new(rx_b, 0)]);
+        let behind = |e: &GateEvent| match e {
+            GateEvent::Data {
+                split_watermark, ..
+            } => split_watermark.map(|w| w.0.0),
+            other => panic!("not data: {other:?}"),
+        };
+        let w100 = Watermark(EventTimeMs(100));
+        a.send(StreamMessage::SplitWatermark(w100))
+            .await
+            .expect("send");
+        let mut expect = Vec::new();
+        for (tx, v, want) in [
+            (&a, 1, Some(100)),
+            (&a, 2, None),
+            (&b, 3, Some(i64::MIN)),
+            (&a, 4, Some(100)),
+        ] {
+            tx.send(StreamMessage::Data(batch(v))).await.expect("send");
+            let e = g.next().await.expect("event");
+            expect.push((value(&e), behind(&e), Some(v), want));
+        }
+        for (got_value, got, value, want) in expect {
+            assert_eq!((got_value, got), (value, want));
         }
     }
 

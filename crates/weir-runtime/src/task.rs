@@ -111,72 +111,63 @@ impl ChainTask {
     async fn run_inner(&mut self) -> Result<()> {
         match std::mem::replace(&mut self.head, Head::Gate(InputGate::new(Vec::new()))) {
             Head::Source(head) => self.run_source(*head).await?,
-            Head::Gate(mut gate) => {
-                // The split watermark the head was last told, per input.
-                let mut told: Vec<Watermark> = Vec::new();
-                loop {
-                    let waiting = Instant::now();
-                    let event = gate.next().await;
-                    let handling = Instant::now();
-                    self.head_metrics.add_idle(handling - waiting);
-                    match event {
-                        Ok(GateEvent::Data {
-                            input,
-                            batch,
-                            split_watermark,
-                        }) => {
-                            let blocked = self.head_metrics.backpressured_ns();
-                            if told.len() <= input {
-                                told.resize(input + 1, Watermark::NONE);
-                            }
-                            if told[input] != split_watermark {
-                                told[input] = split_watermark;
-                                self.drive(0, Item::SplitWatermark(input, split_watermark))
-                                    .await?;
-                            }
-                            self.drive(0, Item::Batch(input, batch)).await?;
-                            self.commit_state().await?;
-                            self.head_metrics.add_handling(handling.elapsed(), blocked);
+            Head::Gate(mut gate) => loop {
+                let waiting = Instant::now();
+                let event = gate.next().await;
+                let handling = Instant::now();
+                self.head_metrics.add_idle(handling - waiting);
+                match event {
+                    Ok(GateEvent::Data {
+                        input,
+                        batch,
+                        split_watermark,
+                    }) => {
+                        let blocked = self.head_metrics.backpressured_ns();
+                        if let Some(w) = split_watermark {
+                            self.drive(0, Item::SplitWatermark(input, w)).await?;
                         }
-                        Ok(GateEvent::Watermark(w)) => {
-                            if w.0 != weir_api::EventTimeMs::MAX {
-                                self.head_metrics.set_watermark(w.0.0);
-                            }
-                            let blocked = self.head_metrics.backpressured_ns();
-                            self.drive(0, Item::Watermark(w)).await?;
-                            self.commit_state().await?;
-                            self.head_metrics.add_handling(handling.elapsed(), blocked);
+                        self.drive(0, Item::Batch(input, batch)).await?;
+                        self.commit_state().await?;
+                        self.head_metrics.add_handling(handling.elapsed(), blocked);
+                    }
+                    Ok(GateEvent::Watermark(w)) => {
+                        if w.0 != weir_api::EventTimeMs::MAX {
+                            self.head_metrics.set_watermark(w.0.0);
                         }
-                        Ok(GateEvent::Barrier(b)) => {
-                            let inputs = gate.channel_states();
-                            let alignment = gate.last_alignment();
-                            self.checkpoint(b, SourceCut::default(), inputs, alignment)
-                                .await?;
+                        let blocked = self.head_metrics.backpressured_ns();
+                        self.drive(0, Item::Watermark(w)).await?;
+                        self.commit_state().await?;
+                        self.head_metrics.add_handling(handling.elapsed(), blocked);
+                    }
+                    Ok(GateEvent::Barrier(b)) => {
+                        let inputs = gate.channel_states();
+                        let alignment = gate.last_alignment();
+                        self.checkpoint(b, SourceCut::default(), inputs, alignment)
+                            .await?;
+                    }
+                    Ok(GateEvent::Idle) => self.send_idle().await?,
+                    Ok(GateEvent::End) => {
+                        let inputs = gate.channel_states();
+                        if self.checkpointing.is_some() && !self.flushed {
+                            // Every input came from a task that never ran (restored after all
+                            // input was read): no barrier will arrive, so this task brings the
+                            // job's remaining epochs, the final one last, to its downstream.
+                            self.await_final_epoch(None, &inputs).await?;
                         }
-                        Ok(GateEvent::Idle) => self.send_idle().await?,
-                        Ok(GateEvent::End) => {
-                            let inputs = gate.channel_states();
-                            if self.checkpointing.is_some() && !self.flushed {
-                                // Every input came from a task that never ran (restored after all
-                                // input was read): no barrier will arrive, so this task brings the
-                                // job's remaining epochs, the final one last, to its downstream.
-                                self.await_final_epoch(None, &inputs).await?;
-                            }
-                            self.finish().await?;
-                            self.report_finished(inputs).await;
-                            return Ok(());
-                        }
-                        Err(GateError::Closed) => {
-                            return Err(Error::ChannelClosed {
-                                task: self.label.clone(),
-                            });
-                        }
-                        Err(GateError::Protocol(m)) => {
-                            return Err(self.internal(m));
-                        }
+                        self.finish().await?;
+                        self.report_finished(inputs).await;
+                        return Ok(());
+                    }
+                    Err(GateError::Closed) => {
+                        return Err(Error::ChannelClosed {
+                            task: self.label.clone(),
+                        });
+                    }
+                    Err(GateError::Protocol(m)) => {
+                        return Err(self.internal(m));
                     }
                 }
-            }
+            },
         }
         self.finish().await?;
         self.report_finished(Vec::new()).await;

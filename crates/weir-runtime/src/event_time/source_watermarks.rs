@@ -205,8 +205,8 @@ impl SourceWatermarks {
     }
 
     /// `split` ended: it no longer holds the source back. Returns the source watermark if that
-    /// made it advance.
-    /// A part of one stream ends nothing: the stream ends with the source's input.
+    /// made it advance. A part of one stream ends nothing: the stream ends with the source's
+    /// input.
     pub(crate) fn finish_split(&mut self, split: &str) -> Option<Watermark> {
         if self.one_stream {
             return None;
@@ -255,14 +255,17 @@ mod tests {
         RecordBatch::try_from_iter([("ts", ts)]).expect("batch")
     }
 
-    /// Each step as `Ok(rows)` or `Err(watermark)`; split watermarks left out.
+    /// Each step as `Ok(rows)` or `Err(watermark)`, of a source with `lateness: merged`, which
+    /// sends no split watermark.
     fn shape(steps: &[SourceStep]) -> Vec<Result<usize, i64>> {
         steps
             .iter()
-            .filter_map(|s| match s {
-                SourceStep::Rows(b) => Some(Ok(b.num_rows())),
-                SourceStep::Watermark(w) => Some(Err(w.0.0)),
-                SourceStep::SplitWatermark(_) => None,
+            .map(|s| match s {
+                SourceStep::Rows(b) => Ok(b.num_rows()),
+                SourceStep::Watermark(w) => Err(w.0.0),
+                SourceStep::SplitWatermark(w) => {
+                    panic!("merged lateness sent split watermark {w:?}")
+                }
             })
             .collect()
     }

@@ -47,8 +47,8 @@ pub(crate) struct SourceHead {
     /// The splits are consecutive parts of one stream ([`PreparedSource::splits_are_one_stream`]
     /// with event time): one watermark over all of them, in order.
     pub(crate) one_stream: bool,
-    /// How many splits of one stream are decoded side by side (the current one and those
-    /// ahead of it); 1: the task reads each split itself.
+    /// How many splits are decoded side by side (the current one and those ahead of it): the
+    /// parallelism for one stream; 1 otherwise (the task reads each split itself).
     pub(crate) decoders: usize,
 }
 
@@ -126,7 +126,6 @@ impl ChainTask {
             alignment: alignment.as_deref(),
             known_splits: &known_splits,
             share,
-            one_stream,
             decoders,
         };
         let mut progress = SourceProgress::new(&ctx, &splits, &metrics);
@@ -178,13 +177,8 @@ impl ChainTask {
                 w.open_split(&p.split.id, now_ms());
             }
         }
-        let width = if reading.one_stream {
-            reading.decoders
-        } else {
-            1
-        };
         let order: Vec<SourceSplit> = progress.splits.iter().map(|p| p.split.clone()).collect();
-        let mut ahead = ReadAhead::new(width);
+        let mut ahead = ReadAhead::new(reading.decoders);
         for (index, split) in order.iter().enumerate() {
             let mut reader = ahead
                 .reader(reading.source, reading.ctx, &order, index)
@@ -711,7 +705,6 @@ struct SourceReading<'a> {
     alignment: Option<&'a SourceAlignment>,
     known_splits: &'a HashSet<String>,
     share: Option<SplitShare>,
-    one_stream: bool,
     decoders: usize,
 }
 

@@ -144,3 +144,74 @@ async fn lanes_together_publish_the_jobs_output_also_when_one_is_killed_and_rest
         "the lanes' published output",
     );
 }
+
+/// A job over the 12 input files of `dir` whose source has a watermark, with `operators` (YAML
+/// list items reading `rows`, the last named `last`).
+fn watermarked_spec(dir: &Path, operators: &str) -> JobSpec {
+    let yaml = format!(
+        r#"
+job: one-stream
+sources:
+  - name: rows
+    connector: file
+    schema:
+      - {{ name: ts, type: int64, nullable: false }}
+      - {{ name: k, type: string, nullable: false }}
+      - {{ name: v, type: int64, nullable: false }}
+    computed:
+      - {{ name: t, expression: "to_timestamp_millis(ts)" }}
+    watermark: {{ column: t, interval: 0 }}
+    options: {{ path: "{input}", format: csv }}
+operators: [{operators}]
+sinks:
+  - name: out
+    connector: file
+    input: last
+    options: {{ path: "{output}", format: parquet }}
+"#,
+        input = dir.join("in-*.csv").display(),
+        output = dir.join("out").display()
+    );
+    JobSpec::from_yaml_str(&yaml, "one-stream.yaml").expect("valid spec")
+}
+
+#[tokio::test]
+async fn a_watermark_no_operator_reads_leaves_the_files_shared_among_lanes() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path());
+    let engine = Engine::new();
+    let filter = r#"{ name: last, type: filter, input: rows, options: { predicate: "v > 10" } }"#;
+    let window = r#"{ name: last, type: window, input: rows, options: {
+        time_column: t, window: { type: tumble, size: 10s },
+        aggregates: [ { function: count, as: n } ] } }"#;
+    for (operators, one_stream) in [(filter, false), (window, true)] {
+        let job = watermarked_spec(dir.path(), operators);
+        let prepared = engine
+            .prepare(&job, Some("one-stream.yaml"))
+            .await
+            .expect("prepare");
+        let source = weir::api::OperatorId::from("rows");
+        assert_eq!(
+            prepared.reads_as_one_stream(&source),
+            one_stream,
+            "{operators}: the files are one stream only when an operator reads event time"
+        );
+        let mut readers = 0;
+        for lane in 0..LANES {
+            let share = SplitShare::new(lane, LANES).expect("share");
+            let lane_job = engine
+                .prepare(&job, Some("one-stream.yaml"))
+                .await
+                .expect("prepare");
+            let splits: usize = lane_job
+                .with_split_share(share)
+                .splits
+                .values()
+                .map(Vec::len)
+                .sum();
+            readers += usize::from(splits > 0);
+        }
+        let want = if one_stream { 1 } else { LANES as usize };
+        assert_eq!(readers, want, "{operators}: lanes that read files");
+    }
+}

@@ -207,6 +207,16 @@ pub trait PreparedOperator: Send + Sync + std::fmt::Debug {
         None
     }
 
+    /// Whether the operator's output can depend on event time: on the watermarks it is sent,
+    /// or on which rows are late. A source with a watermark whose rows reach only operators
+    /// that answer `false` (filters, projections, unions) is read side by side like a source
+    /// without one, since the order its rows arrive in changes nothing. The default, `true`,
+    /// is the safe answer for any operator that overrides
+    /// [`Operator::process_watermark`] or [`Operator::process_split_watermark`].
+    fn reads_event_time(&self) -> bool {
+        true
+    }
+
     /// Creates the instance for one subtask.
     ///
     /// # Errors

@@ -111,6 +111,10 @@ impl PreparedOperator for PreparedFilter {
         format!("filter: {}", self.text.trim())
     }
 
+    fn reads_event_time(&self) -> bool {
+        false
+    }
+
     fn create(&self, _ctx: &TaskContext) -> Result<Box<dyn Operator>> {
         Ok(Box::new(FilterOperator {
             predicate: Arc::clone(&self.predicate),

@@ -121,6 +121,10 @@ impl PreparedOperator for PreparedProject {
         format!("project: {}", items.join(", "))
     }
 
+    fn reads_event_time(&self) -> bool {
+        false
+    }
+
     fn create(&self, _ctx: &TaskContext) -> Result<Box<dyn Operator>> {
         Ok(Box::new(ProjectOperator {
             output: Arc::clone(&self.output),

@@ -76,6 +76,10 @@ impl PreparedOperator for PreparedUnion {
         "union".into()
     }
 
+    fn reads_event_time(&self) -> bool {
+        false
+    }
+
     fn create(&self, _ctx: &TaskContext) -> Result<Box<dyn Operator>> {
         Ok(Box::new(UnionOperator {
             schema: self.schema.clone(),

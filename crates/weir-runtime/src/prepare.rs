@@ -118,22 +118,48 @@ impl PreparedJob {
     }
 
     /// Whether source `operator` is read as one ordered stream: its splits are parts of one
-    /// input ([`weir_api::PreparedSource::splits_are_one_stream`]) and it declares event time,
-    /// so one subtask hands on every row in split order under one watermark (later splits are
-    /// decoded ahead side by side). Without event time the order of rows changes no result,
-    /// and the splits are shared out among the subtasks as usual.
+    /// input ([`weir_api::PreparedSource::splits_are_one_stream`]), it declares event time and
+    /// an operator downstream of it reads event time
+    /// ([`weir_api::PreparedOperator::reads_event_time`]). One subtask then hands on every row
+    /// in split order under one watermark (later splits are decoded ahead side by side).
+    /// Otherwise the order of rows changes no result, and the splits are shared out among the
+    /// subtasks as usual.
     pub fn reads_as_one_stream(&self, operator: &OperatorId) -> bool {
         let Some(PreparedNode::Source(source)) = self.nodes.get(operator) else {
             return false;
         };
+        let nodes: Vec<&ModelNode> = self
+            .plans
+            .partitioned
+            .vertices
+            .iter()
+            .flat_map(|v| v.chain.iter())
+            .collect();
         source.splits_are_one_stream()
-            && self
-                .plans
-                .partitioned
-                .vertices
+            && nodes
                 .iter()
-                .flat_map(|v| v.chain.iter())
                 .any(|n| &n.operator_id == operator && n.watermark.is_some())
+            && self.event_time_read_below(operator, &nodes)
+    }
+
+    /// Whether an operator reached from `source` along the plan's edges reads event time.
+    fn event_time_read_below(&self, source: &OperatorId, nodes: &[&ModelNode]) -> bool {
+        let mut seen: HashSet<&OperatorId> = HashSet::from([source]);
+        let mut frontier = vec![source];
+        while let Some(from) = frontier.pop() {
+            for node in nodes {
+                if !node.inputs.iter().any(|i| &i.node == from) || !seen.insert(&node.operator_id) {
+                    continue;
+                }
+                if let Some(PreparedNode::Operator(op)) = self.nodes.get(&node.operator_id)
+                    && op.reads_event_time()
+                {
+                    return true;
+                }
+                frontier.push(&node.operator_id);
+            }
+        }
+        false
     }
 
     fn prepare_error(&self, path: String, source: weir_api::Error) -> Error {

@@ -1,15 +1,9 @@
 //! Session windows in checkpoints: every session one row of the image, and back.
 
 use super::{FLAG_EMITTED, SessionWindowOperator};
-use crate::window::aggregate::GroupSpace;
 use crate::window::image::{ImageWindows, RestoredWindows, WindowId};
-use crate::window::output::take_all;
-use crate::window::session::fire::concat_states;
-use arrow::array::{ArrayRef, UInt32Array};
-use arrow::datatypes::Schema;
 use std::cmp::Reverse;
-use std::sync::Arc;
-use weir_api::{Result, StateImage};
+use weir_api::{Error, Result, StateImage};
 
 impl SessionWindowOperator {
     /// Rebuilds the sessions of a checkpoint image.
@@ -26,7 +20,7 @@ impl SessionWindowOperator {
             let mut sids = Vec::with_capacity(rows.len());
             for key in rows {
                 let kid = self.key_id(&key);
-                let sid = self.new_session(kid, id.start, id.end)?;
+                let sid = self.new_session(kid, id.start, id.end);
                 let pending = id.end - 1 > self.watermark;
                 if let Some(s) = self.session_mut(sid) {
                     s.emitted = flags & FLAG_EMITTED != 0;
@@ -34,7 +28,7 @@ impl SessionWindowOperator {
                 }
                 sids.push(sid);
             }
-            self.merge_into_writes(&sids, &states)?;
+            self.attach(&sids, states);
             let lateness = self.cfg.allowed_lateness;
             for sid in sids {
                 self.queue(sid);
@@ -53,9 +47,7 @@ impl SessionWindowOperator {
 
     /// Every session as one row (keys, bounds, flags, partial states) for a checkpoint.
     pub(super) fn snapshot(&mut self) -> Result<StateImage> {
-        // Every session's slots are taken out and combined into one row per session (the
-        // image), which goes back as the session's only slot. The columns are encoded and
-        // written in the background.
+        // The columns are encoded and written in the background.
         let mut entries: Vec<(WindowId, u8, u32)> = Vec::new();
         for (sid, entry) in self.arena.iter().enumerate() {
             if let Some(s) = entry.session.as_ref() {
@@ -77,49 +69,23 @@ impl SessionWindowOperator {
             };
             (a.0, a.1, key(a.2)).cmp(&(b.0, b.1, key(b.2)))
         });
-        let mut index = vec![usize::MAX; self.arena.len()];
-        for (i, e) in entries.iter().enumerate() {
-            index[e.2 as usize] = i;
-        }
-        let mut all = GroupSpace::new(Arc::clone(&self.cfg.aggregates), Arc::new(Schema::empty()))?;
-        let mut chunks: Vec<Vec<Vec<ArrayRef>>> = Vec::new();
-        let mut all_groups: Vec<usize> = Vec::new();
-        for (owners, states) in self.slots.drain_all()? {
-            let mut rows = Vec::new();
-            let mut groups = Vec::new();
-            for (row, &owner) in owners.iter().enumerate() {
-                if let Some(&i) = index.get(owner as usize)
-                    && i != usize::MAX
-                {
-                    rows.push(row as u32);
-                    groups.push(i);
-                }
-            }
-            let idx = UInt32Array::from(rows);
-            chunks.push(
-                states
-                    .iter()
-                    .map(|s| take_all(s, &idx))
-                    .collect::<Result<_>>()?,
-            );
-            all_groups.extend(groups);
-        }
-        // One merge (see `emit`).
-        all.merge_indexed(&all_groups, entries.len(), &concat_states(&chunks)?)?;
-        let (_, states) = all.drain()?;
-        // Every session gets one fresh slot holding its combined state.
+        // Every session's parts are combined into one row per session (the image), which
+        // stays the session's only part.
         let sids: Vec<u32> = entries.iter().map(|e| e.2).collect();
-        for &sid in &sids {
-            let Some(start) = self.session(sid).map(|s| s.start) else {
-                continue;
-            };
-            let part = self.slots.alloc(self.slots.bucket_of(start), sid)?;
-            if let Some(s) = self.arena[sid as usize].session.as_mut() {
-                s.parts = vec![part];
-                s.write = part;
-            }
+        self.compact(&sids)?;
+        let parts: Vec<_> = sids
+            .iter()
+            .filter_map(|&sid| self.session(sid).and_then(|s| s.parts.first().copied()))
+            .collect();
+        if parts.len() != sids.len() {
+            return Err(Error::Internal(format!(
+                "{} of {} sessions have no partial state to snapshot",
+                sids.len() - parts.len(),
+                sids.len()
+            )));
         }
-        self.merge_into_writes(&sids, &states)?;
+        let groups: Vec<usize> = (0..parts.len()).collect();
+        let states = self.parts.combine(&parts, &groups, parts.len())?;
         let key_refs: Vec<&[u8]> = sids
             .iter()
             .map(|&sid| {

@@ -2,16 +2,17 @@
 //! touches (bounds inclusive, as Flink's `TimeWindow.intersects`: rows exactly one gap apart
 //! share a session). A late or out-of-order row that bridges two sessions merges them.
 //!
-//! Every session owns one or more slots in [`SlotBuckets`]: rows are aggregated with one
-//! vectorized update per batch and bucket, and merging two sessions only hands the slots of one
-//! to the other (their states are combined when the session fires). Assigning rows to sessions
-//! is a per-row loop over the key's few sessions (metadata only: no values are touched row by
-//! row). Sessions due to fire are found in a heap by end time, so a watermark costs what fires,
-//! not what is open.
+//! Every session owns one or more parts of partial state in a [`PartStore`]: the rows of a
+//! batch are aggregated with one vectorized update into a chunk with one row per session they
+//! touched, and merging two sessions only hands the parts of one to the other (their states
+//! are combined when the session fires). Assigning rows to sessions is a per-row loop over the
+//! key's few sessions (metadata only: no values are touched row by row). Sessions due to fire
+//! are found in a heap by end time, and firing gathers only their parts, so a watermark costs
+//! what fires, not what is open.
 
 mod fire;
 mod image;
-mod slots;
+mod parts;
 
 use super::config::{LatePolicyKind, WindowConfig};
 use super::image::{RestoredWindows, WindowState};
@@ -20,9 +21,9 @@ use crate::event_time::event_times_ms;
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use arrow::row::{RowConverter, Rows, SortField};
 use datafusion::common::HashMap;
-use slots::{Part, SlotBuckets};
+use parts::{MAX_PARTS, Part, PartStore, States};
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap};
+use std::collections::BinaryHeap;
 use std::sync::Arc;
 use weir_api::{Barrier, Error, Operator, Output, RecordLocation, Result, StateImage, Watermark};
 
@@ -39,10 +40,9 @@ struct Session {
     emitted: bool,
     /// Rows were added since the last emission.
     pending: bool,
-    /// The slots holding its partial states (more than one after merges).
+    /// The parts holding its partial states (one per batch that gave it rows, until they are
+    /// combined).
     parts: Vec<Part>,
-    /// The slot new rows go to.
-    write: Part,
 }
 
 /// A place in the session arena. `generation` changes when its session is gone, so heap
@@ -53,10 +53,9 @@ struct Entry {
     /// The session has an entry in the due heap (at its end then, or earlier: an entry whose
     /// session has grown since is queued again at the new end when it comes up).
     queued: bool,
-    /// While its session fires: its row in the results (`u32::MAX` otherwise).
-    fire_row: u32,
-    /// While a firing carries its session: it has its new slot.
-    carried: bool,
+    /// While a batch is assigned to sessions: the batch's group of rows for this session
+    /// (`u32::MAX`: none yet).
+    batch_group: u32,
     session: Option<Session>,
 }
 
@@ -65,10 +64,29 @@ impl Default for Entry {
         Self {
             generation: 0,
             queued: false,
-            fire_row: u32::MAX,
-            carried: false,
+            batch_group: u32::MAX,
             session: None,
         }
+    }
+}
+
+/// The groups of rows of one batch, one per session the batch gives rows to. A session merged
+/// into another within the batch hands its group on: its group is then an alias of the
+/// survivor's (or becomes the survivor's, when the survivor has none yet).
+#[derive(Default)]
+struct BatchGroups {
+    /// The session of each group still its own (`alias[g] == g`).
+    owner: Vec<u32>,
+    /// The group each group's rows go to.
+    alias: Vec<u32>,
+}
+
+impl BatchGroups {
+    fn root(&self, mut g: u32) -> u32 {
+        while self.alias[g as usize] != g {
+            g = self.alias[g as usize];
+        }
+        g
     }
 }
 
@@ -95,7 +113,9 @@ pub struct SessionWindowOperator {
     free_keys: Vec<u32>,
     arena: Vec<Entry>,
     free_sessions: Vec<u32>,
-    slots: SlotBuckets,
+    parts: PartStore,
+    /// The row groups of the batch being assigned.
+    batch: BatchGroups,
     /// Pending sessions by end: `(end, session, generation)`.
     due: BinaryHeap<Reverse<(i64, u32, u32)>>,
     /// Fired sessions kept for late rows (update policy) by deadline.
@@ -137,7 +157,7 @@ impl SessionWindowOperator {
                 .collect(),
         )
         .map_err(|e| Error::arrow("creating the session key converter", e))?;
-        let slots = SlotBuckets::new(Arc::clone(&cfg.aggregates), gap);
+        let parts = PartStore::new(Arc::clone(&cfg.aggregates))?;
         let mut op = Self {
             cfg,
             gap,
@@ -149,7 +169,8 @@ impl SessionWindowOperator {
             free_keys: Vec::new(),
             arena: Vec::new(),
             free_sessions: Vec::new(),
-            slots,
+            parts,
+            batch: BatchGroups::default(),
             due: BinaryHeap::new(),
             expiry: BinaryHeap::new(),
             late,
@@ -220,8 +241,8 @@ impl SessionWindowOperator {
         })
     }
 
-    /// A new pending session `[start, end)` of key `kid` with a fresh slot.
-    fn new_session(&mut self, kid: u32, start: i64, end: i64) -> Result<u32> {
+    /// A new pending session `[start, end)` of key `kid`, with no state yet.
+    fn new_session(&mut self, kid: u32, start: i64, end: i64) -> u32 {
         let sid = match self.free_sessions.pop() {
             Some(sid) => sid,
             None => {
@@ -229,25 +250,24 @@ impl SessionWindowOperator {
                 (self.arena.len() - 1) as u32
             }
         };
-        let part = self.slots.alloc(self.slots.bucket_of(start), sid)?;
         let at = self.position(kid, start);
         let entry = &mut self.arena[sid as usize];
         entry.queued = false;
+        entry.batch_group = u32::MAX;
         entry.session = Some(Session {
             key: kid,
             start,
             end,
             emitted: false,
             pending: true,
-            parts: vec![part],
-            write: part,
+            parts: Vec::new(),
         });
         self.keys[kid as usize].sessions.insert(at, sid);
-        Ok(sid)
+        sid
     }
 
     /// Extends session `sid` by a row's window `[ts, end)` and merges the sessions `others`
-    /// (of the same key) into it: they hand it their slots.
+    /// (of the same key) into it: they hand it their parts, and their rows of this batch.
     fn extend(&mut self, sid: u32, ts: i64, end: i64, others: &[u32]) {
         let mut moved: Vec<Part> = Vec::new();
         let (mut start, mut last, mut emitted) = (ts, end, false);
@@ -260,10 +280,17 @@ impl SessionWindowOperator {
             }
             let entry = &mut self.arena[o as usize];
             entry.generation = entry.generation.wrapping_add(1);
+            let group = std::mem::replace(&mut entry.batch_group, u32::MAX);
             self.free_sessions.push(o);
-        }
-        for &part in &moved {
-            self.slots.set_owner(part, sid);
+            if group != u32::MAX {
+                let survivor = &mut self.arena[sid as usize].batch_group;
+                if *survivor == u32::MAX {
+                    *survivor = group;
+                    self.batch.owner[group as usize] = sid;
+                } else {
+                    self.batch.alias[group as usize] = *survivor;
+                }
+            }
         }
         let Some(s) = self.session_mut(sid) else {
             return;
@@ -299,7 +326,7 @@ impl SessionWindowOperator {
         }
     }
 
-    /// Removes a session: frees its slots, and its key when it was the key's last session.
+    /// Removes a session: releases its parts, and its key when it was the key's last session.
     fn remove(&mut self, sid: u32) {
         let Some(entry) = self.arena.get_mut(sid as usize) else {
             return;
@@ -310,7 +337,7 @@ impl SessionWindowOperator {
         entry.generation = entry.generation.wrapping_add(1);
         self.free_sessions.push(sid);
         for part in s.parts {
-            self.slots.release(part);
+            self.parts.release(part);
         }
         let at = self.keys[s.key as usize].sessions.partition_point(|&o| {
             self.arena[o as usize]
@@ -331,40 +358,52 @@ impl SessionWindowOperator {
         }
     }
 
-    /// Merges partial states (row `i` for session `sids[i]`) into each session's write slot.
-    fn merge_into_writes(&mut self, sids: &[u32], states: &[Vec<ArrayRef>]) -> Result<()> {
-        // Rows by bucket; there are few buckets, usually one.
-        let mut by_bucket: Vec<(i64, u64, Vec<u32>, Vec<usize>)> = Vec::new();
+    /// Gives session `sids[i]` row `i` of `states` as one more part.
+    fn attach(&mut self, sids: &[u32], states: States) {
+        if sids.is_empty() {
+            return;
+        }
+        let chunk = self.parts.insert(states, sids.len());
         for (row, &sid) in sids.iter().enumerate() {
-            let Some(write) = self.session(sid).map(|s| s.write) else {
-                continue;
-            };
-            let at = match by_bucket.iter().position(|b| b.0 == write.0) {
-                Some(at) => at,
-                None => {
-                    let base = self.slots.base(write.0);
-                    by_bucket.push((write.0, base, Vec::new(), Vec::new()));
-                    by_bucket.len() - 1
-                }
-            };
-            let b = &mut by_bucket[at];
-            b.2.push(row as u32);
-            b.3.push((write.1 - b.1) as usize);
+            match self.session_mut(sid) {
+                Some(s) => s.parts.push((chunk, row as u32)),
+                None => self.parts.release((chunk, row as u32)),
+            }
         }
-        let all = by_bucket.len() == 1 && by_bucket[0].2.len() == sids.len();
-        for (bucket, _, rows, groups) in by_bucket {
-            let taken: Vec<Vec<ArrayRef>> = if all {
-                states.to_vec()
-            } else {
-                let idx = UInt32Array::from(rows);
-                states
-                    .iter()
-                    .map(|s| take_all(s, &idx))
-                    .collect::<Result<_>>()?
-            };
-            self.slots.merge(bucket, &groups, &taken)?;
+    }
+
+    /// Combines every part of each session of `sids` into one.
+    fn compact(&mut self, sids: &[u32]) -> Result<()> {
+        let mut parts = Vec::new();
+        let mut groups = Vec::new();
+        let mut owners = Vec::new();
+        for &sid in sids {
+            if let Some(s) = self.session(sid)
+                && !s.parts.is_empty()
+            {
+                groups.extend(std::iter::repeat_n(owners.len(), s.parts.len()));
+                parts.extend_from_slice(&s.parts);
+                owners.push(sid);
+            }
         }
+        let states = self.parts.combine(&parts, &groups, owners.len())?;
+        for &part in &parts {
+            self.parts.release(part);
+        }
+        for &sid in &owners {
+            if let Some(s) = self.session_mut(sid) {
+                s.parts.clear();
+            }
+        }
+        self.attach(&owners, states);
         Ok(())
+    }
+
+    /// Every session, for rewriting all parts.
+    fn live_sessions(&self) -> Vec<u32> {
+        (0..self.arena.len() as u32)
+            .filter(|&sid| self.session(sid).is_some())
+            .collect()
     }
 
     /// Fires every pending session with `end - 1 <= watermark`, then drops the fired sessions
@@ -455,7 +494,10 @@ impl Operator for SessionWindowOperator {
         let late_bound = self.watermark.max(self.split_watermark);
         let mut taken = vec![false; n];
         let mut rows: Vec<u32> = Vec::with_capacity(n);
-        let mut row_part: Vec<Part> = Vec::with_capacity(n);
+        // Each taken row's group in `self.batch` (resolved through aliases below).
+        let mut row_group: Vec<u32> = Vec::with_capacity(n);
+        self.batch.owner.clear();
+        self.batch.alias.clear();
         let mut touched: Vec<u32> = Vec::new();
         let mut others: Vec<u32> = Vec::new();
         let mut late_updates = 0;
@@ -497,7 +539,7 @@ impl Operator for SessionWindowOperator {
                     if complete && !(update && (end - 1).saturating_add(lateness) > late_bound) {
                         continue;
                     }
-                    self.new_session(kid, ts, end)?
+                    self.new_session(kid, ts, end)
                 }
                 Some(sid) => {
                     let same = others.is_empty()
@@ -513,44 +555,65 @@ impl Operator for SessionWindowOperator {
                 }
             };
             touched.push(sid);
+            let entry = &mut self.arena[sid as usize];
+            if entry.batch_group == u32::MAX {
+                let g = self.batch.owner.len() as u32;
+                entry.batch_group = g;
+                self.batch.owner.push(sid);
+                self.batch.alias.push(g);
+            }
+            row_group.push(entry.batch_group);
             *is_taken = true;
             if late {
                 late_updates += 1;
             }
             rows.push(i as u32);
-            row_part.push(self.session(sid).map_or((0, 0), |s| s.write));
         }
 
         if !rows.is_empty() {
+            // The groups still their own, numbered densely; merged groups go to their root.
+            let mut dense = vec![u32::MAX; self.batch.owner.len()];
+            let mut owners: Vec<u32> = Vec::new();
+            for g in 0..self.batch.owner.len() as u32 {
+                if self.batch.alias[g as usize] == g {
+                    dense[g as usize] = owners.len() as u32;
+                    owners.push(self.batch.owner[g as usize]);
+                }
+            }
+            let groups: Vec<usize> = row_group
+                .iter()
+                .map(|&g| dense[self.batch.root(g) as usize] as usize)
+                .collect();
             let args = self.cfg.aggregates.arguments(&batch)?;
-            let bucket = row_part[0].0;
-            if row_part.iter().all(|p| p.0 == bucket) {
-                let base = self.slots.base(bucket);
-                let groups: Vec<usize> = row_part.iter().map(|p| (p.1 - base) as usize).collect();
-                let args = if rows.len() == n {
-                    args
-                } else {
-                    let idx = UInt32Array::from(rows);
-                    args.iter()
-                        .map(|cols| take_all(cols, &idx))
-                        .collect::<Result<_>>()?
-                };
-                self.slots.update(bucket, &groups, &args)?;
+            let args = if rows.len() == n {
+                args
             } else {
-                let mut by_bucket: BTreeMap<i64, (Vec<u32>, Vec<usize>)> = BTreeMap::new();
-                for (&row, &part) in rows.iter().zip(&row_part) {
-                    let entry = by_bucket.entry(part.0).or_default();
-                    entry.0.push(row);
-                    entry.1.push(self.slots.group(part));
+                let idx = UInt32Array::from(rows);
+                args.iter()
+                    .map(|cols| take_all(cols, &idx))
+                    .collect::<Result<_>>()?
+            };
+            let chunk = self.parts.update(&groups, owners.len(), &args)?;
+            let mut crowded = Vec::new();
+            for (row, &sid) in owners.iter().enumerate() {
+                match self.session_mut(sid) {
+                    Some(s) => {
+                        s.parts.push((chunk, row as u32));
+                        if s.parts.len() > MAX_PARTS {
+                            crowded.push(sid);
+                        }
+                    }
+                    None => self.parts.release((chunk, row as u32)),
                 }
-                for (bucket, (idx, groups)) in by_bucket {
-                    let idx = UInt32Array::from(idx);
-                    let taken_args: Vec<Vec<ArrayRef>> = args
-                        .iter()
-                        .map(|cols| take_all(cols, &idx))
-                        .collect::<Result<_>>()?;
-                    self.slots.update(bucket, &groups, &taken_args)?;
-                }
+            }
+            for &sid in &owners {
+                self.arena[sid as usize].batch_group = u32::MAX;
+            }
+            if self.parts.wants_compaction() {
+                let all = self.live_sessions();
+                self.compact(&all)?;
+            } else if !crowded.is_empty() {
+                self.compact(&crowded)?;
             }
         }
         for sid in touched {

@@ -2,7 +2,7 @@
 //! channels by the edge's policy. Sends wait while a channel is full (backpressure).
 
 use crate::metrics::SubtaskMetrics;
-use crate::partition::{HashPartitioner, Part, RoundRobin, part_range};
+use crate::partition::{HashPartitioner, RoundRobin};
 use arrow::record_batch::RecordBatch;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
@@ -20,10 +20,6 @@ pub(crate) enum Distribution {
     /// Every batch to every channel.
     Broadcast,
 }
-
-/// A batch split ahead of time by a writer's keys: per downstream subtask its part, or `None`
-/// for a writer that sends batches whole.
-pub(crate) type Presplit = Option<Vec<Option<Part>>>;
 
 /// The sending half of one edge for one upstream subtask.
 #[derive(Debug)]
@@ -62,36 +58,6 @@ impl EdgeWriter {
                         send(&self.metrics, &self.senders[i], StreamMessage::Data(part)).await?;
                     }
                 }
-            }
-        }
-        Ok(())
-    }
-
-    /// Splits `batch` by this writer's keys ahead of sending it in ranges
-    /// ([`send_range`](Self::send_range)): a batch cut into many ranges (by watermarks) is then
-    /// hashed and gathered once, not once per range. `None` for a writer that does not split
-    /// batches (the ranges are sent as they are).
-    pub(crate) fn presplit(&self, batch: &RecordBatch) -> Result<Presplit, SendError> {
-        match &self.distribution {
-            Distribution::Hash(p) => p
-                .partition_rows(batch)
-                .map(Some)
-                .map_err(SendError::Partition),
-            _ => Ok(None),
-        }
-    }
-
-    /// Sends the rows `start..start + len` of a batch split by [`presplit`](Self::presplit):
-    /// each downstream subtask gets its rows of that range, in order.
-    pub(crate) async fn send_range(
-        &self,
-        parts: &[Option<Part>],
-        start: usize,
-        len: usize,
-    ) -> Result<(), SendError> {
-        for (i, part) in parts.iter().enumerate() {
-            if let Some(rows) = part.as_ref().and_then(|p| part_range(p, start, len)) {
-                send(&self.metrics, &self.senders[i], StreamMessage::Data(rows)).await?;
             }
         }
         Ok(())

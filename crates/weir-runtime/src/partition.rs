@@ -120,20 +120,6 @@ impl HashPartitioner {
     /// [`Error::Schema`] when a key column is missing or has a type the stable hash does not
     /// define; [`Error::Arrow`] when gathering rows fails.
     pub fn partition(&self, batch: &RecordBatch) -> Result<Vec<Option<RecordBatch>>, Error> {
-        Ok(self
-            .partition_rows(batch)?
-            .into_iter()
-            .map(|part| part.map(|(rows, _)| rows))
-            .collect())
-    }
-
-    /// As [`partition`](Self::partition), with each part's rows' positions in `batch`
-    /// (ascending; `None`: the part is the whole batch), so that a range of `batch`'s rows can
-    /// later be cut out of every part without hashing again.
-    ///
-    /// # Errors
-    /// As [`partition`](Self::partition).
-    pub fn partition_rows(&self, batch: &RecordBatch) -> Result<Vec<Option<Part>>, Error> {
         let mut out = vec![None; self.num_partitions];
         let rows = batch.num_rows();
         if rows == 0 {
@@ -170,7 +156,7 @@ impl HashPartitioner {
 
         // Every row to one subtask (always so at parallelism 1): no copy needed.
         if let Some(only) = counts.iter().position(|&c| c == rows) {
-            out[only] = Some((batch.clone(), None));
+            out[only] = Some(batch.clone());
             return Ok(out);
         }
 
@@ -201,32 +187,10 @@ impl HashPartitioner {
             begin += count;
             let part = take_record_batch(batch, &slice)
                 .map_err(|e| Error::arrow("splitting a batch on a HASH edge", e))?;
-            out[partition] = Some((part, Some(slice)));
+            out[partition] = Some(part);
         }
         Ok(out)
     }
-}
-
-/// One downstream subtask's part of a batch: its rows, and their positions in the batch
-/// (ascending; `None` when the part is the whole batch).
-pub type Part = (RecordBatch, Option<UInt32Array>);
-
-/// The rows `start..start + len` of a batch, cut out of one of its parts: a zero-copy slice,
-/// since the part keeps the batch's order (`None` when none of those rows is in the part).
-pub fn part_range((rows, positions): &Part, start: usize, len: usize) -> Option<RecordBatch> {
-    let (lo, hi) = match positions {
-        None => (
-            start.min(rows.num_rows()),
-            (start + len).min(rows.num_rows()),
-        ),
-        Some(p) => {
-            let values = p.values();
-            let lo = values.partition_point(|&r| (r as usize) < start);
-            let hi = values.partition_point(|&r| (r as usize) < start + len);
-            (lo, hi)
-        }
-    };
-    (hi > lo).then(|| rows.slice(lo, hi - lo))
 }
 
 /// Batch-granular round robin over `n` outputs, for REBALANCE edges.
@@ -414,32 +378,6 @@ mod tests {
                 .map(|s| ((s as u32).wrapping_mul(2_654_435_761).wrapping_add(seed)) % parallelism as u32)
                 .collect();
             check_split(&keys, &owner_of_shard, parallelism);
-        }
-
-        #[test]
-        fn a_range_cut_out_of_the_parts_is_the_range_split(
-            keys in proptest::collection::vec(proptest::option::weighted(0.9, -50_i64..50), 0..300),
-            parallelism in 1_usize..=4,
-            cuts in proptest::collection::vec(0_usize..300, 0..6),
-        ) {
-            let owner_of_shard: Vec<u32> = (0..16).map(|s| s % parallelism as u32).collect();
-            let partitioner = HashPartitioner::try_new(vec![0], owner_of_shard, parallelism)
-                .expect("valid partitioner");
-            let input = batch(&keys);
-            let parts = partitioner.partition_rows(&input).expect("partition");
-            // Consecutive ranges covering the batch, as a source's watermarks cut it.
-            let mut bounds: Vec<usize> = cuts.into_iter().map(|c| c.min(keys.len())).collect();
-            bounds.extend([0, keys.len()]);
-            bounds.sort_unstable();
-            for range in bounds.windows(2) {
-                let (start, len) = (range[0], range[1] - range[0]);
-                let want = partitioner.partition(&input.slice(start, len)).expect("partition");
-                let got: Vec<Option<RecordBatch>> = parts
-                    .iter()
-                    .map(|p| p.as_ref().and_then(|p| part_range(p, start, len)))
-                    .collect();
-                prop_assert_eq!(got, want, "rows {}..{}", start, start + len);
-            }
         }
     }
 }

@@ -8,7 +8,7 @@ mod source_reading;
 pub(crate) use source_reading::{SourceHead, SourceProgress};
 
 use crate::checkpoint::{TaskCheckpointing, TaskReport};
-use crate::edge_writer::{EdgeWriter, Presplit, SendError};
+use crate::edge_writer::{EdgeWriter, SendError};
 use crate::error::{Error, Result};
 use crate::event_time::SourceWatermarks;
 use crate::input_gate::{GateError, GateEvent, InputGate};
@@ -453,42 +453,6 @@ impl ChainTask {
         Ok(())
     }
 
-    /// For a chain that is only its head and ends in writers: per tail writer, `batch` split by
-    /// the writer's keys ahead of sending it in ranges (`None` for a writer that sends batches
-    /// as they are). `None` for any other chain: its ranges go through the chain one by one.
-    pub(crate) fn presplit_tail(&self, batch: &RecordBatch) -> Result<Option<Vec<Presplit>>> {
-        if !self.links.is_empty() || self.sink.is_some() {
-            return Ok(None);
-        }
-        let mut out = Vec::with_capacity(self.tail_writers.len());
-        for &w in &self.tail_writers {
-            let split = self.writers[w]
-                .presplit(batch)
-                .map_err(|e| self.send_error(e))?;
-            out.push(split);
-        }
-        Ok(Some(out))
-    }
-
-    /// Delivers `rows`, the rows `start..start + len` of a batch split by
-    /// [`presplit_tail`](Self::presplit_tail), to the tail writers.
-    pub(crate) async fn deliver_range(
-        &mut self,
-        presplit: &[Presplit],
-        rows: RecordBatch,
-        start: usize,
-        len: usize,
-    ) -> Result<()> {
-        for (k, w) in self.tail_writers.clone().into_iter().enumerate() {
-            let result = match presplit.get(k).and_then(Option::as_ref) {
-                Some(parts) => self.writers[w].send_range(parts, start, len).await,
-                None => self.writers[w].send_batch(rows.clone()).await,
-            };
-            self.map_send(result)?;
-        }
-        Ok(())
-    }
-
     async fn send(&mut self, writer: usize, batch: RecordBatch) -> Result<()> {
         let result = self.writers[writer].send_batch(batch).await;
         self.map_send(result)
@@ -504,11 +468,7 @@ impl ChainTask {
     }
 
     fn map_send(&self, result: std::result::Result<(), SendError>) -> Result<()> {
-        result.map_err(|e| self.send_error(e))
-    }
-
-    fn send_error(&self, e: SendError) -> Error {
-        match e {
+        result.map_err(|e| match e {
             SendError::Disconnected(_) => Error::ChannelClosed {
                 task: self.label.clone(),
             },
@@ -516,6 +476,6 @@ impl ChainTask {
                 task: self.label.clone(),
                 source,
             },
-        }
+        })
     }
 }

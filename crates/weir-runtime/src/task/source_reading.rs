@@ -467,29 +467,11 @@ impl ChainTask {
         }
         match watermarks {
             Some(w) => {
-                let whole = read.data.clone();
                 let steps = w
                     .on_batch(&progress.splits[index].split.id, read.data, now_ms)
                     .map_err(|e| reading.fail(e))?;
-                // A batch cut into several ranges (by watermarks) that goes straight to the
-                // writers is split by their keys once, and each range cut out of its parts.
-                let ranges = steps
-                    .iter()
-                    .filter(|s| matches!(s, SourceStep::Rows(_)))
-                    .count();
-                let presplit = match ranges {
-                    0 | 1 => None,
-                    _ => self.presplit_tail(&whole)?,
-                };
-                let mut offset = 0;
                 for step in steps {
                     let item = match step {
-                        SourceStep::Rows(batch) if let Some(parts) = presplit.as_deref() => {
-                            let len = batch.num_rows();
-                            self.deliver_range(parts, batch, offset, len).await?;
-                            offset += len;
-                            continue;
-                        }
                         SourceStep::Rows(batch) => Item::Batch(0, batch),
                         SourceStep::Watermark(m) => {
                             reading.published(m);

@@ -284,6 +284,10 @@ async fn launch_inner(shared: &Shared, restore: Option<RestoreFrom>) -> Result<A
         .iter()
         .filter_map(|v| {
             let drift = v.chain[0].watermark.as_ref()?.max_drift?;
+            // Alignment bounds the drift of a watermark some operator reads.
+            if !job.watermark_is_read(&v.chain[0].operator_id) {
+                return None;
+            }
             let running: Vec<bool> = (0..v.parallelism)
                 .map(|s| !finished.contains(&(v.vertex_id.clone(), s)))
                 .collect();
@@ -742,6 +746,7 @@ async fn build_task(
                     known_splits: known_splits.clone(),
                     share: job.split_share,
                     one_stream,
+                    watermark_read: job.watermark_is_read(id),
                     decoders: if one_stream {
                         vertex.parallelism as usize
                     } else {

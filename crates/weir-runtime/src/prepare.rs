@@ -128,6 +128,22 @@ impl PreparedJob {
         let Some(PreparedNode::Source(source)) = self.nodes.get(operator) else {
             return false;
         };
+        source.splits_are_one_stream()
+            && self
+                .plans
+                .partitioned
+                .vertices
+                .iter()
+                .flat_map(|v| v.chain.iter())
+                .any(|n| &n.operator_id == operator && n.watermark.is_some())
+            && self.watermark_is_read(operator)
+    }
+
+    /// Whether an operator downstream of source `operator` reads event time
+    /// ([`weir_api::PreparedOperator::reads_event_time`]). When none does, the source's
+    /// watermark changes no result: its batches are not cut where it advances, and it is not
+    /// aligned across subtasks.
+    pub fn watermark_is_read(&self, operator: &OperatorId) -> bool {
         let nodes: Vec<&ModelNode> = self
             .plans
             .partitioned
@@ -135,11 +151,7 @@ impl PreparedJob {
             .iter()
             .flat_map(|v| v.chain.iter())
             .collect();
-        source.splits_are_one_stream()
-            && nodes
-                .iter()
-                .any(|n| &n.operator_id == operator && n.watermark.is_some())
-            && self.event_time_read_below(operator, &nodes)
+        self.event_time_read_below(operator, &nodes)
     }
 
     /// Whether an operator reached from `source` along the plan's edges reads event time.

@@ -43,6 +43,10 @@ pub(crate) struct SourceWatermarks {
     partitions: PartitionWatermarks<String>,
     /// Whether the subtask reported itself idle and no split delivered data since.
     idle_reported: bool,
+    /// Whether an operator downstream reads the watermark. When none does, batches are not
+    /// cut where it advances: each goes whole, followed by the watermark it reached (still
+    /// reported in metrics and checkpoints), and no split watermarks are sent.
+    read: bool,
 }
 
 impl SourceWatermarks {
@@ -56,7 +60,15 @@ impl SourceWatermarks {
             splits: HashMap::new(),
             partitions: PartitionWatermarks::new(spec.idle_timeout.map(|d| d.0)),
             idle_reported: false,
+            read: true,
         }
+    }
+
+    /// The same watermarks for a source whose watermark no operator downstream reads: its
+    /// batches go whole, each followed by the watermark it reached.
+    pub(crate) fn unread(mut self) -> Self {
+        self.read = false;
+        self
     }
 
     /// Continues the splits of a restored checkpoint: each split with recorded progress gets
@@ -128,7 +140,7 @@ impl SourceWatermarks {
     /// Whether a row is late against the watermark of its own split (`lateness: split`): the
     /// source then sends [`SourceStep::SplitWatermark`] ahead of rows.
     pub(crate) fn per_split_lateness(&self) -> bool {
-        self.spec.lateness == Lateness::Split
+        self.read && self.spec.lateness == Lateness::Split
     }
 
     /// The generator and partition key of `split`: its id, or the one stream's.
@@ -171,6 +183,22 @@ impl SourceWatermarks {
         // others' progress it no longer blocks (when all were idle) goes out before its rows.
         if let Some(w) = self.partitions.on_data(key.clone(), None, now_ms) {
             steps.push(SourceStep::Watermark(w));
+        }
+        if !self.read {
+            let mut reached = None;
+            for cut in cuts {
+                if let Some(w) = self
+                    .partitions
+                    .on_data(key.clone(), Some(cut.watermark), now_ms)
+                {
+                    reached = Some(w);
+                }
+            }
+            if batch.num_rows() > 0 {
+                steps.push(SourceStep::Rows(batch));
+            }
+            steps.extend(reached.map(SourceStep::Watermark));
+            return Ok(steps);
         }
         let mut start = 0;
         for cut in cuts {
@@ -303,6 +331,30 @@ mod tests {
         );
         let steps = s.on_batch("a", batch(vec![Some(300)]), 0).expect("a");
         assert_eq!(steps_text(&steps), ["split 199", "rows 1"]);
+    }
+
+    #[test]
+    fn a_watermark_no_operator_reads_leaves_batches_whole() {
+        let mut per_split = spec(0, 1, None);
+        per_split.lateness = Lateness::Split;
+        let mut s = SourceWatermarks::new(&per_split, false).unread();
+        assert!(!s.per_split_lateness(), "nobody judges rows late");
+        s.open_split("a", 0);
+        let steps = s
+            .on_batch(
+                "a",
+                batch(vec![Some(100), Some(50), Some(200), Some(150)]),
+                0,
+            )
+            .expect("a");
+        assert_eq!(
+            steps_text(&steps),
+            ["rows 4", "wm 199"],
+            "the batch goes whole, then the watermark its rows reached"
+        );
+        let steps = s.on_batch("a", batch(vec![Some(120)]), 0).expect("a");
+        assert_eq!(steps_text(&steps), ["rows 1"], "no advance, no watermark");
+        assert_eq!(s.current().map(|w| w.0.0), Some(199));
     }
 
     #[test]

@@ -50,6 +50,9 @@ pub(crate) struct SourceHead {
     /// How many splits are decoded side by side (the current one and those ahead of it): the
     /// parallelism for one stream; 1 otherwise (the task reads each split itself).
     pub(crate) decoders: usize,
+    /// Whether an operator downstream reads the watermark
+    /// ([`crate::PreparedJob::watermark_is_read`]); when none does, batches are not cut at it.
+    pub(crate) watermark_read: bool,
 }
 
 /// A pending read of one split: the future owns the reader and hands it back with the result,
@@ -117,6 +120,7 @@ impl ChainTask {
             share,
             one_stream,
             decoders,
+            watermark_read,
         } = head;
         let reading = SourceReading {
             source: &source,
@@ -131,6 +135,9 @@ impl ChainTask {
         let mut progress = SourceProgress::new(&ctx, &splits, &metrics);
         let mut generators = watermark.as_ref().map(|spec| {
             let mut w = SourceWatermarks::new(spec, one_stream);
+            if !watermark_read {
+                w = w.unread();
+            }
             w.restore(&splits);
             w
         });

@@ -8,6 +8,7 @@
 //! clean file never pays for locating records.
 
 use crate::csv_record::{CsvRecord, CsvScan, count_lines, scan_records};
+use crate::csv_unquoted::{Extent, UnquotedDecoder, extent};
 use crate::object_bytes::ObjectBytes;
 use crate::options::CsvSettings;
 use crate::rejection::{Rejection, Rejections, null_in_non_nullable, raw_text};
@@ -67,6 +68,9 @@ pub(crate) struct CsvSplitReader {
     text_schema: SchemaRef,
     batch_size: usize,
     decoder: Option<Decoder>,
+    /// Decodes chunks of plain CSV without tokenizing unread fields, when the columns read
+    /// have types it parses.
+    unquoted: Option<UnquotedDecoder>,
     rejections: Rejections,
 }
 
@@ -106,6 +110,7 @@ impl CsvSplitReader {
                 .map(|f| Field::new(f.name(), DataType::Utf8, true))
                 .collect::<Vec<_>>(),
         ));
+        let unquoted = UnquotedDecoder::new(&schema, read.as_deref(), settings.delimiter);
         Self {
             input: input.to_owned(),
             at_range_start: bytes.begin() > 0 && cursor.next_record == 0,
@@ -120,6 +125,7 @@ impl CsvSplitReader {
             text_schema,
             batch_size,
             decoder: None,
+            unquoted,
             rejections: Rejections::new(policy),
         }
     }
@@ -195,8 +201,41 @@ impl CsvSplitReader {
         Ok(())
     }
 
+    /// Decodes the next chunk of plain CSV ([`UnquotedDecoder`]), reading blocks until it
+    /// holds a batch of records; `None` when the chunk is not plain (or no record is left),
+    /// to be decoded by arrow's decoder instead.
+    async fn unquoted_chunk(&mut self) -> Result<Option<RecordBatch>> {
+        let Some(plain) = &self.unquoted else {
+            return Ok(None);
+        };
+        let (end, records) = loop {
+            match extent(self.bytes.pending(), self.batch_size, self.bytes.eof()) {
+                Extent::Records { end, records } => break (end, records),
+                Extent::NeedMore => self.bytes.fill().await?,
+            }
+        };
+        if records == 0 {
+            return Ok(None);
+        }
+        let text = &self.bytes.pending()[..end];
+        let Some(batch) = plain.decode(text, records) else {
+            return Ok(None);
+        };
+        if null_in_non_nullable(&batch).is_some() {
+            return Ok(None);
+        }
+        let line = self.line + count_lines(text);
+        self.consume(end, line);
+        self.next_record += batch.num_rows() as u64;
+        self.at_range_start = false;
+        Ok(Some(batch))
+    }
+
     /// Decodes the next chunk with the declared types, reading blocks until the batch is full.
     async fn fast_chunk(&mut self) -> Result<Fast> {
+        if let Some(batch) = self.unquoted_chunk().await? {
+            return Ok(Fast::Batch(batch));
+        }
         let mut decoder = match self.decoder.take() {
             Some(decoder) => decoder,
             None => {

@@ -48,6 +48,7 @@
 
 mod csv_reader;
 mod csv_record;
+mod csv_unquoted;
 mod epoch;
 mod inference;
 mod json_reader;

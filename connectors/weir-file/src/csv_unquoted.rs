@@ -101,44 +101,46 @@ impl UnquotedDecoder {
     /// Decodes `records` records that make up all of `text`, or `None` when the text is not
     /// plain CSV of this shape or a value does not parse (see the module documentation).
     pub(crate) fn decode(&self, text: &[u8], records: usize) -> Option<RecordBatch> {
-        if memchr::memchr2(b'"', b'\r', text).is_some() || std::str::from_utf8(text).is_err() {
+        if memchr::memchr2(b'"', b'\r', text).is_some() {
             return None;
         }
-        // The byte range of every field read, per column.
+        let text = std::str::from_utf8(text).ok()?;
+        let bytes = text.as_bytes();
+        // The byte range of every field read, per column, from one pass over the delimiters
+        // and line feeds.
         let mut ranges: Vec<Vec<(u32, u32)>> = self
             .wanted
             .iter()
             .map(|&w| Vec::with_capacity(if w { records } else { 0 }))
             .collect();
-        let wanted = &self.wanted;
-        let mut start = 0usize;
-        let mut found = 0usize;
-        while start < text.len() {
-            let end = memchr::memchr(b'\n', &text[start..]).map_or(text.len(), |p| start + p);
-            if end == start {
-                return None;
+        let (mut field, mut from, mut line_start, mut found) = (0usize, 0usize, 0usize, 0usize);
+        let mut push = |field: usize, from: usize, to: usize| -> Option<()> {
+            if *self.wanted.get(field)? {
+                ranges[field].push((u32::try_from(from).ok()?, u32::try_from(to).ok()?));
             }
-            let mut field = 0usize;
-            let mut from = start;
-            for at in memchr::memchr_iter(self.delimiter, &text[start..end]) {
-                let to = start + at;
-                if field >= self.fields {
+            Some(())
+        };
+        for at in memchr::memchr2_iter(self.delimiter, b'\n', bytes) {
+            push(field, from, at)?;
+            from = at + 1;
+            if bytes[at] == b'\n' {
+                if field + 1 != self.fields || at == line_start {
                     return None;
                 }
-                if wanted[field] {
-                    ranges[field].push((u32::try_from(from).ok()?, u32::try_from(to).ok()?));
-                }
+                found += 1;
+                field = 0;
+                line_start = from;
+            } else {
                 field += 1;
-                from = to + 1;
             }
+        }
+        // The last record, when the text ends without a line feed.
+        if from < bytes.len() || field > 0 {
+            push(field, from, bytes.len())?;
             if field + 1 != self.fields {
                 return None;
             }
-            if wanted[field] {
-                ranges[field].push((u32::try_from(from).ok()?, u32::try_from(end).ok()?));
-            }
             found += 1;
-            start = end + 1;
         }
         if found != records {
             return None;
@@ -168,8 +170,8 @@ fn supported(data_type: &DataType) -> bool {
     )
 }
 
-/// One column from its fields' byte ranges in `text` (valid UTF-8).
-fn column(text: &[u8], ranges: &[(u32, u32)], data_type: &DataType) -> Option<ArrayRef> {
+/// One column from its fields' byte ranges in `text`.
+fn column(text: &str, ranges: &[(u32, u32)], data_type: &DataType) -> Option<ArrayRef> {
     match data_type {
         DataType::Int8 => primitive::<Int8Type>(text, ranges),
         DataType::Int16 => primitive::<Int16Type>(text, ranges),
@@ -197,7 +199,7 @@ fn column(text: &[u8], ranges: &[(u32, u32)], data_type: &DataType) -> Option<Ar
 }
 
 fn primitive<T: ArrowPrimitiveType + Parser>(
-    text: &[u8],
+    text: &str,
     ranges: &[(u32, u32)],
 ) -> Option<ArrayRef> {
     let mut builder = PrimitiveBuilder::<T>::with_capacity(ranges.len());
@@ -210,10 +212,10 @@ fn primitive<T: ArrowPrimitiveType + Parser>(
     Some(Arc::new(builder.finish()))
 }
 
-/// The field `a..b` of `text` (checked UTF-8 as a whole; a field between ASCII delimiters and
-/// line feeds is UTF-8 too).
-fn field(text: &[u8], a: u32, b: u32) -> Option<&str> {
-    std::str::from_utf8(text.get(a as usize..b as usize)?).ok()
+/// The field `a..b` of `text` (its bounds are next to ASCII delimiters and line feeds, so
+/// they are character boundaries).
+fn field(text: &str, a: u32, b: u32) -> Option<&str> {
+    text.get(a as usize..b as usize)
 }
 
 #[cfg(test)]
@@ -267,6 +269,15 @@ mod tests {
             let d = UnquotedDecoder::new(&schema(), read, b',').expect("supported");
             let got = d.decode(text, 3).expect("plain text");
             assert_eq!(Some(got), arrow_decode(text, read, b','), "{read:?}");
+            let unterminated = &text[..text.len() - 1];
+            let got = d
+                .decode(unterminated, 3)
+                .expect("the last line ends the text");
+            assert_eq!(
+                Some(got),
+                arrow_decode(unterminated, read, b','),
+                "{read:?}"
+            );
         }
     }
 

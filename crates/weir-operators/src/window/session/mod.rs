@@ -498,7 +498,6 @@ impl Operator for SessionWindowOperator {
         let mut row_group: Vec<u32> = Vec::with_capacity(n);
         self.batch.owner.clear();
         self.batch.alias.clear();
-        let mut touched: Vec<u32> = Vec::new();
         let mut others: Vec<u32> = Vec::new();
         let mut late_updates = 0;
         for (i, is_taken) in taken.iter_mut().enumerate() {
@@ -554,7 +553,6 @@ impl Operator for SessionWindowOperator {
                     sid
                 }
             };
-            touched.push(sid);
             let entry = &mut self.arena[sid as usize];
             if entry.batch_group == u32::MAX {
                 let g = self.batch.owner.len() as u32;
@@ -606,8 +604,11 @@ impl Operator for SessionWindowOperator {
                     None => self.parts.release((chunk, row as u32)),
                 }
             }
+            // Every session the batch gave rows to (merged ones live on in their survivor)
+            // waits in the due heap.
             for &sid in &owners {
                 self.arena[sid as usize].batch_group = u32::MAX;
+                self.queue(sid);
             }
             if self.parts.wants_compaction() {
                 let all = self.live_sessions();
@@ -615,9 +616,6 @@ impl Operator for SessionWindowOperator {
             } else if !crowded.is_empty() {
                 self.compact(&crowded)?;
             }
-        }
-        for sid in touched {
-            self.queue(sid);
         }
         // Late rows that landed in complete sessions (update policy) re-emit them now.
         self.fire(out)?;

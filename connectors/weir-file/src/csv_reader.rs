@@ -224,7 +224,8 @@ impl CsvSplitReader {
         if null_in_non_nullable(&batch).is_some() {
             return Ok(None);
         }
-        let line = self.line + count_lines(text);
+        // Every record ends with a line feed but perhaps the last (and no line is empty).
+        let line = self.line + records as u64 - u64::from(!text.ends_with(b"\n"));
         self.consume(end, line);
         self.next_record += batch.num_rows() as u64;
         self.at_range_start = false;

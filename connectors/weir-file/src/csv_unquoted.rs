@@ -101,13 +101,13 @@ impl UnquotedDecoder {
     /// Decodes `records` records that make up all of `text`, or `None` when the text is not
     /// plain CSV of this shape or a value does not parse (see the module documentation).
     pub(crate) fn decode(&self, text: &[u8], records: usize) -> Option<RecordBatch> {
-        if memchr::memchr2(b'"', b'\r', text).is_some() {
+        if memchr::memchr(b'\r', text).is_some() {
             return None;
         }
         let text = std::str::from_utf8(text).ok()?;
         let bytes = text.as_bytes();
-        // The byte range of every field read, per column, from one pass over the delimiters
-        // and line feeds.
+        // The byte range of every field read, per column, from one pass over the delimiters,
+        // line feeds and quotes (a quote leaves the chunk to arrow's decoder).
         let mut ranges: Vec<Vec<(u32, u32)>> = self
             .wanted
             .iter()
@@ -120,7 +120,10 @@ impl UnquotedDecoder {
             }
             Some(())
         };
-        for at in memchr::memchr2_iter(self.delimiter, b'\n', bytes) {
+        for at in memchr::memchr3_iter(self.delimiter, b'\n', b'"', bytes) {
+            if bytes[at] == b'"' {
+                return None;
+            }
             push(field, from, at)?;
             from = at + 1;
             if bytes[at] == b'\n' {

@@ -184,7 +184,11 @@ async fn a_watermark_no_operator_reads_leaves_the_files_shared_among_lanes() {
     let window = r#"{ name: last, type: window, input: rows, options: {
         time_column: t, window: { type: tumble, size: 10s },
         aggregates: [ { function: count, as: n } ] } }"#;
-    for (operators, one_stream) in [(filter, false), (window, true)] {
+    let filter_then_window = r#"{ name: kept, type: filter, input: rows, options: { predicate: "v > 10" } },
+        { name: last, type: window, input: kept, options: {
+        time_column: t, window: { type: tumble, size: 10s },
+        aggregates: [ { function: count, as: n } ] } }"#;
+    for (operators, one_stream) in [(filter, false), (window, true), (filter_then_window, true)] {
         let job = watermarked_spec(dir.path(), operators);
         let prepared = engine
             .prepare(&job, Some("one-stream.yaml"))

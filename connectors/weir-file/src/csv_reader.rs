@@ -234,9 +234,12 @@ impl CsvSplitReader {
 
     /// Decodes the next chunk with the declared types, reading blocks until the batch is full.
     async fn fast_chunk(&mut self) -> Result<Fast> {
-        if let Some(batch) = self.unquoted_chunk().await? {
-            return Ok(Fast::Batch(batch));
-        }
+        // Whether the plain path declined a chunk: when arrow's decoder then decodes it cleanly,
+        // the file is not plain (quotes, CRLF), and its later chunks go straight to arrow.
+        let declined = match self.unquoted_chunk().await? {
+            Some(batch) => return Ok(Fast::Batch(batch)),
+            None => self.unquoted.is_some(),
+        };
         let mut decoder = match self.decoder.take() {
             Some(decoder) => decoder,
             None => {
@@ -288,6 +291,9 @@ impl CsvSplitReader {
         self.next_record += batch.num_rows() as u64;
         self.at_range_start = false;
         self.decoder = Some(decoder);
+        if declined {
+            self.unquoted = None;
+        }
         Ok(Fast::Batch(batch))
     }
 
@@ -659,6 +665,39 @@ mod tests {
             .unwrap();
         let (_, line, column, _) = bad_record(read_all(&source).await.unwrap_err());
         assert_eq!((line, column.as_deref()), (Some(22), Some("price")));
+    }
+
+    #[tokio::test]
+    async fn plain_chunks_bad_records_and_quoted_chunks_read_alike() {
+        // Plain chunks (the plain path), a bad record (arrow's decoder, then the slow path:
+        // the plain path stays on), plain chunks again, then quoted ones (arrow's decoder,
+        // after which the plain path is off), with the line numbers of dead letters exact.
+        let mut contents = String::from("id,price\n1,10\n2,20\n3,x\n4,40\n5,50\n6,60\n");
+        contents.push_str("7,\"70\"\n8,80\n9,z\n10,100\n");
+        let dir = tempfile::tempdir().unwrap();
+        let path = write(dir.path(), "in.csv", &contents);
+        let source = prepare(
+            json!({ "path": path, "batch_size": 2 }),
+            Some(id_price()),
+            BadRecordPolicy::DeadLetter,
+        )
+        .await
+        .unwrap();
+        let split = source.enumerate_splits().await.unwrap().remove(0);
+        let read = read_split(&source, &split).await.unwrap();
+        assert_eq!(
+            read.rows,
+            [
+                "1|10", "2|20", "4|40", "5|50", "6|60", "7|70", "8|80", "10|100"
+            ]
+        );
+        assert_eq!(
+            read.dead_letters,
+            [
+                format!("{path}|4|price|`x` is not a valid Int64|3,x"),
+                format!("{path}|10|price|`z` is not a valid Int64|9,z"),
+            ]
+        );
     }
 
     #[tokio::test]

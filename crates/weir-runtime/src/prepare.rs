@@ -130,36 +130,20 @@ impl PreparedJob {
         };
         source.splits_are_one_stream()
             && self
-                .plans
-                .partitioned
-                .vertices
-                .iter()
-                .flat_map(|v| v.chain.iter())
+                .plan_nodes()
                 .any(|n| &n.operator_id == operator && n.watermark.is_some())
             && self.watermark_is_read(operator)
     }
 
-    /// Whether an operator downstream of source `operator` reads event time
-    /// ([`weir_api::PreparedOperator::reads_event_time`]). When none does, the source's
-    /// watermark changes no result: its batches are not cut where it advances, and it is not
-    /// aligned across subtasks.
+    /// Whether an operator downstream of source `operator` (reached along the plan's edges)
+    /// reads event time ([`weir_api::PreparedOperator::reads_event_time`]). When none does, the
+    /// source's watermark changes no result: its batches are not cut where it advances, and it
+    /// is not aligned across subtasks.
     pub fn watermark_is_read(&self, operator: &OperatorId) -> bool {
-        let nodes: Vec<&ModelNode> = self
-            .plans
-            .partitioned
-            .vertices
-            .iter()
-            .flat_map(|v| v.chain.iter())
-            .collect();
-        self.event_time_read_below(operator, &nodes)
-    }
-
-    /// Whether an operator reached from `source` along the plan's edges reads event time.
-    fn event_time_read_below(&self, source: &OperatorId, nodes: &[&ModelNode]) -> bool {
-        let mut seen: HashSet<&OperatorId> = HashSet::from([source]);
-        let mut frontier = vec![source];
+        let mut seen: HashSet<&OperatorId> = HashSet::from([operator]);
+        let mut frontier = vec![operator];
         while let Some(from) = frontier.pop() {
-            for node in nodes {
+            for node in self.plan_nodes() {
                 if !node.inputs.iter().any(|i| &i.node == from) || !seen.insert(&node.operator_id) {
                     continue;
                 }
@@ -172,6 +156,15 @@ impl PreparedJob {
             }
         }
         false
+    }
+
+    /// Every node of the partitioned plan.
+    fn plan_nodes(&self) -> impl Iterator<Item = &ModelNode> {
+        self.plans
+            .partitioned
+            .vertices
+            .iter()
+            .flat_map(|v| v.chain.iter())
     }
 
     fn prepare_error(&self, path: String, source: weir_api::Error) -> Error {

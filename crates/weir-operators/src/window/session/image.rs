@@ -72,20 +72,14 @@ impl SessionWindowOperator {
         // Every session's parts are combined into one row per session (the image), which
         // stays the session's only part.
         let sids: Vec<u32> = entries.iter().map(|e| e.2).collect();
-        self.compact(&sids)?;
-        let parts: Vec<_> = sids
-            .iter()
-            .filter_map(|&sid| self.session(sid).and_then(|s| s.parts.first().copied()))
-            .collect();
-        if parts.len() != sids.len() {
+        let (owners, states) = self.compact(&sids)?;
+        if owners.len() != sids.len() {
             return Err(Error::Internal(format!(
                 "{} of {} sessions have no partial state to snapshot",
-                sids.len() - parts.len(),
+                sids.len() - owners.len(),
                 sids.len()
             )));
         }
-        let groups: Vec<usize> = (0..parts.len()).collect();
-        let states = self.parts.combine(&parts, &groups, parts.len())?;
         let key_refs: Vec<&[u8]> = sids
             .iter()
             .map(|&sid| {

@@ -372,8 +372,9 @@ impl SessionWindowOperator {
         }
     }
 
-    /// Combines every part of each session of `sids` into one.
-    fn compact(&mut self, sids: &[u32]) -> Result<()> {
+    /// Combines every part of each session of `sids` into one. Returns the sessions that had
+    /// parts and their combined states, one row each, in that order.
+    fn compact(&mut self, sids: &[u32]) -> Result<(Vec<u32>, States)> {
         let mut parts = Vec::new();
         let mut groups = Vec::new();
         let mut owners = Vec::new();
@@ -395,8 +396,8 @@ impl SessionWindowOperator {
                 s.parts.clear();
             }
         }
-        self.attach(&owners, states);
-        Ok(())
+        self.attach(&owners, states.clone());
+        Ok((owners, states))
     }
 
     /// Every session, for rewriting all parts.

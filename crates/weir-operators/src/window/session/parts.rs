@@ -39,7 +39,8 @@ struct Chunk {
 
 /// The chunks of partial states of every session of one operator instance.
 pub(super) struct PartStore {
-    set: Arc<AggregateSet>,
+    /// Partial-state columns per aggregate.
+    widths: Vec<usize>,
     scratch: GroupSpace,
     chunks: Vec<Option<Chunk>>,
     free: Vec<u32>,
@@ -55,7 +56,7 @@ impl PartStore {
     pub(super) fn new(set: Arc<AggregateSet>) -> Result<Self> {
         let scratch = GroupSpace::new(Arc::clone(&set), Arc::new(Schema::empty()))?;
         Ok(Self {
-            set,
+            widths: set.state_widths(),
             scratch,
             chunks: Vec::new(),
             free: Vec::new(),
@@ -141,9 +142,8 @@ impl PartStore {
         for id in ids {
             self.position[id as usize] = u32::MAX;
         }
-        let widths = self.set.state_widths();
-        let mut out = Vec::with_capacity(widths.len());
-        for (a, &width) in widths.iter().enumerate() {
+        let mut out = Vec::with_capacity(self.widths.len());
+        for (a, &width) in self.widths.iter().enumerate() {
             let mut columns = Vec::with_capacity(width);
             for c in 0..width {
                 let arrays: Vec<&dyn Array> =

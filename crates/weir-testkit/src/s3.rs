@@ -459,10 +459,11 @@ mod tests {
     /// An endpoint where nothing listens is an error naming the variable, not a hang or panic.
     #[test]
     fn an_external_endpoint_without_a_server_is_an_error() {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .and_then(|l| l.local_addr())
-            .unwrap()
-            .port();
+        // A socket bound but not listening holds the port, so no server started by a test
+        // running beside this one can take it, and a connection to it is refused.
+        let socket = tokio::net::TcpSocket::new_v4().unwrap();
+        socket.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let port = socket.local_addr().unwrap().port();
         let err = external(&format!("http://127.0.0.1:{port}")).unwrap_err();
         assert!(err.to_string().contains(ENDPOINT_ENV), "{err}");
         let err = external("https://127.0.0.1:1").unwrap_err();

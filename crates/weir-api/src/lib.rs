@@ -46,9 +46,10 @@ pub use ids::{
     ChannelId, EdgeId, Epoch, EventTimeMs, JobId, OperatorId, PipelineId, StateShardId,
     SubtaskIndex, TaskId, VertexId,
 };
-pub use message::{Barrier, StreamMessage, Watermark};
+pub use message::{Barrier, Piece, StreamMessage, Watermark, WatermarkMarks};
 pub use operator::{
     Emitted, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, SideOutput,
+    process_in_pieces,
 };
 pub use options::decode_options;
 pub use predicate::{

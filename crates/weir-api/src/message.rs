@@ -36,11 +36,103 @@ impl Barrier {
     }
 }
 
+/// Where the watermark advances inside a batch: `(row, watermark)` pairs, rows and watermarks
+/// strictly increasing, each row in `0..=num_rows`.
+///
+/// A batch with marks `[(r1, w1), (r2, w2)]` means exactly what its rows `0..r1`, then
+/// watermark `w1`, then rows `r1..r2`, then `w2`, then the rest would mean: a row is judged
+/// against the last watermark before it. Marks let a source hand on whole batches where the
+/// watermark advances every few hundred rows, instead of cutting them into slivers, while
+/// which rows are late stays exactly what it is when each advance travels on its own.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WatermarkMarks {
+    marks: Vec<(usize, Watermark)>,
+}
+
+impl WatermarkMarks {
+    /// No marks: the watermark does not move inside the batch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The watermark advances to `watermark` before row `row`. A mark at (or, wrongly, before)
+    /// the row of the last one replaces its watermark; a watermark not above the last one is no
+    /// advance and is ignored.
+    pub fn push(&mut self, row: usize, watermark: Watermark) {
+        match self.marks.last_mut() {
+            Some((_, last)) if watermark <= *last => {}
+            Some((last_row, last)) if row <= *last_row => *last = watermark,
+            _ => self.marks.push((row, watermark)),
+        }
+    }
+
+    /// Whether the watermark does not move inside the batch.
+    pub fn is_empty(&self) -> bool {
+        self.marks.is_empty()
+    }
+
+    /// The number of advances.
+    pub fn len(&self) -> usize {
+        self.marks.len()
+    }
+
+    /// The advances, in order: `(row, watermark)`.
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = (usize, Watermark)> + '_ {
+        self.marks.iter().copied()
+    }
+
+    /// The watermark after the batch, when it advanced inside it.
+    pub fn last(&self) -> Option<Watermark> {
+        self.marks.last().map(|(_, w)| *w)
+    }
+
+    /// The same advances over the rows that remain after keeping some: `kept_before(r)` is how
+    /// many rows before row `r` were kept. Advances that land on one row merge into the last.
+    pub fn remap(&self, mut kept_before: impl FnMut(usize) -> usize) -> WatermarkMarks {
+        let mut out = WatermarkMarks::new();
+        for (row, w) in self.iter() {
+            out.push(kept_before(row), w);
+        }
+        out
+    }
+
+    /// The batch cut at its marks, in order: runs of rows (zero-copy slices, never empty) and
+    /// the watermarks between them; what the batch means, one piece at a time.
+    pub fn pieces(&self, batch: &RecordBatch) -> Vec<Piece> {
+        let mut pieces = Vec::with_capacity(2 * self.marks.len() + 1);
+        let rows = batch.num_rows();
+        let mut start = 0;
+        for (row, w) in self.iter() {
+            let row = row.clamp(start, rows);
+            if row > start {
+                pieces.push(Piece::Rows(batch.slice(start, row - start)));
+            }
+            pieces.push(Piece::Watermark(w));
+            start = row;
+        }
+        if start < rows {
+            pieces.push(Piece::Rows(batch.slice(start, rows - start)));
+        }
+        pieces
+    }
+}
+
+/// One piece of a batch with [`WatermarkMarks`]: see [`WatermarkMarks::pieces`].
+#[derive(Debug, Clone)]
+pub enum Piece {
+    /// Consecutive rows.
+    Rows(RecordBatch),
+    /// The watermark advanced.
+    Watermark(Watermark),
+}
+
 /// One message on a channel. A channel delivers its messages in the order they were sent.
 #[derive(Debug, Clone)]
 pub enum StreamMessage {
     /// A batch of rows.
     Data(RecordBatch),
+    /// A batch of rows inside which the sender's watermark advances (never empty marks).
+    MarkedData(RecordBatch, WatermarkMarks),
     /// The sender's watermark advanced.
     Watermark(Watermark),
     /// The rows that follow on this channel, until the next such message, were read from their
@@ -61,4 +153,55 @@ pub enum StreamMessage {
     Idle,
     /// The sender has no more messages; it is the last message of a channel.
     EndOfInput,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use arrow::array::Int64Array;
+    use std::sync::Arc;
+
+    fn at(t: i64) -> Watermark {
+        Watermark(EventTimeMs(t))
+    }
+
+    #[test]
+    fn marks_keep_rows_and_watermarks_increasing() {
+        let mut m = WatermarkMarks::new();
+        m.push(2, at(10));
+        m.push(2, at(12));
+        m.push(3, at(11));
+        m.push(1, at(20));
+        m.push(5, at(30));
+        let got: Vec<(usize, i64)> = m.iter().map(|(r, w)| (r, w.0.0)).collect();
+        assert_eq!(
+            got,
+            [(2, 20), (5, 30)],
+            "same or earlier row: replaced; no advance: ignored"
+        );
+        assert_eq!(m.last(), Some(at(30)));
+        let kept = m.remap(|row| row / 2);
+        let got: Vec<(usize, i64)> = kept.iter().map(|(r, w)| (r, w.0.0)).collect();
+        assert_eq!(got, [(1, 20), (2, 30)]);
+    }
+
+    #[test]
+    fn pieces_are_the_rows_between_the_marks() {
+        let batch =
+            RecordBatch::try_from_iter([("x", Arc::new(Int64Array::from_iter_values(0..5)) as _)])
+                .expect("batch");
+        let mut m = WatermarkMarks::new();
+        m.push(0, at(1));
+        m.push(2, at(2));
+        m.push(5, at(3));
+        let shape: Vec<String> = m
+            .pieces(&batch)
+            .iter()
+            .map(|p| match p {
+                Piece::Rows(b) => format!("rows {}", b.num_rows()),
+                Piece::Watermark(w) => format!("wm {}", w.0.0),
+            })
+            .collect();
+        assert_eq!(shape, ["wm 1", "rows 2", "wm 2", "rows 3", "wm 3"]);
+    }
 }

@@ -3,7 +3,7 @@
 use crate::context::TaskContext;
 use crate::error::Result;
 use crate::ids::OperatorId;
-use crate::message::{Barrier, Watermark};
+use crate::message::{Barrier, Piece, Watermark, WatermarkMarks};
 use crate::state_image::StateImage;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
@@ -19,6 +19,14 @@ pub enum Emitted {
         port: usize,
         /// The rows.
         batch: RecordBatch,
+    },
+    /// A batch on the main output inside which the operator's output watermark advances
+    /// ([`Output::emit_marked`]).
+    MarkedData {
+        /// The rows.
+        batch: RecordBatch,
+        /// Where the watermark advances, never empty.
+        marks: WatermarkMarks,
     },
     /// The operator's output watermark advanced.
     Watermark(Watermark),
@@ -63,6 +71,24 @@ impl Output {
         self.emitted.push(Emitted::Watermark(watermark));
     }
 
+    /// Emits a batch on the main output with the watermark advancing inside it at `marks`: the
+    /// same as emitting its rows and watermarks one piece at a time, in one message. An empty
+    /// batch emits only its last watermark. Side outputs receive the last watermark after the
+    /// batch, so an operator that emits side-output rows while handling a batch with marks
+    /// emits its main output piece by piece instead (as [`Operator::process_marked_batch`]'s
+    /// default does).
+    pub fn emit_marked(&mut self, batch: RecordBatch, marks: WatermarkMarks) {
+        if batch.num_rows() == 0 {
+            if let Some(w) = marks.last() {
+                self.emit_watermark(w);
+            }
+        } else if marks.is_empty() {
+            self.emit(batch);
+        } else {
+            self.emitted.push(Emitted::MarkedData { batch, marks });
+        }
+    }
+
     /// Declares that the batches emitted from now on carry rows read behind split watermark
     /// `watermark` ([`crate::StreamMessage::SplitWatermark`]); what an operator that passes rows
     /// through forwards from [`Operator::process_split_watermark`].
@@ -101,6 +127,25 @@ pub trait Operator: Send {
     /// # Errors
     /// Any error fails the task and with it the job; classify it with [`crate::Error`]'s variants.
     fn process_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Output) -> Result<()>;
+
+    /// Handles a batch from input `input` inside which the input watermark advances at
+    /// `marks` ([`WatermarkMarks`]). The default cuts the batch at its marks and calls
+    /// [`Operator::process_batch`] and [`Operator::process_watermark`] for each piece in turn,
+    /// which is always right. An operator overrides it to handle the batch whole (a filter
+    /// keeps the marks of the rows it keeps; a window judges each row against the watermark
+    /// before it), and must then give the same result as the default.
+    ///
+    /// # Errors
+    /// As [`Operator::process_batch`].
+    fn process_marked_batch(
+        &mut self,
+        input: usize,
+        batch: RecordBatch,
+        marks: &WatermarkMarks,
+        out: &mut Output,
+    ) -> Result<()> {
+        process_in_pieces(self, input, batch, marks, out)
+    }
 
     /// Handles an advance of the operator's input watermark (the minimum over its inputs).
     ///
@@ -159,6 +204,28 @@ pub trait Operator: Send {
     fn on_end_of_input(&mut self, _out: &mut Output) -> Result<()> {
         Ok(())
     }
+}
+
+/// [`Operator::process_marked_batch`]'s default, for an operator that handles some batches with
+/// marks whole and the others piece by piece: the batch cut at its marks, each run of rows
+/// handed to [`Operator::process_batch`] and each advance to [`Operator::process_watermark`].
+///
+/// # Errors
+/// The first error of those calls.
+pub fn process_in_pieces<O: Operator + ?Sized>(
+    op: &mut O,
+    input: usize,
+    batch: RecordBatch,
+    marks: &WatermarkMarks,
+    out: &mut Output,
+) -> Result<()> {
+    for piece in marks.pieces(&batch) {
+        match piece {
+            Piece::Rows(rows) => op.process_batch(input, rows, out)?,
+            Piece::Watermark(w) => op.process_watermark(w, out)?,
+        }
+    }
+    Ok(())
 }
 
 /// A named extra output of an operator (dead letters, late rows).

@@ -3,7 +3,7 @@
 use super::expr::{
     ExprCompiler, SharedSession, datafusion_message, expression_error, single_input,
 };
-use arrow::array::{Array, AsArray};
+use arrow::array::{Array, AsArray, BooleanArray};
 use arrow::compute::filter_record_batch;
 use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
@@ -15,7 +15,7 @@ use serde::Deserialize;
 use std::sync::Arc;
 use weir_api::{
     Error, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result, TaskContext,
-    decode_options,
+    WatermarkMarks, decode_options,
 };
 
 /// Options of a `filter` node.
@@ -131,8 +131,19 @@ struct FilterOperator {
     text: String,
 }
 
-impl Operator for FilterOperator {
-    fn process_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
+/// What a filter keeps of a batch.
+enum Kept {
+    /// Every row: the batch itself.
+    All(RecordBatch),
+    /// No row.
+    None,
+    /// The rows the mask selects (valid trues), gathered.
+    Some(RecordBatch, BooleanArray),
+}
+
+impl FilterOperator {
+    /// Evaluates the predicate over `batch` and keeps the rows for which it is true.
+    fn keep(&self, batch: RecordBatch) -> Result<Kept> {
         let value = self.predicate.evaluate(&batch).map_err(|e| {
             expression_error(
                 &self.path,
@@ -141,9 +152,9 @@ impl Operator for FilterOperator {
             )
         })?;
         match value {
-            ColumnarValue::Scalar(ScalarValue::Boolean(Some(true))) => out.emit(batch),
+            ColumnarValue::Scalar(ScalarValue::Boolean(Some(true))) => Ok(Kept::All(batch)),
             // A constant false or NULL keeps nothing.
-            ColumnarValue::Scalar(_) => {}
+            ColumnarValue::Scalar(_) => Ok(Kept::None),
             ColumnarValue::Array(mask) => {
                 let mask = mask.as_boolean_opt().ok_or_else(|| {
                     Error::Internal(format!(
@@ -154,12 +165,49 @@ impl Operator for FilterOperator {
                 })?;
                 // `true_count` counts only valid trues, so a NULL result drops its row.
                 if mask.true_count() == batch.num_rows() {
-                    out.emit(batch);
+                    Ok(Kept::All(batch))
                 } else {
                     let kept = filter_record_batch(&batch, mask)
                         .map_err(|e| Error::arrow("filtering a batch", e))?;
-                    out.emit(kept);
+                    Ok(Kept::Some(kept, mask.clone()))
                 }
+            }
+        }
+    }
+}
+
+impl Operator for FilterOperator {
+    fn process_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
+        match self.keep(batch)? {
+            Kept::All(batch) | Kept::Some(batch, _) => out.emit(batch),
+            Kept::None => {}
+        }
+        Ok(())
+    }
+
+    /// The kept rows go on as one batch, each advance of the watermark before the first kept
+    /// row at or after the row it was before.
+    fn process_marked_batch(
+        &mut self,
+        _input: usize,
+        batch: RecordBatch,
+        marks: &WatermarkMarks,
+        out: &mut Output,
+    ) -> Result<()> {
+        let empty = batch.slice(0, 0);
+        match self.keep(batch)? {
+            Kept::All(batch) => out.emit_marked(batch, marks.clone()),
+            Kept::None => out.emit_marked(empty, marks.clone()),
+            Kept::Some(kept, mask) => {
+                // Kept rows before each mark, counted between consecutive marks.
+                let (mut counted, mut kept_before) = (0, 0);
+                let marks = marks.remap(|row| {
+                    let row = row.clamp(counted, mask.len());
+                    kept_before += mask.slice(counted, row - counted).true_count();
+                    counted = row;
+                    kept_before
+                });
+                out.emit_marked(kept, marks);
             }
         }
         Ok(())
@@ -240,6 +288,45 @@ mod tests {
             );
         }
         ids
+    }
+
+    #[test]
+    fn marks_move_to_the_kept_rows_before_them() {
+        let prepared = prepare("price > 1000".into()).expect("prepares");
+        let ctx = TaskContext::new(JobId::new("j"), OperatorId::new("f"), SubtaskIndex(0), 1);
+        let mut op = prepared.create(&ctx).expect("creates");
+        let at = |t| weir_api::Watermark(weir_api::EventTimeMs(t));
+        // Rows 1, 3 and 4 (auctions 2, 4, 5) are kept.
+        let mut marks = WatermarkMarks::new();
+        for (row, w) in [(1, 10), (2, 20), (3, 30), (5, 50)] {
+            marks.push(row, at(w));
+        }
+        let mut out = Output::new();
+        op.process_marked_batch(0, input(), &marks, &mut out)
+            .expect("filters");
+        let emitted: Vec<Emitted> = out.drain().collect();
+        let [Emitted::MarkedData { batch, marks }] = emitted.as_slice() else {
+            panic!("one batch with marks: {emitted:?}");
+        };
+        assert_eq!(batch.num_rows(), 3);
+        let got: Vec<(usize, i64)> = marks.iter().map(|(r, w)| (r, w.0.0)).collect();
+        assert_eq!(got, [(0, 10), (1, 30), (3, 50)]);
+
+        // Nothing kept: only the last watermark goes on.
+        let prepared = prepare("price > 99999".into()).expect("prepares");
+        let mut op = prepared.create(&ctx).expect("creates");
+        op.process_marked_batch(0, input(), &marks_of(&[(2, 60)]), &mut out)
+            .expect("filters");
+        let emitted: Vec<Emitted> = out.drain().collect();
+        assert!(matches!(emitted.as_slice(), [Emitted::Watermark(w)] if *w == at(60)));
+    }
+
+    fn marks_of(marks: &[(usize, i64)]) -> WatermarkMarks {
+        let mut out = WatermarkMarks::new();
+        for &(row, w) in marks {
+            out.push(row, weir_api::Watermark(weir_api::EventTimeMs(w)));
+        }
+        out
     }
 
     #[test]

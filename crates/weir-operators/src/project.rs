@@ -13,7 +13,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use weir_api::{
     Error, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result, TaskContext,
-    decode_options,
+    WatermarkMarks, decode_options,
 };
 
 /// Options of a `project` node.
@@ -145,11 +145,31 @@ struct ProjectOperator {
 
 impl Operator for ProjectOperator {
     fn process_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
+        out.emit(self.project(&batch)?);
+        Ok(())
+    }
+
+    /// One output row per input row: the marks stay where they are.
+    fn process_marked_batch(
+        &mut self,
+        _input: usize,
+        batch: RecordBatch,
+        marks: &WatermarkMarks,
+        out: &mut Output,
+    ) -> Result<()> {
+        out.emit_marked(self.project(&batch)?, marks.clone());
+        Ok(())
+    }
+}
+
+impl ProjectOperator {
+    /// The output columns computed over `batch`.
+    fn project(&self, batch: &RecordBatch) -> Result<RecordBatch> {
         let rows = batch.num_rows();
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.exprs.len());
         for (i, expr) in self.exprs.iter().enumerate() {
             let column = expr
-                .evaluate(&batch)
+                .evaluate(batch)
                 .and_then(|value| value.into_array(rows))
                 .map_err(|e| {
                     expression_error(
@@ -169,11 +189,8 @@ impl Operator for ProjectOperator {
             columns.push(column);
         }
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
-        let projected =
-            RecordBatch::try_new_with_options(Arc::clone(&self.output), columns, &options)
-                .map_err(|e| Error::arrow("assembling a projected batch", e))?;
-        out.emit(projected);
-        Ok(())
+        RecordBatch::try_new_with_options(Arc::clone(&self.output), columns, &options)
+            .map_err(|e| Error::arrow("assembling a projected batch", e))
     }
 }
 

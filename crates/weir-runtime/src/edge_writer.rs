@@ -6,7 +6,7 @@ use crate::partition::{HashPartitioner, RoundRobin};
 use arrow::record_batch::RecordBatch;
 use tokio::sync::mpsc;
 use tokio::sync::mpsc::error::TrySendError;
-use weir_api::StreamMessage;
+use weir_api::{StreamMessage, WatermarkMarks};
 
 /// How a writer picks channels.
 #[derive(Debug)]
@@ -57,6 +57,65 @@ impl EdgeWriter {
                     if let Some(part) = part {
                         send(&self.metrics, &self.senders[i], StreamMessage::Data(part)).await?;
                     }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends a batch inside which the watermark advances at `marks` (never empty): every
+    /// channel gets the rows meant for it with the marks remapped to them, and a channel that
+    /// gets no rows gets the last watermark alone.
+    pub(crate) async fn send_marked(
+        &mut self,
+        batch: RecordBatch,
+        marks: &WatermarkMarks,
+    ) -> Result<(), SendError> {
+        let Some(last) = marks.last() else {
+            return self.send_batch(batch).await;
+        };
+        let marked = |batch, marks: WatermarkMarks| {
+            if marks.is_empty() {
+                StreamMessage::Data(batch)
+            } else {
+                StreamMessage::MarkedData(batch, marks)
+            }
+        };
+        match &mut self.distribution {
+            Distribution::Single => {
+                send(
+                    &self.metrics,
+                    &self.senders[0],
+                    marked(batch, marks.clone()),
+                )
+                .await?
+            }
+            Distribution::RoundRobin(rr) => {
+                let chosen = rr.next_output();
+                for (i, s) in self.senders.iter().enumerate() {
+                    let message = if i == chosen {
+                        marked(batch.clone(), marks.clone())
+                    } else {
+                        StreamMessage::Watermark(last)
+                    };
+                    send(&self.metrics, s, message).await?;
+                }
+            }
+            Distribution::Broadcast => {
+                for s in &self.senders {
+                    send(&self.metrics, s, marked(batch.clone(), marks.clone())).await?;
+                }
+            }
+            Distribution::Hash(p) => {
+                let parts = p
+                    .partition_marked(&batch, marks)
+                    .map_err(SendError::Partition)?;
+                for (i, (part, marks)) in parts.into_iter().enumerate() {
+                    let message = match part {
+                        Some(part) => marked(part, marks),
+                        None => StreamMessage::Watermark(last),
+                    };
+                    send(&self.metrics, &self.senders[i], message).await?;
                 }
             }
         }

@@ -10,7 +10,7 @@ use arrow::record_batch::RecordBatch;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
-use weir_api::{Barrier, ChannelId, Epoch, EventTimeMs, StreamMessage, Watermark};
+use weir_api::{Barrier, ChannelId, Epoch, EventTimeMs, StreamMessage, Watermark, WatermarkMarks};
 use weir_checkpoint::InputWatermark;
 
 /// One input channel of a task.
@@ -72,6 +72,9 @@ pub(crate) enum GateEvent {
         input: usize,
         batch: RecordBatch,
         split_watermark: Option<Watermark>,
+        /// Where the gate's watermark (the minimum over live channels) advances inside the
+        /// batch; empty when it does not.
+        marks: WatermarkMarks,
     },
     /// The minimum watermark over live channels advanced.
     Watermark(Watermark),
@@ -170,30 +173,11 @@ impl InputGate {
                 return Err(GateError::Closed);
             };
             match message {
-                StreamMessage::Data(batch) => {
-                    self.wake(i);
-                    let (input, behind) =
-                        (self.channels[i].input, self.channels[i].split_watermark);
-                    if self.split_watermarks.len() <= input {
-                        self.split_watermarks.resize(input + 1, Watermark::NONE);
-                    }
-                    let changed = std::mem::replace(&mut self.split_watermarks[input], behind);
-                    return Ok(GateEvent::Data {
-                        input,
-                        batch,
-                        split_watermark: (changed != behind).then_some(behind),
-                    });
-                }
+                StreamMessage::Data(batch) => return self.data(i, batch, &WatermarkMarks::new()),
+                StreamMessage::MarkedData(batch, marks) => return self.data(i, batch, &marks),
                 StreamMessage::SplitWatermark(w) => self.channels[i].split_watermark = w,
                 StreamMessage::Watermark(Watermark(w)) => {
-                    let ch = &mut self.channels[i];
-                    if w < ch.watermark {
-                        return Err(GateError::Protocol(format!(
-                            "watermark went back on input channel {i}: {} after {}",
-                            w.0, ch.watermark.0
-                        )));
-                    }
-                    ch.watermark = w;
+                    self.channel_watermark(i, w)?;
                     self.wake(i);
                     if let Some(w) = self.advance_watermark() {
                         return Ok(GateEvent::Watermark(w));
@@ -252,6 +236,47 @@ impl InputGate {
                 })
             })
             .collect()
+    }
+
+    /// A batch from channel `i`, inside which the channel's watermark advances at `marks`.
+    fn data(
+        &mut self,
+        i: usize,
+        batch: RecordBatch,
+        marks: &WatermarkMarks,
+    ) -> Result<GateEvent, GateError> {
+        self.wake(i);
+        let mut combined = WatermarkMarks::new();
+        for (row, Watermark(w)) in marks.iter() {
+            self.channel_watermark(i, w)?;
+            if let Some(m) = self.advance_watermark() {
+                combined.push(row, m);
+            }
+        }
+        let (input, behind) = (self.channels[i].input, self.channels[i].split_watermark);
+        if self.split_watermarks.len() <= input {
+            self.split_watermarks.resize(input + 1, Watermark::NONE);
+        }
+        let changed = std::mem::replace(&mut self.split_watermarks[input], behind);
+        Ok(GateEvent::Data {
+            input,
+            batch,
+            split_watermark: (changed != behind).then_some(behind),
+            marks: combined,
+        })
+    }
+
+    /// Channel `i`'s watermark is `w` now; a watermark that goes back breaks the protocol.
+    fn channel_watermark(&mut self, i: usize, w: EventTimeMs) -> Result<(), GateError> {
+        let ch = &mut self.channels[i];
+        if w < ch.watermark {
+            return Err(GateError::Protocol(format!(
+                "watermark went back on input channel {i}: {} after {}",
+                w.0, ch.watermark.0
+            )));
+        }
+        ch.watermark = w;
+        Ok(())
     }
 
     /// Channel `i` delivered data or a watermark: it is active again.
@@ -392,6 +417,43 @@ mod tests {
         ));
         txs[1].send(StreamMessage::EndOfInput).await.expect("send");
         assert_ends(&mut g).await;
+    }
+
+    #[tokio::test]
+    async fn marks_inside_a_batch_become_advances_of_the_minimum() {
+        let (txs, mut g) = gate(2);
+        let at = |t| Watermark(EventTimeMs(t));
+        txs[0]
+            .send(StreamMessage::Watermark(at(15)))
+            .await
+            .expect("send");
+        let mut marks = WatermarkMarks::new();
+        for (row, w) in [(0, 5), (1, 10), (2, 20), (3, 30)] {
+            marks.push(row, at(w));
+        }
+        txs[1]
+            .send(StreamMessage::MarkedData(batch(7), marks))
+            .await
+            .expect("send");
+        let Ok(GateEvent::Data { marks, .. }) = g.next().await else {
+            panic!("the batch");
+        };
+        let got: Vec<(usize, i64)> = marks.iter().map(|(r, w)| (r, w.0.0)).collect();
+        assert_eq!(
+            got,
+            [(0, 5), (1, 10), (2, 15)],
+            "channel 0 holds the minimum at 15 from row 2 on"
+        );
+        let mut back = WatermarkMarks::new();
+        back.push(0, at(25));
+        txs[1]
+            .send(StreamMessage::MarkedData(batch(8), back))
+            .await
+            .expect("send");
+        assert!(
+            matches!(g.next().await, Err(GateError::Protocol(_))),
+            "a mark below the channel's watermark goes back"
+        );
     }
 
     #[tokio::test]

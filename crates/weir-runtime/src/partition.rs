@@ -10,7 +10,7 @@ use arrow::array::{ArrayRef, UInt32Array};
 use arrow::compute::take_record_batch;
 use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;
-use weir_api::Error;
+use weir_api::{Error, WatermarkMarks};
 use weir_plan::key_hash;
 
 /// Routes the rows of a batch to the downstream subtasks that own their keys' state shards.
@@ -120,11 +120,54 @@ impl HashPartitioner {
     /// [`Error::Schema`] when a key column is missing or has a type the stable hash does not
     /// define; [`Error::Arrow`] when gathering rows fails.
     pub fn partition(&self, batch: &RecordBatch) -> Result<Vec<Option<RecordBatch>>, Error> {
-        let mut out = vec![None; self.num_partitions];
-        let rows = batch.num_rows();
-        if rows == 0 {
-            return Ok(out);
+        if batch.num_rows() == 0 {
+            return Ok(vec![None; self.num_partitions]);
         }
+        let (owners, counts) = self.owners(batch)?;
+        self.gather(batch, &owners, &counts)
+    }
+
+    /// [`HashPartitioner::partition`] of a batch inside which the watermark advances at
+    /// `marks`: each part comes with the marks remapped to its rows (every part keeps every
+    /// advance, so each downstream subtask sees the watermark move where the batch said).
+    ///
+    /// # Errors
+    /// As [`HashPartitioner::partition`].
+    pub fn partition_marked(
+        &self,
+        batch: &RecordBatch,
+        marks: &WatermarkMarks,
+    ) -> Result<Vec<(Option<RecordBatch>, WatermarkMarks)>, Error> {
+        let mut remapped = vec![WatermarkMarks::new(); self.num_partitions];
+        if batch.num_rows() == 0 {
+            for (_, w) in marks.iter() {
+                remapped.iter_mut().for_each(|m| m.push(0, w));
+            }
+            return Ok(vec![None; self.num_partitions]
+                .into_iter()
+                .zip(remapped)
+                .collect());
+        }
+        let (owners, counts) = self.owners(batch)?;
+        // Rows before each mark, per owner, in one pass over the owners.
+        let mut before = vec![0_usize; self.num_partitions];
+        let mut next_row = 0;
+        for (row, w) in marks.iter() {
+            let row = row.min(owners.len());
+            for &owner in &owners[next_row.min(row)..row] {
+                before[owner as usize] += 1;
+            }
+            next_row = next_row.max(row);
+            for (m, &b) in remapped.iter_mut().zip(&before) {
+                m.push(b, w);
+            }
+        }
+        let parts = self.gather(batch, &owners, &counts)?;
+        Ok(parts.into_iter().zip(remapped).collect())
+    }
+
+    /// The owning subtask of every row of a non-empty batch, and how many rows each gets.
+    fn owners(&self, batch: &RecordBatch) -> Result<(Vec<u32>, Vec<usize>), Error> {
         let keys = self
             .key_indices
             .iter()
@@ -153,7 +196,18 @@ impl HashPartitioner {
                 owner
             })
             .collect();
+        Ok((owners, counts))
+    }
 
+    /// Gathers the rows of each owner (`owners` per row, `counts` per owner) into its part.
+    fn gather(
+        &self,
+        batch: &RecordBatch,
+        owners: &[u32],
+        counts: &[usize],
+    ) -> Result<Vec<Option<RecordBatch>>, Error> {
+        let mut out = vec![None; self.num_partitions];
+        let rows = batch.num_rows();
         // Every row to one subtask (always so at parallelism 1): no copy needed.
         if let Some(only) = counts.iter().position(|&c| c == rows) {
             out[only] = Some(batch.clone());
@@ -163,7 +217,7 @@ impl HashPartitioner {
         // Counting sort: offsets per owner, then one stable pass placing row indices.
         let mut next = Vec::with_capacity(self.num_partitions);
         let mut start = 0;
-        for &count in &counts {
+        for &count in counts {
             next.push(start);
             start += count;
         }
@@ -317,6 +371,51 @@ mod tests {
         check_split(&keys, &[0, 1, 2, 0, 1, 2, 0, 1], 3);
         // All nulls hash alike: one owner gets all of them.
         check_split(&[None, None, None], &[0, 1, 2, 3], 4);
+    }
+
+    #[test]
+    fn marks_follow_each_part_to_the_rows_before_them() {
+        let keys: Vec<Option<i64>> = (0..40).map(|k| Some(k % 5)).collect();
+        let owner_of_shard = [0, 1, 2, 0, 1, 2, 0, 1];
+        let partitioner =
+            HashPartitioner::try_new(vec![0], owner_of_shard.to_vec(), 3).expect("valid");
+        let input = batch(&keys);
+        let mut marks = WatermarkMarks::new();
+        for (row, w) in [(0, 5), (7, 10), (7, 11), (23, 20), (40, 30)] {
+            marks.push(row, weir_api::Watermark(weir_api::EventTimeMs(w)));
+        }
+        let parts = partitioner
+            .partition_marked(&input, &marks)
+            .expect("partition");
+        let plain = partitioner.partition(&input).expect("partition");
+        for (subtask, ((part, part_marks), plain)) in parts.iter().zip(plain).enumerate() {
+            assert_eq!(part, &plain, "the rows are what partition gives");
+            let rows_of = |r: usize| {
+                (0..r)
+                    .filter(|&row| expected_owner(keys[row], &owner_of_shard) as usize == subtask)
+                    .count()
+            };
+            let want: Vec<(usize, i64)> = [(0, 5), (7, 11), (23, 20), (40, 30)]
+                .iter()
+                .map(|&(r, w)| (rows_of(r), w))
+                .fold(Vec::new(), |mut v: Vec<(usize, i64)>, (r, w)| {
+                    match v.last_mut() {
+                        Some(last) if last.0 == r => last.1 = w,
+                        _ => v.push((r, w)),
+                    }
+                    v
+                });
+            let got: Vec<(usize, i64)> = part_marks.iter().map(|(r, w)| (r, w.0.0)).collect();
+            assert_eq!(got, want, "subtask {subtask}");
+        }
+        let empty = partitioner
+            .partition_marked(&batch(&[]), &marks)
+            .expect("empty");
+        assert!(
+            empty
+                .iter()
+                .all(|(p, m)| p.is_none() && m.last() == marks.last())
+        );
     }
 
     #[test]

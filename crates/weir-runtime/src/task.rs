@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Instant;
 use weir_api::{
     Emitted, Epoch, Operator, OperatorId, Output, SinkWriter, StreamMessage, TaskId, Watermark,
+    WatermarkMarks,
 };
 use weir_checkpoint::{InputWatermark, TaskSnapshot};
 
@@ -86,6 +87,8 @@ pub(crate) struct ChainTask {
 
 enum Item {
     Batch(usize, RecordBatch),
+    /// A batch inside which the watermark advances.
+    Marked(usize, RecordBatch, WatermarkMarks),
     Watermark(Watermark),
     /// The rows of the batches that follow on the input were read behind this split watermark.
     SplitWatermark(usize, Watermark),
@@ -121,12 +124,21 @@ impl ChainTask {
                         input,
                         batch,
                         split_watermark,
+                        marks,
                     }) => {
                         let blocked = self.head_metrics.backpressured_ns();
                         if let Some(w) = split_watermark {
                             self.drive(0, Item::SplitWatermark(input, w)).await?;
                         }
-                        self.drive(0, Item::Batch(input, batch)).await?;
+                        match marks.last() {
+                            None => self.drive(0, Item::Batch(input, batch)).await?,
+                            Some(last) => {
+                                if last.0 != weir_api::EventTimeMs::MAX {
+                                    self.head_metrics.set_watermark(last.0.0);
+                                }
+                                self.drive(0, Item::Marked(input, batch, marks)).await?;
+                            }
+                        }
                         self.commit_state().await?;
                         self.head_metrics.add_handling(handling.elapsed(), blocked);
                     }
@@ -264,6 +276,10 @@ impl ChainTask {
                     link.metrics.add_in(&batch);
                     link.op.process_batch(input, batch, &mut out)
                 }
+                Item::Marked(input, batch, marks) => {
+                    link.metrics.add_in(&batch);
+                    link.op.process_marked_batch(input, batch, &marks, &mut out)
+                }
                 Item::Watermark(w) => link.op.process_watermark(w, &mut out),
                 Item::SplitWatermark(input, w) => {
                     link.op.process_split_watermark(input, w, &mut out)
@@ -288,6 +304,28 @@ impl ChainTask {
         let emitted: Vec<Emitted> = out.drain().collect();
         for e in emitted {
             match e {
+                Emitted::MarkedData { batch, .. }
+                    if !self.links[pos]
+                        .port_schemas
+                        .get_mut(0)
+                        .is_none_or(|check| check.accepts(&batch.schema())) =>
+                {
+                    let label = &self.links[pos].label;
+                    return Err(self.internal(format!(
+                        "{label} emitted a batch whose schema differs from the schema it declared \
+                         for its main output: {}",
+                        batch.schema()
+                    )));
+                }
+                Emitted::MarkedData { batch, marks } => {
+                    let link = &self.links[pos];
+                    link.metrics.add_out(&batch);
+                    if let Some(w) = marks.last() {
+                        self.send_to_side_outputs(pos, StreamMessage::Watermark(w))
+                            .await?;
+                    }
+                    queue.push_back((pos + 1, Item::Marked(0, batch, marks)));
+                }
                 Emitted::Data { port, batch }
                     if !self.links[pos]
                         .port_schemas
@@ -357,7 +395,18 @@ impl ChainTask {
 
     /// Delivers the chain's main output to the sink or the tail writers.
     async fn deliver_tail(&mut self, item: Item) -> Result<()> {
+        let item = match item {
+            // A sink judges no lateness: it takes the rows.
+            Item::Marked(input, batch, _) if self.sink.is_some() => Item::Batch(input, batch),
+            item => item,
+        };
         match item {
+            Item::Marked(_, batch, marks) => {
+                for w in self.tail_writers.clone() {
+                    let result = self.writers[w].send_marked(batch.clone(), &marks).await;
+                    self.map_send(result)?;
+                }
+            }
             Item::Batch(_, batch) => {
                 if let Some(sink) = self.sink.as_mut() {
                     if batch.num_rows() > 0 {

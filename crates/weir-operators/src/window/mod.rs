@@ -10,6 +10,8 @@ mod session;
 mod time_window;
 
 #[cfg(test)]
+mod marks_tests;
+#[cfg(test)]
 mod reference_tests;
 #[cfg(test)]
 mod tests;

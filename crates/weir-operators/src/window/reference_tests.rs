@@ -250,6 +250,9 @@ fn run_with_policy(
                     );
                 }
             }
+            Emitted::MarkedData { .. } => {
+                panic!("a window emits results, which carry no watermark marks")
+            }
             Emitted::Data { batch, .. } => {
                 let ts = batch.column(0).as_primitive::<Int64Type>();
                 let v = batch.column(2).as_primitive::<Int64Type>();

@@ -44,7 +44,7 @@ fn batch(rows: &[(Option<i64>, &str, i64)]) -> RecordBatch {
     nullable_batch(&rows)
 }
 
-fn options(window: serde_json::Value, late: serde_json::Value) -> serde_json::Value {
+pub(super) fn options(window: serde_json::Value, late: serde_json::Value) -> serde_json::Value {
     serde_json::json!({
         "time_column": "ts",
         "window": window,
@@ -77,8 +77,10 @@ fn operator(cfg: &Arc<WindowConfig>, ctx: &TaskContext) -> Box<dyn Operator> {
 
 /// One step of an input: a batch or a watermark.
 #[derive(Clone)]
-enum Step {
+pub(super) enum Step {
     Rows(RecordBatch),
+    /// A batch inside which the watermark advances.
+    Marked(RecordBatch, weir_api::WatermarkMarks),
     Wm(i64),
     /// The rows after it were read behind this watermark of their own split.
     SplitWm(i64),
@@ -86,10 +88,10 @@ enum Step {
 
 /// Everything an operator emitted: main results (as rows of strings) and late rows.
 #[derive(Debug, Default, Clone, PartialEq)]
-struct Collected {
-    results: Vec<Vec<String>>,
-    late: Vec<Vec<String>>,
-    watermarks: Vec<i64>,
+pub(super) struct Collected {
+    pub(super) results: Vec<Vec<String>>,
+    pub(super) late: Vec<Vec<String>>,
+    pub(super) watermarks: Vec<i64>,
 }
 
 fn rows_of(batch: &RecordBatch) -> Vec<Vec<String>> {
@@ -109,6 +111,9 @@ fn run_steps(op: &mut dyn Operator, steps: &[Step], into: &mut Collected) {
         let mut out = Output::new();
         match step {
             Step::Rows(b) => op.process_batch(0, b.clone(), &mut out).unwrap(),
+            Step::Marked(b, marks) => op
+                .process_marked_batch(0, b.clone(), marks, &mut out)
+                .unwrap(),
             Step::Wm(w) => op
                 .process_watermark(Watermark(EventTimeMs(*w)), &mut out)
                 .unwrap(),
@@ -124,12 +129,15 @@ fn run_steps(op: &mut dyn Operator, steps: &[Step], into: &mut Collected) {
                 Emitted::SplitWatermark(w) => {
                     panic!("a window forwarded split watermark {w:?}: its rows are results")
                 }
+                Emitted::MarkedData { .. } => {
+                    panic!("a window emits results, which carry no watermark marks")
+                }
             }
         }
     }
 }
 
-fn run(options: &serde_json::Value, steps: &[Step]) -> Collected {
+pub(super) fn run(options: &serde_json::Value, steps: &[Step]) -> Collected {
     let cfg = config(options, &schema());
     let mut op = operator(&cfg, &ctx());
     let mut c = Collected::default();
@@ -500,7 +508,7 @@ fn aggregate_types_follow_the_input() {
         .drain()
         .find_map(|e| match e {
             Emitted::Data { batch, .. } => Some(batch),
-            Emitted::Watermark(_) | Emitted::SplitWatermark(_) => None,
+            Emitted::Watermark(_) | Emitted::SplitWatermark(_) | Emitted::MarkedData { .. } => None,
         })
         .unwrap();
     assert_eq!(

@@ -17,7 +17,9 @@ use arrow::array::{ArrayRef, BooleanArray, RecordBatch, UInt32Array};
 use datafusion::common::HashMap;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use weir_api::{Barrier, Operator, Output, Result, StateImage, Watermark};
+use weir_api::{
+    Barrier, Operator, Output, Result, StateImage, Watermark, WatermarkMarks, process_in_pieces,
+};
 
 /// Emptied group spaces kept for new windows: a drained key table keeps its capacity, so a
 /// new window does not grow its table from scratch (rehashing took 12% of a tumble profile).
@@ -172,10 +174,15 @@ impl TimeWindowOperator {
         )?);
         space.merge(&all_keys, &states)
     }
-}
-
-impl Operator for TimeWindowOperator {
-    fn process_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
+    /// Adds the rows of `batch` to their windows; a row is late when its window ends at or
+    /// behind the operator's watermark, or `bounds[row]` (the watermark before it inside a
+    /// batch with marks) when given.
+    fn add_rows(
+        &mut self,
+        batch: RecordBatch,
+        bounds: Option<&[i64]>,
+        out: &mut Output,
+    ) -> Result<()> {
         let times = event_times_ms(batch.column(self.cfg.time_index), &self.cfg.time_field)?;
         let assigned = assign_windows(self.cfg.kind, &times, &self.cfg.time_field)?;
         let rows = batch.num_rows();
@@ -187,7 +194,13 @@ impl Operator for TimeWindowOperator {
         let mut slot_of: HashMap<(WindowId, bool), usize> = HashMap::default();
         let mut last: Option<(WindowId, bool, usize)> = None;
         let update = self.cfg.policy == LatePolicyKind::Update;
-        let late_bound = self.watermark.max(self.split_watermark);
+        let split_watermark = self.split_watermark;
+        let late_bound_of = |row: u32| {
+            bounds
+                .and_then(|b| b.get(row as usize))
+                .map_or(self.watermark, |b| (*b).max(self.watermark))
+                .max(split_watermark)
+        };
         // Rows that go into a fired window (update policy): late rows that update a result.
         let mut updating = if update {
             vec![false; rows]
@@ -199,14 +212,15 @@ impl Operator for TimeWindowOperator {
                 end: assigned.end[i],
                 start: assigned.start[i],
             };
+            let row = assigned.row[i];
             // Late against the row's own split, even when the window is still open here
             // because another split holds the operator's watermark back.
+            let late_bound = late_bound_of(row);
             let on_time = id.end - 1 > late_bound;
             if !(on_time || update && self.lateness_deadline(id) > late_bound) {
                 continue;
             }
             let is_open = id.end - 1 > self.watermark;
-            let row = assigned.row[i];
             taken[row as usize] = true;
             if !is_open {
                 updating[row as usize] = true;
@@ -251,6 +265,40 @@ impl Operator for TimeWindowOperator {
         self.late
             .note_updated(updating.iter().filter(|u| **u).count());
         self.late.handle(&batch, &times, &taken, out)
+    }
+}
+
+impl Operator for TimeWindowOperator {
+    fn process_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
+        self.add_rows(batch, None, out)
+    }
+
+    /// With late rows dropped, the batch is handled whole: each row is judged against the
+    /// watermark before it, and the windows its marks close fire after the batch. That is the
+    /// result of handling it piece by piece: a row on time there goes into a window that is
+    /// still open at the batch's start, and the windows fire in the same order. Updated and
+    /// routed late rows are handled piece by piece, where their output order matters.
+    fn process_marked_batch(
+        &mut self,
+        input: usize,
+        batch: RecordBatch,
+        marks: &WatermarkMarks,
+        out: &mut Output,
+    ) -> Result<()> {
+        let Some(last) = marks.last() else {
+            return self.process_batch(input, batch, out);
+        };
+        if self.cfg.policy != LatePolicyKind::Drop {
+            return process_in_pieces(self, input, batch, marks, out);
+        }
+        let mut bounds = vec![self.watermark; batch.num_rows()];
+        for (row, w) in marks.iter() {
+            if let Some(tail) = bounds.get_mut(row..) {
+                tail.fill(w.0.0);
+            }
+        }
+        self.add_rows(batch, Some(&bounds), out)?;
+        self.process_watermark(last, out)
     }
 
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Output) -> Result<()> {

@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use arrow::record_batch::RecordBatch;
-use weir_api::{Error, EventTimeMs, Watermark};
+use weir_api::{Error, EventTimeMs, Watermark, WatermarkMarks};
 
 use crate::checkpoint::recovery::SplitResume;
 use weir_plan::{Lateness, ModelWatermark};
@@ -20,6 +20,8 @@ use super::{InputTimeState, PartitionWatermarks, WatermarkGenerator, event_times
 pub(crate) enum SourceStep {
     /// Consecutive rows of the batch: a zero-copy slice, never empty.
     Rows(RecordBatch),
+    /// The whole batch (never empty), inside which the source watermark advances at the marks.
+    Marked(RecordBatch, WatermarkMarks),
     /// The source watermark advanced to this.
     Watermark(Watermark),
     /// The rows that follow were read behind this watermark of their own split (sources with
@@ -200,6 +202,26 @@ impl SourceWatermarks {
             steps.extend(reached.map(SourceStep::Watermark));
             return Ok(steps);
         }
+        if !self.per_split_lateness() {
+            // One message: each row is judged against the watermark before it all the same.
+            let mut marks = WatermarkMarks::new();
+            for cut in cuts {
+                if let Some(w) = self
+                    .partitions
+                    .on_data(key.clone(), Some(cut.watermark), now_ms)
+                {
+                    marks.push(cut.row_end, w);
+                }
+            }
+            if batch.num_rows() == 0 {
+                steps.extend(marks.last().map(SourceStep::Watermark));
+            } else if marks.is_empty() {
+                steps.push(SourceStep::Rows(batch));
+            } else {
+                steps.push(SourceStep::Marked(batch, marks));
+            }
+            return Ok(steps);
+        }
         let mut start = 0;
         for cut in cuts {
             self.rows(&mut steps, behind, batch.slice(start, cut.row_end - start));
@@ -285,8 +307,9 @@ mod tests {
 
     /// Each step as `Ok(rows)` or `Err(watermark)`, of a source with `lateness: merged`, which
     /// sends no split watermark.
+    /// A batch with marks means its pieces.
     fn shape(steps: &[SourceStep]) -> Vec<Result<usize, i64>> {
-        steps
+        unmarked(steps)
             .iter()
             .map(|s| match s {
                 SourceStep::Rows(b) => Ok(b.num_rows()),
@@ -294,11 +317,30 @@ mod tests {
                 SourceStep::SplitWatermark(w) => {
                     panic!("merged lateness sent split watermark {w:?}")
                 }
+                SourceStep::Marked(..) => unreachable!("unmarked"),
             })
             .collect()
     }
 
-    /// Each step as text: `rows n`, `wm w`, `split w`.
+    /// The steps with each batch with marks cut into its pieces.
+    fn unmarked(steps: &[SourceStep]) -> Vec<SourceStep> {
+        steps
+            .iter()
+            .flat_map(|s| match s {
+                SourceStep::Marked(b, marks) => marks
+                    .pieces(b)
+                    .into_iter()
+                    .map(|p| match p {
+                        weir_api::Piece::Rows(r) => SourceStep::Rows(r),
+                        weir_api::Piece::Watermark(w) => SourceStep::Watermark(w),
+                    })
+                    .collect(),
+                s => vec![s.clone()],
+            })
+            .collect()
+    }
+
+    /// Each step as text: `rows n`, `wm w`, `split w`, `marked n at r:w,...`.
     fn steps_text(steps: &[SourceStep]) -> Vec<String> {
         steps
             .iter()
@@ -306,8 +348,33 @@ mod tests {
                 SourceStep::Rows(b) => format!("rows {}", b.num_rows()),
                 SourceStep::Watermark(w) => format!("wm {}", w.0.0),
                 SourceStep::SplitWatermark(w) => format!("split {}", w.0.0),
+                SourceStep::Marked(b, marks) => format!(
+                    "marked {} at {}",
+                    b.num_rows(),
+                    marks
+                        .iter()
+                        .map(|(r, w)| format!("{r}:{}", w.0.0))
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
             })
             .collect()
+    }
+
+    #[test]
+    fn a_batch_goes_whole_with_marks_where_the_watermark_advances() {
+        let mut s = SourceWatermarks::new(&spec(1000, 200, None), false);
+        s.open_split("a", 0);
+        let steps = s
+            .on_batch(
+                "a",
+                batch(vec![Some(2100), Some(100), None, Some(2500), Some(2400)]),
+                0,
+            )
+            .expect("marked");
+        assert_eq!(steps_text(&steps), ["marked 5 at 1:1099,4:1499"]);
+        let steps = s.on_batch("a", batch(vec![Some(2450)]), 0).expect("rows");
+        assert_eq!(steps_text(&steps), ["rows 1"], "no advance: no marks");
     }
 
     #[test]

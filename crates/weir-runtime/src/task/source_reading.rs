@@ -480,6 +480,12 @@ impl ChainTask {
                 for step in steps {
                     let item = match step {
                         SourceStep::Rows(batch) => Item::Batch(0, batch),
+                        SourceStep::Marked(batch, marks) => {
+                            if let Some(m) = marks.last() {
+                                reading.published(m);
+                            }
+                            Item::Marked(0, batch, marks)
+                        }
                         SourceStep::Watermark(m) => {
                             reading.published(m);
                             Item::Watermark(m)

@@ -1,9 +1,11 @@
 //! Reading one JSON-lines file from a cursor.
 //!
-//! A chunk is up to `batch_size` non-blank lines. The fast path decodes the whole chunk with
-//! arrow's JSON decoder; when that fails, the slow path decodes the chunk's lines one at a time
-//! and, for each bad line, finds the offending field by decoding it alone.
+//! A chunk is up to `batch_size` non-blank lines. The fast path decodes the whole chunk: as
+//! flat objects of plain values ([`crate::json_flat`]) while the file's chunks are such, else
+//! with arrow's JSON decoder; when that fails, the slow path decodes the chunk's lines one at a
+//! time and, for each bad line, finds the offending field by decoding it alone.
 
+use crate::json_flat::FlatDecoder;
 use crate::object_bytes::ObjectBytes;
 use crate::rejection::{Rejection, Rejections, null_in_non_nullable, raw_text};
 use arrow::compute::concat_batches;
@@ -76,6 +78,10 @@ pub(crate) struct JsonSplitReader {
     schema: SchemaRef,
     batch_size: usize,
     decoder: Option<Decoder>,
+    /// The flat-object decoder, while the file's chunks are flat: `None` once arrow's decoder
+    /// took a chunk it declined (the file has nested values or escapes), or when the schema
+    /// has a type it does not parse.
+    flat: Option<FlatDecoder>,
     rejections: Rejections,
 }
 
@@ -90,6 +96,7 @@ impl JsonSplitReader {
         policy: BadRecordPolicy,
         cursor: SplitCursor,
     ) -> Self {
+        let flat = FlatDecoder::new(&schema);
         Self {
             input: input.to_owned(),
             bytes,
@@ -97,6 +104,7 @@ impl JsonSplitReader {
             next_record: cursor.next_record,
             pending_skip: Some(cursor.next_record),
             schema,
+            flat,
             batch_size,
             decoder: None,
             rejections: Rejections::new(policy),
@@ -134,6 +142,23 @@ impl JsonSplitReader {
 
     /// Decodes a chunk in one go; `None` when any line in it is bad.
     fn decode_fast(&mut self, chunk_end: usize, lines: usize) -> Result<Option<RecordBatch>> {
+        if let Some(flat) = &self.flat {
+            match flat.decode(&self.bytes.pending()[..chunk_end], lines) {
+                Some(batch) if null_in_non_nullable(&batch).is_none() => return Ok(Some(batch)),
+                Some(_) => return Ok(None),
+                None => {}
+            }
+        }
+        let batch = self.decode_with_arrow(chunk_end, lines)?;
+        if batch.is_some() {
+            // Arrow decodes what the flat decoder declined: the file is not flat.
+            self.flat = None;
+        }
+        Ok(batch)
+    }
+
+    /// Decodes a chunk with arrow's decoder; `None` when any line in it is bad.
+    fn decode_with_arrow(&mut self, chunk_end: usize, lines: usize) -> Result<Option<RecordBatch>> {
         let mut decoder = match self.decoder.take() {
             Some(decoder) => decoder,
             None => json_decoder(&self.schema, self.batch_size)?,
@@ -419,6 +444,28 @@ mod tests {
             format!("{path}|2|n|`true` is not a valid Int64|{{\"user\":\"b\",\"n\":true}}")
         );
         assert_eq!(read.cursors, [2, 4, 6]);
+    }
+
+    #[tokio::test]
+    async fn flat_and_nested_chunks_read_alike() {
+        let dir = tempfile::tempdir().unwrap();
+        let contents = "{\"user\":\"a\",\"n\":1}\n\
+                        {\"n\":2, \"user\":\"b\", \"skip\": 0.5}\n\
+                        {\"user\":\"c\\\"q\",\"n\":3,\"x\":{\"y\":[1]}}\n\
+                        {\"user\":\"d\",\"n\":null}\n\
+                        {\"user\":\"e\",\"n\":5}\n";
+        let path = write(dir.path(), "in.json", contents);
+        let source = prepare(
+            json!({ "path": path, "batch_size": 2 }),
+            Some(user_n()),
+            BadRecordPolicy::Fail,
+        )
+        .await
+        .unwrap();
+        let split = source.enumerate_splits().await.unwrap().remove(0);
+        let read = read_split(&source, &split).await.unwrap();
+        assert_eq!(read.rows, ["a|1", "b|2", "c\"q|3", "d|∅", "e|5"]);
+        assert_eq!(read.cursors, [2, 4, 5]);
     }
 
     #[test]

@@ -51,6 +51,7 @@ mod csv_record;
 mod csv_unquoted;
 mod epoch;
 mod inference;
+mod json_flat;
 mod json_reader;
 mod location;
 mod object_bytes;

@@ -11,12 +11,9 @@
 //! value that does not parse) gives `None`, and the reader decodes it with arrow's decoder as
 //! before: results, rejections and errors are the same either way.
 
-use arrow::array::{ArrayRef, PrimitiveBuilder, StringBuilder};
-use arrow::compute::kernels::cast_utils::Parser;
-use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
-    Int64Type, SchemaRef, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
-};
+use crate::text_numbers::{is_number, number_column};
+use arrow::array::{ArrayRef, StringBuilder};
+use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use std::sync::Arc;
 
@@ -157,59 +154,24 @@ impl UnquotedDecoder {
 }
 
 fn supported(data_type: &DataType) -> bool {
-    matches!(
-        data_type,
-        DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
-            | DataType::Float32
-            | DataType::Float64
-            | DataType::Utf8
-    )
+    is_number(data_type) || *data_type == DataType::Utf8
 }
 
 /// One column from its fields' byte ranges in `text`.
 fn column(text: &str, ranges: &[(u32, u32)], data_type: &DataType) -> Option<ArrayRef> {
-    match data_type {
-        DataType::Int8 => primitive::<Int8Type>(text, ranges),
-        DataType::Int16 => primitive::<Int16Type>(text, ranges),
-        DataType::Int32 => primitive::<Int32Type>(text, ranges),
-        DataType::Int64 => primitive::<Int64Type>(text, ranges),
-        DataType::UInt8 => primitive::<UInt8Type>(text, ranges),
-        DataType::UInt16 => primitive::<UInt16Type>(text, ranges),
-        DataType::UInt32 => primitive::<UInt32Type>(text, ranges),
-        DataType::UInt64 => primitive::<UInt64Type>(text, ranges),
-        DataType::Float32 => primitive::<Float32Type>(text, ranges),
-        DataType::Float64 => primitive::<Float64Type>(text, ranges),
-        DataType::Utf8 => {
-            let bytes: usize = ranges.iter().map(|&(a, b)| (b - a) as usize).sum();
-            let mut builder = StringBuilder::with_capacity(ranges.len(), bytes);
-            for &(a, b) in ranges {
-                match field(text, a, b)? {
-                    "" => builder.append_null(),
-                    s => builder.append_value(s),
-                }
-            }
-            Some(Arc::new(builder.finish()))
-        }
-        _ => None,
+    if *data_type != DataType::Utf8 {
+        // An empty field is null.
+        return number_column(data_type, ranges.len(), |i| {
+            let (a, b) = ranges[i];
+            field(text, a, b).map(|s| (!s.is_empty()).then_some(s))
+        });
     }
-}
-
-fn primitive<T: ArrowPrimitiveType + Parser>(
-    text: &str,
-    ranges: &[(u32, u32)],
-) -> Option<ArrayRef> {
-    let mut builder = PrimitiveBuilder::<T>::with_capacity(ranges.len());
+    let bytes: usize = ranges.iter().map(|&(a, b)| (b - a) as usize).sum();
+    let mut builder = StringBuilder::with_capacity(ranges.len(), bytes);
     for &(a, b) in ranges {
         match field(text, a, b)? {
             "" => builder.append_null(),
-            s => builder.append_value(T::parse(s)?),
+            s => builder.append_value(s),
         }
     }
     Some(Arc::new(builder.finish()))

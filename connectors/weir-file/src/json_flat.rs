@@ -11,13 +11,11 @@
 //! is not plain JSON grammar, a value whose JSON type is not its column's (arrow may coerce
 //! it), a column type other than integers, floats, booleans and text, text that is not UTF-8.
 
-use arrow::array::{ArrayRef, BooleanBuilder, PrimitiveBuilder, StringBuilder};
-use arrow::compute::kernels::cast_utils::Parser;
-use arrow::datatypes::{
-    ArrowPrimitiveType, DataType, Float32Type, Float64Type, Int8Type, Int16Type, Int32Type,
-    Int64Type, SchemaRef, UInt8Type, UInt16Type, UInt32Type, UInt64Type,
-};
+use crate::text_numbers::{is_number, number_column};
+use arrow::array::{ArrayRef, BooleanBuilder, StringBuilder};
+use arrow::datatypes::{DataType, SchemaRef};
 use arrow::record_batch::RecordBatch;
+use std::ops::Range;
 use std::sync::Arc;
 
 /// The most columns a flat decoder reads (one bit each for repeated-field detection).
@@ -63,36 +61,34 @@ impl FlatDecoder {
         })
     }
 
-    /// Decodes the `lines` non-blank lines that make up all of `chunk`, or `None` when the
-    /// chunk is not flat JSON of this shape or a value does not parse (see the module
-    /// documentation).
-    pub(crate) fn decode(&self, chunk: &[u8], lines: usize) -> Option<RecordBatch> {
+    /// Decodes the non-blank lines of `chunk` at `lines` (the byte ranges the reader's line
+    /// scan found, each without its line feed), or `None` when the chunk is not flat JSON of
+    /// this shape or a value does not parse (see the module documentation).
+    pub(crate) fn decode(
+        &self,
+        chunk: &[u8],
+        lines: impl ExactSizeIterator<Item = Range<usize>>,
+    ) -> Option<RecordBatch> {
         let text = std::str::from_utf8(chunk).ok()?;
         let bytes = text.as_bytes();
         u32::try_from(bytes.len()).ok()?;
         let mut values: Vec<Vec<Value>> = self
             .names
             .iter()
-            .map(|_| Vec::with_capacity(lines))
+            .map(|_| Vec::with_capacity(lines.len()))
             .collect();
         let mut row = vec![Value::Null; self.names.len()];
-        let mut found = 0;
-        let mut start = 0;
-        while start < bytes.len() {
-            let end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |n| start + n);
-            let first = skip_space(bytes, start, end);
-            if first < end {
-                row.fill(Value::Null);
-                self.line(bytes, first, end, &mut row)?;
-                for (column, value) in values.iter_mut().zip(&row) {
-                    column.push(*value);
-                }
-                found += 1;
+        for line in lines {
+            let end = line.end.min(bytes.len());
+            let first = skip_space(bytes, line.start.min(end), end);
+            if first == end {
+                return None;
             }
-            start = end + 1;
-        }
-        if found != lines {
-            return None;
+            row.fill(Value::Null);
+            self.line(bytes, first, end, &mut row)?;
+            for (column, value) in values.iter_mut().zip(&row) {
+                column.push(*value);
+            }
         }
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(values.len());
         for (field, values) in self.schema.fields().iter().zip(&values) {
@@ -244,36 +240,12 @@ fn number_end(bytes: &[u8], mut p: usize, end: usize) -> Option<(usize, bool)> {
 }
 
 fn supported(data_type: &DataType) -> bool {
-    matches!(
-        data_type,
-        DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
-            | DataType::Float32
-            | DataType::Float64
-            | DataType::Boolean
-            | DataType::Utf8
-    )
+    is_number(data_type) || matches!(data_type, DataType::Boolean | DataType::Utf8)
 }
 
 /// One column from its values in `text`.
 fn column(text: &str, values: &[Value], data_type: &DataType) -> Option<ArrayRef> {
     match data_type {
-        DataType::Int8 => integers::<Int8Type>(text, values),
-        DataType::Int16 => integers::<Int16Type>(text, values),
-        DataType::Int32 => integers::<Int32Type>(text, values),
-        DataType::Int64 => integers::<Int64Type>(text, values),
-        DataType::UInt8 => integers::<UInt8Type>(text, values),
-        DataType::UInt16 => integers::<UInt16Type>(text, values),
-        DataType::UInt32 => integers::<UInt32Type>(text, values),
-        DataType::UInt64 => integers::<UInt64Type>(text, values),
-        DataType::Float32 => floats::<Float32Type>(text, values),
-        DataType::Float64 => floats::<Float64Type>(text, values),
         DataType::Boolean => {
             let mut builder = BooleanBuilder::with_capacity(values.len());
             for v in values {
@@ -303,40 +275,18 @@ fn column(text: &str, values: &[Value], data_type: &DataType) -> Option<ArrayRef
             }
             Some(Arc::new(builder.finish()))
         }
-        _ => None,
-    }
-}
-
-/// An integer column: plain JSON integers only (arrow's own decoder handles the rest).
-fn integers<T: ArrowPrimitiveType + Parser>(text: &str, values: &[Value]) -> Option<ArrayRef> {
-    let mut builder = PrimitiveBuilder::<T>::with_capacity(values.len());
-    for v in values {
-        match *v {
-            Value::Null => builder.append_null(),
-            Value::Number {
-                from,
-                to,
-                integer: true,
-            } => builder.append_value(T::parse(slice(text, from, to)?)?),
-            _ => return None,
+        // Integer columns take plain JSON integers only (arrow's own decoder handles the rest).
+        numbers => {
+            let floats = matches!(numbers, DataType::Float32 | DataType::Float64);
+            number_column(numbers, values.len(), |i| match values[i] {
+                Value::Null => Some(None),
+                Value::Number { from, to, integer } if integer || floats => {
+                    slice(text, from, to).map(Some)
+                }
+                _ => None,
+            })
         }
     }
-    Some(Arc::new(builder.finish()))
-}
-
-/// A float column: JSON numbers.
-fn floats<T: ArrowPrimitiveType + Parser>(text: &str, values: &[Value]) -> Option<ArrayRef> {
-    let mut builder = PrimitiveBuilder::<T>::with_capacity(values.len());
-    for v in values {
-        match *v {
-            Value::Null => builder.append_null(),
-            Value::Number { from, to, .. } => {
-                builder.append_value(T::parse(slice(text, from, to)?)?)
-            }
-            _ => return None,
-        }
-    }
-    Some(Arc::new(builder.finish()))
 }
 
 /// The text `a..b` (its bounds are next to ASCII quotes and delimiters, so they are character
@@ -372,10 +322,14 @@ mod tests {
         decoder.flush().ok()?
     }
 
-    fn lines(text: &[u8]) -> usize {
-        text.split(|&b| b == b'\n')
-            .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
-            .count()
+    /// The non-blank lines of `text`, as the reader's line scan finds them.
+    fn lines(text: &[u8]) -> std::vec::IntoIter<Range<usize>> {
+        crate::json_reader::scan_lines(text, 0, 1, true, usize::MAX)
+            .lines
+            .iter()
+            .map(|l| l.start..l.end)
+            .collect::<Vec<_>>()
+            .into_iter()
     }
 
     #[test]
@@ -391,7 +345,7 @@ mod tests {
         let d = FlatDecoder::new(&schema()).expect("supported");
         assert!(d.decode(text, lines(text)).is_none());
         let flat = br#"{"a": 1, "b": "x", "c": 2.5, "d": 7, "e": true, "zz": [1]}"#;
-        assert!(d.decode(flat, 1).is_none(), "an array");
+        assert!(d.decode(flat, lines(flat)).is_none(), "an array");
         let flat = r#"{"a": 1, "b": "x", "c": 2.5, "d": 7, "e": true, "zz": 12}
  {"e":false,"d":null,"c":-1e3,"b":"y z","a":-3}
 
@@ -424,11 +378,11 @@ mod tests {
             (br#"{"a": 1"#, "an unterminated object"),
             (b"{\"b\": \"\xff\"}", "text that is not UTF-8"),
         ] {
-            assert!(d.decode(text, 1).is_none(), "{why}");
+            assert!(d.decode(text, lines(text)).is_none(), "{why}");
         }
         assert!(
-            d.decode(b"{}\n{}", 1).is_none(),
-            "a line count that differs"
+            d.decode(b"{}\n  ", [0..2, 3..5].into_iter()).is_none(),
+            "a line that is blank"
         );
         let times = Arc::new(Schema::new(vec![Field::new("t", DataType::Date32, true)]));
         assert!(FlatDecoder::new(&times).is_none());

@@ -141,15 +141,16 @@ impl JsonSplitReader {
     }
 
     /// Decodes a chunk in one go; `None` when any line in it is bad.
-    fn decode_fast(&mut self, chunk_end: usize, lines: usize) -> Result<Option<RecordBatch>> {
+    fn decode_fast(&mut self, chunk_end: usize, lines: &[JsonLine]) -> Result<Option<RecordBatch>> {
         if let Some(flat) = &self.flat {
-            match flat.decode(&self.bytes.pending()[..chunk_end], lines) {
+            let spans = lines.iter().map(|l| l.start..l.end);
+            match flat.decode(&self.bytes.pending()[..chunk_end], spans) {
                 Some(batch) if null_in_non_nullable(&batch).is_none() => return Ok(Some(batch)),
                 Some(_) => return Ok(None),
                 None => {}
             }
         }
-        let batch = self.decode_with_arrow(chunk_end, lines)?;
+        let batch = self.decode_with_arrow(chunk_end, lines.len())?;
         if batch.is_some() {
             // Arrow decodes what the flat decoder declined: the file is not flat.
             self.flat = None;
@@ -226,7 +227,7 @@ impl SplitReader for JsonSplitReader {
             self.consume(&scan);
             return Ok(None);
         }
-        let (data, rejected) = match self.decode_fast(scan.consumed, scan.lines.len())? {
+        let (data, rejected) = match self.decode_fast(scan.consumed, &scan.lines)? {
             Some(batch) => (batch, Vec::new()),
             None => {
                 tracing::debug!(input = %self.input, line = self.line, "locating bad JSON lines");

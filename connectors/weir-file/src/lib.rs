@@ -70,6 +70,7 @@ mod source;
 mod split_tests;
 #[cfg(test)]
 mod test_support;
+mod text_numbers;
 
 pub use options::{
     DEFAULT_BATCH_SIZE, DEFAULT_BYTES_PER_FILE, DEFAULT_ROWS_PER_FILE, FileFormat, FileSinkOptions,

@@ -195,10 +195,11 @@ impl TimeWindowOperator {
         let mut last: Option<(WindowId, bool, usize)> = None;
         let update = self.cfg.policy == LatePolicyKind::Update;
         let split_watermark = self.split_watermark;
+        let watermark = self.watermark;
         let late_bound_of = |row: u32| {
             bounds
-                .and_then(|b| b.get(row as usize))
-                .map_or(self.watermark, |b| (*b).max(self.watermark))
+                .and_then(|b| b.get(row as usize).copied())
+                .unwrap_or(watermark)
                 .max(split_watermark)
         };
         // Rows that go into a fired window (update policy): late rows that update a result.

@@ -336,7 +336,8 @@ impl ParquetSplitReader {
                 + 1
         };
         let rows = batch.num_rows();
-        let mut bad: Vec<Option<(usize, String)>> = vec![None; rows];
+        // The first fault of each row; allocated only when a column has one (rarely).
+        let mut bad: Vec<Option<(usize, String)>> = Vec::new();
         let mut columns: Vec<ArrayRef> = Vec::with_capacity(self.schema.fields().len());
         let safe = CastOptions {
             safe: true,
@@ -363,6 +364,7 @@ impl ParquetSplitReader {
                         )
                     })?;
                 if converted.null_count() > column.null_count() {
+                    bad.resize(rows, None);
                     let formatter =
                         ArrayFormatter::try_new(column.as_ref(), &FormatOptions::default())
                             .map_err(|e| Error::arrow("formatting a rejected value", e))?;
@@ -383,6 +385,7 @@ impl ParquetSplitReader {
                 converted
             };
             if !field.is_nullable() && column.null_count() > 0 {
+                bad.resize(rows, None);
                 for (row, slot) in bad.iter_mut().enumerate() {
                     if slot.is_none() && column.is_null(row) {
                         *slot = Some((

@@ -39,6 +39,56 @@ async fn sql_calls_scalar_functions_registered_from_rust() {
     assert_eq!(rows(&dir.path().join("out")), vec!["21 | 43", "5 | 11"]);
 }
 
+/// The deepest expression accepted is compiled, planned, evaluated and dropped on runtime
+/// threads with the stack `weir` gives them (in a debug build, whose frames are the largest);
+/// one level deeper is refused at its position before anything recursed over it.
+#[test]
+fn an_expression_as_deep_as_the_limit_runs_on_the_runtime_threads() {
+    let depth = weir::plan::sql_depth::MAX_EXPRESSION_DEPTH;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_stack_size(weir::plan::sql_depth::THREAD_STACK_BYTES)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let dir = tempfile::tempdir().expect("tempdir");
+    std::fs::write(dir.path().join("in.csv"), "a\n1\n5\n").expect("write input");
+    // `a + 1 + ... + 1` holds `terms` operators; the filter's item adds `>`.
+    let script = |terms: usize| {
+        format!(
+            "CREATE TABLE t (a BIGINT NOT NULL) WITH ('connector' = 'filesystem', 'path' = \
+             '{d}/in.csv', 'format' = 'csv');\n\
+             CREATE TABLE o (a BIGINT, b BIGINT) WITH ('connector' = 'filesystem', 'path' = \
+             '{d}/out', 'format' = 'parquet');\n\
+             INSERT INTO o SELECT a, a{chain} FROM t WHERE a{chain} > 3;",
+            d = dir.path().display(),
+            chain = " + 1".repeat(terms)
+        )
+    };
+    let deepest = script(depth - 1);
+    let too_deep = script(depth);
+    // On a worker thread: `block_on` itself runs on the test's thread.
+    let on_worker = runtime.spawn(async move {
+        let engine = Engine::new();
+        let job = engine
+            .compile_sql(&deepest, "deep.sql")
+            .await
+            .expect("compiles");
+        engine.run(&job.spec, Some("deep.sql")).await.expect("runs");
+        let err = engine
+            .compile_sql(&too_deep, "deep.sql")
+            .await
+            .expect_err("one level too deep");
+        assert!(err.to_string().contains("deep.sql:3:"), "{err}");
+    });
+    runtime.block_on(on_worker).expect("the job's task");
+    let plus = i64::try_from(depth - 1).expect("depth");
+    assert_eq!(
+        rows(&dir.path().join("out")),
+        vec![format!("1 | {}", 1 + plus), format!("5 | {}", 5 + plus)]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watermark_options_of_a_table_reach_its_source() {
     let sql = "CREATE TABLE t (ts BIGINT NOT NULL, WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) \

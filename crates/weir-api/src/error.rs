@@ -179,6 +179,23 @@ impl Error {
 /// Result with the API crate's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// The longest part of a user's value that messages quote ([`excerpt`]).
+pub const EXCERPT_CHARS: usize = 200;
+
+/// `value` as an error message quotes it: whole when short, else its first [`EXCERPT_CHARS`]
+/// characters and how much was left out, so that a huge bad value (a 100 MB field, a generated
+/// expression) does not make a huge message.
+pub fn excerpt(value: &str) -> std::borrow::Cow<'_, str> {
+    match value.char_indices().nth(EXCERPT_CHARS) {
+        None => std::borrow::Cow::Borrowed(value),
+        Some((end, _)) => std::borrow::Cow::Owned(format!(
+            "{}... ({} more bytes)",
+            &value[..end],
+            value.len() - end
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -206,5 +223,14 @@ mod tests {
         let err = Error::external("object store", "listing s3://b/x", "timeout", true);
         assert_eq!(err.kind(), ErrorKind::External);
         assert!(err.is_retryable());
+    }
+
+    #[test]
+    fn excerpts_cut_long_values_on_a_character_boundary() {
+        assert_eq!(super::excerpt("short"), "short");
+        let long = "é".repeat(300);
+        let cut = super::excerpt(&long);
+        assert!(cut.starts_with(&"é".repeat(super::EXCERPT_CHARS)), "{cut}");
+        assert!(cut.ends_with("... (200 more bytes)"), "{cut}");
     }
 }

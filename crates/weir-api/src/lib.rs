@@ -41,7 +41,7 @@ mod watermark;
 pub use capability::{Boundedness, SemanticMode, SinkCapability, SourceCapability};
 pub use context::{SinkStaging, StateBackendHandle, TaskContext};
 pub use duration::DurationMs;
-pub use error::{Error, ErrorKind, RecordLocation, Result};
+pub use error::{EXCERPT_CHARS, Error, ErrorKind, RecordLocation, Result, excerpt};
 pub use ids::{
     ChannelId, EdgeId, Epoch, EventTimeMs, JobId, OperatorId, PipelineId, StateShardId,
     SubtaskIndex, TaskId, VertexId,

@@ -131,8 +131,10 @@ fn main() {
         .with_ansi(std::io::stderr().is_terminal())
         .init();
     let cli = Cli::parse();
+    // Room for the deepest expression a job may hold, planned and evaluated on these threads.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
+        .thread_stack_size(weir::plan::sql_depth::THREAD_STACK_BYTES)
         .build()
     {
         Ok(rt) => rt,

@@ -228,6 +228,28 @@ fn sql_errors_name_file_line_and_column() {
 }
 
 #[test]
+fn an_expression_of_20000_terms_is_a_located_error_not_an_abort() {
+    let work = tempfile::tempdir().expect("tempdir");
+    let script = format!(
+        "CREATE TABLE t (a BIGINT) WITH ('connector' = 'filesystem', 'path' = 'x.csv', \
+         'format' = 'csv');\n\
+         CREATE TABLE o (a BIGINT) WITH ('connector' = 'blackhole');\n\
+         INSERT INTO o SELECT a{} FROM t;\n",
+        " + 1".repeat(20_000)
+    );
+    std::fs::write(work.path().join("deep.sql"), script).expect("write");
+    let out = weir(&["validate", "deep.sql"], work.path());
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("deep.sql:3:") && err.contains("more than 1000 levels"),
+        "{err}"
+    );
+    // The message names the place; it does not repeat the expression.
+    assert!(err.len() < 1_000, "{} bytes: {err}", err.len());
+}
+
+#[test]
 fn checkpoint_flags_are_checked_and_reported() {
     let work = tempfile::tempdir().expect("tempdir");
     copy_dir(&repo_root().join("examples"), &work.path().join("examples"));

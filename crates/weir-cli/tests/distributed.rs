@@ -34,6 +34,47 @@ use weir_testkit::unique_name;
 
 const LANES: u32 = 3;
 
+/// A validate request whose expression is 20,000 operators deep gets a located error, one as
+/// deep as allowed is valid (planned on the Hub's threads), and the Hub keeps answering.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hub_answers_a_validate_request_too_deep_to_plan_with_an_error_and_lives() {
+    let cluster = Cluster::start(0, 1, "2s").await;
+    let checkpoints = tempfile::tempdir().expect("tempdir");
+    let sql = |terms: usize| {
+        format!(
+            "SET 'checkpoint.interval' = '1s';\n\
+             SET 'checkpoint.dir' = '{}';\n\
+             CREATE TABLE t (a BIGINT) WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n\
+             CREATE TABLE o (a BIGINT) WITH ('connector' = 'blackhole');\n\
+             INSERT INTO o SELECT a{} FROM t;",
+            checkpoints.path().display(),
+            " + 1".repeat(terms)
+        )
+    };
+    let validate = async |terms: usize| {
+        cluster
+            .client
+            .validate(&ValidateRequest {
+                name: Some("deep".into()),
+                sql: Some(sql(terms)),
+                spec: None,
+            })
+            .await
+            .expect("the Hub answers")
+    };
+    let refused = validate(20_000).await;
+    assert!(!refused.valid);
+    let errors = format!("{:?}", refused.errors);
+    assert!(errors.contains("more than 1000 levels"), "{errors}");
+    let deepest = validate(999).await;
+    assert!(deepest.valid, "{:?}", deepest.errors);
+    cluster
+        .client
+        .list_agents()
+        .await
+        .expect("the Hub still answers");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_over_three_agents_survives_an_agent_kill_and_a_hub_restart_exactly_once() {
     let broker = KafkaBroker::shared().expect("the Kafka test broker");

@@ -18,8 +18,10 @@ use datafusion::logical_expr::simplify::SimplifyContext;
 use datafusion::logical_expr::{Expr, ScalarUDF};
 use datafusion::optimizer::simplify_expressions::ExprSimplifier;
 use datafusion::physical_expr::PhysicalExpr;
+use datafusion::sql::parser::DFParserBuilder;
 use datafusion::sql::planner::IdentNormalizer;
 use datafusion::sql::sqlparser::ast::ExprWithAlias;
+use datafusion::sql::sqlparser::dialect::dialect_from_str;
 use std::sync::{Arc, PoisonError, RwLock};
 use weir_api::Error;
 
@@ -155,7 +157,30 @@ impl ExprCompiler {
         let options = state.config_options();
         let df_schema = Arc::new(DFSchema::try_from(Arc::clone(input))?);
 
-        let parsed = state.sql_to_expr_with_alias(text, &options.sql_parser.dialect)?;
+        // Deep chains would overflow the stack of whatever recursed over the parsed tree.
+        weir_plan::sql_depth::check_text(text, weir_plan::sql_depth::MAX_SPEC_EXPRESSION_DEPTH)
+            .map_err(|e| {
+                DataFusionError::Plan(format!(
+                    "line {}, column {}: {}",
+                    e.line,
+                    e.column,
+                    e.message()
+                ))
+            })?;
+        // The session's parser with room for the nesting the check above accepts (the SQL
+        // compiler writes every operation in parentheses of its own; the parser recurses on
+        // the heap, not the thread's stack, past its red zone).
+        let dialect = dialect_from_str(options.sql_parser.dialect).ok_or_else(|| {
+            DataFusionError::Plan(format!(
+                "unsupported SQL dialect {}",
+                options.sql_parser.dialect
+            ))
+        })?;
+        let parsed = DFParserBuilder::new(text)
+            .with_dialect(dialect.as_ref())
+            .with_recursion_limit(weir_plan::sql_depth::MAX_SPEC_EXPRESSION_DEPTH + 64)
+            .build()?
+            .parse_into_expr()?;
         // Aliases are normalized like identifiers in a SELECT list (`AS Euro` -> `euro`,
         // `AS "Euro"` -> `Euro`), which the SQL planner does not do for a lone expression.
         let alias = parsed.alias.map(|ident| {
@@ -222,7 +247,7 @@ fn reject_stateful_calls(expr: &Expr) -> Result<(), DataFusionError> {
 pub(crate) fn expression_error(path: &str, text: &str, message: impl Into<String>) -> Error {
     Error::Expression {
         path: path.to_owned(),
-        expression: text.to_owned(),
+        expression: weir_api::excerpt(text).into_owned(),
         message: message.into(),
     }
 }

@@ -124,6 +124,18 @@ impl SqlCompiler {
     /// bad options, and constructs a streaming job cannot run.
     pub async fn compile(&self, sql: &str, file: &str) -> Result<SqlJob> {
         let statements = script::split(sql, file)?;
+        // Before any syntax tree exists: a deep one overflows the stack of whatever recurses
+        // over it (DataFusion's planner clones it), which aborts the process.
+        for stmt in &statements {
+            weir_plan::sql_depth::check_tokens(&stmt.tokens).map_err(|e| {
+                stmt.here
+                    .at(Position {
+                        line: e.line,
+                        column: e.column,
+                    })
+                    .invalid(e.message())
+            })?;
+        }
         let ctx = SessionContext::new_with_state(self.fresh_state());
         let schemas: Schemas = Arc::new(RwLock::new(Default::default()));
         for kind in KINDS {
@@ -346,6 +358,36 @@ mod tests {
         CREATE TABLE o (a BIGINT) WITH ('connector' = 'filesystem', 'path' = 'out', \
         'format' = 'parquet');\n\
         INSERT INTO o SELECT a FROM t;";
+
+    /// `INSERT INTO o SELECT a + 1 + ... FROM t` with `terms` ones after `a`.
+    fn chained(terms: usize) -> String {
+        SCRIPT.replace(
+            "SELECT a FROM",
+            &format!("SELECT a{} FROM", " + 1".repeat(terms)),
+        )
+    }
+
+    #[tokio::test]
+    async fn a_chain_deeper_than_the_limit_is_a_located_error_not_a_stack_overflow() {
+        let compiler = SqlCompiler::new();
+        // The test thread's stack is as small as a runtime worker's (2 MiB).
+        let err = compiler
+            .compile(&chained(20_000), "deep.sql")
+            .await
+            .expect_err("too deep");
+        let text = err.to_string();
+        assert!(text.starts_with("deep.sql:3:"), "{text}");
+        assert!(text.contains("more than 1000 levels"), "{text}");
+        let nested = SCRIPT.replace(
+            "SELECT a FROM",
+            &format!("SELECT {}a{} FROM", "(".repeat(5_000), ")".repeat(5_000)),
+        );
+        let err = compiler
+            .compile(&nested, "nested.sql")
+            .await
+            .expect_err("too deep");
+        assert!(err.to_string().contains("more than 1000 levels"), "{err}");
+    }
 
     #[tokio::test]
     async fn each_script_compiles_against_a_catalog_of_its_own() {

@@ -13,6 +13,8 @@ use arrow::datatypes::{Schema, SchemaRef};
 use arrow::json::reader::Decoder;
 use arrow::record_batch::RecordBatch;
 use std::sync::Arc;
+use weir_api::excerpt;
+use weir_api::limits::{MAX_JSON_DEPTH, json_depth_exceeds, json_too_deep_message};
 use weir_api::{BadRecordPolicy, Error, Result, SplitBatch, SplitCursor, SplitReader};
 
 /// Lines skipped per scan when resuming at a cursor.
@@ -40,11 +42,26 @@ pub(crate) struct JsonScan {
 /// Finds up to `max` non-blank lines in `buf[from..]`, where `buf[from]` is on line `line`; an
 /// unterminated last line counts only when `eof` is set.
 pub(crate) fn scan_lines(buf: &[u8], from: usize, line: u64, eof: bool, max: usize) -> JsonScan {
+    scan_lines_after(buf, from, from, line, eof, max)
+}
+
+/// [`scan_lines`] when `buf[from..searched]` is known to hold no line feed (a line that did not
+/// end in the bytes read so far): the search goes on where it stopped, so a line longer than
+/// many blocks is searched once, not once per block.
+fn scan_lines_after(
+    buf: &[u8],
+    from: usize,
+    searched: usize,
+    line: u64,
+    eof: bool,
+    max: usize,
+) -> JsonScan {
     let mut lines = Vec::new();
     let (mut pos, mut line) = (from, line);
     while lines.len() < max && pos < buf.len() {
-        let end = match memchr::memchr(b'\n', &buf[pos..]) {
-            Some(len) => pos + len,
+        let resume = searched.clamp(pos, buf.len());
+        let end = match memchr::memchr(b'\n', &buf[resume..]) {
+            Some(len) => resume + len,
             None if eof => buf.len(),
             None => break,
         };
@@ -113,17 +130,20 @@ impl JsonSplitReader {
 
     async fn scan(&mut self, max: usize) -> Result<JsonScan> {
         let mut lines = Vec::new();
-        let (mut from, mut line) = (0, self.line);
+        let (mut from, mut line, mut searched) = (0, self.line, 0);
         loop {
-            let scan = scan_lines(
+            let scan = scan_lines_after(
                 self.bytes.pending(),
                 from,
+                searched,
                 line,
                 self.bytes.eof(),
                 max - lines.len(),
             );
             lines.extend(scan.lines);
             (from, line) = (scan.consumed, scan.line);
+            // Everything read was searched: what follows `from` is a line without its end.
+            searched = self.bytes.pending().len();
             if lines.len() >= max || self.bytes.eof() {
                 return Ok(JsonScan {
                     lines,
@@ -150,7 +170,7 @@ impl JsonSplitReader {
                 None => {}
             }
         }
-        let batch = self.decode_with_arrow(chunk_end, lines.len())?;
+        let batch = self.decode_with_arrow(chunk_end, lines)?;
         if batch.is_some() {
             // Arrow decodes what the flat decoder declined: the file is not flat.
             self.flat = None;
@@ -158,8 +178,20 @@ impl JsonSplitReader {
         Ok(batch)
     }
 
-    /// Decodes a chunk with arrow's decoder; `None` when any line in it is bad.
-    fn decode_with_arrow(&mut self, chunk_end: usize, lines: usize) -> Result<Option<RecordBatch>> {
+    /// Decodes a chunk with arrow's decoder; `None` when any line in it is bad (a line nested
+    /// too deep for arrow's decoder, which recurses over nesting, never reaches it).
+    fn decode_with_arrow(
+        &mut self,
+        chunk_end: usize,
+        lines: &[JsonLine],
+    ) -> Result<Option<RecordBatch>> {
+        let pending = self.bytes.pending();
+        if lines
+            .iter()
+            .any(|l| json_depth_exceeds(&pending[l.start..l.end], MAX_JSON_DEPTH).is_some())
+        {
+            return Ok(None);
+        }
         let mut decoder = match self.decoder.take() {
             Some(decoder) => decoder,
             None => json_decoder(&self.schema, self.batch_size)?,
@@ -171,7 +203,7 @@ impl JsonSplitReader {
         }
         match decoder.flush() {
             Ok(Some(batch))
-                if batch.num_rows() == lines && null_in_non_nullable(&batch).is_none() =>
+                if batch.num_rows() == lines.len() && null_in_non_nullable(&batch).is_none() =>
             {
                 self.decoder = Some(decoder);
                 Ok(Some(batch))
@@ -261,6 +293,9 @@ type LineError = (Option<String>, String);
 
 /// Decodes one line into a one-row batch, or says what is wrong with it.
 fn decode_line(schema: &SchemaRef, text: &[u8]) -> Result<Result<RecordBatch, LineError>> {
+    if let Some(at) = json_depth_exceeds(text, MAX_JSON_DEPTH) {
+        return Ok(Err((None, json_too_deep_message(at))));
+    }
     let mut decoder = json_decoder(schema, 1)?;
     let arrow_reason = match decoder.decode(text) {
         Ok(n) if text[n..].iter().any(|b| !b.is_ascii_whitespace()) => {
@@ -321,7 +356,10 @@ fn explain_line(schema: &SchemaRef, text: &[u8]) -> Result<Option<LineError>> {
     let serde_json::Value::Object(object) = value else {
         return Ok(Some((
             None,
-            format!("expected a JSON object, found `{value}`"),
+            format!(
+                "expected a JSON object, found `{}`",
+                excerpt(&value.to_string())
+            ),
         )));
     };
     for field in schema.fields() {
@@ -346,7 +384,11 @@ fn explain_line(schema: &SchemaRef, text: &[u8]) -> Result<Option<LineError>> {
                 if !fits {
                     return Ok(Some((
                         Some(field.name().clone()),
-                        format!("`{value}` is not a valid {}", field.data_type()),
+                        format!(
+                            "`{}` is not a valid {}",
+                            excerpt(&value.to_string()),
+                            field.data_type()
+                        ),
                     )));
                 }
             }
@@ -445,6 +487,43 @@ mod tests {
             format!("{path}|2|n|`true` is not a valid Int64|{{\"user\":\"b\",\"n\":true}}")
         );
         assert_eq!(read.cursors, [2, 4, 6]);
+    }
+
+    /// 50,000 levels overflowed the stack of arrow's decoder (its error formatting recurses);
+    /// now such a line is a bad record like any other, nested lines within the limit still read.
+    #[tokio::test]
+    async fn a_line_nested_too_deep_is_a_dead_letter_not_a_stack_overflow() {
+        let dir = tempfile::tempdir().unwrap();
+        let deep = format!("{{\"n\":{}1{}}}", "[".repeat(50_000), "]".repeat(50_000));
+        let within = format!(
+            "{{\"user\":\"c\",\"n\":3,\"x\":{}1{}}}",
+            "[".repeat(998),
+            "]".repeat(998)
+        );
+        let contents = format!("{{\"user\":\"a\",\"n\":1}}\n{deep}\n{within}\n");
+        let path = write(dir.path(), "in.json", &contents);
+        let source = prepare(
+            json!({ "path": path, "batch_size": 8 }),
+            Some(user_n()),
+            BadRecordPolicy::DeadLetter,
+        )
+        .await
+        .unwrap();
+        let split = source.enumerate_splits().await.unwrap().remove(0);
+        let read = read_split(&source, &split).await.unwrap();
+        assert_eq!(read.rows, ["a|1", "c|3"]);
+        assert_eq!(read.dead_letters.len(), 1);
+        let fields: Vec<&str> = read.dead_letters[0].splitn(5, '|').collect();
+        assert_eq!(fields[1], "2");
+        assert_eq!(
+            fields[3],
+            "the JSON value nests objects and arrays more than 1000 levels deep (at character \
+             1005)"
+        );
+        // Under the fail policy, the job stops naming the line.
+        let (line, _, message) = fail_on(&contents).await;
+        assert_eq!(line, Some(2));
+        assert!(message.contains("more than 1000 levels"), "{message}");
     }
 
     #[tokio::test]

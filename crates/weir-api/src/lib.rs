@@ -27,6 +27,7 @@ mod context;
 mod duration;
 mod error;
 mod ids;
+pub mod limits;
 mod message;
 mod operator;
 mod options;

@@ -13,6 +13,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::{RecordBatch, RecordBatchOptions};
 use rdkafka::message::Message;
 use std::sync::Arc;
+use weir_api::limits::{MAX_JSON_DEPTH, json_depth_exceeds, json_too_deep_message};
 use weir_api::{BadRecordPolicy, DeadLetterBuilder, Error, RecordLocation, Result};
 
 /// The connector named in schema errors of the decoder.
@@ -392,6 +393,12 @@ impl PartDecoder {
         let format = self.format.name();
         match self.format {
             Format::Json => {
+                if let Some(at) = json_depth_exceeds(payload, MAX_JSON_DEPTH) {
+                    return PayloadError::new(
+                        None,
+                        format!("is bad: {}", json_too_deep_message(at)),
+                    );
+                }
                 if let Err(e) = json_decode(&Arc::new(Schema::empty()), &[payload]) {
                     return PayloadError::new(None, format!("is not valid json: {e}"));
                 }
@@ -485,6 +492,13 @@ fn bad_column(
 
 /// Decodes JSON payloads joined by line feeds with one arrow-json decoder.
 fn json_decode(schema: &SchemaRef, payloads: &[&[u8]]) -> Result<RecordBatch, String> {
+    // Arrow's decoder recurses over nesting: a deep payload must not reach it.
+    if let Some(at) = payloads
+        .iter()
+        .find_map(|p| json_depth_exceeds(p, MAX_JSON_DEPTH))
+    {
+        return Err(json_too_deep_message(at));
+    }
     let mut buf = Vec::with_capacity(payloads.iter().map(|p| p.len() + 1).sum());
     for payload in payloads {
         buf.extend_from_slice(payload);

@@ -227,6 +227,50 @@ fn a_bad_record_fails_the_read_naming_topic_partition_and_offset() {
     }
 }
 
+/// A value nested 50,000 levels deep overflowed the stack of arrow's decoder and aborted the
+/// process; now it is a dead letter like any other bad record, and a nested value within the
+/// limit is read.
+#[test]
+fn a_value_nested_too_deep_is_a_dead_letter_not_a_stack_overflow() {
+    let deep = format!(
+        "{{\"user\":\"x\",\"price\":{}1{}}}",
+        "[".repeat(50_000),
+        "]".repeat(50_000)
+    );
+    let within = format!(
+        "{{\"user\":\"c\",\"price\":3,\"x\":{}1{}}}",
+        "[".repeat(998),
+        "]".repeat(998)
+    );
+    let payloads: [&[u8]; 3] = [
+        br#"{"user":"a","price":1}"#,
+        deep.as_bytes(),
+        within.as_bytes(),
+    ];
+    let messages: Vec<OwnedMessage> = payloads
+        .iter()
+        .enumerate()
+        .map(|(i, p)| message(20 + i as i64, None, Some(p)))
+        .collect();
+    let mut routing = decoder(values_only(Format::Json), BadRecordPolicy::DeadLetter);
+    let decoded = routing.decode(&messages).unwrap();
+    assert_eq!(rows(&decoded.data), ["a|1", "c|3"]);
+    let dead = rows(&decoded.dead_letters.unwrap());
+    assert_eq!(dead.len(), 1);
+    assert!(
+        dead[0].starts_with(
+            "bids/3|21|∅|the value at offset 21 is bad: the JSON value nests objects and arrays \
+             more than 1000 levels deep (at character 1020)"
+        ),
+        "{}",
+        &dead[0][..300]
+    );
+    let mut failing = decoder(values_only(Format::Json), BadRecordPolicy::Fail);
+    let (_, offset, _, message) = bad_record(failing.decode(&messages).unwrap_err());
+    assert_eq!(offset, Some(21));
+    assert!(message.contains("more than 1000 levels"), "{message}");
+}
+
 #[test]
 fn dead_letters_keep_the_good_records_in_order() {
     for format in [Format::Json, Format::Csv { delimiter: b',' }] {

@@ -100,6 +100,19 @@ enum Command {
         /// How long an Agent's lease lasts after its last heartbeat (`10s`, `500ms`).
         #[arg(long, default_value = "10s", value_parser = hub_cmd::parse_duration)]
         lease_ttl: Duration,
+        /// The largest request body accepted, in bytes (larger: 413).
+        #[arg(long, default_value_t = weir_hub::ServeLimits::default().max_body_bytes)]
+        max_body_bytes: usize,
+        /// How long a client may take to send a request's headers, and how long a kept
+        /// connection may wait idle for its next request.
+        #[arg(long, default_value = "10s", value_parser = hub_cmd::parse_duration)]
+        header_timeout: Duration,
+        /// How long a client may take to send a request's body (longer: 408).
+        #[arg(long, default_value = "30s", value_parser = hub_cmd::parse_duration)]
+        body_timeout: Duration,
+        /// Connections served at once; more wait to be accepted.
+        #[arg(long, default_value_t = weir_hub::ServeLimits::default().max_connections)]
+        max_connections: usize,
     },
     /// Run an Agent: the data plane of distributed jobs; runs the lanes a Hub assigns it.
     Agent(agent_cmd::AgentArgs),
@@ -213,7 +226,19 @@ async fn dispatch(cli: Cli) -> Result<()> {
             listen,
             db,
             lease_ttl,
-        } => hub_cmd::run(&listen, db, lease_ttl).await?,
+            max_body_bytes,
+            header_timeout,
+            body_timeout,
+            max_connections,
+        } => {
+            let limits = weir_hub::ServeLimits {
+                max_body_bytes,
+                header_timeout,
+                body_timeout,
+                max_connections,
+            };
+            hub_cmd::run(&listen, db, lease_ttl, limits).await?
+        }
         Command::Agent(args) => agent_cmd::run(args).await?,
         Command::Jobs { hub, command } => jobs_cmd::jobs(hub.as_deref(), command).await?,
         Command::Agents { hub, command } => jobs_cmd::agents(hub.as_deref(), command).await?,

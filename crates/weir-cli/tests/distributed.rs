@@ -24,7 +24,7 @@ use cluster::{
     AUCTIONS, Cluster, Input, PARTITIONS, assert_windows, bucket_store, closed_windows, job_sql,
     part_names,
 };
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use weir_control::{
     DesiredState, ObservedPhase, SavepointRequest, UpgradeRequest, UpgradeState, ValidateRequest,
 };
@@ -73,6 +73,106 @@ async fn the_hub_answers_a_validate_request_too_deep_to_plan_with_an_error_and_l
         .list_agents()
         .await
         .expect("the Hub still answers");
+}
+
+/// What the Hub answers on a raw connection that sent `request`: the status line, or `None`
+/// when it closed the connection without an answer.
+async fn status_line(stream: &mut tokio::net::TcpStream) -> Option<String> {
+    use tokio::io::AsyncReadExt;
+    let mut answer = Vec::new();
+    let mut buf = [0_u8; 4096];
+    loop {
+        match stream.read(&mut buf).await {
+            Ok(0) | Err(_) => break,
+            Ok(n) => answer.extend_from_slice(&buf[..n]),
+        }
+        if answer.windows(2).any(|w| w == b"\r\n") {
+            break;
+        }
+    }
+    let text = String::from_utf8_lossy(&answer);
+    text.lines().next().map(str::to_owned)
+}
+
+/// A body over the limit gets 413 before it is sent; a client that stalls in its headers is
+/// disconnected, one that stalls in its body gets 408; with more stalled connections than the
+/// Hub serves at once, an API call still gets its answer once their header time is up.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hub_bounds_bodies_and_stalled_connections_and_keeps_answering() {
+    use tokio::io::AsyncWriteExt;
+    use tokio::net::TcpStream;
+    let cluster = Cluster::start_with(
+        0,
+        1,
+        "2s",
+        &[
+            "--header-timeout",
+            "1s",
+            "--body-timeout",
+            "1s",
+            "--max-connections",
+            "200",
+        ],
+    )
+    .await;
+    let addr = cluster.hub_addr();
+    let post = |length: usize| {
+        format!(
+            "POST /api/v1/jobs/validate HTTP/1.1\r\nHost: hub\r\nContent-Type: \
+             application/json\r\nContent-Length: {length}\r\n\r\n"
+        )
+    };
+    let within = |seconds: u64, what: &'static str| {
+        move |r: Result<Option<String>, tokio::time::error::Elapsed>| {
+            r.unwrap_or_else(|_| panic!("{what}: no answer within {seconds} s"))
+        }
+    };
+
+    // 100 MB announced: refused with 413 after the headers, nothing more is read.
+    let mut big = TcpStream::connect(addr).await.expect("connect");
+    big.write_all(post(100 << 20).as_bytes())
+        .await
+        .expect("write");
+    big.write_all(b"{\"sql\": \"").await.expect("write");
+    let answer = tokio::time::timeout(Duration::from_secs(5), status_line(&mut big)).await;
+    let answer = within(5, "the 100 MB body")(answer);
+    assert_eq!(answer.as_deref(), Some("HTTP/1.1 413 Payload Too Large"));
+
+    // Half a request line, then nothing: disconnected.
+    let mut stalled = TcpStream::connect(addr).await.expect("connect");
+    stalled
+        .write_all(b"POST /api/v1/jobs/val")
+        .await
+        .expect("write");
+    let answer = tokio::time::timeout(Duration::from_secs(10), status_line(&mut stalled)).await;
+    let answer = within(10, "the stalled headers")(answer);
+    assert!(
+        answer.as_deref().is_none_or(|l| l.contains(" 408 ")),
+        "{answer:?}"
+    );
+
+    // Headers, then 10 of the 100 bytes announced: 408.
+    let mut slow = TcpStream::connect(addr).await.expect("connect");
+    slow.write_all(post(100).as_bytes()).await.expect("write");
+    slow.write_all(b"{\"sql\": \"").await.expect("write");
+    let answer = tokio::time::timeout(Duration::from_secs(10), status_line(&mut slow)).await;
+    let answer = within(10, "the stalled body")(answer);
+    assert_eq!(answer.as_deref(), Some("HTTP/1.1 408 Request Timeout"));
+
+    // 1,000 stalled connections, five times as many as the Hub serves at once.
+    let mut held = Vec::new();
+    for _ in 0..1_000 {
+        let mut s = TcpStream::connect(addr).await.expect("connect");
+        s.write_all(b"GET /api/v1/ag").await.expect("write");
+        held.push(s);
+    }
+    let started = Instant::now();
+    tokio::time::timeout(Duration::from_secs(30), cluster.client.list_agents())
+        .await
+        .expect("an API call answered within 30 s")
+        .expect("the agent list");
+    assert!(started.elapsed() < Duration::from_secs(30));
+    drop(held);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -38,6 +38,18 @@ pub enum HubError {
     /// A missing or wrong bearer token (401).
     #[error("{0}")]
     Unauthorized(String),
+    /// A request body larger than the Hub accepts (413).
+    #[error("the request body is larger than the {limit} bytes the Hub accepts")]
+    TooLarge {
+        /// The limit, in bytes.
+        limit: usize,
+    },
+    /// A request body that did not arrive in time (408).
+    #[error("the request body did not arrive within {seconds} s")]
+    Timeout {
+        /// The time allowed, in seconds.
+        seconds: u64,
+    },
     /// The job does not validate (422).
     #[error("invalid job: {}", errors.iter().map(|e| e.message.as_str()).collect::<Vec<_>>().join("; "))]
     Invalid {
@@ -116,6 +128,8 @@ impl HubError {
             HubError::NotFound { .. } => StatusCode::NOT_FOUND,
             HubError::Conflict { .. } => StatusCode::CONFLICT,
             HubError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            HubError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
+            HubError::Timeout { .. } => StatusCode::REQUEST_TIMEOUT,
             HubError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
             HubError::Store { .. }
             | HubError::Migration(_)

@@ -15,12 +15,14 @@ pub mod manifests;
 mod observed;
 mod placement;
 mod publish;
+mod serve;
 mod store;
 
 pub use api::{ApiDoc, query, unknown_endpoint};
 pub use error::{HubError, Result};
 pub use json::Json;
 pub use publish::storage_of as checkpoint_storage;
+pub use serve::ServeLimits;
 pub use store::{PublishTask, Store, rfc3339};
 pub use weir_control::RUNTIME_VERSION;
 
@@ -35,6 +37,8 @@ pub struct HubConfig {
     pub db_path: PathBuf,
     /// How long an Agent's lease lasts after its last heartbeat.
     pub lease_ttl: Duration,
+    /// Bounds on the connections and requests the API serves.
+    pub limits: ServeLimits,
 }
 
 /// A running Hub: the store, and the engine it validates jobs with.
@@ -44,6 +48,8 @@ pub struct Hub {
     engine: weir::Engine,
     /// The lanes' recent readings, pushed by the Agents (memory only).
     live: std::sync::Mutex<weir_control::MetricsHistory>,
+    /// Bounds on the connections and requests the API serves.
+    limits: ServeLimits,
 }
 
 impl Hub {
@@ -57,6 +63,7 @@ impl Hub {
             store: Store::open(&config.db_path, ttl)?,
             engine: weir::Engine::new(),
             live: std::sync::Mutex::default(),
+            limits: config.limits,
         }))
     }
 
@@ -172,11 +179,8 @@ impl Hub {
     /// [`HubError::Io`] when serving fails.
     pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) -> Result<()> {
         let maintenance = self.spawn_maintenance();
-        let served = axum::serve(listener, self.router()).await;
+        let served = serve::serve(Arc::clone(&self), listener).await;
         maintenance.abort();
-        served.map_err(|source| HubError::Io {
-            context: "serving the Hub API".into(),
-            source,
-        })
+        served
     }
 }

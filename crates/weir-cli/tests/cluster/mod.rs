@@ -78,6 +78,8 @@ pub struct Cluster {
     port: u16,
     lease: String,
     hub: Option<Proc>,
+    /// Options of `weir hub` beyond the listener, store and lease.
+    hub_args: Vec<String>,
     /// The Agents that run, by id.
     pub agents: BTreeMap<String, Proc>,
     /// Every Agent id started, for the logs of a failure.
@@ -90,6 +92,11 @@ impl Cluster {
     /// Starts a Hub (leases of `lease`) and `agents` Agents of `slots` slots each, and waits
     /// until the Hub lists them.
     pub async fn start(agents: usize, slots: u32, lease: &str) -> Cluster {
+        Self::start_with(agents, slots, lease, &[]).await
+    }
+
+    /// [`Cluster::start`] with more options for `weir hub`.
+    pub async fn start_with(agents: usize, slots: u32, lease: &str, hub_args: &[&str]) -> Cluster {
         let dir = tempfile::tempdir().expect("tempdir");
         let port = TcpListener::bind("127.0.0.1:0")
             .expect("bind")
@@ -102,6 +109,7 @@ impl Cluster {
             port,
             lease: lease.to_owned(),
             hub: None,
+            hub_args: hub_args.iter().map(|a| (*a).to_owned()).collect(),
             agents: BTreeMap::new(),
             names: Vec::new(),
             client: HubClient::new(&url).expect("client"),
@@ -140,7 +148,7 @@ impl Cluster {
 
     fn start_hub(&mut self) {
         let listen = format!("127.0.0.1:{}", self.port);
-        let args = [
+        let mut args = vec![
             "hub",
             "--listen",
             listen.as_str(),
@@ -149,7 +157,13 @@ impl Cluster {
             "--lease-ttl",
             self.lease.as_str(),
         ];
+        args.extend(self.hub_args.iter().map(String::as_str));
         self.hub = Some(Proc::spawn("hub", &args, self.dir.path()));
+    }
+
+    /// The Hub's address.
+    pub fn hub_addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.port))
     }
 
     /// SIGKILLs the Hub and starts it again on the same database.

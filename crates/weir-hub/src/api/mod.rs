@@ -156,13 +156,44 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, HubError> {
     })
 }
 
-impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for ApiJson<T> {
+impl<T: DeserializeOwned> FromRequest<Arc<Hub>> for ApiJson<T> {
     type Rejection = HubError;
 
-    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
-        let bytes = Bytes::from_request(req, state)
-            .await
-            .map_err(|e| HubError::bad_request("$", format!("cannot read the body: {e}")))?;
+    /// Reads the body within the Hub's body timeout and size limit (408 and 413), then decodes
+    /// it.
+    async fn from_request(req: Request, hub: &Arc<Hub>) -> Result<Self, Self::Rejection> {
+        let limits = hub.limits;
+        // Refused on its announced length, before any of it is read.
+        let announced = req
+            .headers()
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if announced.is_some_and(|n| n > limits.max_body_bytes as u64) {
+            return Err(HubError::TooLarge {
+                limit: limits.max_body_bytes,
+            });
+        }
+        let read = tokio::time::timeout(limits.body_timeout, Bytes::from_request(req, hub));
+        let bytes = match read.await {
+            Err(_) => {
+                return Err(HubError::Timeout {
+                    seconds: limits.body_timeout.as_secs(),
+                });
+            }
+            Ok(Err(e)) if e.status() == StatusCode::PAYLOAD_TOO_LARGE => {
+                return Err(HubError::TooLarge {
+                    limit: limits.max_body_bytes,
+                });
+            }
+            Ok(Err(e)) => {
+                return Err(HubError::bad_request(
+                    "$",
+                    format!("cannot read the body: {e}"),
+                ));
+            }
+            Ok(Ok(bytes)) => bytes,
+        };
         decode(&bytes).map(ApiJson)
     }
 }

@@ -56,6 +56,7 @@ pub(crate) async fn start_hub(db: &Path, lease_ttl: Duration, maintain: bool) ->
     let hub = Hub::open(&HubConfig {
         db_path: db.to_owned(),
         lease_ttl,
+        limits: weir_hub::ServeLimits::default(),
     })
     .expect("the hub answers");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")

@@ -103,7 +103,8 @@ fn source(path: &Path) -> Result<(Option<String>, Option<serde_json::Value>, Opt
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("sql"))
     {
-        let sql = std::fs::read_to_string(path).with_context(|| format!("reading {file}"))?;
+        let bytes = std::fs::read(path).with_context(|| format!("reading {file}"))?;
+        let sql = weir::sql::script_text(bytes, &file)?;
         return Ok((Some(sql), None, None));
     }
     let spec = weir::JobSpec::from_file(path)?;

@@ -193,7 +193,8 @@ async fn load(engine: &Engine, job: &Path, parallelism: Option<u32>) -> Result<L
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("sql"));
     let (mut spec, explain, sql) = if is_sql {
-        let text = std::fs::read_to_string(job).with_context(|| format!("reading {file}"))?;
+        let bytes = std::fs::read(job).with_context(|| format!("reading {file}"))?;
+        let text = weir::sql::script_text(bytes, &file)?;
         let compiled = engine.compile_sql(&text, &file).await?;
         (compiled.spec, compiled.explain, Some(text))
     } else {

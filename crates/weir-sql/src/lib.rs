@@ -28,6 +28,7 @@ mod translate;
 mod tvf;
 
 pub use error::{Position, Result, SqlError};
+pub use script::script_text;
 
 use crate::script::Statement;
 use crate::spec::{JobBuilder, Settings, Table};

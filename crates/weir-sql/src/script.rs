@@ -57,7 +57,36 @@ pub(crate) fn position(token: &TokenWithSpan) -> Position {
 ///
 /// A syntax error with the position when the text cannot be tokenized (e.g. an unterminated
 /// string).
+/// A script file's bytes as text: without the UTF-8 byte order mark some editors write, and
+/// invalid UTF-8 refused at its line and column.
+///
+/// # Errors
+/// A syntax error at the first byte that is not UTF-8.
+pub fn script_text(bytes: Vec<u8>, file: &str) -> Result<String> {
+    let bytes = match bytes.strip_prefix(b"\xEF\xBB\xBF") {
+        Some(rest) => rest.to_vec(),
+        None => bytes,
+    };
+    String::from_utf8(bytes).map_err(|e| {
+        let valid = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        // Both are valid UTF-8 up to there, so the text before the bad byte is a str.
+        let before = std::str::from_utf8(valid).unwrap_or_default();
+        let line = before.matches('\n').count() as u64 + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) as u64 + 1;
+        let byte = e.as_bytes().get(valid.len()).copied().unwrap_or_default();
+        Here {
+            file: file.to_owned(),
+            position: Position { line, column },
+        }
+        .syntax(format!(
+            "byte 0x{byte:02x} is not UTF-8: a script is UTF-8 text"
+        ))
+    })
+}
+
 pub(crate) fn split(sql: &str, file: &str) -> Result<Vec<Statement>> {
+    // A byte order mark is not a token.
+    let sql = sql.strip_prefix('\u{feff}').unwrap_or(sql);
     let dialect = GenericDialect {};
     let tokens = Tokenizer::new(&dialect, sql)
         .tokenize_with_location()
@@ -102,6 +131,21 @@ pub(crate) fn split(sql: &str, file: &str) -> Result<Vec<Statement>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_order_mark_is_dropped_and_invalid_utf8_is_located() {
+        let text = script_text(b"\xEF\xBB\xBFSET 'a' = 'b';".to_vec(), "bom.sql").unwrap();
+        assert_eq!(text, "SET 'a' = 'b';");
+        assert_eq!(split("\u{feff}SET 'a' = 'b';", "bom.sql").unwrap().len(), 1);
+        let err = script_text(
+            b"SET 'a' = 'b';\n  -- caf\xC3\xA9 \xFF\n".to_vec(),
+            "bad.sql",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.starts_with("bad.sql:2:11:"), "{err}");
+        assert!(err.contains("byte 0xff is not UTF-8"), "{err}");
+    }
 
     #[test]
     fn splits_at_top_level_semicolons_with_positions() {

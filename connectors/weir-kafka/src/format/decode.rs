@@ -156,7 +156,7 @@ impl RecordDecoder {
                     values.push(value);
                     keys.extend(key);
                 }
-                Err(bad) => self.reject(message, bad)?,
+                Err((part, bad)) => self.reject(message, part, bad)?,
             }
         }
         let values = concat_batches(&self.value.schema, &values)
@@ -171,16 +171,22 @@ impl RecordDecoder {
         self.assemble(messages, &good, keys.as_ref(), &values)
     }
 
-    /// Decodes one message's value and key into one-row batches, or says what is wrong with it.
+    /// Decodes one message's value and key into one-row batches, or says what is wrong with it
+    /// and in which part (a bad metadata column counts as the value's).
     fn decode_one<M: Message>(
         &self,
         message: &M,
-    ) -> Result<(Option<RecordBatch>, RecordBatch), PayloadError> {
+    ) -> Result<(Option<RecordBatch>, RecordBatch), (Part, PayloadError)> {
         let offset = message.offset();
         let in_part = |part: Part| {
-            move |e: PayloadError| PayloadError {
-                column: e.column,
-                reason: format!("the {} at offset {offset} {}", part.name(), e.reason),
+            move |e: PayloadError| {
+                (
+                    part,
+                    PayloadError {
+                        column: e.column,
+                        reason: format!("the {} at offset {offset} {}", part.name(), e.reason),
+                    },
+                )
             }
         };
         let value = self
@@ -198,10 +204,13 @@ impl RecordDecoder {
         for (col, key) in &self.layout.metadata {
             let field = self.schema.field(*col);
             if let Some(problem) = key.problem(field, message) {
-                return Err(PayloadError {
-                    column: Some(field.name().clone()),
-                    reason: format!("the message at offset {offset} {problem}"),
-                });
+                return Err((
+                    Part::Value,
+                    PayloadError {
+                        column: Some(field.name().clone()),
+                        reason: format!("the message at offset {offset} {problem}"),
+                    },
+                ));
             }
         }
         Ok((key, value))
@@ -209,8 +218,8 @@ impl RecordDecoder {
 
     /// Fails with the bad record under [`BadRecordPolicy::Fail`], or keeps it as a dead letter
     /// whose location is `topic/partition` with the offset as its line, and whose raw text is the
-    /// value payload as lossy UTF-8.
-    fn reject<M: Message>(&mut self, message: &M, bad: PayloadError) -> Result<()> {
+    /// bad part (the key when the key is bad, else the value) as lossy UTF-8.
+    fn reject<M: Message>(&mut self, message: &M, part: Part, bad: PayloadError) -> Result<()> {
         let location = RecordLocation {
             input: format!("{}/{}", message.topic(), message.partition()),
             line: u64::try_from(message.offset()).ok(),
@@ -222,9 +231,11 @@ impl RecordDecoder {
                 message: bad.reason,
             }),
             BadRecordPolicy::DeadLetter => {
-                let raw = message
-                    .payload()
-                    .map(|p| String::from_utf8_lossy(p).into_owned());
+                let bytes = match part {
+                    Part::Key => message.key(),
+                    Part::Value => message.payload(),
+                };
+                let raw = bytes.map(|p| String::from_utf8_lossy(p).into_owned());
                 self.dead_letters
                     .push(&location, &bad.reason, raw.as_deref());
                 Ok(())

@@ -409,6 +409,7 @@ fn missing_keys_and_timestamps_in_non_nullable_columns_are_bad_records() {
         message(1, None, Some(value)),
         message(2, Some(b"3"), Some(value)).set_timestamp(Timestamp::NotAvailable),
         message(3, Some(b"4"), Some(value)),
+        message(4, Some(b"four"), Some(value)),
     ];
     let decoded = decoder.decode(&messages).unwrap();
     assert_eq!(
@@ -416,10 +417,13 @@ fn missing_keys_and_timestamps_in_non_nullable_columns_are_bad_records() {
         ["1|u|1970-01-01T00:00:01Z", "4|u|1970-01-01T00:00:01.003Z"]
     );
     let dead = rows(&decoded.dead_letters.unwrap());
+    // A dead letter's raw text is the part that is bad: here the key (none, then `four`).
     assert_eq!(
         dead[0],
-        "bids/3|1|id|the key at offset 1 is missing and column `id` is not nullable|{\"user\":\"u\"}"
+        "bids/3|1|id|the key at offset 1 is missing and column `id` is not nullable|∅"
     );
+    assert!(dead[2].starts_with("bids/3|4|id|the key at offset 4 "), "{}", dead[2]);
+    assert!(dead[2].ends_with("|four"), "{}", dead[2]);
     assert_eq!(
         dead[1],
         "bids/3|2|ts|the message at offset 2 has no timestamp and column `ts` is not nullable\

@@ -38,6 +38,7 @@ use datafusion::catalog::{
     CatalogProvider, CatalogProviderList, MemoryCatalogProvider, MemoryCatalogProviderList,
     MemorySchemaProvider,
 };
+use datafusion::common::TableReference;
 use datafusion::execution::SessionState;
 use datafusion::execution::session_state::SessionStateBuilder;
 use datafusion::prelude::SessionContext;
@@ -175,8 +176,13 @@ impl SqlCompiler {
                             .cloned()
                             .collect::<Vec<_>>(),
                     ));
-                    ctx.register_table(name.as_str(), Arc::new(StreamTable { schema: visible }))
-                        .map_err(|e| stmt.here.invalid(e.to_string()))?;
+                    // A bare reference keeps the name as declared: a `&str` would be parsed
+                    // as SQL and lower-cased, so `"Result"` could not be found again.
+                    ctx.register_table(
+                        TableReference::bare(name.as_str()),
+                        Arc::new(StreamTable { schema: visible }),
+                    )
+                    .map_err(|e| stmt.here.invalid(e.to_string()))?;
                     if let Ok(mut map) = schemas.write() {
                         map.insert(name.clone(), Arc::clone(&table.schema));
                     }
@@ -256,7 +262,7 @@ async fn resolve_table(ctx: &SessionContext, def: ddl::TableDef) -> Result<Table
     }
     let scratch = format!("__weir_physical_{}", def.name);
     ctx.register_table(
-        scratch.as_str(),
+        TableReference::bare(scratch.as_str()),
         Arc::new(StreamTable {
             schema: Arc::clone(&physical),
         }),
@@ -268,7 +274,11 @@ async fn resolve_table(ctx: &SessionContext, def: ddl::TableDef) -> Result<Table
         .map(|f| f.as_ref().clone())
         .collect();
     for (name, expr, at) in &def.computed {
-        let sql = format!("SELECT {expr} AS {} FROM {scratch}", translate::quote(name));
+        let sql = format!(
+            "SELECT {expr} AS {} FROM {}",
+            translate::quote(name),
+            translate::quote(&scratch)
+        );
         let plan = ctx.state().create_logical_plan(&sql).await.map_err(|e| {
             def.here.at(*at).invalid(format!(
                 "computed column `{name}` AS {expr}: {}",
@@ -282,7 +292,7 @@ async fn resolve_table(ctx: &SessionContext, def: ddl::TableDef) -> Result<Table
             field.is_nullable(),
         ));
     }
-    let _ = ctx.deregister_table(scratch.as_str());
+    let _ = ctx.deregister_table(TableReference::bare(scratch.as_str()));
     Ok(Table {
         def,
         schema: Arc::new(Schema::new(fields)),
@@ -388,6 +398,36 @@ mod tests {
             .await
             .expect_err("too deep");
         assert!(err.to_string().contains("more than 1000 levels"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn quoted_and_non_ascii_table_names_compile() {
+        let script = "CREATE TABLE \"Bids\" (a BIGINT, b BIGINT, c AS a + b) WITH (\
+            'connector' = 'datagen', 'number-of-rows' = '10');\n\
+            CREATE TABLE ergebnisse_größe (a BIGINT) WITH ('connector' = 'blackhole');\n\
+            CREATE TABLE \"Größe\" (c BIGINT) WITH ('connector' = 'blackhole');\n\
+            INSERT INTO ergebnisse_größe SELECT a FROM \"Bids\";\n\
+            INSERT INTO \"Größe\" SELECT c FROM \"Bids\";";
+        let spec = SqlCompiler::new()
+            .compile(script, "names.sql")
+            .await
+            .expect("compiles")
+            .spec;
+        let sinks: Vec<&str> = spec
+            .sinks
+            .iter()
+            .filter_map(|s| s.name.as_deref())
+            .collect();
+        assert_eq!(sinks, ["q1_ergebnisse_gr__e_sink2", "q2_Gr__e_sink2"]);
+        // A quoted name is not the same table as its lower-case spelling.
+        let err = SqlCompiler::new()
+            .compile(
+                &script.replace("FROM \"Bids\";\n", "FROM bids;\n"),
+                "names.sql",
+            )
+            .await
+            .expect_err("unknown table");
+        assert!(err.to_string().contains("names.sql:4:"), "{err}");
     }
 
     #[tokio::test]

@@ -81,8 +81,20 @@ impl<'a> Translator<'a> {
         node
     }
 
+    /// The next node name: `kind` (which may hold a table's name in any script) with every
+    /// character a node name cannot hold as `_`; the counter keeps names apart.
     fn next_name(&mut self, kind: &str) -> String {
         self.counter += 1;
+        let kind: String = kind
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
         format!("{}{kind}{}", self.prefix, self.counter)
     }
 

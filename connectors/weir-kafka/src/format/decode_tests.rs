@@ -422,7 +422,11 @@ fn missing_keys_and_timestamps_in_non_nullable_columns_are_bad_records() {
         dead[0],
         "bids/3|1|id|the key at offset 1 is missing and column `id` is not nullable|∅"
     );
-    assert!(dead[2].starts_with("bids/3|4|id|the key at offset 4 "), "{}", dead[2]);
+    assert!(
+        dead[2].starts_with("bids/3|4|id|the key at offset 4 "),
+        "{}",
+        dead[2]
+    );
     assert!(dead[2].ends_with("|four"), "{}", dead[2]);
     assert_eq!(
         dead[1],

@@ -519,6 +519,89 @@ async fn a_failed_task_restarts_from_the_latest_checkpoint() {
     );
 }
 
+/// Plugin: passes batches through; its first `OPEN_FAILURES` instances fail to open with an
+/// error that says retrying may succeed (as a broker that is not reachable yet does).
+struct FailToOpen;
+static OPEN_FAILURES_LEFT: AtomicU64 = AtomicU64::new(OPEN_FAILURES);
+const OPEN_FAILURES: u64 = 2;
+
+#[derive(Debug)]
+struct PreparedFailToOpen(arrow::datatypes::SchemaRef);
+
+struct PassOp;
+
+impl OperatorFactory for FailToOpen {
+    fn prepare(&self, spec: &OperatorSpec<'_>) -> ApiResult<Arc<dyn PreparedOperator>> {
+        Ok(Arc::new(PreparedFailToOpen(spec.input_schemas[0].clone())))
+    }
+}
+
+impl PreparedOperator for PreparedFailToOpen {
+    fn output_schema(&self) -> arrow::datatypes::SchemaRef {
+        self.0.clone()
+    }
+    fn describe(&self) -> String {
+        "fail_to_open".into()
+    }
+    fn create(&self, _ctx: &TaskContext) -> ApiResult<Box<dyn Operator>> {
+        let failed = OPEN_FAILURES_LEFT
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+            .is_ok();
+        if failed {
+            return Err(weir::api::Error::external(
+                "test operator",
+                "opening",
+                "the service is not reachable yet",
+                true,
+            ));
+        }
+        Ok(Box::new(PassOp))
+    }
+}
+
+impl Operator for PassOp {
+    fn process_batch(
+        &mut self,
+        _input: usize,
+        batch: RecordBatch,
+        out: &mut Output,
+    ) -> ApiResult<()> {
+        out.emit(batch);
+        Ok(())
+    }
+}
+
+/// A start that fails for a passing reason (the first attempt, then its first restart, cannot
+/// open a task) is retried like a failed attempt, within the restart policy, and the output is
+/// exact; an Exactly-once Kafka sink whose broker is away while a restart opens it is the case
+/// this is for.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_start_that_fails_for_a_passing_reason_is_retried() {
+    let want = reference(100).await;
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path());
+    let mut engine = Engine::new();
+    engine.register_operator("fail_to_open", Arc::new(FailToOpen));
+    let mut job = spec(dir.path(), 2, Some(5), 100, Some("fail_to_open"));
+    job.restart = Some(weir::plan::RestartSpec {
+        attempts: 3,
+        delay: Some(weir::api::DurationMs(10)),
+    });
+    let summary = run_to_end(&engine, &job, options(&dir.path().join("cp"), None))
+        .await
+        .expect("the retried start succeeds");
+    assert_eq!(OPEN_FAILURES_LEFT.load(Ordering::SeqCst), 0);
+    assert_eq!(
+        summary.checkpoints.expect("counters").restarts,
+        OPEN_FAILURES as u32
+    );
+    assert_same_rows(
+        &published_rows(&dir.path().join("out")),
+        &want,
+        "published output",
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_superseded_attempt_is_fenced_and_publishes_nothing_more() {
     let dir = tempfile::tempdir().expect("tempdir");

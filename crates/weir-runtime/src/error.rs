@@ -126,6 +126,16 @@ impl Error {
         }
     }
 
+    /// Whether the same work may succeed if tried again (an unreachable broker or store), as
+    /// the connector or the checkpoint store that failed says; a user error never is.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            Error::Prepare { source, .. } | Error::Task { source, .. } => source.is_retryable(),
+            Error::Checkpoint { source, .. } => source.is_retryable(),
+            _ => false,
+        }
+    }
+
     /// Whether a newer attempt of the job took over: restarting would fence that one in turn.
     pub fn is_fenced(&self) -> bool {
         matches!(

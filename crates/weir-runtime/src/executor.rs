@@ -301,7 +301,13 @@ pub async fn start_with(job: PreparedJob, options: RunOptions) -> Result<Running
         requests: Arc::new(tokio::sync::Mutex::new(request_rx)),
         killed: kill_rx,
     };
-    let first = launch(&shared, options.restore.clone()).await?;
+    let first = match launch(&shared, options.restore.clone()).await {
+        // A start that failed for a passing reason (a broker not reachable yet, a store that
+        // timed out) is retried like a failed attempt when the job can restore; any other
+        // failure (a bad spec, an unusable checkpoint) is the caller's at once.
+        Err(e) if !(shared.config.is_some() && e.is_retryable()) => return Err(e),
+        first => first,
+    };
     let restart = job.plans.restart;
     let handle = tokio::spawn(supervise(shared, first, restart, started));
     Ok(RunningJob {
@@ -411,10 +417,12 @@ fn checkpoint_config(job: &PreparedJob, options: &RunOptions) -> Result<Option<C
 /// The default checkpoint directory, relative to the working directory.
 pub const DEFAULT_CHECKPOINT_DIR: &str = "weir-checkpoints";
 
-/// Runs attempts until one succeeds or the restart policy is exhausted.
+/// Runs attempts until one succeeds or the restart policy is exhausted. A launch that fails
+/// counts as a failed attempt; until one attempt launched, a retry restores what the job was
+/// started with (a savepoint asked for stays the restore point), later the newest epoch.
 async fn supervise(
     shared: Shared,
-    first: Attempt,
+    first: Result<Attempt>,
     restart: Option<weir_plan::RestartSpec>,
     job_started: Instant,
 ) -> Result<JobSummary> {
@@ -430,10 +438,21 @@ async fn supervise(
             .unwrap_or(DEFAULT_RESTART_DELAY)
             .0,
     );
+    let mut restore = match first {
+        Ok(_) => Some(RestoreFrom::Latest),
+        Err(_) => shared.options.restore.clone(),
+    };
     let mut attempt = first;
     let mut restarts = 0;
     loop {
-        match attempt.run(shared.killed.clone()).await {
+        let outcome = match attempt {
+            Ok(running) => {
+                restore = Some(RestoreFrom::Latest);
+                running.run(shared.killed.clone()).await
+            }
+            Err(e) => Err(e),
+        };
+        match outcome {
             Ok(()) => {
                 return Ok(JobSummary {
                     job_id: shared.job.partitioned().job_id.to_string(),
@@ -457,7 +476,7 @@ async fn supervise(
                     update(s, |s| s.restarts = restarts);
                 }
                 tokio::time::sleep(delay).await;
-                attempt = launch(&shared, Some(RestoreFrom::Latest)).await?;
+                attempt = launch(&shared, restore.clone()).await;
             }
             Err(e) => return Err(e),
         }

@@ -35,7 +35,8 @@ use weir_testkit::unique_name;
 const LANES: u32 = 3;
 
 /// A validate request whose expression is 20,000 operators deep gets a located error, one as
-/// deep as allowed is valid (planned on the Hub's threads), and the Hub keeps answering.
+/// deep as allowed is valid (planned on the Hub's threads), a constant call that would build a
+/// 1 GB string is refused, and the Hub keeps answering.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_hub_answers_a_validate_request_too_deep_to_plan_with_an_error_and_lives() {
     let cluster = Cluster::start(0, 1, "2s").await;
@@ -68,6 +69,22 @@ async fn the_hub_answers_a_validate_request_too_deep_to_plan_with_an_error_and_l
     assert!(errors.contains("more than 1000 levels"), "{errors}");
     let deepest = validate(999).await;
     assert!(deepest.valid, "{:?}", deepest.errors);
+    // Planning folds constants: this call would have built a 1 GB string inside the Hub.
+    let huge = cluster
+        .client
+        .validate(&ValidateRequest {
+            name: Some("huge".into()),
+            sql: Some(sql(0).replace("SELECT a FROM", "SELECT repeat('x', 1000000000) FROM")),
+            spec: None,
+        })
+        .await
+        .expect("the Hub answers");
+    assert!(!huge.valid);
+    let errors = format!("{:?}", huge.errors);
+    assert!(
+        errors.contains("repeat(...) asks for 1000000000"),
+        "{errors}"
+    );
     cluster
         .client
         .list_agents()

@@ -170,6 +170,15 @@ impl ExprCompiler {
         // The session's parser with room for the nesting the check above accepts (the SQL
         // compiler writes every operation in parentheses of its own; the parser recurses on
         // the heap, not the thread's stack, past its red zone).
+        // Simplification below folds constants: a call must not make it build a huge value.
+        weir_plan::sql_constants::check_text(text).map_err(|e| {
+            DataFusionError::Plan(format!(
+                "line {}, column {}: {}",
+                e.line,
+                e.column,
+                e.message()
+            ))
+        })?;
         let dialect = dialect_from_str(options.sql_parser.dialect).ok_or_else(|| {
             DataFusionError::Plan(format!(
                 "unsupported SQL dialect {}",

@@ -33,6 +33,7 @@ mod partitioned;
 mod schema_spec;
 mod spec;
 mod spec_builder;
+pub mod sql_constants;
 pub mod sql_depth;
 mod stream_graph;
 

@@ -127,9 +127,18 @@ impl SqlCompiler {
     pub async fn compile(&self, sql: &str, file: &str) -> Result<SqlJob> {
         let statements = script::split(sql, file)?;
         // Before any syntax tree exists: a deep one overflows the stack of whatever recurses
-        // over it (DataFusion's planner clones it), which aborts the process.
+        // over it (DataFusion's planner clones it), which aborts the process; before planning,
+        // which folds constants, so a call cannot make it build a huge value.
         for stmt in &statements {
             weir_plan::sql_depth::check_tokens(&stmt.tokens).map_err(|e| {
+                stmt.here
+                    .at(Position {
+                        line: e.line,
+                        column: e.column,
+                    })
+                    .invalid(e.message())
+            })?;
+            weir_plan::sql_constants::check_tokens(&stmt.tokens).map_err(|e| {
                 stmt.here
                     .at(Position {
                         line: e.line,
@@ -398,6 +407,18 @@ mod tests {
             .await
             .expect_err("too deep");
         assert!(err.to_string().contains("more than 1000 levels"), "{err}");
+    }
+
+    #[tokio::test]
+    async fn a_constant_call_that_would_build_a_huge_value_is_refused_before_planning() {
+        let script = SCRIPT.replace("SELECT a FROM", "SELECT a, repeat('x', 1e9) FROM");
+        let err = SqlCompiler::new()
+            .compile(&script, "big.sql")
+            .await
+            .expect_err("refused");
+        let text = err.to_string();
+        assert!(text.starts_with("big.sql:3:25:"), "{text}");
+        assert!(text.contains("repeat(...) asks for 1000000000"), "{text}");
     }
 
     #[tokio::test]

@@ -157,28 +157,15 @@ impl ExprCompiler {
         let options = state.config_options();
         let df_schema = Arc::new(DFSchema::try_from(Arc::clone(input))?);
 
-        // Deep chains would overflow the stack of whatever recursed over the parsed tree.
-        weir_plan::sql_depth::check_text(text, weir_plan::sql_depth::MAX_SPEC_EXPRESSION_DEPTH)
+        // Deep chains would overflow the stack of whatever recursed over the parsed tree, and
+        // simplification below folds constants: refused on the tokens, before either.
+        weir_plan::sql_guard::check_text(text, weir_plan::sql_depth::MAX_SPEC_EXPRESSION_DEPTH)
             .map_err(|e| {
                 DataFusionError::Plan(format!(
                     "line {}, column {}: {}",
-                    e.line,
-                    e.column,
-                    e.message()
+                    e.line, e.column, e.message
                 ))
             })?;
-        // The session's parser with room for the nesting the check above accepts (the SQL
-        // compiler writes every operation in parentheses of its own; the parser recurses on
-        // the heap, not the thread's stack, past its red zone).
-        // Simplification below folds constants: a call must not make it build a huge value.
-        weir_plan::sql_constants::check_text(text).map_err(|e| {
-            DataFusionError::Plan(format!(
-                "line {}, column {}: {}",
-                e.line,
-                e.column,
-                e.message()
-            ))
-        })?;
         let dialect = dialect_from_str(options.sql_parser.dialect).ok_or_else(|| {
             DataFusionError::Plan(format!(
                 "unsupported SQL dialect {}",

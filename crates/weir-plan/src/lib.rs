@@ -35,6 +35,7 @@ mod spec;
 mod spec_builder;
 pub mod sql_constants;
 pub mod sql_depth;
+pub mod sql_guard;
 mod stream_graph;
 
 pub use deployment::{DeploymentPlan, RuntimeNode, TaskAssignment, Transport};

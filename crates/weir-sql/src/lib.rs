@@ -130,21 +130,17 @@ impl SqlCompiler {
         // over it (DataFusion's planner clones it), which aborts the process; before planning,
         // which folds constants, so a call cannot make it build a huge value.
         for stmt in &statements {
-            weir_plan::sql_depth::check_tokens(&stmt.tokens).map_err(|e| {
+            weir_plan::sql_guard::check_tokens(
+                &stmt.tokens,
+                weir_plan::sql_depth::MAX_EXPRESSION_DEPTH,
+            )
+            .map_err(|e| {
                 stmt.here
                     .at(Position {
                         line: e.line,
                         column: e.column,
                     })
-                    .invalid(e.message())
-            })?;
-            weir_plan::sql_constants::check_tokens(&stmt.tokens).map_err(|e| {
-                stmt.here
-                    .at(Position {
-                        line: e.line,
-                        column: e.column,
-                    })
-                    .invalid(e.message())
+                    .invalid(e.message)
             })?;
         }
         let ctx = SessionContext::new_with_state(self.fresh_state());

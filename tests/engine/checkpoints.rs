@@ -455,26 +455,40 @@ static ARMED: AtomicBool = AtomicBool::new(true);
 static BATCHES: AtomicU64 = AtomicU64::new(0);
 const FAIL_AT: u64 = 40;
 
-#[derive(Debug)]
-struct PreparedFailOnce(arrow::datatypes::SchemaRef);
+/// A test plugin's prepared form: its input schema, and how it opens an instance.
+struct PreparedPlugin {
+    schema: arrow::datatypes::SchemaRef,
+    name: &'static str,
+    open: fn() -> ApiResult<Box<dyn Operator>>,
+}
+
+impl std::fmt::Debug for PreparedPlugin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name)
+    }
+}
+
+impl PreparedOperator for PreparedPlugin {
+    fn output_schema(&self) -> arrow::datatypes::SchemaRef {
+        self.schema.clone()
+    }
+    fn describe(&self) -> String {
+        self.name.into()
+    }
+    fn create(&self, _ctx: &TaskContext) -> ApiResult<Box<dyn Operator>> {
+        (self.open)()
+    }
+}
 
 struct FailOnceOp;
 
 impl OperatorFactory for FailOnce {
     fn prepare(&self, spec: &OperatorSpec<'_>) -> ApiResult<Arc<dyn PreparedOperator>> {
-        Ok(Arc::new(PreparedFailOnce(spec.input_schemas[0].clone())))
-    }
-}
-
-impl PreparedOperator for PreparedFailOnce {
-    fn output_schema(&self) -> arrow::datatypes::SchemaRef {
-        self.0.clone()
-    }
-    fn describe(&self) -> String {
-        "fail_once".into()
-    }
-    fn create(&self, _ctx: &TaskContext) -> ApiResult<Box<dyn Operator>> {
-        Ok(Box::new(FailOnceOp))
+        Ok(Arc::new(PreparedPlugin {
+            schema: spec.input_schemas[0].clone(),
+            name: "fail_once",
+            open: || Ok(Box::new(FailOnceOp)),
+        }))
     }
 }
 
@@ -495,28 +509,40 @@ impl Operator for FailOnceOp {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_failed_task_restarts_from_the_latest_checkpoint() {
+/// The checkpointed job with plugin `name` between its window and its sink, restarted up to
+/// `attempts` times 10 ms apart: its restarts, after checking its published output against a
+/// run that never failed.
+async fn restarts_with_exact_output(
+    name: &str,
+    factory: Arc<dyn OperatorFactory>,
+    attempts: u32,
+) -> u32 {
     let want = reference(100).await;
     let dir = tempfile::tempdir().expect("tempdir");
     write_input(dir.path());
     let mut engine = Engine::new();
-    engine.register_operator("fail_once", Arc::new(FailOnce));
-    let mut job = spec(dir.path(), 2, Some(5), 100, Some("fail_once"));
+    engine.register_operator(name, factory);
+    let mut job = spec(dir.path(), 2, Some(5), 100, Some(name));
     job.restart = Some(weir::plan::RestartSpec {
-        attempts: 2,
+        attempts,
         delay: Some(weir::api::DurationMs(10)),
     });
     let summary = run_to_end(&engine, &job, options(&dir.path().join("cp"), None))
         .await
         .expect("the restarted run succeeds");
-    assert!(!ARMED.load(Ordering::SeqCst), "the failure was injected");
-    assert_eq!(summary.checkpoints.expect("counters").restarts, 1);
     assert_same_rows(
         &published_rows(&dir.path().join("out")),
         &want,
         "published output",
     );
+    summary.checkpoints.expect("counters").restarts
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_failed_task_restarts_from_the_latest_checkpoint() {
+    let restarts = restarts_with_exact_output("fail_once", Arc::new(FailOnce), 2).await;
+    assert!(!ARMED.load(Ordering::SeqCst), "the failure was injected");
+    assert_eq!(restarts, 1);
 }
 
 /// Plugin: passes batches through; its first `OPEN_FAILURES` instances fail to open with an
@@ -525,38 +551,32 @@ struct FailToOpen;
 static OPEN_FAILURES_LEFT: AtomicU64 = AtomicU64::new(OPEN_FAILURES);
 const OPEN_FAILURES: u64 = 2;
 
-#[derive(Debug)]
-struct PreparedFailToOpen(arrow::datatypes::SchemaRef);
-
 struct PassOp;
 
 impl OperatorFactory for FailToOpen {
     fn prepare(&self, spec: &OperatorSpec<'_>) -> ApiResult<Arc<dyn PreparedOperator>> {
-        Ok(Arc::new(PreparedFailToOpen(spec.input_schemas[0].clone())))
+        Ok(Arc::new(PreparedPlugin {
+            schema: spec.input_schemas[0].clone(),
+            name: "fail_to_open",
+            open: open_unless_failing,
+        }))
     }
 }
 
-impl PreparedOperator for PreparedFailToOpen {
-    fn output_schema(&self) -> arrow::datatypes::SchemaRef {
-        self.0.clone()
+/// A [`PassOp`], or the retryable failure while `OPEN_FAILURES_LEFT` is above 0.
+fn open_unless_failing() -> ApiResult<Box<dyn Operator>> {
+    let failed = OPEN_FAILURES_LEFT
+        .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
+        .is_ok();
+    if failed {
+        return Err(weir::api::Error::external(
+            "test operator",
+            "opening",
+            "the service is not reachable yet",
+            true,
+        ));
     }
-    fn describe(&self) -> String {
-        "fail_to_open".into()
-    }
-    fn create(&self, _ctx: &TaskContext) -> ApiResult<Box<dyn Operator>> {
-        let failed = OPEN_FAILURES_LEFT
-            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |n| n.checked_sub(1))
-            .is_ok();
-        if failed {
-            return Err(weir::api::Error::external(
-                "test operator",
-                "opening",
-                "the service is not reachable yet",
-                true,
-            ));
-        }
-        Ok(Box::new(PassOp))
-    }
+    Ok(Box::new(PassOp))
 }
 
 impl Operator for PassOp {
@@ -577,29 +597,9 @@ impl Operator for PassOp {
 /// this is for.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_start_that_fails_for_a_passing_reason_is_retried() {
-    let want = reference(100).await;
-    let dir = tempfile::tempdir().expect("tempdir");
-    write_input(dir.path());
-    let mut engine = Engine::new();
-    engine.register_operator("fail_to_open", Arc::new(FailToOpen));
-    let mut job = spec(dir.path(), 2, Some(5), 100, Some("fail_to_open"));
-    job.restart = Some(weir::plan::RestartSpec {
-        attempts: 3,
-        delay: Some(weir::api::DurationMs(10)),
-    });
-    let summary = run_to_end(&engine, &job, options(&dir.path().join("cp"), None))
-        .await
-        .expect("the retried start succeeds");
+    let restarts = restarts_with_exact_output("fail_to_open", Arc::new(FailToOpen), 3).await;
     assert_eq!(OPEN_FAILURES_LEFT.load(Ordering::SeqCst), 0);
-    assert_eq!(
-        summary.checkpoints.expect("counters").restarts,
-        OPEN_FAILURES as u32
-    );
-    assert_same_rows(
-        &published_rows(&dir.path().join("out")),
-        &want,
-        "published output",
-    );
+    assert_eq!(restarts, OPEN_FAILURES as u32);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

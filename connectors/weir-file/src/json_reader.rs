@@ -412,6 +412,25 @@ mod tests {
         ]))
     }
 
+    /// `contents` as `dir/in.json` of `user_n`, read in batches of `batch_size` lines with dead
+    /// letters: the file's path and what was read.
+    async fn read_with_dead_letters(
+        dir: &std::path::Path,
+        contents: &str,
+        batch_size: usize,
+    ) -> (String, crate::test_support::SplitRead) {
+        let path = write(dir, "in.json", contents);
+        let source = prepare(
+            json!({ "path": path, "batch_size": batch_size }),
+            Some(user_n()),
+            BadRecordPolicy::DeadLetter,
+        )
+        .await
+        .unwrap();
+        let split = source.enumerate_splits().await.unwrap().remove(0);
+        (path, read_split(&source, &split).await.unwrap())
+    }
+
     async fn fail_on(contents: &str) -> (Option<u64>, Option<String>, String) {
         let dir = tempfile::tempdir().unwrap();
         let path = write(dir.path(), "in.json", contents);
@@ -465,16 +484,7 @@ mod tests {
                         {\"user\":\n\
                         {\"n\":5}\n\
                         {\"user\":\"f\",\"n\":6}";
-        let path = write(dir.path(), "in.json", contents);
-        let source = prepare(
-            json!({ "path": path, "batch_size": 2 }),
-            Some(user_n()),
-            BadRecordPolicy::DeadLetter,
-        )
-        .await
-        .unwrap();
-        let split = source.enumerate_splits().await.unwrap().remove(0);
-        let read = read_split(&source, &split).await.unwrap();
+        let (path, read) = read_with_dead_letters(dir.path(), contents, 2).await;
         assert_eq!(read.rows, ["a|1", "c|∅", "f|6"]);
         let lines: Vec<&str> = read
             .dead_letters
@@ -501,16 +511,7 @@ mod tests {
             "]".repeat(998)
         );
         let contents = format!("{{\"user\":\"a\",\"n\":1}}\n{deep}\n{within}\n");
-        let path = write(dir.path(), "in.json", &contents);
-        let source = prepare(
-            json!({ "path": path, "batch_size": 8 }),
-            Some(user_n()),
-            BadRecordPolicy::DeadLetter,
-        )
-        .await
-        .unwrap();
-        let split = source.enumerate_splits().await.unwrap().remove(0);
-        let read = read_split(&source, &split).await.unwrap();
+        let (_, read) = read_with_dead_letters(dir.path(), &contents, 8).await;
         assert_eq!(read.rows, ["a|1", "c|3"]);
         assert_eq!(read.dead_letters.len(), 1);
         let fields: Vec<&str> = read.dead_letters[0].splitn(5, '|').collect();

@@ -627,6 +627,48 @@ mod tests {
         assert_eq!(message, "expected 2 fields, found 3");
     }
 
+    /// A record that does not fit the source's buffer bound fails the read (also under the
+    /// dead-letter policy: it cannot be read to its end without holding it), naming the file
+    /// and where the unfinished text starts; CSV and JSON lines alike.
+    #[tokio::test]
+    async fn a_record_longer_than_the_buffer_bound_fails_naming_file_and_offset() {
+        let dir = tempfile::tempdir().unwrap();
+        let huge = "x".repeat(10_000);
+        for (name, contents, schema) in [
+            (
+                "in.csv",
+                format!("id,price\n1,10\n2,\"{huge}\"\n3,30\n"),
+                schema(&[
+                    ("id", DataType::Int64, false),
+                    ("price", DataType::Utf8, true),
+                ]),
+            ),
+            (
+                "in.json",
+                format!("{{\"id\":1}}\n{{\"id\":2,\"price\":\"{huge}\"}}\n"),
+                schema(&[
+                    ("id", DataType::Int64, false),
+                    ("price", DataType::Utf8, true),
+                ]),
+            ),
+        ] {
+            let path = write(dir.path(), name, contents);
+            for policy in [BadRecordPolicy::Fail, BadRecordPolicy::DeadLetter] {
+                let source = prepare(
+                    json!({ "path": path, "max_buffer_bytes": 4096 }),
+                    Some(schema.clone()),
+                    policy,
+                )
+                .await
+                .unwrap();
+                let (input, line, _, message) = bad_record(read_all(&source).await.unwrap_err());
+                assert_eq!((input.as_str(), line), (path.as_str(), None));
+                assert!(message.contains("max_buffer_bytes (4096)"), "{message}");
+                assert!(message.starts_with("from byte "), "{message}");
+            }
+        }
+    }
+
     #[tokio::test]
     async fn a_null_in_a_non_nullable_column_is_bad() {
         let (_, line, column, message) = fail_on("id,price\n1,10\n,20\n", id_price()).await;

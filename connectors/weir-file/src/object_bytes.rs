@@ -46,6 +46,8 @@ pub(crate) struct ObjectBytes {
     start: usize,
     /// Line feeds before `begin`, once counted.
     lines_before: Option<u64>,
+    /// The most unconsumed bytes [`Self::fill`] reads more after.
+    max_pending: usize,
 }
 
 impl ObjectBytes {
@@ -91,6 +93,7 @@ impl ObjectBytes {
             buf_at: 0,
             start: 0,
             lines_before: None,
+            max_pending: usize::MAX,
         };
         if let Some(range) = range {
             bytes.seek_end = Some(range.end).filter(|&end| end < bytes.size);
@@ -162,14 +165,39 @@ impl ObjectBytes {
         self.start = (self.start + n).min(self.buf.len());
     }
 
+    /// Bounds the unconsumed bytes: [`Self::fill`] fails instead of reading more once `max`
+    /// are pending, so that one huge record (a 1 GB field) cannot take the memory.
+    pub(crate) fn with_max_pending(mut self, max: usize) -> Self {
+        self.max_pending = max;
+        self
+    }
+
     /// Appends the next block to the pending bytes; does nothing at the end. A leading UTF-8
     /// byte order mark of the object is dropped.
     ///
     /// # Errors
-    /// External errors when the store fails.
+    /// External errors when the store fails; [`weir_api::Error::BadRecord`] naming the file and the byte
+    /// offset of the pending bytes when more than the bound set by [`Self::with_max_pending`]
+    /// are pending.
     pub(crate) async fn fill(&mut self) -> Result<()> {
         if self.eof() {
             return Ok(());
+        }
+        if self.pending().len() >= self.max_pending {
+            let at = self.buf_at + self.start as u64;
+            return Err(weir_api::Error::BadRecord {
+                location: weir_api::RecordLocation {
+                    input: self.input.clone(),
+                    line: None,
+                    column: None,
+                },
+                message: format!(
+                    "from byte {at} on, {} bytes hold no end of a batch of records: a record is \
+                     longer than the source's max_buffer_bytes ({}) allows",
+                    self.pending().len(),
+                    self.max_pending
+                ),
+            });
         }
         self.buf_at += self.start as u64;
         self.buf.drain(..self.start);

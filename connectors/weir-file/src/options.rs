@@ -105,7 +105,15 @@ pub struct FileSourceOptions {
     /// CSV only: whether the first record of each file is a header (default `true`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub has_header: Option<bool>,
+    /// CSV and JSON lines: the most text a reader holds while it looks for the end of a batch's
+    /// records (default 256 MiB); a record that does not fit (a 1 GB field) fails the read,
+    /// naming the file and the byte offset, instead of taking the memory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_buffer_bytes: Option<u64>,
 }
+
+/// Bytes of text a CSV or JSON-lines reader holds at most when `max_buffer_bytes` is not set.
+pub const DEFAULT_MAX_BUFFER_BYTES: u64 = 256 << 20;
 
 fn default_batch_size() -> usize {
     DEFAULT_BATCH_SIZE
@@ -131,6 +139,12 @@ impl FileSourceOptions {
         if self.batch_size == 0 {
             return Err(Error::config(
                 format!("{path}.batch_size"),
+                "must be at least 1",
+            ));
+        }
+        if self.max_buffer_bytes == Some(0) {
+            return Err(Error::config(
+                format!("{path}.max_buffer_bytes"),
                 "must be at least 1",
             ));
         }

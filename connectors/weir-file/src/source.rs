@@ -117,6 +117,12 @@ impl SourceFactory for FileSourceFactory {
                 .unwrap_or_else(|| default_split_size(format)),
             policy: spec.bad_records,
             block_bytes: self.block_bytes,
+            max_buffer_bytes: usize::try_from(
+                options
+                    .max_buffer_bytes
+                    .unwrap_or(crate::options::DEFAULT_MAX_BUFFER_BYTES),
+            )
+            .unwrap_or(usize::MAX),
         }))
     }
 }
@@ -241,6 +247,8 @@ struct FileSource {
     split_size: u64,
     policy: BadRecordPolicy,
     block_bytes: usize,
+    /// The most text a CSV or JSON-lines reader holds unconsumed.
+    max_buffer_bytes: usize,
 }
 
 impl FileSource {
@@ -388,7 +396,9 @@ impl PreparedSource for FileSource {
         let reader: Box<dyn SplitReader> = match self.format {
             FileFormat::Csv => Box::new(CsvSplitReader::new(
                 file,
-                ObjectBytes::open_range(store, path, file, self.block_bytes, text_range).await?,
+                ObjectBytes::open_range(store, path, file, self.block_bytes, text_range)
+                    .await?
+                    .with_max_pending(self.max_buffer_bytes),
                 self.csv,
                 CsvColumns {
                     file: self.file_schema.clone(),
@@ -400,7 +410,9 @@ impl PreparedSource for FileSource {
             )),
             FileFormat::Json => Box::new(crate::json_reader::JsonSplitReader::new(
                 file,
-                ObjectBytes::open_range(store, path, file, self.block_bytes, text_range).await?,
+                ObjectBytes::open_range(store, path, file, self.block_bytes, text_range)
+                    .await?
+                    .with_max_pending(self.max_buffer_bytes),
                 self.schema.clone(),
                 self.batch_size,
                 self.policy,

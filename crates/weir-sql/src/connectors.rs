@@ -90,6 +90,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
             ("split-size", "split_size", true),
             ("csv.field-delimiter", "delimiter", false),
             ("csv.has-header", "has_header", false),
+            ("max-buffer-bytes", "max_buffer_bytes", true),
         ]),
         write: Some(&[
             ("path", "path", false),

@@ -10,21 +10,9 @@ use arrow::datatypes::{
 };
 use std::sync::Arc;
 
-/// Whether [`number_column`] parses `data_type`: the integer and float types.
+/// Whether [`number_column`] parses `data_type`: the integer types, `Float32` and `Float64`.
 pub(crate) fn is_number(data_type: &DataType) -> bool {
-    matches!(
-        data_type,
-        DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
-            | DataType::Float32
-            | DataType::Float64
-    )
+    data_type.is_integer() || matches!(data_type, DataType::Float32 | DataType::Float64)
 }
 
 /// A column of `len` values of the numeric type `data_type`: `value(i)` is `Some(None)` for a

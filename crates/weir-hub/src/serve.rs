@@ -1,8 +1,8 @@
 //! The Hub's listener: HTTP/1 connections with bounds, so that no client can hold the Hub.
 //!
 //! A client has [`ServeLimits::header_timeout`] to send a request's headers (also while a kept
-//! connection waits for its next request) and [`ServeLimits::body_timeout`] to send its body;
-//! a body over [`ServeLimits::max_body_bytes`] is refused with 413 before it is read; at most
+//! connection waits for its next request); the router itself bounds bodies (size and time,
+//! whoever serves it); at most
 //! [`ServeLimits::max_connections`] connections are served at once, the next ones waiting in the
 //! listen queue. Without these, stalled connections stayed open forever and enough of them
 //! locked every Agent's heartbeat out.
@@ -45,9 +45,7 @@ impl Default for ServeLimits {
 /// Serves `hub`'s router on `listener` within `hub`'s limits until the listener fails.
 pub(crate) async fn serve(hub: Arc<Hub>, listener: TcpListener) -> Result<()> {
     let limits = hub.limits;
-    let router = hub
-        .router()
-        .layer(axum::extract::DefaultBodyLimit::max(limits.max_body_bytes));
+    let router = hub.router();
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
     loop {
         // A slot first: past the bound, connections wait in the kernel's listen queue.

@@ -73,21 +73,13 @@ struct Frame {
     child: usize,
 }
 
-/// Checks the tokens of one statement or expression (whitespace may be among them).
-///
-/// # Errors
-/// [`TooDeep`] at the first token where the bound passes [`MAX_EXPRESSION_DEPTH`].
-pub fn check_tokens<'a>(
-    tokens: impl IntoIterator<Item = &'a TokenWithSpan>,
-) -> Result<(), TooDeep> {
-    check_tokens_within(tokens, MAX_EXPRESSION_DEPTH)
-}
-
-/// [`check_tokens`] with another limit than [`MAX_EXPRESSION_DEPTH`].
+/// Checks the tokens of one statement or expression (whitespace may be among them) against
+/// `limit` ([`MAX_EXPRESSION_DEPTH`] for SQL scripts, [`MAX_SPEC_EXPRESSION_DEPTH`] for job
+/// specs).
 ///
 /// # Errors
 /// [`TooDeep`] at the first token where the bound passes `limit`.
-pub fn check_tokens_within<'a>(
+pub fn check_tokens<'a>(
     tokens: impl IntoIterator<Item = &'a TokenWithSpan>,
     limit: usize,
 ) -> Result<(), TooDeep> {
@@ -252,7 +244,7 @@ mod tests {
         let tokens = Tokenizer::new(&GenericDialect {}, text)
             .tokenize_with_location()
             .unwrap_or_default();
-        check_tokens_within(&tokens, limit)
+        check_tokens(&tokens, limit)
     }
 
     fn depth_ok(text: &str) -> bool {

@@ -23,7 +23,7 @@ pub struct SqlRefusal {
 /// # Errors
 /// The first [`SqlRefusal`] of either check.
 pub fn check_tokens(tokens: &[TokenWithSpan], depth_limit: usize) -> Result<(), SqlRefusal> {
-    crate::sql_depth::check_tokens_within(tokens, depth_limit).map_err(|e| SqlRefusal {
+    crate::sql_depth::check_tokens(tokens, depth_limit).map_err(|e| SqlRefusal {
         line: e.line,
         column: e.column,
         message: e.message(),

@@ -438,10 +438,7 @@ async fn supervise(
             .unwrap_or(DEFAULT_RESTART_DELAY)
             .0,
     );
-    let mut restore = match first {
-        Ok(_) => Some(RestoreFrom::Latest),
-        Err(_) => shared.options.restore.clone(),
-    };
+    let mut restore = shared.options.restore.clone();
     let mut attempt = first;
     let mut restarts = 0;
     loop {

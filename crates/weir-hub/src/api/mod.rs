@@ -117,6 +117,10 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
         .route("/api/v1/openapi.json", get(openapi_json))
         .route("/metrics", get(metrics::metrics))
         .fallback(unknown_endpoint)
+        // Bodies read in chunks stop at the limit too (413), not only announced ones.
+        .layer(axum::extract::DefaultBodyLimit::max(
+            hub.limits.max_body_bytes,
+        ))
         .with_state(hub)
         .merge(weir_ui::router())
 }

@@ -76,13 +76,12 @@ impl WatermarkGenerator {
     /// not either, and a watermark saturated at `i64::MIN` only moves once the maximum climbs
     /// out of the saturation. One pass over the values; the only allocation is the result.
     pub fn cuts(&mut self, event_times: &Int64Array) -> Vec<WatermarkCut> {
+        let step = i128::from(self.interval_ms.max(1));
         let mut emitter = Emitter {
             cuts: Vec::new(),
             ooo: self.time.out_of_orderness_ms,
-            step: i128::from(self.interval_ms.max(1)),
-            threshold: self
-                .emitted
-                .map(|w| i128::from(w.0.0) + i128::from(self.interval_ms.max(1))),
+            step,
+            threshold: self.emitted.map(|w| i128::from(w.0.0) + step),
         };
         let mut max = self.time.max_event_time.map(|m| m.0);
         let values = event_times.values();

@@ -19,7 +19,7 @@ use weir_control::{
 };
 
 /// How an Agent runs.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct AgentConfig {
     /// The Hub's base URL (`http://127.0.0.1:7800`).
     pub hub: String,
@@ -29,6 +29,29 @@ pub struct AgentConfig {
     pub slots: u32,
     /// How often it asks the Hub for commands.
     pub poll_interval: Duration,
+    /// The Hub's join token, presented at registration.
+    pub join_token: String,
+    /// The Agent's own secret, kept across its restarts: the Hub binds the Agent id to it.
+    pub credential: String,
+    /// A PEM CA certificate to verify a Hub served over TLS with, and the path it was read
+    /// from (besides the system's roots).
+    pub ca_certificate: Option<(Vec<u8>, String)>,
+}
+
+impl std::fmt::Debug for AgentConfig {
+    /// Never prints the join token or the credential.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AgentConfig")
+            .field("hub", &self.hub)
+            .field("agent_id", &self.agent_id)
+            .field("slots", &self.slots)
+            .field("poll_interval", &self.poll_interval)
+            .field(
+                "ca_certificate",
+                &self.ca_certificate.as_ref().map(|c| &c.1),
+            )
+            .finish_non_exhaustive()
+    }
 }
 
 /// A registration with the Hub: the session every request carries.
@@ -78,10 +101,14 @@ pub async fn run_agent_with_metrics(
     mut shutdown: watch::Receiver<bool>,
     metrics: LaneMetrics,
 ) -> Result<()> {
-    let client = HubClient::new(&config.hub).map_err(Error::Hub)?;
+    let mut client = HubClient::new(&config.hub).map_err(Error::Hub)?;
+    if let Some((pem, path)) = &config.ca_certificate {
+        client = client.with_ca_certificate(pem, path).map_err(Error::Hub)?;
+    }
     let register = RegisterAgent {
         agent_id: config.agent_id.clone(),
         boot_id: boot_id(),
+        credential: config.credential.clone(),
         capabilities: AgentCapabilities {
             runtime_version: RUNTIME_VERSION.to_owned(),
             state_backends: vec![STATE_BACKEND_REDB.to_owned()],
@@ -199,7 +226,11 @@ impl Agent {
     async fn connect(&self, shutdown: &mut watch::Receiver<bool>) -> Result<Option<Session>> {
         let mut delay = Duration::from_millis(100);
         loop {
-            match self.client.register(&self.register).await {
+            match self
+                .client
+                .register(&self.config.join_token, &self.register)
+                .await
+            {
                 Ok(registration) => {
                     tracing::info!(agent = %self.register.agent_id, session = %registration.session_id, "registered with the Hub");
                     return Ok(Some(Session {

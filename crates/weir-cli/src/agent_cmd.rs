@@ -1,6 +1,7 @@
 //! `weir agent`: runs an Agent, the data plane of distributed jobs, until it is interrupted.
 
 use anyhow::{Context, Result};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -25,6 +26,18 @@ pub struct AgentArgs {
     /// a free port, printed on stderr.
     #[arg(long, value_name = "HOST:PORT")]
     metrics_addr: Option<String>,
+    /// A file holding the Hub's join token (default: the `WEIR_JOIN_TOKEN` variable).
+    #[arg(long, env = "WEIR_JOIN_TOKEN_FILE")]
+    join_token_file: Option<PathBuf>,
+    /// The Agent's credential file: created (0600) at its first start, presented at every
+    /// registration; the Hub binds the Agent id to it (default: `<id>.credential` in the
+    /// current directory).
+    #[arg(long)]
+    credential_file: Option<PathBuf>,
+    /// A PEM CA certificate to verify a Hub served over TLS with (a self-signed or private-CA
+    /// certificate), besides the system's roots.
+    #[arg(long, env = "WEIR_CA_CERT")]
+    ca_cert: Option<PathBuf>,
 }
 
 /// The lanes of this Agent, as the metrics exporter lists them.
@@ -47,11 +60,22 @@ impl weir_metrics::JobSource for Lanes {
 /// Runs the Agent until Ctrl-C or SIGTERM, then stops its lanes (their checkpoints stay; the
 /// Hub places them again when the lease lapses).
 pub async fn run(args: AgentArgs) -> Result<()> {
+    let join_token =
+        crate::secrets::read_secret(args.join_token_file.as_deref(), "WEIR_JOIN_TOKEN")?.context(
+            "no join token: give --join-token-file or WEIR_JOIN_TOKEN (the Hub's \
+                 --join-token-file)",
+        )?;
+    let credential_file = args
+        .credential_file
+        .unwrap_or_else(|| PathBuf::from(format!("{}.credential", args.id)));
     let config = weir_agent::AgentConfig {
         hub: args.hub,
+        credential: crate::secrets::agent_credential(&credential_file)?,
         agent_id: args.id,
         slots: args.slots,
         poll_interval: Duration::from_millis(args.poll_ms.max(1)),
+        join_token,
+        ca_certificate: crate::secrets::ca_certificate(args.ca_cert.as_deref())?,
     };
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {

@@ -87,13 +87,39 @@ pub(crate) enum AgentsCommand {
     List,
 }
 
-/// The client of `--hub`, else `WEIR_HUB`, else [`DEFAULT_HUB`].
-pub(crate) fn client(hub: Option<&str>) -> Result<HubClient> {
-    let url = match hub {
-        Some(url) => url.to_owned(),
-        None => std::env::var("WEIR_HUB").unwrap_or_else(|_| DEFAULT_HUB.to_owned()),
-    };
-    Ok(HubClient::new(&url)?)
+/// How the CLI reaches a Hub: its URL, the API token it presents, the CA it verifies it with.
+#[derive(Debug, clap::Args)]
+pub(crate) struct HubConnection {
+    /// The Hub's URL (default: `WEIR_HUB`, else http://127.0.0.1:7800).
+    #[arg(long, global = true)]
+    hub: Option<String>,
+    /// A file holding the API token to present (`weir hub token create`); default: the
+    /// `WEIR_TOKEN_FILE` file, else the `WEIR_TOKEN` variable.
+    #[arg(long, global = true, env = "WEIR_TOKEN_FILE")]
+    token_file: Option<PathBuf>,
+    /// A PEM CA certificate to verify a Hub served over TLS with (a self-signed or private-CA
+    /// certificate), besides the system's roots.
+    #[arg(long, global = true, env = "WEIR_CA_CERT")]
+    ca_cert: Option<PathBuf>,
+}
+
+impl HubConnection {
+    /// The client of `--hub`, else `WEIR_HUB`, else [`DEFAULT_HUB`], with the token and CA.
+    pub(crate) fn client(&self) -> Result<HubClient> {
+        let url = match &self.hub {
+            Some(url) => url.clone(),
+            None => std::env::var("WEIR_HUB").unwrap_or_else(|_| DEFAULT_HUB.to_owned()),
+        };
+        let mut client = HubClient::new(&url)?;
+        if let Some(token) = crate::secrets::read_secret(self.token_file.as_deref(), "WEIR_TOKEN")?
+        {
+            client = client.with_token(token);
+        }
+        if let Some((pem, path)) = crate::secrets::ca_certificate(self.ca_cert.as_deref())? {
+            client = client.with_ca_certificate(&pem, &path)?;
+        }
+        Ok(client)
+    }
 }
 
 /// A job file as the API takes it: `sql` for a `.sql` script, else the spec as JSON.
@@ -123,8 +149,8 @@ fn print<T: Serialize>(value: &T) -> Result<()> {
 }
 
 /// Runs a `weir jobs` subcommand.
-pub(crate) async fn jobs(hub: Option<&str>, command: JobsCommand) -> Result<()> {
-    let client = client(hub)?;
+pub(crate) async fn jobs(hub: &HubConnection, command: JobsCommand) -> Result<()> {
+    let client = hub.client()?;
     match command {
         JobsCommand::Submit { job, name, start } => {
             let (sql, spec, spec_name) = source(&job)?;
@@ -190,8 +216,8 @@ pub(crate) async fn jobs(hub: Option<&str>, command: JobsCommand) -> Result<()> 
 }
 
 /// Runs a `weir agents` subcommand.
-pub(crate) async fn agents(hub: Option<&str>, command: AgentsCommand) -> Result<()> {
-    let client = client(hub)?;
+pub(crate) async fn agents(hub: &HubConnection, command: AgentsCommand) -> Result<()> {
+    let client = hub.client()?;
     match command {
         AgentsCommand::List => print(&client.list_agents().await?),
     }

@@ -11,6 +11,7 @@ mod agent_cmd;
 mod hub_cmd;
 mod jobs_cmd;
 mod local_ui;
+mod secrets;
 mod summary;
 
 /// The process's allocator. jemalloc keeps per-thread caches, so the batches one subtask's thread
@@ -89,46 +90,22 @@ enum Command {
         #[arg(short, long)]
         parallelism: Option<u32>,
     },
-    /// Run the Hub: the control plane of distributed jobs (REST API, Agent protocol).
-    Hub {
-        /// Address to listen on.
-        #[arg(long, default_value = "127.0.0.1:7800")]
-        listen: String,
-        /// The SQLite store (created if missing).
-        #[arg(long, default_value = "hub.sqlite")]
-        db: PathBuf,
-        /// How long an Agent's lease lasts after its last heartbeat (`10s`, `500ms`).
-        #[arg(long, default_value = "10s", value_parser = hub_cmd::parse_duration)]
-        lease_ttl: Duration,
-        /// The largest request body accepted, in bytes (larger: 413).
-        #[arg(long, default_value_t = weir_hub::ServeLimits::default().max_body_bytes)]
-        max_body_bytes: usize,
-        /// How long a client may take to send a request's headers, and how long a kept
-        /// connection may wait idle for its next request.
-        #[arg(long, default_value = "10s", value_parser = hub_cmd::parse_duration)]
-        header_timeout: Duration,
-        /// How long a client may take to send a request's body (longer: 408).
-        #[arg(long, default_value = "30s", value_parser = hub_cmd::parse_duration)]
-        body_timeout: Duration,
-        /// Connections served at once; more wait to be accepted.
-        #[arg(long, default_value_t = weir_hub::ServeLimits::default().max_connections)]
-        max_connections: usize,
-    },
+    /// Run the Hub: the control plane of distributed jobs (REST API, Agent protocol); `weir hub
+    /// token ...` manages its API tokens.
+    Hub(hub_cmd::HubArgs),
     /// Run an Agent: the data plane of distributed jobs; runs the lanes a Hub assigns it.
     Agent(agent_cmd::AgentArgs),
     /// Manage distributed jobs on a Hub (prints JSON).
     Jobs {
-        /// The Hub's URL (default: `WEIR_HUB`, else http://127.0.0.1:7800).
-        #[arg(long, global = true)]
-        hub: Option<String>,
+        #[command(flatten)]
+        hub: jobs_cmd::HubConnection,
         #[command(subcommand)]
         command: jobs_cmd::JobsCommand,
     },
     /// List the Agents registered with a Hub (prints JSON).
     Agents {
-        /// The Hub's URL (default: `WEIR_HUB`, else http://127.0.0.1:7800).
-        #[arg(long, global = true)]
-        hub: Option<String>,
+        #[command(flatten)]
+        hub: jobs_cmd::HubConnection,
         #[command(subcommand)]
         command: jobs_cmd::AgentsCommand,
     },
@@ -223,26 +200,10 @@ fn explain_text(plans: &weir::CompiledPlans) -> Result<String> {
 async fn dispatch(cli: Cli) -> Result<()> {
     let engine = Engine::new();
     match cli.command {
-        Command::Hub {
-            listen,
-            db,
-            lease_ttl,
-            max_body_bytes,
-            header_timeout,
-            body_timeout,
-            max_connections,
-        } => {
-            let limits = weir_hub::ServeLimits {
-                max_body_bytes,
-                header_timeout,
-                body_timeout,
-                max_connections,
-            };
-            hub_cmd::run(&listen, db, lease_ttl, limits).await?
-        }
+        Command::Hub(args) => hub_cmd::run(args).await?,
         Command::Agent(args) => agent_cmd::run(args).await?,
-        Command::Jobs { hub, command } => jobs_cmd::jobs(hub.as_deref(), command).await?,
-        Command::Agents { hub, command } => jobs_cmd::agents(hub.as_deref(), command).await?,
+        Command::Jobs { hub, command } => jobs_cmd::jobs(&hub, command).await?,
+        Command::Agents { hub, command } => jobs_cmd::agents(&hub, command).await?,
         Command::Plan { job, parallelism } => {
             let Loaded { spec, file, .. } = load(&engine, &job, parallelism).await?;
             let plans = weir::CompiledPlans::compile(&spec, Some(&file))?;

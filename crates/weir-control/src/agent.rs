@@ -46,6 +46,9 @@ pub struct RegisterAgent {
     /// Id of this process's life: the same one again is a reconnect (the Agent keeps its lanes),
     /// a new one a restart (its lanes are placed anew).
     pub boot_id: String,
+    /// The Agent's own secret, kept across its restarts (its credential file): the Hub binds the
+    /// Agent id to the credential of its first registration and refuses another one.
+    pub credential: String,
     /// What it can run.
     pub capabilities: AgentCapabilities,
 }

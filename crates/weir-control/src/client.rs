@@ -15,11 +15,23 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 /// A client of one Hub. Bodies go as JSON; an error status comes back as
-/// [`ControlError::Api`] with the Hub's JSON error.
-#[derive(Debug, Clone)]
+/// [`ControlError::Api`] with the Hub's JSON error. User endpoints carry the client's token
+/// ([`HubClient::with_token`]); Agent endpoints carry the session token they are given.
+#[derive(Clone)]
 pub struct HubClient {
     base: String,
     http: reqwest::Client,
+    token: Option<String>,
+}
+
+impl std::fmt::Debug for HubClient {
+    /// Never prints the token.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HubClient")
+            .field("base", &self.base)
+            .field("token", &self.token.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 /// What a path segment keeps unencoded: RFC 3986's unreserved characters.
@@ -50,7 +62,40 @@ impl HubClient {
         Ok(HubClient {
             base: trimmed.to_owned(),
             http: reqwest::Client::new(),
+            token: None,
         })
+    }
+
+    /// This client, sending `token` (an API token from `weir hub token create`) as
+    /// `Authorization: Bearer` on the user endpoints.
+    #[must_use]
+    pub fn with_token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// This client, verifying the Hub's TLS certificate against the PEM CA certificate(s) in
+    /// `pem` (read from `path`, which errors name) besides the system's roots: a Hub with a
+    /// self-signed or private-CA certificate.
+    ///
+    /// # Errors
+    /// [`ControlError::Certificate`] when `pem` holds no usable certificate.
+    pub fn with_ca_certificate(mut self, pem: &[u8], path: &str) -> Result<Self> {
+        let refused = |message: String| ControlError::Certificate {
+            path: path.to_owned(),
+            message,
+        };
+        let certificates =
+            reqwest::Certificate::from_pem_bundle(pem).map_err(|e| refused(e.to_string()))?;
+        if certificates.is_empty() {
+            return Err(refused("no PEM certificate in it".into()));
+        }
+        let mut builder = reqwest::Client::builder();
+        for certificate in certificates {
+            builder = builder.add_root_certificate(certificate);
+        }
+        self.http = builder.build().map_err(|e| refused(e.to_string()))?;
+        Ok(self)
     }
 
     /// The Hub's base URL.
@@ -67,7 +112,7 @@ impl HubClient {
     ) -> Result<T> {
         let url = format!("{}{path}", self.base);
         let mut request = self.http.request(method.clone(), &url);
-        if let Some(token) = token {
+        if let Some(token) = token.or(self.token.as_deref()) {
             request = request.header(header::AUTHORIZATION, format!("Bearer {token}"));
         }
         if let Some(body) = body {
@@ -227,13 +272,23 @@ impl HubClient {
             .await
     }
 
-    /// `POST /api/v1/agents/register`: starts a new session.
+    /// `POST /api/v1/agents/register` with the Hub's join token: starts a new session.
     ///
     /// # Errors
-    /// 400 for bad capabilities.
-    pub async fn register(&self, request: &RegisterAgent) -> Result<Registration> {
-        self.call(Method::POST, "/api/v1/agents/register", None, Some(request))
-            .await
+    /// 400 for bad capabilities; 401/403 without the join token or for an Agent id registered
+    /// with another credential.
+    pub async fn register(
+        &self,
+        join_token: &str,
+        request: &RegisterAgent,
+    ) -> Result<Registration> {
+        self.call(
+            Method::POST,
+            "/api/v1/agents/register",
+            Some(join_token),
+            Some(request),
+        )
+        .await
     }
 
     /// `POST /api/v1/agents/{agent_id}/heartbeat`: renews the lease.

@@ -88,6 +88,14 @@ pub enum ControlError {
         /// Why it is refused.
         message: String,
     },
+    /// The CA certificate to verify the Hub with cannot be used.
+    #[error("CA certificate {path}: {message}")]
+    Certificate {
+        /// Where it was read from.
+        path: String,
+        /// Why it is refused.
+        message: String,
+    },
 }
 
 impl ControlError {

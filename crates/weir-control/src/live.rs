@@ -145,8 +145,8 @@ pub struct MetricsPush {
 pub struct MetricsAck {
     /// Readings kept.
     pub accepted: u32,
-    /// Readings dropped: of a job the Hub does not know or of another generation than its
-    /// current one.
+    /// Readings dropped: of a lane the pushing Agent is not assigned in its job's current
+    /// generation (an unknown job, another Agent's lane, an old generation).
     pub dropped: u32,
 }
 

@@ -38,6 +38,9 @@ pub enum HubError {
     /// A missing or wrong bearer token (401).
     #[error("{0}")]
     Unauthorized(String),
+    /// A token or credential that may not make this request (403).
+    #[error("{0}")]
+    Forbidden(String),
     /// A request body larger than the Hub accepts (413).
     #[error("the request body is larger than the {limit} bytes the Hub accepts")]
     TooLarge {
@@ -128,6 +131,7 @@ impl HubError {
             HubError::NotFound { .. } => StatusCode::NOT_FOUND,
             HubError::Conflict { .. } => StatusCode::CONFLICT,
             HubError::Unauthorized(_) => StatusCode::UNAUTHORIZED,
+            HubError::Forbidden(_) => StatusCode::FORBIDDEN,
             HubError::TooLarge { .. } => StatusCode::PAYLOAD_TOO_LARGE,
             HubError::Timeout { .. } => StatusCode::REQUEST_TIMEOUT,
             HubError::Invalid { .. } => StatusCode::UNPROCESSABLE_ENTITY,
@@ -150,6 +154,9 @@ impl HubError {
                 field: field.clone(),
             },
             HubError::Invalid { field, .. } => ApiError::at(field, self.to_string()),
+            HubError::Unauthorized(message) | HubError::Forbidden(message) => {
+                ApiError::at("Authorization", message)
+            }
             _ => ApiError::new(self.to_string()),
         }
     }
@@ -161,7 +168,14 @@ impl IntoResponse for HubError {
         if status.is_server_error() {
             tracing::error!("{self}");
         }
-        crate::json::json_response(status, &self.body())
+        let mut response = crate::json::json_response(status, &self.body());
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                axum::http::header::WWW_AUTHENTICATE,
+                axum::http::HeaderValue::from_static("Bearer"),
+            );
+        }
+        response
     }
 }
 

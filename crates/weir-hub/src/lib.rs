@@ -8,6 +8,7 @@
 //! in `weir-control`.
 
 mod api;
+mod auth;
 mod compile;
 mod error;
 mod json;
@@ -17,13 +18,16 @@ mod placement;
 mod publish;
 mod serve;
 mod store;
+mod tls;
 
 pub use api::{ApiDoc, query, unknown_endpoint};
+pub use auth::{Caller, Role, hash_secret, random_hex};
 pub use error::{HubError, Result};
 pub use json::Json;
 pub use publish::storage_of as checkpoint_storage;
 pub use serve::ServeLimits;
-pub use store::{PublishTask, Store, rfc3339};
+pub use store::{PublishTask, Store, TokenInfo, now_ms, rfc3339};
+pub use tls::HubTls;
 pub use weir_control::RUNTIME_VERSION;
 
 use std::path::PathBuf;
@@ -39,6 +43,9 @@ pub struct HubConfig {
     pub lease_ttl: Duration,
     /// Bounds on the connections and requests the API serves.
     pub limits: ServeLimits,
+    /// The join token Agents register with (`None`: no Agent may register). The Hub keeps only
+    /// its hash.
+    pub join_token: Option<String>,
 }
 
 /// A running Hub: the store, and the engine it validates jobs with.
@@ -50,6 +57,8 @@ pub struct Hub {
     live: std::sync::Mutex<weir_control::MetricsHistory>,
     /// Bounds on the connections and requests the API serves.
     limits: ServeLimits,
+    /// The hash of the join token Agents register with.
+    join_token_hash: Option<String>,
 }
 
 impl Hub {
@@ -64,6 +73,7 @@ impl Hub {
             engine: weir::Engine::new(),
             live: std::sync::Mutex::default(),
             limits: config.limits,
+            join_token_hash: config.join_token.as_deref().map(hash_secret),
         }))
     }
 
@@ -96,6 +106,35 @@ impl Hub {
         self.live
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Checks the join token an Agent registers with.
+    ///
+    /// # Errors
+    /// 401 without a token, 403 with a wrong one or when the Hub has no join token.
+    pub(crate) fn check_join_token(&self, token: Option<&str>) -> Result<()> {
+        let Some(expected) = &self.join_token_hash else {
+            return Err(HubError::Forbidden(
+                "this Hub was started without a join token (`weir hub --join-token-file`): no \
+                 Agent may register"
+                    .into(),
+            ));
+        };
+        let Some(token) = token else {
+            return Err(HubError::Unauthorized(
+                "Authorization: an Agent registers with `Bearer <join token>` (`weir agent \
+                 --join-token-file`)"
+                    .into(),
+            ));
+        };
+        if auth::same_secret(expected, &hash_secret(token)) {
+            Ok(())
+        } else {
+            tracing::warn!("refused a registration: wrong join token");
+            Err(HubError::Forbidden(
+                "Authorization: not this Hub's join token".into(),
+            ))
+        }
     }
 
     /// The engine jobs are validated with.
@@ -173,13 +212,18 @@ impl Hub {
         })
     }
 
-    /// Serves the API on `listener`, with the maintenance task, until the process ends.
+    /// Serves the API on `listener` (over TLS when `tls` is given), with the maintenance
+    /// task, until the process ends.
     ///
     /// # Errors
     /// [`HubError::Io`] when serving fails.
-    pub async fn serve(self: Arc<Self>, listener: tokio::net::TcpListener) -> Result<()> {
+    pub async fn serve(
+        self: Arc<Self>,
+        listener: tokio::net::TcpListener,
+        tls: Option<HubTls>,
+    ) -> Result<()> {
         let maintenance = self.spawn_maintenance();
-        let served = serve::serve(Arc::clone(&self), listener).await;
+        let served = serve::serve(Arc::clone(&self), listener, tls).await;
         maintenance.abort();
         served
     }

@@ -1,6 +1,7 @@
 //! The Hub's listener: HTTP/1 connections with bounds, so that no client can hold the Hub.
 //!
-//! A client has [`ServeLimits::header_timeout`] to send a request's headers (also while a kept
+//! Over TLS, the handshake has [`ServeLimits::header_timeout`] too. A client has
+//! [`ServeLimits::header_timeout`] to send a request's headers (also while a kept
 //! connection waits for its next request); the router itself bounds bodies (size and time,
 //! whoever serves it); at most
 //! [`ServeLimits::max_connections`] connections are served at once, the next ones waiting in the
@@ -42,8 +43,13 @@ impl Default for ServeLimits {
     }
 }
 
-/// Serves `hub`'s router on `listener` within `hub`'s limits until the listener fails.
-pub(crate) async fn serve(hub: Arc<Hub>, listener: TcpListener) -> Result<()> {
+/// Serves `hub`'s router on `listener` within `hub`'s limits, over TLS when `tls` is given,
+/// until the listener fails.
+pub(crate) async fn serve(
+    hub: Arc<Hub>,
+    listener: TcpListener,
+    tls: Option<crate::HubTls>,
+) -> Result<()> {
     let limits = hub.limits;
     let router = hub.router();
     let slots = Arc::new(Semaphore::new(limits.max_connections.max(1)));
@@ -69,16 +75,41 @@ pub(crate) async fn serve(hub: Arc<Hub>, listener: TcpListener) -> Result<()> {
             }
         };
         let service = TowerToHyperService::new(router.clone());
+        let tls = tls.clone();
         tokio::spawn(async move {
-            let connection = hyper::server::conn::http1::Builder::new()
-                .timer(TokioTimer::new())
-                .header_read_timeout(limits.header_timeout)
-                .serve_connection(TokioIo::new(stream), service);
-            if let Err(e) = connection.await {
-                tracing::debug!(%peer, error = %e, "a connection ended with an error");
+            match tls {
+                None => serve_connection(stream, service, limits, peer).await,
+                Some(tls) => {
+                    // The handshake gets the time a request's headers get.
+                    let handshake =
+                        tokio::time::timeout(limits.header_timeout, tls.acceptor().accept(stream));
+                    match handshake.await {
+                        Ok(Ok(stream)) => serve_connection(stream, service, limits, peer).await,
+                        Ok(Err(e)) => tracing::debug!(%peer, error = %e, "a TLS handshake failed"),
+                        Err(_) => tracing::debug!(%peer, "a TLS handshake timed out"),
+                    }
+                }
             }
             drop(slot);
         });
+    }
+}
+
+/// Serves the requests of one connection until it ends.
+async fn serve_connection<S>(
+    stream: S,
+    service: TowerToHyperService<axum::Router>,
+    limits: ServeLimits,
+    peer: std::net::SocketAddr,
+) where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let connection = hyper::server::conn::http1::Builder::new()
+        .timer(TokioTimer::new())
+        .header_read_timeout(limits.header_timeout)
+        .serve_connection(TokioIo::new(stream), service);
+    if let Err(e) = connection.await {
+        tracing::debug!(%peer, error = %e, "a connection ended with an error");
     }
 }
 

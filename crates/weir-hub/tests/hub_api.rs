@@ -72,7 +72,7 @@ async fn submit_validate_list_detail_and_versions() {
     // The only live Agent runs another Weir: nothing can run the job.
     let mut other = register_request("old", "boot", 4);
     other.capabilities.runtime_version = "0.0.1".into();
-    t.client.register(&other).await.unwrap();
+    t.client.register(JOIN_TOKEN, &other).await.unwrap();
     let no_agent = t
         .client
         .validate(&ValidateRequest {
@@ -182,6 +182,13 @@ async fn malformed_bodies_and_unknown_ids_name_the_field() {
     let http = reqwest::Client::new();
     let send = |method: reqwest::Method, path: &str, body: Option<&str>| {
         let mut r = http.request(method, format!("{}{path}", t.base));
+        // Users present their API token, Agents the join token; a heartbeat without its
+        // session token is refused.
+        if path.ends_with("/register") {
+            r = r.bearer_auth(JOIN_TOKEN);
+        } else if !path.ends_with("/heartbeat") {
+            r = r.bearer_auth(&t.admin);
+        }
         if let Some(b) = body {
             r = r
                 .header("content-type", "application/json")
@@ -253,7 +260,7 @@ async fn malformed_bodies_and_unknown_ids_name_the_field() {
             Method::POST,
             "/api/v1/agents/register",
             Some(
-                r#"{"agentId": "a", "bootId": "b", "capabilities": {"runtimeVersion": "x", "stateBackends": [], "checkpointProtocol": 1}}"#,
+                r#"{"agentId": "a", "bootId": "b", "credential": "0123456789abcdef", "capabilities": {"runtimeVersion": "x", "stateBackends": [], "checkpointProtocol": 1}}"#,
             ),
             400,
             "capabilities.slots",
@@ -263,7 +270,7 @@ async fn malformed_bodies_and_unknown_ids_name_the_field() {
             Method::POST,
             "/api/v1/agents/register",
             Some(
-                r#"{"agentId": "a/b", "bootId": "b", "capabilities": {"runtimeVersion": "x", "stateBackends": [], "checkpointProtocol": 1, "slots": 1}}"#,
+                r#"{"agentId": "a/b", "bootId": "b", "credential": "0123456789abcdef", "capabilities": {"runtimeVersion": "x", "stateBackends": [], "checkpointProtocol": 1, "slots": 1}}"#,
             ),
             400,
             "agentId",
@@ -414,7 +421,7 @@ async fn a_hub_killed_with_sigkill_loses_nothing_it_acknowledged() {
     let url = rx.recv_timeout(Duration::from_secs(60)).unwrap();
     let client = weir_control::HubClient::new(&url).unwrap();
     let agent = client
-        .register(&register_request("a", "boot", 2))
+        .register(JOIN_TOKEN, &register_request("a", "boot", 2))
         .await
         .unwrap();
     client

@@ -2,6 +2,7 @@
 
 use super::{ApiJson, Json, bearer};
 use crate::Hub;
+use crate::auth::Viewer;
 use crate::error::Result;
 use crate::store::now_ms;
 use axum::extract::{Path, State};
@@ -14,19 +15,27 @@ use weir_control::{
 
 /// Lists every Agent.
 #[utoipa::path(get, path = "/api/v1/agents", tag = "agents",
+    security(("api_token" = [])),
     responses((status = 200, body = Vec<AgentEntry>)))]
-pub(crate) async fn list(State(hub): State<Arc<Hub>>) -> Result<Json<Vec<AgentEntry>>> {
+pub(crate) async fn list(
+    State(hub): State<Arc<Hub>>,
+    _caller: Viewer,
+) -> Result<Json<Vec<AgentEntry>>> {
     hub.with_store(|s| s.list_agents()).await.map(Json)
 }
 
-/// Registers an Agent: a new session and lease.
+/// Registers an Agent: a new session and lease. The request carries the Hub's join token.
 #[utoipa::path(post, path = "/api/v1/agents/register", tag = "agents",
+    security(("join_token" = [])),
     request_body = RegisterAgent,
-    responses((status = 200, body = Registration), (status = 400, body = ApiError)))]
+    responses((status = 200, body = Registration), (status = 400, body = ApiError),
+        (status = 401, body = ApiError), (status = 403, body = ApiError)))]
 pub(crate) async fn register(
     State(hub): State<Arc<Hub>>,
+    headers: HeaderMap,
     ApiJson(request): ApiJson<RegisterAgent>,
 ) -> Result<Json<Registration>> {
+    hub.check_join_token(crate::auth::bearer_token(&headers))?;
     hub.with_store(move |s| s.register(&request, now_ms()))
         .await
         .map(Json)

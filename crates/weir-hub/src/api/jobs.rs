@@ -2,6 +2,7 @@
 
 use super::{ApiJson, Json};
 use crate::Hub;
+use crate::auth::{Admin, Operator, Viewer};
 use crate::compile::{self, Source};
 use crate::error::{HubError, Result};
 use crate::store::now_ms;
@@ -59,10 +60,12 @@ async fn compile_for_store(hub: &Hub, name: &str, source: Source<'_>) -> Result<
 
 /// Validates a job as a distributed job, storing nothing.
 #[utoipa::path(post, path = "/api/v1/jobs/validate", tag = "jobs",
+    security(("api_token" = [])),
     request_body = ValidateRequest,
     responses((status = 200, body = ValidateResult), (status = 400, body = ApiError)))]
 pub(crate) async fn validate(
     State(hub): State<Arc<Hub>>,
+    _caller: Admin,
     ApiJson(request): ApiJson<ValidateRequest>,
 ) -> Result<Json<ValidateResult>> {
     let name = request.name.as_deref().unwrap_or("job");
@@ -83,11 +86,13 @@ pub(crate) async fn validate(
 
 /// Submits a new job (its first version); it starts when `desiredState` is running.
 #[utoipa::path(post, path = "/api/v1/jobs", tag = "jobs",
+    security(("api_token" = [])),
     request_body = SubmitJob,
     responses((status = 200, body = JobSummary), (status = 400, body = ApiError),
         (status = 409, body = ApiError), (status = 422, body = ApiError)))]
 pub(crate) async fn submit(
     State(hub): State<Arc<Hub>>,
+    _caller: Admin,
     ApiJson(request): ApiJson<SubmitJob>,
 ) -> Result<Json<JobSummary>> {
     check_name(&request.name, "name")?;
@@ -109,17 +114,23 @@ pub(crate) async fn submit(
 
 /// Lists every job.
 #[utoipa::path(get, path = "/api/v1/jobs", tag = "jobs",
+    security(("api_token" = [])),
     responses((status = 200, body = Vec<JobSummary>)))]
-pub(crate) async fn list(State(hub): State<Arc<Hub>>) -> Result<Json<Vec<JobSummary>>> {
+pub(crate) async fn list(
+    State(hub): State<Arc<Hub>>,
+    _caller: Viewer,
+) -> Result<Json<Vec<JobSummary>>> {
     hub.with_store(|s| s.list_jobs()).await.map(Json)
 }
 
 /// One job's summary.
 #[utoipa::path(get, path = "/api/v1/jobs/{job_id}", tag = "jobs",
+    security(("api_token" = [])),
     params(("job_id" = String, Path, description = "The job")),
     responses((status = 200, body = JobSummary), (status = 404, body = ApiError)))]
 pub(crate) async fn get_job(
     State(hub): State<Arc<Hub>>,
+    _caller: Viewer,
     Path(job_id): Path<String>,
 ) -> Result<Json<JobSummary>> {
     hub.with_store(move |s| s.job(&job_id)).await.map(Json)
@@ -127,10 +138,12 @@ pub(crate) async fn get_job(
 
 /// Everything about a job: plans, assignments, observed state, recovery records, upgrades.
 #[utoipa::path(get, path = "/api/v1/jobs/{job_id}/detail", tag = "jobs",
+    security(("api_token" = [])),
     params(("job_id" = String, Path, description = "The job")),
     responses((status = 200, body = JobDetail), (status = 404, body = ApiError)))]
 pub(crate) async fn detail(
     State(hub): State<Arc<Hub>>,
+    _caller: Viewer,
     Path(job_id): Path<String>,
 ) -> Result<Json<JobDetail>> {
     hub.with_store(move |s| s.detail(&job_id)).await.map(Json)
@@ -138,10 +151,12 @@ pub(crate) async fn detail(
 
 /// Every version of a job, oldest first.
 #[utoipa::path(get, path = "/api/v1/jobs/{job_id}/versions", tag = "jobs",
+    security(("api_token" = [])),
     params(("job_id" = String, Path, description = "The job")),
     responses((status = 200, body = Vec<JobVersion>), (status = 404, body = ApiError)))]
 pub(crate) async fn versions(
     State(hub): State<Arc<Hub>>,
+    _caller: Viewer,
     Path(job_id): Path<String>,
 ) -> Result<Json<Vec<JobVersion>>> {
     hub.with_store(move |s| s.versions(&job_id)).await.map(Json)
@@ -149,12 +164,14 @@ pub(crate) async fn versions(
 
 /// Changes the desired state in a new generation (conditional on `generation` when given).
 #[utoipa::path(put, path = "/api/v1/jobs/{job_id}/desired-state", tag = "jobs",
+    security(("api_token" = [])),
     params(("job_id" = String, Path, description = "The job")),
     request_body = DesiredStateChange,
     responses((status = 200, body = JobSummary), (status = 400, body = ApiError),
         (status = 404, body = ApiError), (status = 409, body = ApiError)))]
 pub(crate) async fn desired_state(
     State(hub): State<Arc<Hub>>,
+    _caller: Operator,
     Path(job_id): Path<String>,
     ApiJson(change): ApiJson<DesiredStateChange>,
 ) -> Result<Json<JobSummary>> {
@@ -165,12 +182,14 @@ pub(crate) async fn desired_state(
 
 /// Asks the lanes for a job-level checkpoint.
 #[utoipa::path(post, path = "/api/v1/jobs/{job_id}/checkpoints", tag = "jobs",
+    security(("api_token" = [])),
     params(("job_id" = String, Path, description = "The job")),
     request_body = CheckpointRequest,
     responses((status = 200, body = CheckpointAccepted), (status = 404, body = ApiError),
         (status = 409, body = ApiError)))]
 pub(crate) async fn checkpoint(
     State(hub): State<Arc<Hub>>,
+    _caller: Operator,
     Path(job_id): Path<String>,
     ApiJson(_request): ApiJson<CheckpointRequest>,
 ) -> Result<Json<CheckpointAccepted>> {
@@ -183,12 +202,14 @@ pub(crate) async fn checkpoint(
 
 /// Asks the lanes for a savepoint.
 #[utoipa::path(post, path = "/api/v1/jobs/{job_id}/savepoints", tag = "jobs",
+    security(("api_token" = [])),
     params(("job_id" = String, Path, description = "The job")),
     request_body = SavepointRequest,
     responses((status = 200, body = CheckpointAccepted), (status = 404, body = ApiError),
         (status = 409, body = ApiError)))]
 pub(crate) async fn savepoint(
     State(hub): State<Arc<Hub>>,
+    _caller: Operator,
     Path(job_id): Path<String>,
     ApiJson(request): ApiJson<SavepointRequest>,
 ) -> Result<Json<CheckpointAccepted>> {
@@ -209,6 +230,7 @@ pub(crate) async fn savepoint(
 
 /// Upgrades a stopped job to a new version that starts from a savepoint of the current one.
 #[utoipa::path(post, path = "/api/v1/jobs/{job_id}/upgrades", tag = "jobs",
+    security(("api_token" = [])),
     params(("job_id" = String, Path, description = "The job")),
     request_body = UpgradeRequest,
     responses((status = 200, body = UpgradeRecord), (status = 400, body = ApiError),
@@ -216,6 +238,7 @@ pub(crate) async fn savepoint(
         (status = 422, body = ApiError)))]
 pub(crate) async fn upgrade(
     State(hub): State<Arc<Hub>>,
+    _caller: Admin,
     Path(job_id): Path<String>,
     ApiJson(request): ApiJson<UpgradeRequest>,
 ) -> Result<Json<UpgradeRecord>> {
@@ -231,12 +254,14 @@ pub(crate) async fn upgrade(
 
 /// Rolls back an upgrade: the version before it is current again.
 #[utoipa::path(post, path = "/api/v1/jobs/{job_id}/upgrades/{upgrade_id}/rollback", tag = "jobs",
+    security(("api_token" = [])),
     params(("job_id" = String, Path, description = "The job"),
         ("upgrade_id" = String, Path, description = "The upgrade")),
     responses((status = 200, body = UpgradeRecord), (status = 404, body = ApiError),
         (status = 409, body = ApiError)))]
 pub(crate) async fn rollback(
     State(hub): State<Arc<Hub>>,
+    _caller: Admin,
     Path((job_id, upgrade_id)): Path<(String, String)>,
 ) -> Result<Json<UpgradeRecord>> {
     hub.with_store(move |s| s.rollback(&job_id, &upgrade_id))

@@ -3,12 +3,12 @@
 
 use super::{ApiJson, Json, bearer};
 use crate::Hub;
+use crate::auth::Viewer;
 use crate::error::{HubError, Result};
 use crate::{manifests, publish};
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use weir::CheckpointStorage;
 use weir::plan::JobSpec;
@@ -45,8 +45,8 @@ pub(crate) async fn ui_config() -> Json<UiConfig> {
     })
 }
 
-/// Takes the readings of the lanes an Agent runs; readings of another generation than their
-/// job's current one are dropped.
+/// Takes the readings of the lanes an Agent runs; readings of a lane it is not assigned in its
+/// job's current generation (another Agent's lane, an old generation) are dropped.
 #[utoipa::path(post, path = "/api/v1/agents/{agent_id}/metrics", tag = "agents",
     params(("agent_id" = String, Path, description = "The Agent")),
     security(("session_token" = [])),
@@ -62,11 +62,10 @@ pub(crate) async fn push_metrics(
 ) -> Result<Json<MetricsAck>> {
     let token = bearer(&headers)?;
     let agent = agent_id.clone();
-    let jobs: BTreeSet<String> = push.lanes.iter().map(|l| l.job_id.clone()).collect();
-    let generations = hub
+    let lanes = hub
         .with_store(move |s| {
             s.check_session(&agent, &token)?;
-            s.generations(jobs.iter().map(String::as_str))
+            s.lanes_of_agent(&agent)
         })
         .await?;
     let mut ack = MetricsAck {
@@ -75,11 +74,10 @@ pub(crate) async fn push_metrics(
     };
     let mut history = hub.live();
     for reading in push.lanes {
-        let current = generations.get(&reading.job_id).copied();
-        if current == Some(reading.generation) {
-            let (job, generation) = (reading.job_id.clone(), reading.generation);
+        let key = (reading.job_id.clone(), reading.lane, reading.generation);
+        if lanes.contains(&key) {
             history.record(Some(&agent_id), reading);
-            history.retain_generation(&job, generation);
+            history.retain_generation(&key.0, key.2);
             ack.accepted += 1;
         } else {
             ack.dropped += 1;
@@ -91,11 +89,13 @@ pub(crate) async fn push_metrics(
 /// The recent counters of every lane of the job's current generation (kept in the Hub's
 /// memory, about ten minutes of them).
 #[utoipa::path(get, path = "/api/v1/jobs/{job_id}/metrics", tag = "workbench",
+    security(("api_token" = [])),
     params(("job_id" = String, Path, description = "The job"), MetricsQuery),
     responses((status = 200, body = JobMetricsView), (status = 400, body = ApiError),
         (status = 404, body = ApiError)))]
 pub(crate) async fn job_metrics(
     State(hub): State<Arc<Hub>>,
+    _caller: Viewer,
     Path(job_id): Path<String>,
     query: Result<Query<MetricsQuery>, QueryRejection>,
 ) -> Result<Json<JobMetricsView>> {
@@ -108,10 +108,12 @@ pub(crate) async fn job_metrics(
 /// The job's completed job-level checkpoints and, per lane of its current generation, the
 /// newest epochs with their per-task statistics.
 #[utoipa::path(get, path = "/api/v1/jobs/{job_id}/checkpoints", tag = "workbench",
+    security(("api_token" = [])),
     params(("job_id" = String, Path, description = "The job")),
     responses((status = 200, body = CheckpointsView), (status = 404, body = ApiError)))]
 pub(crate) async fn job_checkpoints(
     State(hub): State<Arc<Hub>>,
+    _caller: Viewer,
     Path(job_id): Path<String>,
 ) -> Result<Json<CheckpointsView>> {
     let id = job_id.clone();
@@ -128,12 +130,14 @@ pub(crate) async fn job_checkpoints(
 /// storage, with its checksum checked.
 #[utoipa::path(get, path = "/api/v1/jobs/{job_id}/checkpoints/{checkpoint_id}/manifest",
     tag = "workbench",
+    security(("api_token" = [])),
     params(("job_id" = String, Path, description = "The job"),
         ("checkpoint_id" = String, Path, description = "The job-level checkpoint")),
     responses((status = 200, body = ManifestView), (status = 404, body = ApiError),
         (status = 500, body = ApiError)))]
 pub(crate) async fn job_manifest(
     State(hub): State<Arc<Hub>>,
+    _caller: Viewer,
     Path((job_id, checkpoint_id)): Path<(String, String)>,
 ) -> Result<Json<ManifestView>> {
     let (id, wanted) = (job_id.clone(), checkpoint_id.clone());
@@ -158,6 +162,7 @@ pub(crate) async fn job_manifest(
 /// checkpoint storage, with its checksum checked.
 #[utoipa::path(get, path = "/api/v1/jobs/{job_id}/lanes/{lane}/epochs/{epoch}/manifest",
     tag = "workbench",
+    security(("api_token" = [])),
     params(("job_id" = String, Path, description = "The job"),
         ("lane" = u32, Path, description = "The lane"),
         ("epoch" = u64, Path, description = "The epoch")),
@@ -165,6 +170,7 @@ pub(crate) async fn job_manifest(
         (status = 500, body = ApiError)))]
 pub(crate) async fn epoch_manifest(
     State(hub): State<Arc<Hub>>,
+    _caller: Viewer,
     Path((job_id, lane, epoch)): Path<(String, u32, u64)>,
 ) -> Result<Json<ManifestView>> {
     let id = job_id.clone();

@@ -2,6 +2,7 @@
 //! with `prometheus-client` in the OpenMetrics text format (docs/observability.md).
 
 use crate::Hub;
+use crate::auth::Viewer;
 use crate::error::HubError;
 use crate::store::Store;
 use axum::extract::State;
@@ -141,7 +142,7 @@ impl Collector for Reading {
 }
 
 /// `GET /metrics`.
-pub(super) async fn metrics(State(hub): State<Arc<Hub>>) -> Response {
+pub(super) async fn metrics(State(hub): State<Arc<Hub>>, _caller: Viewer) -> Response {
     let reading = match hub.with_store(read).await {
         Ok(r) => r,
         Err(e) => return e.into_response(),

@@ -50,23 +50,25 @@ use utoipa::OpenApi;
         openapi_json,
     ),
     components(schemas(weir_control::JobManifest, weir_control::JobManifestBody)),
-    modifiers(&SessionTokenScheme)
+    modifiers(&BearerSchemes)
 )]
 pub struct ApiDoc;
 
-/// Declares the `session_token` bearer scheme the Agent endpoints name.
-struct SessionTokenScheme;
+/// Declares the bearer schemes the endpoints name: `api_token` (users and tools, created with
+/// `weir hub token create`), `join_token` (an Agent's registration) and `session_token` (an
+/// Agent's requests within its session).
+struct BearerSchemes;
 
-impl utoipa::Modify for SessionTokenScheme {
+impl utoipa::Modify for BearerSchemes {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-        openapi
-            .components
-            .get_or_insert_with(Default::default)
-            .add_security_scheme(
-                "session_token",
+        let components = openapi.components.get_or_insert_with(Default::default);
+        for name in ["api_token", "join_token", "session_token"] {
+            components.add_security_scheme(
+                name,
                 SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
             );
+        }
     }
 }
 
@@ -216,12 +218,8 @@ pub fn query<T>(
 
 /// The bearer token of an Agent request.
 pub(crate) fn bearer(headers: &HeaderMap) -> Result<String, HubError> {
-    headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(|t| t.trim().to_owned())
-        .filter(|t| !t.is_empty())
+    crate::auth::bearer_token(headers)
+        .map(str::to_owned)
         .ok_or_else(|| {
             HubError::Unauthorized(
                 "Authorization: expected `Bearer <sessionToken>` from the Agent's registration"

@@ -3,6 +3,7 @@
 use super::jobs::{job_row, place_waiting, replace_lost};
 use super::sessions::authenticate;
 use super::{Store, from_stored, new_id, optional, rfc3339, to_stored, to_u64};
+use crate::auth::{hash_secret, same_secret};
 use crate::error::{HubError, Result};
 use rusqlite::{Transaction, params};
 use weir_control::{
@@ -104,13 +105,23 @@ impl Store {
     /// The same boot id as before is a reconnect that keeps the Agent's lanes; a new one is a
     /// restart, whose lanes are placed anew.
     ///
+    /// An Agent id belongs to the credential of its first registration: another credential is
+    /// refused (403) and logged. The session token is answered once; the store keeps its hash.
+    ///
     /// # Errors
-    /// 400 naming `agentId`, `bootId` or `capabilities.slots` for bad values.
+    /// 400 naming `agentId`, `bootId`, `credential` or `capabilities.slots` for bad values; 403
+    /// for another credential than the Agent id's.
     pub fn register(&self, request: &RegisterAgent, now: i64) -> Result<Registration> {
         if !valid_id(&request.agent_id) {
             return Err(HubError::bad_request(
                 "agentId",
                 "expected 1 to 128 characters of [A-Za-z0-9_.-]",
+            ));
+        }
+        if request.credential.len() < 16 || request.credential.len() > 512 {
+            return Err(HubError::bad_request(
+                "credential",
+                "expected 16 to 512 characters: the Agent's own secret, kept across its restarts",
             ));
         }
         if request.boot_id.is_empty() || request.boot_id.len() > 128 {
@@ -125,16 +136,38 @@ impl Store {
             let previous = optional(
                 context,
                 tx.query_row(
-                    "SELECT boot_id, session_id FROM agents WHERE agent_id = ?1",
+                    "SELECT boot_id, session_id, credential_hash FROM agents WHERE agent_id = ?1",
                     [&request.agent_id],
-                    |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)),
+                    |r| {
+                        Ok((
+                            r.get::<_, String>(0)?,
+                            r.get::<_, String>(1)?,
+                            r.get::<_, String>(2)?,
+                        ))
+                    },
                 ),
             )?;
+            let credential = hash_secret(&request.credential);
+            if let Some((_, _, bound)) = &previous
+                && !bound.is_empty()
+                && !same_secret(bound, &credential)
+            {
+                tracing::warn!(
+                    agent = %request.agent_id,
+                    "refused a registration: Agent id taken with another credential"
+                );
+                return Err(HubError::Forbidden(format!(
+                    "agentId: Agent `{}` is registered with another credential; an Agent keeps \
+                     its credential file across restarts, a new Agent takes a new id",
+                    request.agent_id
+                )));
+            }
             let session_id = new_id();
-            let token = format!("{}{}", new_id(), new_id());
+            let token = crate::auth::random_hex(32)?;
+            let token_hash = hash_secret(&token);
             let capabilities = to_stored("capabilities", &request.capabilities)?;
             match &previous {
-                Some((_, old_session)) => {
+                Some((_, old_session, _)) => {
                     tx.execute(
                         "UPDATE agent_sessions SET ended_at = ?1 WHERE session_id = ?2",
                         params![now, old_session],
@@ -143,14 +176,15 @@ impl Store {
                         tx.execute(
                             "UPDATE agents SET boot_id = ?1, session_id = ?2, session_token = ?3, \
                              capabilities = ?4, state = 'live', lease_expires_at = ?5, \
-                             registered_at = ?6 WHERE agent_id = ?7",
+                             registered_at = ?6, credential_hash = ?7 WHERE agent_id = ?8",
                             params![
                                 request.boot_id,
                                 session_id,
-                                token,
+                                token_hash,
                                 capabilities,
                                 now + ttl,
                                 now,
+                                credential,
                                 request.agent_id
                             ],
                         )
@@ -160,16 +194,17 @@ impl Store {
                 None => {
                     tx.execute(
                         "INSERT INTO agents (agent_id, boot_id, session_id, session_token, \
-                         capabilities, state, lease_expires_at, registered_at) \
-                         VALUES (?1, ?2, ?3, ?4, ?5, 'live', ?6, ?7)",
+                         capabilities, state, lease_expires_at, registered_at, credential_hash) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, 'live', ?6, ?7, ?8)",
                         params![
                             request.agent_id,
                             request.boot_id,
                             session_id,
-                            token,
+                            token_hash,
                             capabilities,
                             now + ttl,
-                            now
+                            now,
+                            credential
                         ],
                     )
                     .map_err(HubError::store(context))?;
@@ -181,7 +216,7 @@ impl Store {
                 params![session_id, request.agent_id, request.boot_id, now],
             )
             .map_err(HubError::store(context))?;
-            if let Some((old_boot, _)) = &previous
+            if let Some((old_boot, _, _)) = &previous
                 && old_boot != &request.boot_id
             {
                 // A restart: what ran in the old process is gone, and its commands with it.

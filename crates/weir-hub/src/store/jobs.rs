@@ -6,7 +6,7 @@ use crate::error::{HubError, Result};
 use crate::observed::{LaneView, aggregate};
 use crate::placement::{AgentLoad, place};
 use rusqlite::{Transaction, params};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use weir_control::{
     AgentCapabilities, CommandAction, DesiredState, DesiredStateChange, JobSummary, JobVersion,
     Restore,
@@ -660,22 +660,30 @@ impl Store {
         })
     }
 
-    /// The current generations of `jobs`; a job the Hub does not know is left out.
+    /// The lanes Agent `agent_id` is assigned in its jobs' current generations, as
+    /// `(job, lane, generation)`: the only lanes whose readings it may push.
     ///
     /// # Errors
     /// [`HubError::Store`].
-    pub fn generations<'a>(
-        &self,
-        jobs: impl IntoIterator<Item = &'a str>,
-    ) -> Result<BTreeMap<String, u64>> {
-        self.read("reading jobs' generations", |tx| {
-            let mut generations = BTreeMap::new();
-            for job in jobs {
-                if let Some(row) = job_row(tx, job)? {
-                    generations.insert(row.job_id, row.generation);
-                }
-            }
-            Ok(generations)
+    pub fn lanes_of_agent(&self, agent_id: &str) -> Result<BTreeSet<(String, u32, u64)>> {
+        let context = "reading an Agent's lanes";
+        self.read(context, |tx| {
+            let mut stmt = tx
+                .prepare_cached(
+                    "SELECT a.job_id, a.lane, a.generation FROM assignments a JOIN jobs j \
+                     ON a.job_id = j.job_id AND a.generation = j.generation \
+                     WHERE a.agent_id = ?1",
+                )
+                .map_err(HubError::store(context))?;
+            stmt.query_map([agent_id], |r| {
+                Ok((
+                    r.get::<_, String>(0)?,
+                    super::to_u32(r.get::<_, i64>(1)?),
+                    to_u64(r.get::<_, i64>(2)?),
+                ))
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<BTreeSet<_>>>())
+            .map_err(HubError::store(context))
         })
     }
 

@@ -15,9 +15,11 @@ mod detail;
 mod jobs;
 mod reports;
 mod sessions;
+mod tokens;
 mod upgrades;
 
 pub use reports::PublishTask;
+pub use tokens::TokenInfo;
 
 use crate::error::{HubError, Result};
 use rusqlite::{Connection, OptionalExtension, Transaction, TransactionBehavior};
@@ -26,7 +28,10 @@ use std::path::Path;
 use std::sync::Mutex;
 
 /// The schema migrations, in order.
-const MIGRATIONS: &[M<'static>] = &[M::up(include_str!("../../migrations/01-init.sql"))];
+const MIGRATIONS: &[M<'static>] = &[
+    M::up(include_str!("../../migrations/01-init.sql")),
+    M::up(include_str!("../../migrations/02-auth.sql")),
+];
 
 /// The intent store.
 #[derive(Debug)]
@@ -89,6 +94,10 @@ impl Store {
     /// schema cannot be migrated (e.g. a newer Hub wrote it).
     pub fn open(path: &Path, lease_ttl_ms: i64) -> Result<Store> {
         let context = format!("opening {}", path.display());
+        owner_only(path).map_err(|source| HubError::Io {
+            context: context.clone(),
+            source,
+        })?;
         let mut conn = Connection::open(path).map_err(HubError::store(context.clone()))?;
         let mode: String = conn
             .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
@@ -153,6 +162,40 @@ impl Store {
         let tx = conn.transaction().map_err(HubError::store(context))?;
         f(&tx)
     }
+}
+
+/// Creates the database file readable and writable by its owner only (0600), or narrows an
+/// existing one (and its WAL and shared-memory files) to that: it holds job secrets. SQLite
+/// creates the WAL and shared-memory files with the database file's permissions.
+fn owner_only(path: &Path) -> std::io::Result<()> {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+        std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .mode(0o600)
+            .open(path)?;
+        let mut files = vec![path.to_path_buf()];
+        for suffix in ["-wal", "-shm"] {
+            let mut name = path.as_os_str().to_owned();
+            name.push(suffix);
+            files.push(name.into());
+        }
+        for file in files {
+            match std::fs::metadata(&file) {
+                Ok(meta) if meta.permissions().mode() & 0o077 != 0 => {
+                    std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o600))?;
+                }
+                Ok(_) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = path;
+    Ok(())
 }
 
 /// One optional row, with the error wrapped.

@@ -1,6 +1,7 @@
 //! Agent sessions: a bearer token checked against an Agent's current session.
 
 use super::optional;
+use crate::auth::{hash_secret, same_secret};
 use crate::error::{HubError, Result};
 use rusqlite::Transaction;
 
@@ -10,17 +11,8 @@ pub(crate) struct Session {
     pub session_id: String,
 }
 
-/// Compares two secrets in time that depends only on their lengths, so that response times do
-/// not reveal how much of a guessed token is right.
-fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
-}
-
-/// Checks that `token` is the current session of live Agent `agent_id`.
+/// Checks that `token` is the current session of live Agent `agent_id` (the store keeps the
+/// session token's hash).
 pub(crate) fn authenticate(tx: &Transaction<'_>, agent_id: &str, token: &str) -> Result<Session> {
     let row = optional(
         "authenticating an agent",
@@ -39,7 +31,7 @@ pub(crate) fn authenticate(tx: &Transaction<'_>, agent_id: &str, token: &str) ->
     let Some((session_id, current, state)) = row else {
         return Err(HubError::not_found("agent", agent_id, "agentId"));
     };
-    if !same_secret(&current, token) {
+    if !same_secret(&current, &hash_secret(token)) {
         return Err(HubError::conflict(
             "Authorization",
             format!(

@@ -13,7 +13,7 @@ async fn registering_again_with_the_same_boot_keeps_lanes_and_a_new_boot_moves_t
     let t = fresh_hub(dir.path()).await;
     let first = t
         .client
-        .register(&register_request("a", "boot-1", 4))
+        .register(JOIN_TOKEN, &register_request("a", "boot-1", 4))
         .await
         .unwrap();
     t.client
@@ -28,7 +28,7 @@ async fn registering_again_with_the_same_boot_keeps_lanes_and_a_new_boot_moves_t
 
     let again = t
         .client
-        .register(&register_request("a", "boot-1", 4))
+        .register(JOIN_TOKEN, &register_request("a", "boot-1", 4))
         .await
         .unwrap();
     assert_ne!(again.session_id, first.session_id);
@@ -80,7 +80,7 @@ async fn registering_again_with_the_same_boot_keeps_lanes_and_a_new_boot_moves_t
 
     let restarted = t
         .client
-        .register(&register_request("a", "boot-2", 4))
+        .register(JOIN_TOKEN, &register_request("a", "boot-2", 4))
         .await
         .unwrap();
     let job = t.client.get_job("bids").await.unwrap();

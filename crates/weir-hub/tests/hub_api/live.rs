@@ -31,10 +31,8 @@ fn reading(generation: u64, lane: u32, at_ms: i64, rows: u64) -> LaneReading {
     }
 }
 
-async fn get_json(base: &str, path: &str) -> (u16, Value) {
-    let response = reqwest::get(format!("{base}{path}"))
-        .await
-        .expect("the hub answers");
+async fn get_json(t: &TestHub, path: &str) -> (u16, Value) {
+    let response = t.get(path).send().await.expect("the hub answers");
     let status = response.status().as_u16();
     let body = response.bytes().await.expect("a body");
     (status, serde_json::from_slice(&body).expect("a JSON body"))
@@ -92,19 +90,19 @@ async fn pushed_readings_of_the_current_generation_are_what_the_workbench_reads(
     assert_eq!(at, [1_000, 2_000]);
     assert_eq!(metrics.lanes[0].samples[1].subtasks[0].rows_out, 30);
     // A poller asks only for what it has not seen; a bad query is refused naming it.
-    let (_, newer) = get_json(&t.base, "/api/v1/jobs/bids/metrics?since=1000").await;
+    let (_, newer) = get_json(&t, "/api/v1/jobs/bids/metrics?since=1000").await;
     assert_eq!(
         newer["lanes"][0]["samples"].as_array().map(Vec::len),
         Some(1)
     );
     assert_eq!(newer["lanes"][0]["samples"][0]["atMs"], 2000);
-    let (_, newest) = get_json(&t.base, "/api/v1/jobs/bids/metrics?last=1").await;
+    let (_, newest) = get_json(&t, "/api/v1/jobs/bids/metrics?last=1").await;
     assert_eq!(
         newest["lanes"][0]["samples"].as_array().map(Vec::len),
         Some(1)
     );
     assert_eq!(newest["lanes"][0]["samples"][0]["atMs"], 2000);
-    let (code, refused) = get_json(&t.base, "/api/v1/jobs/bids/metrics?since=soon").await;
+    let (code, refused) = get_json(&t, "/api/v1/jobs/bids/metrics?since=soon").await;
     assert_eq!(
         (code, refused["field"].as_str()),
         (400, Some("query")),
@@ -121,7 +119,7 @@ async fn pushed_readings_of_the_current_generation_are_what_the_workbench_reads(
     let view = t.client.job_checkpoints("bids").await.unwrap();
     assert_eq!(view.records[0].checkpoint_id, id);
     let path = format!("/api/v1/jobs/bids/checkpoints/{id}/manifest");
-    let (code, manifest) = get_json(&t.base, &path).await;
+    let (code, manifest) = get_json(&t, &path).await;
     assert_eq!(code, 200, "{manifest}");
     assert_eq!(manifest["verified"], true, "{manifest}");
     assert_eq!(manifest["checksum"], json!(view.records[0].checksum));
@@ -132,14 +130,14 @@ async fn pushed_readings_of_the_current_generation_are_what_the_workbench_reads(
     let mut edited: JobManifest = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
     edited.body.lane_epochs.insert(0, 99);
     std::fs::write(&file, serde_json::to_vec(&edited).unwrap()).unwrap();
-    let (_, manifest) = get_json(&t.base, &path).await;
+    let (_, manifest) = get_json(&t, &path).await;
     assert_eq!(manifest["verified"], false, "{manifest}");
-    let (code, missing) = get_json(&t.base, "/api/v1/jobs/bids/checkpoints/nope/manifest").await;
+    let (code, missing) = get_json(&t, "/api/v1/jobs/bids/checkpoints/nope/manifest").await;
     assert_eq!(
         (code, missing["field"].as_str()),
         (404, Some("checkpointId"))
     );
-    let (code, _) = get_json(&t.base, "/api/v1/jobs/bids/lanes/0/epochs/7/manifest").await;
+    let (code, _) = get_json(&t, "/api/v1/jobs/bids/lanes/0/epochs/7/manifest").await;
     assert_eq!(
         code, 404,
         "the lanes never ran here, so there is no epoch manifest"
@@ -165,6 +163,6 @@ async fn pushed_readings_of_the_current_generation_are_what_the_workbench_reads(
             ("b".to_owned(), vec![("bids".to_owned(), 1)])
         ]
     );
-    let (_, config) = get_json(&t.base, "/api/v1/ui/config").await;
+    let (_, config) = get_json(&t, "/api/v1/ui/config").await;
     assert_eq!(config, json!({"mode": "hub"}));
 }

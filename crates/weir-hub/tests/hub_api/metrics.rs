@@ -14,9 +14,7 @@ fn sample(text: &str, series: &str) -> f64 {
 }
 
 async fn scrape(t: &TestHub) -> String {
-    let response = reqwest::get(format!("{}/metrics", t.base))
-        .await
-        .expect("the hub answers");
+    let response = t.get("/metrics").send().await.expect("the hub answers");
     assert_eq!(response.status(), 200);
     let content_type = response.headers()["content-type"]
         .to_str()

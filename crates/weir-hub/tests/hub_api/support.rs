@@ -11,9 +11,15 @@ use weir_control::{
 };
 use weir_hub::{Hub, HubConfig};
 
+/// The join token of the tests' Hubs.
+pub(crate) const JOIN_TOKEN: &str = "test-join-token-0123456789";
+
 pub(crate) struct TestHub {
     pub(crate) hub: Arc<Hub>,
+    /// A client with an admin token.
     pub(crate) client: HubClient,
+    /// The admin token.
+    pub(crate) admin: String,
     pub(crate) base: String,
     server: tokio::task::JoinHandle<()>,
     maintenance: Option<tokio::task::JoinHandle<()>>,
@@ -29,10 +35,17 @@ impl Drop for TestHub {
 }
 
 impl TestHub {
+    /// A GET of `path` with the admin token.
+    pub(crate) fn get(&self, path: &str) -> reqwest::RequestBuilder {
+        reqwest::Client::new()
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(&self.admin)
+    }
+
     /// Registers Agent `agent` (boot `boot`) with `slots` slots: a new session.
     pub(crate) async fn register(&self, agent: &str, slots: u32) -> Registration {
         self.client
-            .register(&register_request(agent, "boot", slots))
+            .register(JOIN_TOKEN, &register_request(agent, "boot", slots))
             .await
             .expect("the hub registers the agent")
     }
@@ -57,8 +70,13 @@ pub(crate) async fn start_hub(db: &Path, lease_ttl: Duration, maintain: bool) ->
         db_path: db.to_owned(),
         lease_ttl,
         limits: weir_hub::ServeLimits::default(),
+        join_token: Some(JOIN_TOKEN.into()),
     })
     .expect("the hub answers");
+    let (_, admin) = hub
+        .store()
+        .create_token("tests", weir_hub::Role::Admin, 0)
+        .expect("an admin token");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("the hub answers");
@@ -71,7 +89,10 @@ pub(crate) async fn start_hub(db: &Path, lease_ttl: Duration, maintain: bool) ->
     });
     let maintenance = maintain.then(|| hub.spawn_maintenance());
     TestHub {
-        client: HubClient::new(&base).expect("the hub answers"),
+        client: HubClient::new(&base)
+            .expect("the hub answers")
+            .with_token(admin.clone()),
+        admin,
         hub,
         base,
         server,
@@ -105,6 +126,7 @@ pub(crate) fn register_request(agent: &str, boot: &str, slots: u32) -> RegisterA
     RegisterAgent {
         agent_id: agent.into(),
         boot_id: boot.into(),
+        credential: format!("credential-of-{agent}"),
         capabilities: AgentCapabilities {
             runtime_version: weir_control::RUNTIME_VERSION.into(),
             state_backends: vec![STATE_BACKEND_REDB.into()],

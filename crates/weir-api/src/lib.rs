@@ -33,6 +33,7 @@ mod operator;
 mod options;
 mod predicate;
 mod s3;
+pub mod secrets;
 mod sink;
 mod source;
 pub mod state;

@@ -9,6 +9,9 @@
 //! first version (from the same savepoint, withdrawing the newer version's output): each time
 //! every window exactly once.
 //!
+//! Security (see `security/`): tokens and roles, the join token, secrets, TLS, against a real
+//! Hub process.
+//!
 //! The workbench (see `workbench/`): the same kind of Hub and Agent, driven from headless
 //! Chromium through the web pages the Hub serves.
 //!
@@ -18,6 +21,8 @@
 #![cfg(unix)]
 
 mod cluster;
+mod hub_auth;
+mod security;
 mod workbench;
 
 use cluster::{
@@ -133,10 +138,12 @@ async fn the_hub_bounds_bodies_and_stalled_connections_and_keeps_answering() {
     )
     .await;
     let addr = cluster.hub_addr();
+    let token = cluster.admin_token.clone();
     let post = |length: usize| {
         format!(
             "POST /api/v1/jobs/validate HTTP/1.1\r\nHost: hub\r\nContent-Type: \
-             application/json\r\nContent-Length: {length}\r\n\r\n"
+             application/json\r\nAuthorization: Bearer {token}\r\nContent-Length: \
+             {length}\r\n\r\n"
         )
     };
     let within = |seconds: u64, what: &'static str| {

@@ -4,9 +4,12 @@
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use weir_testkit::prometheus::PrometheusServer;
+
+mod hub_auth;
 
 /// Two subtasks, each reading one split of 20,000 rows in batches of 500; the sink holds each
 /// subtask to 2,000 rows a second, so the job runs about five seconds. Checkpoints every 500 ms.
@@ -249,10 +252,16 @@ fn prometheus_scrapes_a_running_job() {
 
 /// `GET http://{addr}{path}`: the status and the body; `None` while nothing listens there.
 fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
-    let answer = match ureq::get(&format!("http://{addr}{path}"))
-        .timeout(Duration::from_secs(10))
-        .call()
-    {
+    http_get_with(addr, path, None)
+}
+
+/// [`http_get`] with a bearer token.
+fn http_get_with(addr: &str, path: &str, token: Option<&str>) -> Option<(u16, String)> {
+    let mut request = ureq::get(&format!("http://{addr}{path}")).timeout(Duration::from_secs(10));
+    if let Some(token) = token {
+        request = request.set("Authorization", &format!("Bearer {token}"));
+    }
+    let answer = match request.call() {
         Ok(answer) | Err(ureq::Error::Status(_, answer)) => answer,
         Err(ureq::Error::Transport(_)) => return None,
     };
@@ -304,11 +313,24 @@ async fn an_agent_serves_its_lanes_metrics_and_the_hub_its_own() {
     let dir = tempfile::tempdir().expect("tempdir");
     let hub_addr = format!("127.0.0.1:{}", free_port());
     let agent_addr = format!("127.0.0.1:{}", free_port());
+    let weir = Path::new(env!("CARGO_BIN_EXE_weir"));
+    let admin = hub_auth::create_token(weir, dir.path(), "admin");
+    hub_auth::write_join_token(dir.path());
     let _hub = spawn(
-        &["hub", "--listen", &hub_addr, "--db", "hub.sqlite"],
+        &[
+            "hub",
+            "--listen",
+            &hub_addr,
+            "--db",
+            "hub.sqlite",
+            "--join-token-file",
+            hub_auth::JOIN_TOKEN_FILE,
+        ],
         dir.path(),
     );
-    let client = weir_control::HubClient::new(&format!("http://{hub_addr}")).expect("client");
+    let client = weir_control::HubClient::new(&format!("http://{hub_addr}"))
+        .expect("client")
+        .with_token(admin.clone());
     let hub_url = format!("http://{hub_addr}");
     let _agent = spawn(
         &[
@@ -321,6 +343,8 @@ async fn an_agent_serves_its_lanes_metrics_and_the_hub_its_own() {
             "50",
             "--metrics-addr",
             &agent_addr,
+            "--join-token-file",
+            hub_auth::JOIN_TOKEN_FILE,
         ],
         dir.path(),
     );
@@ -368,7 +392,7 @@ async fn an_agent_serves_its_lanes_metrics_and_the_hub_its_own() {
             (rows > 0.0).then_some(body)
         });
         let hub_text = until("the job running in the Hub's metrics", || {
-            let (_, body) = http_get(&hub_addr, "/metrics")?;
+            let (_, body) = http_get_with(&hub_addr, "/metrics", Some(&admin))?;
             (sample(&body, r#"weir_hub_jobs{phase="running"}"#)? == 1.0).then_some(body)
         });
         (agent_text, hub_text)

@@ -36,6 +36,7 @@ mod spec_builder;
 pub mod sql_constants;
 pub mod sql_depth;
 pub mod sql_guard;
+pub mod sql_redact;
 mod stream_graph;
 
 pub use deployment::{DeploymentPlan, RuntimeNode, TaskAssignment, Transport};

@@ -41,7 +41,8 @@ pub struct Proc {
 }
 
 impl Proc {
-    fn spawn(name: &str, args: &[&str], dir: &Path) -> Proc {
+    /// Starts `weir <args>` in `dir`, its stderr in `<dir>/<name>.log`.
+    pub fn spawn(name: &str, args: &[&str], dir: &Path) -> Proc {
         let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
         let child = Command::new(weir_bin())
             .args(args)
@@ -84,8 +85,10 @@ pub struct Cluster {
     pub agents: BTreeMap<String, Proc>,
     /// Every Agent id started, for the logs of a failure.
     names: Vec<String>,
-    /// A client of the Hub.
+    /// A client of the Hub, with an admin token.
     pub client: HubClient,
+    /// The admin token of [`Cluster::client`].
+    pub admin_token: String,
 }
 
 impl Cluster {
@@ -104,6 +107,8 @@ impl Cluster {
             .expect("address")
             .port();
         let url = format!("http://127.0.0.1:{port}");
+        let admin_token = crate::hub_auth::create_token(&weir_bin(), dir.path(), "admin");
+        crate::hub_auth::write_join_token(dir.path());
         let mut cluster = Cluster {
             dir,
             port,
@@ -112,7 +117,10 @@ impl Cluster {
             hub_args: hub_args.iter().map(|a| (*a).to_owned()).collect(),
             agents: BTreeMap::new(),
             names: Vec::new(),
-            client: HubClient::new(&url).expect("client"),
+            client: HubClient::new(&url)
+                .expect("client")
+                .with_token(admin_token.clone()),
+            admin_token,
         };
         cluster.start_hub();
         cluster
@@ -132,6 +140,8 @@ impl Cluster {
                 &slots.to_string(),
                 "--poll-ms",
                 "50",
+                "--join-token-file",
+                crate::hub_auth::JOIN_TOKEN_FILE,
             ];
             let proc = Proc::spawn(&id, &args, cluster.dir.path());
             cluster.agents.insert(id.clone(), proc);
@@ -156,9 +166,21 @@ impl Cluster {
             "hub.sqlite",
             "--lease-ttl",
             self.lease.as_str(),
+            "--join-token-file",
+            crate::hub_auth::JOIN_TOKEN_FILE,
         ];
         args.extend(self.hub_args.iter().map(String::as_str));
         self.hub = Some(Proc::spawn("hub", &args, self.dir.path()));
+    }
+
+    /// The directory of the Hub's store and the processes' logs.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The `weir` binary the processes run.
+    pub fn weir(&self) -> PathBuf {
+        weir_bin()
     }
 
     /// The Hub's address.

@@ -146,7 +146,19 @@ pub(crate) async fn detail(
     _caller: Viewer,
     Path(job_id): Path<String>,
 ) -> Result<Json<JobDetail>> {
-    hub.with_store(move |s| s.detail(&job_id)).await.map(Json)
+    let mut detail = hub.with_store(move |s| s.detail(&job_id)).await?;
+    redact_version(&mut detail.version);
+    weir::api::secrets::redact_json(&mut detail.plans);
+    Ok(Json(detail))
+}
+
+/// Hides the secrets of a version's script and spec: an answer never carries them (the Agents
+/// get them in their commands).
+fn redact_version(version: &mut JobVersion) {
+    weir::api::secrets::redact_json(&mut version.spec);
+    if let Some(sql) = &mut version.sql {
+        *sql = weir::plan::sql_redact::redact_sql(sql);
+    }
 }
 
 /// Every version of a job, oldest first.
@@ -159,7 +171,9 @@ pub(crate) async fn versions(
     _caller: Viewer,
     Path(job_id): Path<String>,
 ) -> Result<Json<Vec<JobVersion>>> {
-    hub.with_store(move |s| s.versions(&job_id)).await.map(Json)
+    let mut versions = hub.with_store(move |s| s.versions(&job_id)).await?;
+    versions.iter_mut().for_each(redact_version);
+    Ok(Json(versions))
 }
 
 /// Changes the desired state in a new generation (conditional on `generation` when given).

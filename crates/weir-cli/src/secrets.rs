@@ -2,7 +2,7 @@
 //! owner may read.
 
 use anyhow::{Context, Result, bail};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 /// A secret from `file` (its first line, trimmed), else from environment variable `env`, else
 /// `None`. A file readable by others is used but warned about.
@@ -41,7 +41,7 @@ pub(crate) fn write_private(path: &Path, text: &str) -> Result<()> {
 
 /// The Agent's credential kept in `path`: read when the file exists, else made (64 random hex
 /// digits) and written there 0600, so that the next start presents the same one.
-pub(crate) fn agent_credential(path: &PathBuf) -> Result<String> {
+pub(crate) fn agent_credential(path: &Path) -> Result<String> {
     if path.exists() {
         return read_secret(Some(path), "")?.context("the credential file is empty");
     }

@@ -158,24 +158,34 @@ impl Page {
             .unwrap_or_else(|e| panic!("running `{js}`: {e}"))
     }
 
-    /// Sets the page's viewport to `width` x `height` CSS pixels (the window's frame added).
+    /// Sets the page's viewport to `width` x `height` CSS pixels: the window's frame added, and
+    /// corrected by what the first try gave (the frame's size depends on the window's).
     async fn viewport(&self, width: u32, height: u32) {
-        let frame: (u32, u32) = serde_json::from_value(
-            self.run(
-                "return [window.outerWidth - window.innerWidth, \
-                 window.outerHeight - window.innerHeight];",
+        for _ in 0..3 {
+            let sizes: (i64, i64, i64, i64) = serde_json::from_value(
+                self.run(
+                    "return [window.outerWidth, window.outerHeight, \
+                     window.innerWidth, window.innerHeight];",
+                )
+                .await,
             )
-            .await,
-        )
-        .expect("frame");
-        self.browser
-            .client()
-            .set_window_size(width + frame.0, height + frame.1)
-            .await
-            .expect("window size");
+            .expect("window sizes");
+            let (outer_w, outer_h, inner_w, inner_h) = sizes;
+            if (inner_w, inner_h) == (i64::from(width), i64::from(height)) {
+                return;
+            }
+            let w = outer_w + i64::from(width) - inner_w;
+            let h = outer_h + i64::from(height) - inner_h;
+            self.browser
+                .client()
+                .set_window_size(w as u32, h as u32)
+                .await
+                .expect("window size");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
         self.until(
-            &format!("a viewport {width} px wide"),
-            &format!("window.innerWidth === {width}"),
+            &format!("a viewport of {width}x{height}"),
+            &format!("window.innerWidth === {width} && window.innerHeight === {height}"),
         )
         .await;
     }

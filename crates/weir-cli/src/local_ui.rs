@@ -157,6 +157,7 @@ impl LocalJob {
             cause: cause.clone(),
         };
         detail.job.desired_state = DesiredState::Stopped;
+        detail.job.running_since = None;
         for a in &mut detail.assignments {
             a.state = state.into();
             a.cause.clone_from(&cause);

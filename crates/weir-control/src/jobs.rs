@@ -158,8 +158,8 @@ pub struct JobSummary {
     /// Creation time (RFC 3339).
     pub created_at: String,
     /// When the Hub first sent a lane of the current generation to an Agent to run (RFC
-    /// 3339): the start of the current run, which a restart or re-placement (a new
-    /// generation) begins anew. `None` while the job is stopped or no lane was sent yet.
+    /// 3339): the start of the current run, which a new generation (a start, a
+    /// re-placement) begins anew. `None` while the job is stopped or no lane was sent yet.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running_since: Option<String>,
 }

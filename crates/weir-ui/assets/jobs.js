@@ -30,6 +30,8 @@ async function throughputs(jobs) {
 function row(j, rates) {
   const href = `#/jobs/${encodeURIComponent(j.jobId)}`;
   const since = j.runningSince ? new Date(j.runningSince).getTime() : null;
+  // Uptime counts while the run lasts: not for lanes that failed or finished.
+  const up = since !== null && ["running", "converging"].includes(j.observed.phase);
   return h(
     "tr",
     { "data-testid": "job-row", key: j.jobId, dataset: { jobId: j.jobId }, class: "clickable",
@@ -42,7 +44,7 @@ function row(j, rates) {
     h("td", {}, j.desiredState),
     h("td", {}, since === null ? dash : time(since)),
     h("td", { class: "num", "data-testid": "job-uptime" },
-      since === null ? dash : duration(Date.now() - since)),
+      up ? duration(Date.now() - since) : dash),
     h("td", { class: "num", "data-testid": "job-throughput" },
       rates.has(j.jobId) ? rate(rates.get(j.jobId)) : dash),
     h("td", { class: "num" }, j.generation),

@@ -7,7 +7,9 @@ import { ApiError, get, paths, pick } from "./api.js";
 import { field, h, patch, table } from "./dom.js";
 import { count, dash, duration, short, time } from "./format.js";
 
-const uptime = (j) => (j.runningSince ? duration(Date.now() - new Date(j.runningSince).getTime()) : dash);
+/** Time since the current run started, while it lasts (not for failed or finished lanes). */
+const uptime = (j) => (j.runningSince && ["running", "converging"].includes(j.observed.phase)
+  ? duration(Date.now() - new Date(j.runningSince).getTime()) : dash);
 
 function summaryCard(j) {
   return h("div", { class: "card" }, h("h2", {}, "Summary"),

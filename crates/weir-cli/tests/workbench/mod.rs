@@ -710,6 +710,75 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
     )
     .await;
 
+    // Signing in. This test's Hub has no authentication, so the page's fetch is made to answer
+    // like one that has: 401 to every call without `Bearer t0k3n`. The form asks for the token
+    // (typed, Enter submits), stores it and the refused call goes again with it.
+    page.run(
+        "sessionStorage.removeItem('weir.token'); window.authorized = 0; \
+         const real = window.fetch; \
+         window.fetch = (path, init) => { \
+           if (init?.headers?.Authorization === 'Bearer t0k3n') { \
+             window.authorized += 1; return real(path, init); } \
+           return Promise.resolve(new Response(JSON.stringify( \
+             {error: 'a valid token is needed', field: 'Authorization'}), {status: 401})); };",
+    )
+    .await;
+    page.until(
+        "the token form, focused, with its label",
+        "document.activeElement?.id === 'token-input' && \
+         document.activeElement.type === 'password' && \
+         document.querySelector('label[for=token-input]')?.textContent === 'Access token'",
+    )
+    .await;
+    page.find("#token-input")
+        .await
+        .send_keys(&format!("t0k3n{}", Key::Enter))
+        .await
+        .expect("type the token");
+    page.until(
+        "the token stored and sent, the list read again, Sign out offered",
+        "sessionStorage.getItem('weir.token') === 't0k3n' && window.authorized > 0 && \
+         document.querySelector('#sign-in').hidden && \
+         !document.querySelector('#sign-out').hidden && \
+         document.querySelector('[data-testid=job-row][data-job-id=clicks]')",
+    )
+    .await;
+    // Sign out forgets the token; the real Hub answers without one: no form.
+    page.click("#sign-out").await;
+    page.until(
+        "signed out, the list read without a token and no form",
+        "sessionStorage.getItem('weir.token') === null && window.authorized === undefined && \
+         document.querySelector('[data-testid=job-row][data-job-id=clicks]') && \
+         document.querySelector('#sign-in').hidden && document.querySelector('#sign-out').hidden",
+    )
+    .await;
+
+    // The graph of the stopped job says so; when the Hub cannot be reached (the page's fetch
+    // made to fail), the top bar and the graph say since when.
+    page.go("#/jobs/clicks/graph").await;
+    page.until(
+        "the graph says the job stopped",
+        "document.querySelector('[data-testid=graph-status]')?.dataset.state === 'ended' && \
+         document.querySelector('[data-testid=graph-status]').textContent.startsWith('Job stopped')",
+    )
+    .await;
+    page.run("window.fetch = () => Promise.reject(new TypeError('Failed to fetch'));")
+        .await;
+    page.until(
+        "the Hub unreachable, in the top bar and the graph",
+        "!document.querySelector('#conn').hidden && \
+         document.querySelector('#conn').textContent.startsWith('Hub unreachable since ') && \
+         document.querySelector('[data-testid=graph-status]')?.dataset.state === 'unreachable'",
+    )
+    .await;
+    page.go("#/jobs").await;
+    page.browser
+        .client()
+        .refresh()
+        .await
+        .expect("reload with the real fetch");
+    page.find("[data-testid=job-row]").await;
+
     // Chrome logs every answer of 400 and above; the refused upgrade's 409 is the only one.
     let errors = page.browser.console_errors().expect("console log");
     assert!(

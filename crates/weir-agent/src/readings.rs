@@ -85,6 +85,7 @@ fn subtask_sample(s: SubtaskSnapshot) -> SubtaskSample {
         busy_ns: s.busy_ns,
         backpressured_ns: s.backpressured_ns,
         watermark_ms: s.watermark_ms,
+        max_event_time_ms: s.max_event_time_ms,
         late_routed: s.late_routed,
         late_updated: s.late_updated,
         state_entries: s.state_entries,

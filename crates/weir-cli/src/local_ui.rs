@@ -30,12 +30,15 @@ pub struct LocalJob {
     history: Mutex<MetricsHistory>,
     /// Where its checkpoints are, and their namespace.
     checkpoints: Option<(CheckpointStorage, String)>,
+    /// Checkpoints its retention keeps.
+    retain: usize,
 }
 
 /// What the workbench shows of a job before it runs.
 pub struct LocalJobInfo {
     detail: JobDetail,
     checkpoints: Option<(CheckpointStorage, String)>,
+    retain: usize,
 }
 
 impl LocalJobInfo {
@@ -64,6 +67,7 @@ impl LocalJobInfo {
                 cause: None,
             },
             created_at: now.clone(),
+            running_since: Some(now.clone()),
         };
         let version = JobVersion {
             version_id: "local".into(),
@@ -89,9 +93,15 @@ impl LocalJobInfo {
                 }],
                 recovery_records: vec![],
                 upgrades: vec![],
+                lane_history: vec![],
             },
             checkpoints: storage
                 .map(|storage| (storage, weir::runtime::checkpoint_namespace(plan))),
+            retain: spec
+                .checkpoint
+                .as_ref()
+                .and_then(|c| c.retain)
+                .unwrap_or(weir::plan::DEFAULT_CHECKPOINT_RETAIN) as usize,
         })
     }
 
@@ -103,6 +113,7 @@ impl LocalJobInfo {
             probe: running.checkpoint_probe(),
             history: Mutex::default(),
             checkpoints: self.checkpoints,
+            retain: self.retain,
         })
     }
 }
@@ -146,6 +157,7 @@ impl LocalJob {
             cause: cause.clone(),
         };
         detail.job.desired_state = DesiredState::Stopped;
+        detail.job.running_since = None;
         for a in &mut detail.assignments {
             a.state = state.into();
             a.cause.clone_from(&cause);
@@ -213,7 +225,7 @@ async fn checkpoints(
     Path(id): Path<String>,
 ) -> Answer<CheckpointsView> {
     job.check(&id)?;
-    let lanes = job.history().checkpoints(&id, 0);
+    let lanes = job.history().checkpoints(&id, 0, job.retain);
     Ok(Json(CheckpointsView {
         job_id: id,
         records: vec![],

@@ -157,6 +157,11 @@ pub struct JobSummary {
     pub observed: ObservedState,
     /// Creation time (RFC 3339).
     pub created_at: String,
+    /// When the Hub first sent a lane of the current generation to an Agent to run (RFC
+    /// 3339): the start of the current run, which a new generation (a start, a
+    /// re-placement) begins anew. `None` while the job is stopped or no lane was sent yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running_since: Option<String>,
 }
 
 /// One immutable version of a job: its source and what it compiled to.
@@ -199,6 +204,28 @@ pub struct Assignment {
     /// Why it failed or stopped, when reported.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
+}
+
+/// A lane of one generation as the Hub last recorded it: the history of where a job ran, which
+/// lanes failed and why, and the generations that followed (a start, a stop, a re-placement).
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct LaneRecord {
+    /// The generation.
+    pub generation: u64,
+    /// The lane.
+    pub lane: u32,
+    /// The Agent it was placed on (`None`: it waited for a free slot).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent_id: Option<String>,
+    /// The last state recorded (`pending`, `starting`, `running`, `stopped`, `finished`,
+    /// `failed`, `lost`).
+    pub state: String,
+    /// Why it failed or stopped, when reported.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    /// When that state was recorded (RFC 3339).
+    pub updated_at: String,
 }
 
 /// Kind of a job-level checkpoint.
@@ -298,7 +325,14 @@ pub struct JobDetail {
     pub recovery_records: Vec<RecoveryRecord>,
     /// Upgrades, newest first.
     pub upgrades: Vec<UpgradeRecord>,
+    /// The lanes of the newest generations (at most [`LANE_HISTORY`] records), newest
+    /// generation first: the job's starts, stops, failures and re-placements.
+    #[serde(default)]
+    pub lane_history: Vec<LaneRecord>,
 }
+
+/// How many lane records [`JobDetail::lane_history`] holds at most.
+pub const LANE_HISTORY: usize = 100;
 
 /// `POST /api/v1/jobs/{job_id}/checkpoints` (the body may be empty: `{}`).
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]

@@ -22,13 +22,13 @@ pub use client::HubClient;
 pub use error::{ApiError, ControlError, Result};
 pub use jobs::{
     Assignment, CheckpointAccepted, CheckpointKind, CheckpointRequest, DesiredState,
-    DesiredStateChange, JobDetail, JobSummary, JobVersion, ObservedPhase, ObservedState,
-    RecoveryRecord, SavepointRequest, SubmitJob, UpgradeRecord, UpgradeRequest, UpgradeState,
-    ValidateRequest, ValidateResult, ValidationError,
+    DesiredStateChange, JobDetail, JobSummary, JobVersion, LANE_HISTORY, LaneRecord, ObservedPhase,
+    ObservedState, RecoveryRecord, SavepointRequest, SubmitJob, UpgradeRecord, UpgradeRequest,
+    UpgradeState, ValidateRequest, ValidateResult, ValidationError,
 };
 pub use live::{
     CheckpointsView, HISTORY_SAMPLES, JobMetricsView, LaneCheckpoints, LaneMetrics, LaneReading,
     ManifestView, MetricsAck, MetricsHistory, MetricsPush, MetricsQuery, MetricsSample,
-    OperatorReading, SplitReading, SubtaskSample, UiConfig, UiMode,
+    OperatorReading, SplitReading, SubtaskSample, UiConfig, UiMode, retained_epochs,
 };
 pub use manifest::{JobManifest, JobManifestBody, MANIFEST_DIR};

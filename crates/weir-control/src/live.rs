@@ -69,6 +69,10 @@ pub struct SubtaskSample {
     /// arrived.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watermark_ms: Option<i64>,
+    /// Of a source subtask with a watermark: the largest event time it read (Unix ms), once it
+    /// read one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_event_time_ms: Option<i64>,
     /// Late rows a window routed to its side output.
     pub late_routed: u64,
     /// Late rows a window took into an already fired window (an updated result).
@@ -201,6 +205,35 @@ pub struct LaneCheckpoints {
     /// The run's newest epochs, oldest first (the runtime's `EpochStats`).
     #[schema(value_type = Vec<Object>)]
     pub epochs: Vec<serde_json::Value>,
+    /// Of `epochs`, those whose manifest retention keeps, in epoch order: every completed
+    /// savepoint and the newest `retain` completed checkpoints (see [`retained_epochs`]). The
+    /// others' manifests were deleted (or, aborted, never written).
+    #[serde(default)]
+    pub retained: Vec<u64>,
+}
+
+/// The epochs of `epochs` (the runtime's `EpochStats` JSON, oldest first) whose manifests
+/// checkpoint retention keeps when it keeps `retain` checkpoints: every completed savepoint and
+/// the newest `retain` other completed epochs (a final epoch counts as a checkpoint). Retention
+/// runs after each completed epoch and keeps the newest checkpoints of the namespace, and a
+/// run's epochs are the newest ones, so this is what the storage holds once retention ran.
+pub fn retained_epochs(epochs: &[serde_json::Value], retain: usize) -> Vec<u64> {
+    let completed = epochs
+        .iter()
+        .filter(|e| e["status"] == "completed")
+        .filter_map(|e| Some((e["epoch"].as_u64()?, e["kind"] == "savepoint")));
+    let checkpoints: Vec<u64> = completed
+        .clone()
+        .filter(|(_, savepoint)| !savepoint)
+        .map(|(epoch, _)| epoch)
+        .collect();
+    let newest = &checkpoints[checkpoints.len().saturating_sub(retain)..];
+    let mut kept: Vec<u64> = completed
+        .filter(|(epoch, savepoint)| *savepoint || newest.contains(epoch))
+        .map(|(epoch, _)| epoch)
+        .collect();
+    kept.sort_unstable();
+    kept
 }
 
 /// `GET /api/v1/jobs/{job_id}/checkpoints`.
@@ -345,12 +378,19 @@ impl MetricsHistory {
         }
     }
 
-    /// The checkpoint readings of `job_id`'s lanes in `generation`.
-    pub fn checkpoints(&self, job_id: &str, generation: u64) -> Vec<LaneCheckpoints> {
+    /// The checkpoint readings of `job_id`'s lanes in `generation`, whose checkpoint retention
+    /// keeps `retain` checkpoints.
+    pub fn checkpoints(
+        &self,
+        job_id: &str,
+        generation: u64,
+        retain: usize,
+    ) -> Vec<LaneCheckpoints> {
         self.lanes_of(job_id, generation)
             .map(|(lane, h)| LaneCheckpoints {
                 lane,
                 summary: h.checkpoints.clone(),
+                retained: retained_epochs(&h.epochs, retain),
                 epochs: h.epochs.clone(),
             })
             .collect()
@@ -392,6 +432,7 @@ mod tests {
                     busy_ns: 0,
                     backpressured_ns: 0,
                     watermark_ms: None,
+                    max_event_time_ms: None,
                     late_routed: 0,
                     late_updated: 0,
                     state_entries: None,
@@ -446,7 +487,7 @@ mod tests {
         let view = h.metrics("j", 4, &MetricsQuery::default());
         assert_eq!(view.lanes[0].samples.len(), 1);
         assert_eq!(
-            h.checkpoints("j", 4)[0].epochs,
+            h.checkpoints("j", 4, 3)[0].epochs,
             vec![json!({"epoch": 10_001})]
         );
     }
@@ -458,12 +499,15 @@ mod tests {
         let mut unchanged = reading(0, 2, 200);
         unchanged.epochs = None;
         h.record(None, unchanged);
-        assert_eq!(h.checkpoints("j", 0)[0].epochs, vec![json!({"epoch": 1})]);
+        assert_eq!(
+            h.checkpoints("j", 0, 3)[0].epochs,
+            vec![json!({"epoch": 1})]
+        );
         // A new generation's lane starts without the old run's epochs.
         let mut next = reading(1, 3, 1);
         next.epochs = None;
         h.record(None, next);
-        assert!(h.checkpoints("j", 1)[0].epochs.is_empty());
+        assert!(h.checkpoints("j", 1, 3)[0].epochs.is_empty());
     }
 
     #[test]
@@ -475,6 +519,29 @@ mod tests {
         let samples = &h.metrics("j", 0, &MetricsQuery::default()).lanes[0].samples;
         assert_eq!(samples.len(), 1);
         assert_eq!(samples[0].at_ms, 3);
+    }
+
+    #[test]
+    fn retention_keeps_every_savepoint_and_the_newest_completed_checkpoints() {
+        let epoch = |n: u64, kind: &str, status: &str| json!({"epoch": n, "kind": kind, "status": status, "tasks": []});
+        let epochs = vec![
+            epoch(1, "checkpoint", "completed"),
+            epoch(2, "savepoint", "completed"),
+            epoch(3, "checkpoint", "completed"),
+            epoch(4, "checkpoint", "aborted"),
+            epoch(5, "checkpoint", "completed"),
+            epoch(6, "savepoint", "aborted"),
+            epoch(7, "final", "completed"),
+        ];
+        assert_eq!(retained_epochs(&epochs, 2), [2, 5, 7]);
+        assert_eq!(retained_epochs(&epochs, 3), [2, 3, 5, 7]);
+        assert_eq!(retained_epochs(&epochs, 10), [1, 2, 3, 5, 7]);
+        assert!(retained_epochs(&[], 3).is_empty());
+        let mut h = MetricsHistory::default();
+        let mut r = reading(0, 1, 1);
+        r.epochs = Some(epochs);
+        h.record(None, r);
+        assert_eq!(h.checkpoints("j", 0, 1)[0].retained, [2, 7]);
     }
 
     #[test]

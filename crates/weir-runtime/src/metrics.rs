@@ -26,6 +26,9 @@ pub(crate) struct SubtaskCounters {
     backpressured_ns: AtomicU64,
     /// The task's current input watermark, ms; [`NO_WATERMARK`] before the first.
     watermark_ms: AtomicI64,
+    /// Of a source subtask with a watermark: the largest event time it read, ms;
+    /// [`NO_WATERMARK`] before the first.
+    max_event_time_ms: AtomicI64,
     /// This operator heads a task's chain (the task times count here).
     heads_task: AtomicBool,
     /// Shared with the operator's `TaskContext::late_routed_rows` and `late_updated_rows`.
@@ -56,6 +59,7 @@ impl Default for SubtaskCounters {
             busy_ns: AtomicU64::new(0),
             backpressured_ns: AtomicU64::new(0),
             watermark_ms: AtomicI64::new(NO_WATERMARK),
+            max_event_time_ms: AtomicI64::new(NO_WATERMARK),
             heads_task: AtomicBool::new(false),
             late_routed: Arc::default(),
             late_updated: Arc::default(),
@@ -171,6 +175,13 @@ impl SubtaskMetrics {
         self.counters.watermark_ms.store(ms, Ordering::Relaxed);
     }
 
+    /// A source subtask read rows of event times up to `ms`.
+    pub(crate) fn note_event_time(&self, ms: i64) {
+        self.counters
+            .max_event_time_ms
+            .fetch_max(ms, Ordering::Relaxed);
+    }
+
     /// A source subtask paused for watermark alignment.
     pub(crate) fn add_alignment_pause(&self) {
         self.operator.add_alignment_pause();
@@ -268,6 +279,8 @@ impl OperatorMetrics {
                     backpressured_ns: load(&c.backpressured_ns),
                     watermark_ms: Some(c.watermark_ms.load(Ordering::Relaxed))
                         .filter(|&w| w != NO_WATERMARK),
+                    max_event_time_ms: Some(c.max_event_time_ms.load(Ordering::Relaxed))
+                        .filter(|&t| t != NO_WATERMARK),
                     late_routed: load(&c.late_routed),
                     late_updated: load(&c.late_updated),
                     state_entries: state(&c.state_entries),
@@ -534,6 +547,9 @@ pub struct SubtaskSnapshot {
     /// Of the task whose chain this operator heads and that has input channels: its current
     /// input watermark (ms), once one arrived.
     pub watermark_ms: Option<i64>,
+    /// Of a source subtask with a watermark: the largest event time it read (ms), once it read
+    /// one.
+    pub max_event_time_ms: Option<i64>,
     /// Late rows routed to the operator's late side output (late policy `route`).
     pub late_routed: u64,
     /// Late rows that updated an emitted result (late policy `update`).

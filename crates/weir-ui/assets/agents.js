@@ -1,12 +1,12 @@
 // The Agents view: id, lease state and expiry, session, capabilities, assigned lanes.
 
 import { ApiError, get, paths } from "./api.js";
-import { h, replace, table } from "./dom.js";
+import { h, patch, replace, table } from "./dom.js";
 import { relative, short, time } from "./format.js";
 import { showError } from "./notices.js";
 
 export function renderAgents(root) {
-  const body = h("div", {}, h("p", { class: "muted" }, "Loading…"));
+  const body = h("div", { id: "agents-body" }, h("p", { class: "muted" }, "Loading…"));
   replace(root, h("div", { class: "page-head" }, h("h1", {}, "Agents")), body);
   let stopped = false;
   let failures = 0;
@@ -16,12 +16,12 @@ export function renderAgents(root) {
       failures = 0;
       if (stopped) return;
       if (agents.length === 0) {
-        replace(body, h("div", { class: "empty", "data-testid": "no-agents" },
+        patch(body, h("div", { class: "empty", "data-testid": "no-agents" },
           h("p", {}, "No Agent has registered."),
           h("p", { class: "muted" }, "Start one: weir agent --hub http://HOST:PORT --id agent-1")));
         return;
       }
-      replace(
+      patch(
         body,
         table(
           { id: "agents-table", class: "grid" },
@@ -37,7 +37,7 @@ export function renderAgents(root) {
                     ` lane ${x.lane} · gen ${x.generation}`,
                     x.state ? h("span", { class: `badge lane-${x.state}` }, x.state) : null))))
               : `${a.lanes} lane${a.lanes === 1 ? "" : "s"}`;
-            return h("tr", { "data-testid": "agent-row", dataset: { agentId: a.agentId } },
+            return h("tr", { "data-testid": "agent-row", key: a.agentId, dataset: { agentId: a.agentId } },
               h("td", { class: "mono" }, a.agentId),
               h("td", {}, h("span", { class: `badge lease-${a.state}` }, a.state)),
               h("td", { title: time(a.leaseExpiresAt) }, relative(a.leaseExpiresAt)),
@@ -56,7 +56,7 @@ export function renderAgents(root) {
       // A failed request is shown; a bug in the drawing is left to the console.
       if (!(e instanceof ApiError)) throw e;
       failures += 1;
-      if (failures === 1) showError(e, "Listing the Agents");
+      if (failures === 1 && e.status !== 0) showError(e, "Listing the Agents");
     }
   }
   refresh();

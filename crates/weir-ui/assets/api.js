@@ -1,5 +1,38 @@
 // The Hub's JSON API (same origin). Errors are `ApiError`s carrying the Hub's
-// `{"error", "field"}` body.
+// `{"error", "field"}` body. Every request sends `Authorization: Bearer <token>` when a token is
+// stored in sessionStorage (`weir.token`); a 401 asks for a token (auth.js) and retries. Whether
+// the Hub answers is tracked in `connection`.
+
+const TOKEN_KEY = "weir.token";
+
+/** The stored token, or null. */
+export function token() {
+  try {
+    return sessionStorage.getItem(TOKEN_KEY);
+  } catch {
+    return null;
+  }
+}
+
+export function setToken(value) {
+  sessionStorage.setItem(TOKEN_KEY, value);
+}
+
+export function clearToken() {
+  sessionStorage.removeItem(TOKEN_KEY);
+}
+
+/** What a refused request would have done, for a 403's notice. */
+function actionOf(method, path) {
+  if (method === "GET") return `read ${path}`;
+  if (path.endsWith("/desired-state")) return "start or stop jobs";
+  if (path.endsWith("/savepoints")) return "take savepoints";
+  if (path.endsWith("/rollback")) return "roll back upgrades";
+  if (path.endsWith("/upgrades")) return "upgrade jobs";
+  if (path.endsWith("/validate")) return "validate jobs";
+  if (path === "/api/v1/jobs") return "submit jobs";
+  return `${method} ${path}`;
+}
 
 export class ApiError extends Error {
   constructor(status, body, method, path) {
@@ -11,26 +44,57 @@ export class ApiError extends Error {
     this.path = path;
   }
 
-  /** "PUT /api/v1/...: 409: message (field `generation`)". */
+  /** "HTTP 409: message (field `generation`)"; a 403 says the token's role may not act. */
   describe() {
+    if (this.status === 403) {
+      return `HTTP 403: your token's role (viewer/operator/admin) may not ` +
+        `${actionOf(this.method, this.path)}: ${this.message}`;
+    }
     const field = this.field && this.field !== "$" ? ` (field \`${this.field}\`)` : "";
     return `${this.status === 0 ? "" : `HTTP ${this.status}: `}${this.message}${field}`;
   }
 }
 
-/** `method path` with an optional JSON body; resolves to the decoded answer. */
-export async function api(method, path, body) {
+/** Whether the Hub answers: `downSince` (ms) is when it stopped, null while it answers. */
+export const connection = { downSince: null };
+const watchers = new Set();
+
+/** Calls `fn(connection)` whenever the Hub stops or starts answering. */
+export function onConnection(fn) {
+  watchers.add(fn);
+  return () => watchers.delete(fn);
+}
+
+function reachable(ok) {
+  const down = ok ? null : (connection.downSince ?? Date.now());
+  if (down === connection.downSince) return;
+  connection.downSince = down;
+  for (const fn of watchers) fn(connection);
+}
+
+let askForToken = null;
+
+/** `ask(reason)` resolves once the user stored a token (auth.js installs the form). */
+export function setTokenPrompt(ask) {
+  askForToken = ask;
+}
+
+async function send(method, path, body) {
   const init = { method, headers: { Accept: "application/json" } };
   if (body !== undefined) {
     init.headers["Content-Type"] = "application/json";
     init.body = JSON.stringify(body);
   }
+  const sent = token();
+  if (sent) init.headers.Authorization = `Bearer ${sent}`;
   let response;
   try {
     response = await fetch(path, init);
   } catch (e) {
+    reachable(false);
     throw new ApiError(0, { error: `the Hub cannot be reached: ${e.message}` }, method, path);
   }
+  reachable(true);
   const text = await response.text();
   let decoded = null;
   if (text) {
@@ -40,8 +104,23 @@ export async function api(method, path, body) {
       decoded = { error: text.slice(0, 500) };
     }
   }
-  if (!response.ok) throw new ApiError(response.status, decoded, method, path);
-  return decoded;
+  return { status: response.status, ok: response.ok, decoded, sent };
+}
+
+/** `method path` with an optional JSON body; resolves to the decoded answer. */
+export async function api(method, path, body) {
+  for (;;) {
+    const answer = await send(method, path, body);
+    if (answer.status === 401 && askForToken) {
+      // A token the Hub refuses is forgotten; the request goes again with the new one.
+      if (answer.sent && token() === answer.sent) clearToken();
+      const why = (answer.decoded && answer.decoded.error) || "the Hub asks for a token";
+      await askForToken(answer.sent ? `The Hub refused the token: ${why}` : why);
+      continue;
+    }
+    if (!answer.ok) throw new ApiError(answer.status, answer.decoded, method, path);
+    return answer.decoded;
+  }
 }
 
 export const get = (path) => api("GET", path);

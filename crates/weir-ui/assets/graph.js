@@ -1,15 +1,17 @@
 // The job's plan as a graph: one node per operator of the stream graph (kind, type,
 // parallelism), operators chained into one task drawn inside a box, edges labelled with their
-// partitioning. Laid out by dagre, drawn as SVG; every node shows rows/s, backpressure and
-// watermark lag from the metrics endpoint, refreshed every 1.5 s.
+// partitioning. Laid out by dagre, drawn as SVG; every node shows rows/s, backpressure, its
+// task's watermark and how far that is behind the newest event time read, refreshed every
+// 1.5 s. A node (click, or Enter when focused) opens its subtasks in the Metrics tab.
 
 import { Graph, layout } from "./vendor/dagre.esm.js";
 import { h, replace, svg } from "./dom.js";
-import { dash, duration, percent, rate } from "./format.js";
-import { operatorStats, pollMetrics, unavailable } from "./metrics.js";
+import { dash, duration, eventTime, percent, rate } from "./format.js";
+import { liveness } from "./liveness.js";
+import { newestSample, operatorStats, pollMetrics, unavailable } from "./metrics-data.js";
 
-const NODE_W = 210;
-const NODE_H = 92;
+const NODE_W = 230;
+const NODE_H = 108;
 
 /** The operators, edges and chains of `plans` (what `weir plan` prints). */
 export function planGraph(plans) {
@@ -53,8 +55,11 @@ function pathOf(points) {
   return `${d} L${last.x},${last.y}`;
 }
 
-/** Draws the plan into `container`; returns `update(stats)` for the node metrics. */
-export function drawPlan(container, plans) {
+/**
+ * Draws the plan into `container`; returns `update(stats)` for the node metrics. `open(id)`
+ * is called when a node is clicked or activated by keyboard.
+ */
+export function drawPlan(container, plans, open) {
   const plan = planGraph(plans);
   const g = new Graph({ compound: true, multigraph: true });
   g.setGraph({ rankdir: "LR", nodesep: 40, ranksep: 90, marginx: 24, marginy: 24 });
@@ -126,10 +131,12 @@ export function drawPlan(container, plans) {
     const p = g.node(n.id);
     const x = p.x - NODE_W / 2;
     const y = p.y - NODE_H / 2;
-    const metricsText = svg("text", { x: x + 12, y: y + 66, class: "node-metrics",
-      "data-testid": "node-rate" }, `${dash} rows/s`);
-    const healthText = svg("text", { x: x + 12, y: y + 82, class: "node-health",
-      "data-testid": "node-health" }, `bp ${dash} · wm lag ${dash}`);
+    const metricsText = svg("text", { x: x + 12, y: y + 64, class: "node-metrics",
+      "data-testid": "node-rate" }, dash);
+    const healthText = svg("text", { x: x + 12, y: y + 80, class: "node-health",
+      "data-testid": "node-health" }, `bp ${dash} · lag ${dash}`);
+    const wmText = svg("text", { x: x + 12, y: y + 96, class: "node-health",
+      "data-testid": "node-watermark" }, `wm ${dash}`);
     const bar = svg("rect", { x, y: y + NODE_H - 4, width: 0, height: 4, class: "bp-bar" });
     const title = svg("title", {}, n.id);
     const group = svg("g", {
@@ -137,6 +144,16 @@ export function drawPlan(container, plans) {
       "data-testid": "graph-node",
       "data-operator-id": n.id,
       "data-kind": n.kind,
+      tabindex: 0,
+      role: "button",
+      "aria-label": `${n.id}: show its subtasks`,
+      onclick: () => open(n.id),
+      onkeydown: (e) => {
+        if (e.key === "Enter" || e.key === " ") {
+          e.preventDefault();
+          open(n.id);
+        }
+      },
     },
     title,
     svg("rect", { x, y, width: NODE_W, height: NODE_H, rx: 8, class: "node-box" }),
@@ -146,9 +163,9 @@ export function drawPlan(container, plans) {
     svg("text", { x: x + NODE_W - 10, y: y + 20, class: "node-par", "text-anchor": "end" },
       `p=${n.parallelism ?? "?"}`),
     svg("text", { x: x + 12, y: y + 42, class: "node-id" }, clip(n.id, 26)),
-    metricsText, healthText, bar);
+    metricsText, healthText, wmText, bar);
     root.append(group);
-    cells.set(n.id, { metricsText, healthText, bar, group });
+    cells.set(n.id, { metricsText, healthText, wmText, bar, group, kind: n.kind });
   }
   replace(container, root);
 
@@ -160,10 +177,17 @@ export function drawPlan(container, plans) {
       const s = stats.get(id);
       const head = stats.get(headOf.get(id) ?? id) || s;
       if (!s) continue;
-      cell.metricsText.textContent = `${rate(s.rows)} rows`;
+      cell.metricsText.textContent = rate(s.rows);
       const bp = head ? head.backpressure : null;
-      const lag = head ? head.watermarkLag : null;
-      cell.healthText.textContent = `bp ${percent(bp)} · wm lag ${duration(lag)}`;
+      const lag = head ? head.eventLag : null;
+      cell.healthText.textContent = `bp ${percent(bp)} · lag ${duration(lag)}`;
+      // Event times as UTC time of day; the full timestamp on hover (the node's title).
+      const wm = head ? head.watermark : null;
+      cell.wmText.textContent = cell.kind === "source"
+        ? `newest event ${timeOfDay(s.newestEvent)}`
+        : `wm ${timeOfDay(wm)}`;
+      cell.group.querySelector("title").textContent = `${id}\nwatermark ${eventTime(wm)}` +
+        `\nnewest event time read ${eventTime(cell.kind === "source" ? s.newestEvent : null)}`;
       cell.bar.setAttribute("width", String(Math.round(NODE_W * Math.min(bp ?? 0, 1))));
       cell.group.classList.toggle("backpressured", (bp ?? 0) > 0.5);
       cell.group.dataset.rowsPerSecond = String(Math.round(s.rows));
@@ -171,11 +195,17 @@ export function drawPlan(container, plans) {
   };
 }
 
+/** "HH:MM:SS.mmm" of an event time (UTC), the date left to the tooltip. */
+function timeOfDay(ms) {
+  const text = eventTime(ms);
+  return text === dash ? dash : text.slice(11);
+}
+
 function clip(text, n) {
   return text.length > n ? `${text.slice(0, n - 1)}…` : text;
 }
 
-export function renderGraph(root, detail) {
+export function renderGraph(root, detail, _ctx, current) {
   const status = h("div", { class: "graph-status muted", "data-testid": "graph-status" },
     "Waiting for metrics…");
   const canvas = h("div", { class: "graph-canvas" });
@@ -184,23 +214,34 @@ export function renderGraph(root, detail) {
     h("span", { class: "swatch kind-operator" }), "operator",
     h("span", { class: "swatch kind-sink" }), "sink",
     h("span", { class: "muted" },
-      " · boxes: operators chained into one task · edges: partitioning · bp: backpressured time"),
+      " · boxes: operators chained into one task · edges: partitioning · bp: backpressured " +
+      "time · wm: watermark (UTC) · lag: watermark behind the newest event time read · " +
+      "click an operator for its subtasks"),
   ), canvas, status);
   let update;
   try {
-    update = drawPlan(canvas, detail.plans);
+    const jobId = encodeURIComponent(detail.job.jobId);
+    update = drawPlan(canvas, detail.plans, (id) => {
+      location.hash = `#/jobs/${jobId}/metrics/${encodeURIComponent(id)}`;
+    });
   } catch (e) {
     replace(canvas, h("p", { class: "empty" }, `The plan cannot be drawn: ${e.message}`));
     return null;
   }
+  let last = null;
+  const showStatus = () => {
+    const live = liveness(newestSample(last), current().job.observed.phase,
+      last ? last.lanes.length : 0);
+    status.textContent = live.text;
+    status.dataset.state = live.state;
+  };
   return pollMetrics(detail.job.jobId, 1500, (m) => {
-    const stats = operatorStats(m);
-    update(stats);
-    const samples = (m.lanes || []).reduce((n, l) => n + (l.samples || []).length, 0);
-    status.textContent = samples === 0
-      ? "No metrics yet: the job is not running."
-      : `Live: ${m.lanes.length} lane(s), updated ${new Date().toLocaleTimeString()}`;
-  }, (e) => {
+    last = m;
+    update(operatorStats(m));
+    showStatus();
+  }, (e, failures) => {
+    showStatus();
+    if (failures > 1) return;
     const note = unavailable(e, "Metrics");
     if (note) replace(status, note);
   }, { history: false });

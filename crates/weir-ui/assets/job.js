@@ -2,14 +2,15 @@
 // stop, savepoint, upgrade, rollback) and the tabs Overview, Graph, Metrics, Checkpoints, SQL.
 
 import { ApiError, get, paths, post, put } from "./api.js";
-import { field, h, replace, table } from "./dom.js";
-import { short, time } from "./format.js";
+import { field, h, patch, replace } from "./dom.js";
+import { time } from "./format.js";
 import { clearError, showError, toast } from "./notices.js";
 import { phaseBadge } from "./jobs.js";
 import { createEditor } from "./editor.js";
 import { renderGraph } from "./graph.js";
 import { renderMetrics } from "./metrics.js";
 import { renderCheckpoints } from "./checkpoints.js";
+import { renderOverview } from "./overview.js";
 
 const TABS = [
   ["overview", "Overview"],
@@ -51,7 +52,7 @@ export function renderJob(root, params, ctx) {
 
   function renderHead(d) {
     const j = d.job;
-    replace(
+    patch(
       head,
       h("h1", { id: "job-title" }, j.jobId),
       phaseBadge(j.observed.phase, { id: "job-phase", "data-testid": "job-phase",
@@ -154,7 +155,7 @@ export function renderJob(root, params, ctx) {
     const j = d.job;
     const running = j.desiredState === "running";
     const applied = d.upgrades.find((u) => u.state === "applied");
-    replace(
+    patch(
       actions,
       h("button", { id: "action-start", "data-testid": "action-start", class: "primary",
         disabled: running, onclick: () => setDesired("running") }, "Start"),
@@ -177,10 +178,10 @@ export function renderJob(root, params, ctx) {
     );
   }
 
+  const current = () => state.detail;
+
   function renderTab(d) {
-    if (tab === "overview") {
-      replace(content, overview(d));
-    } else if (tab === "sql") {
+    if (tab === "sql") {
       if (!state.tabStarted) {
         const sql = d.version.sql;
         replace(
@@ -193,8 +194,9 @@ export function renderJob(root, params, ctx) {
       }
     } else if (!state.tabStarted) {
       state.tabStarted = true;
-      const render = { graph: renderGraph, metrics: renderMetrics, checkpoints: renderCheckpoints };
-      state.tabCleanup = render[tab](content, d, ctx) || null;
+      const render = { overview: renderOverview, graph: renderGraph, metrics: renderMetrics,
+        checkpoints: renderCheckpoints };
+      state.tabCleanup = render[tab](content, d, ctx, current, params) || null;
     }
   }
 
@@ -217,7 +219,8 @@ export function renderJob(root, params, ctx) {
         replace(content, h("p", { class: "empty" }, `No job ${jobId}.`));
         return;
       }
-      if (failures === 1) showError(e, "Reading the job");
+      // The Hub being down is said in the top bar, not in the banner.
+      if (failures === 1 && e.status !== 0) showError(e, "Reading the job");
     }
   }
   refresh();
@@ -227,81 +230,4 @@ export function renderJob(root, params, ctx) {
     clearInterval(timer);
     if (state.tabCleanup) state.tabCleanup();
   };
-}
-
-function overview(d) {
-  const j = d.job;
-  const v = d.version;
-  return h(
-    "div",
-    { class: "overview", "data-testid": "overview" },
-    h(
-      "div",
-      { class: "card" },
-      h("h2", {}, "Summary"),
-      h(
-        "dl",
-        { class: "facts grid2" },
-        field("Job", j.jobId),
-        field("Observed", j.observed.phase),
-        field("Desired", j.desiredState),
-        field("Generation", String(j.generation)),
-        field("Lanes", String(j.lanes)),
-        field("Created", time(j.createdAt)),
-      ),
-    ),
-    h(
-      "div",
-      { class: "card" },
-      h("h2", {}, "Version"),
-      h(
-        "dl",
-        { class: "facts grid2" },
-        field("Version", `${v.number} · ${v.versionId}`),
-        field("Created", time(v.createdAt)),
-        field("Plan fingerprint", h("span", { class: "mono", title: v.planFingerprint },
-          short(v.planFingerprint, 16))),
-        field("State format", String(v.stateFormatVersion)),
-        field("Source", v.sql ? "SQL script" : "job spec"),
-      ),
-    ),
-    h(
-      "div",
-      { class: "card wide" },
-      h("h2", {}, "Assignments"),
-      d.assignments.length === 0
-        ? h("p", { class: "muted" }, "No lane is placed: the job is stopped.")
-        : table(
-          { class: "grid", id: "assignments-table" },
-          ["Lane", "Agent", "State", "Cause"],
-          d.assignments.map((a) =>
-            h("tr", { "data-testid": "assignment-row" },
-              h("td", { class: "num" }, a.lane),
-              h("td", {}, a.agentId || h("span", { class: "muted" }, "waiting for a slot")),
-              h("td", {}, h("span", { class: `badge lane-${a.state}` }, a.state)),
-              h("td", { class: "cause" }, a.cause || "")),
-          ),
-        ),
-    ),
-    h(
-      "div",
-      { class: "card wide" },
-      h("h2", {}, "Upgrades"),
-      d.upgrades.length === 0
-        ? h("p", { class: "muted" }, "None.")
-        : table(
-          { class: "grid" },
-          ["Upgrade", "From", "To", "Savepoint", "State", "When"],
-          d.upgrades.map((u) =>
-            h("tr", {},
-              h("td", { class: "mono" }, u.upgradeId),
-              h("td", { class: "mono" }, u.fromVersion),
-              h("td", { class: "mono" }, u.toVersion),
-              h("td", { class: "mono" }, u.savepointId),
-              h("td", {}, u.state),
-              h("td", {}, time(u.createdAt))),
-          ),
-        ),
-    ),
-  );
 }

@@ -2,7 +2,10 @@
 //! real `weir hub` and one `weir agent`. The flow a user follows: type a SQL job into the
 //! editor with a mistake, validate and see the error at its line and column, fix it, validate,
 //! submit stopped, inspect, start, watch the graph (one node per operator of the plan, live
-//! rows/s) and the checkpoints tab fill, check an epoch's manifest, stop.
+//! rows/s) and the checkpoints tab fill, check an epoch's manifest, stop. Along the way: the
+//! editor used by keyboard (Tab indents, Esc then Tab moves on, Validate by Enter), a verdict
+//! cleared by an edit, refreshes that keep focus and selected text, every page at a phone's
+//! width (390 px) without a page wider than the screen, and the subtasks of an operator.
 //!
 //! Screenshots of each view go to `<target>/tmp/workbench-screenshots/`; docs/images/ holds
 //! current copies (docs/workbench.md).
@@ -146,6 +149,83 @@ impl Page {
             .expect("screenshot");
     }
 
+    /// Runs `js` (statements) in the page; its `return` value.
+    async fn run(&self, js: &str) -> serde_json::Value {
+        self.browser
+            .client()
+            .execute(js, vec![])
+            .await
+            .unwrap_or_else(|e| panic!("running `{js}`: {e}"))
+    }
+
+    /// Sets the page's viewport to `width` x `height` CSS pixels: the window's frame added, and
+    /// corrected by what the first try gave (the frame's size depends on the window's).
+    async fn viewport(&self, width: u32, height: u32) {
+        for _ in 0..3 {
+            let sizes: (i64, i64, i64, i64) = serde_json::from_value(
+                self.run(
+                    "return [window.outerWidth, window.outerHeight, \
+                     window.innerWidth, window.innerHeight];",
+                )
+                .await,
+            )
+            .expect("window sizes");
+            let (outer_w, outer_h, inner_w, inner_h) = sizes;
+            if (inner_w, inner_h) == (i64::from(width), i64::from(height)) {
+                return;
+            }
+            let w = outer_w + i64::from(width) - inner_w;
+            let h = outer_h + i64::from(height) - inner_h;
+            self.browser
+                .client()
+                .set_window_size(w as u32, h as u32)
+                .await
+                .expect("window size");
+            tokio::time::sleep(Duration::from_millis(300)).await;
+        }
+        self.until(
+            &format!("a viewport of {width}x{height}"),
+            &format!("window.innerWidth === {width} && window.innerHeight === {height}"),
+        )
+        .await;
+    }
+
+    /// Asserts that the page is no wider than the viewport (tables scroll in their boxes).
+    async fn fits(&self, what: &str) {
+        // After the view drew its data (the caller waited for it) and one more refresh.
+        tokio::time::sleep(Duration::from_millis(600)).await;
+        let sizes = self
+            .run(
+                "return [document.documentElement.scrollWidth, window.innerWidth, \
+                 Array.from(document.querySelectorAll('body *')).filter(e => \
+                 e.getBoundingClientRect().right > window.innerWidth + 1 && \
+                 !e.closest('.table-scroll, .graph-canvas, .u-legend')).slice(0, 5)\
+                 .map(e => e.tagName + '.' + e.className + '#' + e.id)];",
+            )
+            .await;
+        let (scroll, inner): (u64, u64) = (
+            sizes[0].as_u64().expect("scrollWidth"),
+            sizes[1].as_u64().expect("innerWidth"),
+        );
+        assert!(
+            scroll <= 390 && inner == 390,
+            "{what}: the page is {scroll} px wide in a {inner} px viewport; too wide: {}",
+            sizes[2]
+        );
+    }
+
+    /// Waits until `predicate` holds, `ms` later checks it still does (two page refreshes).
+    async fn holds(&self, what: &str, predicate: &str, ms: u64) {
+        self.until(what, predicate).await;
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        let still = self.run(&format!("return !!({predicate});")).await;
+        assert_eq!(
+            still,
+            serde_json::Value::Bool(true),
+            "{what}, {ms} ms later"
+        );
+    }
+
     async fn go(&self, hash: &str) {
         self.browser
             .goto(&format!("{}/{hash}", self.base))
@@ -167,10 +247,53 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
     };
     let _ = std::fs::remove_dir_all(screenshots());
 
-    // The editor: a job with a mistake on its last line.
+    // The editor by keyboard: Tab indents; Esc, then Tab, moves on to Validate, which Enter
+    // presses; the next Tab reaches Submit.
     page.go("#/new").await;
     let editor = page.find("#sql-editor").await;
     editor.clear().await.expect("clear the template");
+    use fantoccini::key::Key;
+    editor
+        .send_keys(&format!("SELEC{}", Key::Tab))
+        .await
+        .expect("type and Tab");
+    page.until(
+        "Tab indents in the editor",
+        "document.activeElement?.id === 'sql-editor' && \
+         document.activeElement.value === 'SELEC  '",
+    )
+    .await;
+    editor
+        .send_keys(&format!("{}{}", Key::Escape, Key::Tab))
+        .await
+        .expect("Esc, Tab");
+    page.until(
+        "Esc then Tab moves the focus to Validate",
+        "document.activeElement?.id === 'validate'",
+    )
+    .await;
+    let validate = page.find("#validate").await;
+    validate
+        .send_keys(&Key::Enter.to_string())
+        .await
+        .expect("Enter on Validate");
+    page.until(
+        "the validation by keyboard",
+        "document.querySelector('[data-testid=validation-result]')?.dataset.valid === 'false'",
+    )
+    .await;
+    validate
+        .send_keys(&Key::Tab.to_string())
+        .await
+        .expect("Tab to Submit");
+    page.until(
+        "Tab reaches Submit",
+        "document.activeElement?.id === 'submit'",
+    )
+    .await;
+
+    // The editor: a job with a mistake on its last line.
+    editor.clear().await.expect("clear the editor");
     let start_ms = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .expect("clock")
@@ -249,6 +372,14 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
         "document.querySelector('[data-testid=validation-result]')?.dataset.valid === 'true'",
     )
     .await;
+    // An edit clears the verdict: it was about the script before.
+    editor.send_keys(" ").await.expect("edit after validating");
+    page.until(
+        "the verdict cleared by the edit",
+        "!document.querySelector('[data-testid=validation-result]') && \
+         document.querySelector('[data-testid=validation-stale]')",
+    )
+    .await;
 
     // Submit stopped: the job's page, stopped, with its detail.
     page.click("#submit").await;
@@ -283,7 +414,40 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
     )
     .await;
     page.shot("jobs.png").await;
+    page.until(
+        "the job's throughput and uptime in the list",
+        "/rows\\/s$/.test(document.querySelector('[data-testid=job-row][data-job-id=clicks] \
+         [data-testid=job-throughput]')?.textContent) && \
+         document.querySelector('[data-testid=job-uptime]')?.textContent !== '—'",
+    )
+    .await;
+    // A refresh (every 2 s) keeps the focus on the job's link.
+    page.run("document.querySelector('[data-testid=job-row] a').focus();")
+        .await;
+    page.holds(
+        "the job's link keeps the focus",
+        "document.activeElement === document.querySelector('[data-testid=job-row] a') && \
+         document.activeElement.isConnected",
+        4_500,
+    )
+    .await;
     page.go("#/jobs/clicks").await;
+    page.find("[data-testid=restart-history] [data-testid=history-row]")
+        .await;
+    // The job's page redraws its actions every 2 s: the focused Stop button stays focused.
+    page.until(
+        "Stop enabled",
+        "document.querySelector('#action-stop') && !document.querySelector('#action-stop').disabled",
+    )
+    .await;
+    page.run("document.querySelector('#action-stop').focus();")
+        .await;
+    page.holds(
+        "Stop keeps the focus",
+        "document.activeElement?.id === 'action-stop' && document.activeElement.isConnected",
+        4_500,
+    )
+    .await;
 
     // The graph: one node per operator of the plan, with live rows/s.
     let operators: Vec<String> = detail.plans["streamGraph"]["nodes"]
@@ -345,7 +509,34 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
          document.querySelector('[data-testid=epoch-tasks]')",
     )
     .await;
+    page.until(
+        "the manifest in view",
+        "(() => { const r = document.querySelector('[data-testid=manifest]')\
+         ?.getBoundingClientRect(); return r && r.top < window.innerHeight && r.bottom > 0; })()",
+    )
+    .await;
     page.shot("checkpoints.png").await;
+    // Selected text (a checksum in the records, redrawn every 2 s) stays selected.
+    let chosen = page
+        .run(
+            "const cell = document.querySelector('[data-testid=record-row] td[title]'); \
+             const range = document.createRange(); range.selectNodeContents(cell); \
+             const s = document.getSelection(); s.removeAllRanges(); s.addRange(range); \
+             return s.toString();",
+        )
+        .await;
+    let chosen = chosen.as_str().expect("selected text").to_owned();
+    assert!(!chosen.is_empty(), "a checksum selected");
+    page.holds(
+        "the selected checksum stays selected",
+        &format!(
+            "document.getSelection().toString() === {chosen:?} && \
+             document.getSelection().anchorNode.isConnected"
+        ),
+        4_500,
+    )
+    .await;
+    page.run("document.getSelection().removeAllRanges();").await;
 
     // A savepoint, named: it joins the job-level records.
     page.click("#action-savepoint").await;
@@ -370,7 +561,63 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
     )
     .await;
     page.find("[data-testid=chart-lag] canvas").await;
+    page.until(
+        "the window's watermark, a timestamp, and its lag behind the newest event time",
+        "Array.from(document.querySelectorAll('[data-testid=operator-metrics-row]'))\
+         .some(r => / UTC$/.test(r.cells[7].textContent) && r.cells[9].textContent !== '—')",
+    )
+    .await;
     page.shot("metrics.png").await;
+
+    // An operator's subtasks, from its node in the graph (by keyboard).
+    page.click("#tab-graph").await;
+    let source = page
+        .find("[data-testid=graph-node][data-kind=source]")
+        .await;
+    let source_id = source
+        .attr("data-operator-id")
+        .await
+        .expect("attr")
+        .expect("operator id");
+    page.run("document.querySelector('[data-testid=graph-node][data-kind=source]').focus();")
+        .await;
+    source
+        .send_keys(&Key::Enter.to_string())
+        .await
+        .expect("Enter on the node");
+    page.until(
+        "the source's subtasks with rows/s and newest event time",
+        &format!(
+            "document.querySelector('[data-testid=subtasks]')?.dataset.operatorId === {source_id:?} && \
+             Array.from(document.querySelectorAll('[data-testid=subtask-row]'))\
+             .some(r => /rows\\/s$/.test(r.cells[3].textContent) && /UTC/.test(r.cells[7].textContent))"
+        ),
+    )
+    .await;
+
+    // At a phone's width, every page fits the screen.
+    page.viewport(390, 844).await;
+    for (hash, ready) in [
+        ("#/jobs", "[data-testid=job-row]"),
+        ("#/new", "#sql-editor"),
+        ("#/agents", "[data-testid=agent-row]"),
+        ("#/jobs/clicks", "[data-testid=history-row]"),
+        ("#/jobs/clicks/graph", "[data-testid=graph-node]"),
+        (
+            "#/jobs/clicks/metrics",
+            "[data-testid=operator-metrics-row]",
+        ),
+        ("#/jobs/clicks/checkpoints", "[data-testid=epoch-row]"),
+        ("#/jobs/clicks/sql", "#version-sql"),
+    ] {
+        page.go(hash).await;
+        page.find(ready).await;
+        page.fits(hash).await;
+    }
+    page.go("#/jobs/clicks").await;
+    page.find("[data-testid=history-row]").await;
+    page.shot("phone.png").await;
+    page.viewport(1440, 900).await;
 
     // The Agents.
     page.go("#/agents").await;
@@ -462,6 +709,75 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
          ?.textContent.includes('stopped')",
     )
     .await;
+
+    // Signing in. This test's Hub has no authentication, so the page's fetch is made to answer
+    // like one that has: 401 to every call without `Bearer t0k3n`. The form asks for the token
+    // (typed, Enter submits), stores it and the refused call goes again with it.
+    page.run(
+        "sessionStorage.removeItem('weir.token'); window.authorized = 0; \
+         const real = window.fetch; \
+         window.fetch = (path, init) => { \
+           if (init?.headers?.Authorization === 'Bearer t0k3n') { \
+             window.authorized += 1; return real(path, init); } \
+           return Promise.resolve(new Response(JSON.stringify( \
+             {error: 'a valid token is needed', field: 'Authorization'}), {status: 401})); };",
+    )
+    .await;
+    page.until(
+        "the token form, focused, with its label",
+        "document.activeElement?.id === 'token-input' && \
+         document.activeElement.type === 'password' && \
+         document.querySelector('label[for=token-input]')?.textContent === 'Access token'",
+    )
+    .await;
+    page.find("#token-input")
+        .await
+        .send_keys(&format!("t0k3n{}", Key::Enter))
+        .await
+        .expect("type the token");
+    page.until(
+        "the token stored and sent, the list read again, Sign out offered",
+        "sessionStorage.getItem('weir.token') === 't0k3n' && window.authorized > 0 && \
+         document.querySelector('#sign-in').hidden && \
+         !document.querySelector('#sign-out').hidden && \
+         document.querySelector('[data-testid=job-row][data-job-id=clicks]')",
+    )
+    .await;
+    // Sign out forgets the token; the real Hub answers without one: no form.
+    page.click("#sign-out").await;
+    page.until(
+        "signed out, the list read without a token and no form",
+        "sessionStorage.getItem('weir.token') === null && window.authorized === undefined && \
+         document.querySelector('[data-testid=job-row][data-job-id=clicks]') && \
+         document.querySelector('#sign-in').hidden && document.querySelector('#sign-out').hidden",
+    )
+    .await;
+
+    // The graph of the stopped job says so; when the Hub cannot be reached (the page's fetch
+    // made to fail), the top bar and the graph say since when.
+    page.go("#/jobs/clicks/graph").await;
+    page.until(
+        "the graph says the job stopped",
+        "document.querySelector('[data-testid=graph-status]')?.dataset.state === 'ended' && \
+         document.querySelector('[data-testid=graph-status]').textContent.startsWith('Job stopped')",
+    )
+    .await;
+    page.run("window.fetch = () => Promise.reject(new TypeError('Failed to fetch'));")
+        .await;
+    page.until(
+        "the Hub unreachable, in the top bar and the graph",
+        "!document.querySelector('#conn').hidden && \
+         document.querySelector('#conn').textContent.startsWith('Hub unreachable since ') && \
+         document.querySelector('[data-testid=graph-status]')?.dataset.state === 'unreachable'",
+    )
+    .await;
+    page.go("#/jobs").await;
+    page.browser
+        .client()
+        .refresh()
+        .await
+        .expect("reload with the real fetch");
+    page.find("[data-testid=job-row]").await;
 
     // Chrome logs every answer of 400 and above; the refused upgrade's 409 is the only one.
     let errors = page.browser.console_errors().expect("console log");

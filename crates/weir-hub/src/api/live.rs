@@ -106,7 +106,8 @@ pub(crate) async fn job_metrics(
 }
 
 /// The job's completed job-level checkpoints and, per lane of its current generation, the
-/// newest epochs with their per-task statistics.
+/// newest epochs with their per-task statistics and which of them retention keeps (by the
+/// current version's `checkpoint.retain`).
 #[utoipa::path(get, path = "/api/v1/jobs/{job_id}/checkpoints", tag = "workbench",
     security(("api_token" = [])),
     params(("job_id" = String, Path, description = "The job")),
@@ -117,8 +118,19 @@ pub(crate) async fn job_checkpoints(
     Path(job_id): Path<String>,
 ) -> Result<Json<CheckpointsView>> {
     let id = job_id.clone();
-    let (generation, records) = hub.with_store(move |s| s.recovery_records(&id)).await?;
-    let lanes = hub.live().checkpoints(&job_id, generation);
+    let (generation, records, spec) = hub
+        .with_store(move |s| {
+            let (generation, records) = s.recovery_records(&id)?;
+            let (_, spec) = s.version_spec(&id, None)?;
+            Ok((generation, records, spec))
+        })
+        .await?;
+    let retain = spec
+        .checkpoint
+        .as_ref()
+        .and_then(|c| c.retain)
+        .unwrap_or(weir::plan::DEFAULT_CHECKPOINT_RETAIN);
+    let lanes = hub.live().checkpoints(&job_id, generation, retain as usize);
     Ok(Json(CheckpointsView {
         job_id,
         records,

@@ -1,6 +1,6 @@
 //! What the API shows of a job in one read: its detail.
 
-use super::jobs::{lanes, require_job, summary, version_row};
+use super::jobs::{lane_history, lanes, require_job, summary, version_row};
 use super::{Store, from_stored};
 use crate::error::Result;
 use weir_control::{Assignment, JobDetail};
@@ -30,6 +30,7 @@ impl Store {
                 assignments,
                 recovery_records: super::reports::recovery_records(tx, job_id)?,
                 upgrades: super::upgrades::upgrade_records(tx, job_id)?,
+                lane_history: lane_history(tx, job_id)?,
             })
         })
     }

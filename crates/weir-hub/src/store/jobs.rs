@@ -9,7 +9,7 @@ use rusqlite::{Transaction, params};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use weir_control::{
     AgentCapabilities, CommandAction, DesiredState, DesiredStateChange, JobSummary, JobVersion,
-    Restore,
+    LANE_HISTORY, LaneRecord, Restore,
 };
 
 /// A row of `jobs`.
@@ -217,6 +217,45 @@ pub(crate) fn lanes(tx: &Transaction<'_>, job: &JobRow) -> Result<Vec<LaneView>>
     Ok(rows)
 }
 
+/// When the Hub first queued a command of the job's current generation, if it should run: the
+/// start of its current run.
+fn running_since(tx: &Transaction<'_>, job: &JobRow) -> Result<Option<String>> {
+    if job.desired != DesiredState::Running {
+        return Ok(None);
+    }
+    let context = "reading when a job started";
+    let first: Option<i64> = tx
+        .prepare_cached("SELECT MIN(created_at) FROM outbox WHERE job_id = ?1 AND generation = ?2")
+        .and_then(|mut stmt| {
+            stmt.query_row(params![job.job_id, to_i64(job.generation)], |r| r.get(0))
+        })
+        .map_err(HubError::store(context))?;
+    Ok(first.map(rfc3339))
+}
+
+/// The lanes of the job's newest generations, newest first (at most [`LANE_HISTORY`]).
+pub(crate) fn lane_history(tx: &Transaction<'_>, job_id: &str) -> Result<Vec<LaneRecord>> {
+    let context = "reading the lane history";
+    let mut stmt = tx
+        .prepare_cached(
+            "SELECT generation, lane, agent_id, state, cause, updated_at FROM assignments \
+             WHERE job_id = ?1 ORDER BY generation DESC, lane LIMIT ?2",
+        )
+        .map_err(HubError::store(context))?;
+    stmt.query_map(params![job_id, to_i64(LANE_HISTORY as u64)], |r| {
+        Ok(LaneRecord {
+            generation: to_u64(r.get(0)?),
+            lane: r.get(1)?,
+            agent_id: r.get(2)?,
+            state: r.get(3)?,
+            cause: r.get(4)?,
+            updated_at: rfc3339(r.get(5)?),
+        })
+    })
+    .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+    .map_err(HubError::store(context))
+}
+
 pub(crate) fn summary(tx: &Transaction<'_>, job: &JobRow) -> Result<JobSummary> {
     let lanes_now = lanes(tx, job)?;
     let version = version_row(tx, &job.current_version)?;
@@ -228,6 +267,7 @@ pub(crate) fn summary(tx: &Transaction<'_>, job: &JobRow) -> Result<JobSummary> 
         lanes: version.version.lanes,
         observed: aggregate(job.desired, &lanes_now),
         created_at: rfc3339(job.created_at),
+        running_since: running_since(tx, job)?,
     })
 }
 

@@ -324,6 +324,31 @@ async fn the_observed_state_aggregates_every_lane() {
         "running",
         "the healthy lane stays visible"
     );
+    // The run started when the Hub sent the lanes; the failure is in the lane history.
+    let detail = t.client.job_detail("bids").await.unwrap();
+    assert!(detail.job.running_since.is_some(), "{:?}", detail.job);
+    let failure = detail
+        .lane_history
+        .iter()
+        .find(|r| r.lane == 1 && r.generation == 1)
+        .expect("lane 1 of generation 1");
+    assert_eq!(failure.state, "failed");
+    assert_eq!(failure.cause.as_deref(), Some("disk full"));
+    assert_eq!(failure.agent_id.as_deref(), Some("b"));
+    // Stopped: no run; the next generation's lanes come first in the history, the failure
+    // stays.
+    let stopped = t.set_desired("bids", DesiredState::Stopped).await;
+    assert_eq!(stopped.running_since, None);
+    let history = t.client.job_detail("bids").await.unwrap().lane_history;
+    assert!(
+        history
+            .first()
+            .is_some_and(|r| r.generation == stopped.generation)
+            && history
+                .iter()
+                .any(|r| r.generation == 1 && r.state == "failed"),
+        "{history:?}"
+    );
 }
 
 #[tokio::test]

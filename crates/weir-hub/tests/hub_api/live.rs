@@ -113,6 +113,8 @@ async fn pushed_readings_of_the_current_generation_are_what_the_workbench_reads(
     assert!(view.records.is_empty());
     assert_eq!(view.lanes[0].epochs[0]["status"], "completed");
     assert_eq!(view.lanes[0].summary, Some(json!({"completed": 1})));
+    // The spec keeps the default 3 checkpoints: the one completed epoch is kept.
+    assert_eq!(view.lanes[0].retained, [1]);
 
     // A job-level checkpoint appears with its manifest, checked; an edited one is not.
     let id = checkpoint_both(&t, &a, &b, 0, false).await;

@@ -119,6 +119,15 @@ impl SourceWatermarks {
         })
     }
 
+    /// The largest event time read from any split so far (after a restore: including the
+    /// restored splits' progress); `None` before the first.
+    pub(crate) fn max_event_time(&self) -> Option<EventTimeMs> {
+        self.splits
+            .values()
+            .filter_map(|g| g.time_state().max_event_time)
+            .max()
+    }
+
     /// The source watermark emitted last (after a restore: the restored floor).
     pub(crate) fn current(&self) -> Option<Watermark> {
         self.partitions.current()

@@ -477,6 +477,9 @@ impl ChainTask {
                 let steps = w
                     .on_batch(&progress.splits[index].split.id, read.data, now_ms)
                     .map_err(|e| reading.fail(e))?;
+                if let Some(t) = w.max_event_time() {
+                    reading.metrics.note_event_time(t.0);
+                }
                 for step in steps {
                     let item = match step {
                         SourceStep::Rows(batch) => Item::Batch(0, batch),

@@ -126,7 +126,7 @@ pub(crate) fn register_request(agent: &str, boot: &str, slots: u32) -> RegisterA
     RegisterAgent {
         agent_id: agent.into(),
         boot_id: boot.into(),
-        credential: format!("credential-of-{agent}"),
+        credential: format!("credential-of-agent-{agent}"),
         capabilities: AgentCapabilities {
             runtime_version: weir_control::RUNTIME_VERSION.into(),
             state_backends: vec![STATE_BACKEND_REDB.into()],

@@ -385,6 +385,11 @@ async fn a_hub_killed_with_sigkill_loses_nothing_it_acknowledged() {
     }
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("hub.sqlite");
+    // The child's Hub serves this store: a token made in it first is one the child accepts.
+    let (_, admin) = weir_hub::Store::open(&db, 60_000)
+        .unwrap()
+        .create_token("parent", weir_hub::Role::Admin, 0)
+        .unwrap();
     let mut child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
@@ -419,7 +424,9 @@ async fn a_hub_killed_with_sigkill_loses_nothing_it_acknowledged() {
         }
     });
     let url = rx.recv_timeout(Duration::from_secs(60)).unwrap();
-    let client = weir_control::HubClient::new(&url).unwrap();
+    let client = weir_control::HubClient::new(&url)
+        .unwrap()
+        .with_token(admin);
     let agent = client
         .register(JOIN_TOKEN, &register_request("a", "boot", 2))
         .await

@@ -146,6 +146,24 @@ impl Engine {
         PreparedJob::prepare(plans, &self.registry, file.unwrap_or("<builder>")).await
     }
 
+    /// Compiles and prepares a spec touching nothing outside this process (no file, store or
+    /// broker): what the Hub validates a distributed job with. The prepared job lists no
+    /// splits; it is checked, not run.
+    ///
+    /// # Errors
+    /// As [`Engine::prepare`]; also a source whose schema or format would have to be read
+    /// from its input.
+    pub async fn check_offline(&self, spec: &JobSpec, file: Option<&str>) -> Result<PreparedJob> {
+        let plans = CompiledPlans::compile(spec, file)?;
+        PreparedJob::prepare_with(
+            plans,
+            &self.registry,
+            file.unwrap_or("<builder>"),
+            weir_api::Reach::Offline,
+        )
+        .await
+    }
+
     /// Reads, compiles and prepares a spec file.
     ///
     /// # Errors

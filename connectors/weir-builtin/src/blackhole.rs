@@ -224,6 +224,7 @@ mod tests {
             options_path: "sinks[0].options",
             schema: None,
             bad_records: BadRecordPolicy::Fail,
+            reach: weir_api::Reach::Full,
         };
         factory.prepare(spec, schema()).await
     }

@@ -22,6 +22,7 @@ async fn prepare(schema: SchemaRef, options: serde_json::Value) -> Result<Arc<dy
         options_path: "sources[0].options",
         schema: Some(schema),
         bad_records: BadRecordPolicy::Fail,
+        reach: weir_api::Reach::Full,
     };
     DatagenSourceFactory.prepare(spec).await
 }
@@ -432,6 +433,7 @@ async fn missing_schema_and_unknown_split_are_config_errors() {
         options_path: "sources[1].options",
         schema: None,
         bad_records: BadRecordPolicy::Fail,
+        reach: weir_api::Reach::Full,
     };
     let err = DatagenSourceFactory
         .prepare(spec)

@@ -20,7 +20,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread")]
 //! # async fn main() -> weir_api::Result<()> {
-//! use weir_api::{BadRecordPolicy, ConnectorSpec, OperatorId, SourceFactory, TaskContext};
+//! use weir_api::{Reach, BadRecordPolicy, ConnectorSpec, OperatorId, SourceFactory, TaskContext};
 //! use weir_file::FileSourceFactory;
 //!
 //! let dir = tempfile::tempdir().expect("temp dir");
@@ -33,6 +33,7 @@
 //!         options_path: "sources[0].options",
 //!         schema: None,
 //!         bad_records: BadRecordPolicy::Fail,
+//!         reach: Reach::Full,
 //!     })
 //!     .await?;
 //! let splits = source.enumerate_splits().await?;

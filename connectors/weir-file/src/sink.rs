@@ -11,8 +11,8 @@ use object_store::ObjectStoreExt;
 use object_store::registry::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use std::sync::Arc;
 use weir_api::{
-    ConnectorSpec, Epoch, Error, PreparedSink, Result, SinkCapability, SinkFactory, SinkWriter,
-    TaskContext, decode_options,
+    ConnectorSpec, Epoch, Error, PreparedSink, Reach, Result, SinkCapability, SinkFactory,
+    SinkWriter, TaskContext, decode_options,
 };
 
 /// Bytes a part file buffers in memory before it switches to a streaming multipart upload; also
@@ -104,7 +104,7 @@ impl SinkFactory for FileSinkFactory {
                 ),
             ));
         }
-        if !location.base().as_ref().is_empty() {
+        if spec.reach == Reach::Full && !location.base().as_ref().is_empty() {
             match location.store().head(location.base()).await {
                 Ok(_) => {
                     return Err(Error::config(

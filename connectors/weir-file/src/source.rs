@@ -10,9 +10,9 @@ use arrow::datatypes::{DataType, SchemaRef};
 use object_store::registry::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use std::sync::Arc;
 use weir_api::{
-    BadRecordPolicy, Boundedness, ConnectorSpec, Error, PreparedSource, Result, SourceCapability,
-    SourceFactory, SourcePredicate, SourceSplit, SplitRange, SplitReader, TaskContext,
-    decode_options,
+    BadRecordPolicy, Boundedness, ConnectorSpec, Error, PreparedSource, Reach, Result,
+    SourceCapability, SourceFactory, SourcePredicate, SourceSplit, SplitRange, SplitReader,
+    TaskContext, decode_options,
 };
 
 /// Creates `file` sources: bounded, replayable reads of CSV, JSON-lines and Parquet files from the
@@ -73,6 +73,20 @@ impl SourceFactory for FileSourceFactory {
             &cwd,
             &format!("{options_path}.path"),
         )?;
+        if spec.reach == Reach::Offline
+            && (spec.schema.is_none()
+                || (options.format.is_none()
+                    && FileFormat::from_extension(location.given()).is_none()))
+        {
+            // Checked where the job's inputs are not to be read (the Hub): what would be
+            // inferred from the files must be declared.
+            return Err(Error::config(
+                format!("{options_path}.path"),
+                "the schema and the format of this source would be read from its files, which \
+                 are not read here (a distributed job is validated on the Hub without touching \
+                 its inputs): declare the columns (`schema`) and `format`",
+            ));
+        }
         let mut listed = None;
         let format = match options
             .format

@@ -37,6 +37,7 @@ pub(crate) fn spec(
         options_path: OPTIONS_PATH,
         schema,
         bad_records,
+        reach: weir_api::Reach::Full,
     }
 }
 

@@ -266,6 +266,7 @@ async fn prepare_source(options: &serde_json::Value) -> BenchResult<Arc<dyn Prep
             options_path: "sources[0].options",
             schema: Some(schema()),
             bad_records: BadRecordPolicy::Fail,
+            reach: weir_api::Reach::Full,
         })
         .await?)
 }
@@ -431,6 +432,7 @@ async fn weir_filter(bench: &Bench, output: &str) -> BenchResult<Breakdown> {
                 options_path: "sinks[0].options",
                 schema: None,
                 bad_records: BadRecordPolicy::Fail,
+                reach: weir_api::Reach::Full,
             },
             schema(),
         )

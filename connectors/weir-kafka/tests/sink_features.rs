@@ -148,6 +148,7 @@ async fn sink(topic: &str, schema: &SchemaRef, extra: serde_json::Value) -> Arc<
                 options_path: "sinks[0].options",
                 schema: None,
                 bad_records: BadRecordPolicy::Fail,
+                reach: weir_api::Reach::Full,
             },
             schema.clone(),
         )
@@ -179,6 +180,7 @@ async fn read_with_source(
             options_path: "sources[0].options",
             schema: Some(schema.clone()),
             bad_records: BadRecordPolicy::Fail,
+            reach: weir_api::Reach::Full,
         })
         .await
         .expect("prepares");

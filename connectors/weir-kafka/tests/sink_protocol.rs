@@ -68,6 +68,7 @@ impl Setup {
                     options_path: "sinks[0].options",
                     schema: None,
                     bad_records: BadRecordPolicy::Fail,
+                    reach: weir_api::Reach::Full,
                 },
                 self.schema.clone(),
             )

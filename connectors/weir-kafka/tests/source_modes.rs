@@ -142,6 +142,7 @@ async fn prepare(options: &serde_json::Value, policy: BadRecordPolicy) -> Arc<dy
             options_path: "sources[0].options",
             schema: Some(schema()),
             bad_records: policy,
+            reach: weir_api::Reach::Full,
         })
         .await
         .expect("prepares")
@@ -414,6 +415,7 @@ async fn group_offsets_without_a_commit_follow_auto_offset_reset_or_fail() {
             options_path: "sources[0].options",
             schema: Some(schema()),
             bad_records: BadRecordPolicy::Fail,
+            reach: weir_api::Reach::Full,
         })
         .await
         .expect_err("refused");

@@ -60,8 +60,8 @@ pub use predicate::{
 pub use s3::{S3_SQL_KEYS, S3Options, is_s3_url};
 pub use sink::{PreparedSink, SinkFactory, SinkWriter};
 pub use source::{
-    BadRecordPolicy, ConnectorSpec, DeadLetterBuilder, PreparedSource, SourceFactory, SourceSplit,
-    SplitBatch, SplitCursor, SplitRange, SplitReader, dead_letter_schema,
+    BadRecordPolicy, ConnectorSpec, DeadLetterBuilder, PreparedSource, Reach, SourceFactory,
+    SourceSplit, SplitBatch, SplitCursor, SplitRange, SplitReader, dead_letter_schema,
 };
 
 pub use state::{

@@ -22,6 +22,20 @@ pub enum BadRecordPolicy {
     DeadLetter,
 }
 
+/// What preparing a connector may reach beyond its options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reach {
+    /// Everything the connector needs: files and object stores listed, schemas inferred,
+    /// brokers asked (`weir run`, `weir validate`, a lane on an Agent).
+    #[default]
+    Full,
+    /// Nothing outside this process: options, declared schemas and formats only. What the Hub
+    /// validates a distributed job with, on a machine that is not the one the job reads from
+    /// and on behalf of a request. A source that would have to read its input to know its
+    /// schema or format refuses with a message that asks to declare it.
+    Offline,
+}
+
 /// What a source or sink factory is given to prepare one connector node of a job.
 #[derive(Debug, Clone)]
 pub struct ConnectorSpec<'a> {
@@ -35,6 +49,8 @@ pub struct ConnectorSpec<'a> {
     pub schema: Option<SchemaRef>,
     /// What to do with unreadable records.
     pub bad_records: BadRecordPolicy,
+    /// What preparing may reach: [`Reach::Offline`] touches no file, store or broker.
+    pub reach: Reach,
 }
 
 /// Position inside a split: the next record to read (a row for files, an offset for logs).

@@ -1,5 +1,7 @@
-//! Validation of a job as a distributed job: the same side-effect-free deep build as
-//! `weir validate`, the distributed checks, and the registered Agents' capabilities.
+//! Validation of a job as a distributed job: the deep build of `weir validate` without any I/O
+//! (options, declared schemas and formats, every operator, keys, semantics; no file, store or
+//! broker is touched, so a request cannot make the Hub read its files or reach another
+//! machine), the distributed checks, and the registered Agents' capabilities.
 
 use weir::plan::{CheckpointSpec, Plan};
 use weir::{Engine, JobSpec};
@@ -150,8 +152,10 @@ pub async fn compile(
         }
     };
     spec.job = Some(name.to_owned());
+    // Checked, not run: the Hub touches none of the job's files, stores or brokers on behalf
+    // of a request (the Agents prepare it fully when its lanes start).
     let prepared = engine
-        .prepare(&spec, Some(&file))
+        .check_offline(&spec, Some(&file))
         .await
         .map_err(|e| vec![runtime_error(&e)])?;
     let mut errors = Vec::new();

@@ -477,3 +477,70 @@ async fn a_hub_killed_with_sigkill_loses_nothing_it_acknowledged() {
     assert_eq!(status(&replay), (409, Some("seq".into())));
     report(&t.client, "a", &agent, 1, vec![]).await.unwrap();
 }
+
+/// Validation reads none of the job's files and reaches no other machine: a source on an S3
+/// endpoint that is a listener of this test gets no connection, and a source that would infer
+/// its schema from a local file is refused with a request to declare it, its content never in
+/// the answer.
+#[tokio::test]
+async fn validation_touches_no_file_and_no_network() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = fresh_hub(dir.path()).await;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let endpoint = format!("http://{}", listener.local_addr().unwrap());
+    let s3 = json!({
+        "endpoint": endpoint, "region": "us-east-1",
+        "access_key_id": "AKIDEXAMPLE", "secret_access_key": "secret-of-the-test"
+    });
+    let mut job = spec(dir.path(), 1);
+    job["sources"] = json!([{
+        "name": "bids", "connector": "file",
+        "schema": [{ "name": "auction", "type": "int64" }],
+        "options": { "path": "s3://bucket/in/*.csv", "format": "csv", "s3": s3 }
+    }]);
+    job["sinks"] = json!([{
+        "name": "out", "connector": "file", "input": "bids",
+        "options": { "path": "s3://bucket/out", "format": "csv", "s3": s3 }
+    }]);
+    let valid = t
+        .client
+        .validate(&ValidateRequest {
+            name: Some("remote".into()),
+            sql: None,
+            spec: Some(job),
+        })
+        .await
+        .unwrap();
+    assert!(valid.valid, "{valid:?}");
+    match listener.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the Hub connected to the job's endpoint: {other:?}"),
+    }
+
+    let secret_file = dir.path().join("secret.csv");
+    std::fs::write(&secret_file, "root:x:0:0\n").unwrap();
+    let mut job = spec(dir.path(), 1);
+    job["sources"] = json!([{
+        "name": "bids", "connector": "file",
+        "options": { "path": secret_file.display().to_string() }
+    }]);
+    job["operators"] = json!([{
+        "name": "f", "type": "filter", "input": "bids",
+        "options": { "predicate": "missing > 1" }
+    }]);
+    job["sinks"][0]["input"] = json!("f");
+    let refused = t
+        .client
+        .validate(&ValidateRequest {
+            name: Some("local".into()),
+            sql: None,
+            spec: Some(job),
+        })
+        .await
+        .unwrap();
+    assert!(!refused.valid);
+    let text = serde_json::to_string(&refused).unwrap();
+    assert!(text.contains("declare the columns"), "{text}");
+    assert!(!text.contains("root:x"), "the file's content came back: {text}");
+}

@@ -8,7 +8,7 @@ use arrow::datatypes::{DataType, SchemaRef};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use weir_api::{
-    ConnectorSpec, OperatorId, OperatorSpec, PreparedOperator, PreparedSink, PreparedSource,
+    ConnectorSpec, OperatorId, OperatorSpec, PreparedOperator, PreparedSink, PreparedSource, Reach,
     SemanticMode, SinkCapability, SourceCapability, SourceSplit, dead_letter_schema,
 };
 use weir_plan::{
@@ -65,6 +65,22 @@ impl PreparedJob {
     /// [`Error::UnknownType`] for unregistered types, [`Error::Prepare`] naming the node's JSON
     /// path for bad options, schemas, keys or an impossible semantic mode.
     pub async fn prepare(plans: CompiledPlans, registry: &Registry, file: &str) -> Result<Self> {
+        Self::prepare_with(plans, registry, file, Reach::Full).await
+    }
+
+    /// [`PreparedJob::prepare`] reaching only as far as `reach` allows: with
+    /// [`Reach::Offline`] the connectors touch no file, store or broker and no source lists its
+    /// splits (the job's `splits` stay empty: it is checked, not run).
+    ///
+    /// # Errors
+    /// As [`PreparedJob::prepare`]; offline, also a source whose schema or format would have
+    /// to be read from its input.
+    pub async fn prepare_with(
+        plans: CompiledPlans,
+        registry: &Registry,
+        file: &str,
+        reach: Reach,
+    ) -> Result<Self> {
         let mut job = PreparedJob {
             plans,
             file: file.to_owned(),
@@ -82,7 +98,7 @@ impl PreparedJob {
             .flat_map(|v| v.chain.iter().cloned())
             .collect();
         for node in &nodes {
-            job.prepare_node(node, registry).await?;
+            job.prepare_node(node, registry, reach).await?;
         }
         job.check_hash_keys()?;
         job.check_keyed_operators()?;
@@ -175,7 +191,12 @@ impl PreparedJob {
         }
     }
 
-    async fn prepare_node(&mut self, node: &ModelNode, registry: &Registry) -> Result<()> {
+    async fn prepare_node(
+        &mut self,
+        node: &ModelNode,
+        registry: &Registry,
+        reach: Reach,
+    ) -> Result<()> {
         let options_path = format!("{}.options", node.origin);
         let id = node.operator_id.clone();
         let input_schemas = node
@@ -220,6 +241,7 @@ impl PreparedJob {
             options_path: &options_path,
             schema: declared,
             bad_records: node.bad_records,
+            reach,
         };
         let prepared = match node.kind {
             NodeKind::Source => {
@@ -256,11 +278,13 @@ impl PreparedJob {
                     &registry.expr_compiler(),
                 )
                 .map_err(|(path, e)| self.prepare_error(path, e))?;
-                let splits = source
-                    .enumerate_splits()
-                    .await
-                    .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
-                self.splits.insert(id.clone(), splits);
+                if reach == Reach::Full {
+                    let splits = source
+                        .enumerate_splits()
+                        .await
+                        .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+                    self.splits.insert(id.clone(), splits);
+                }
                 self.check_watermark_column(node, &source.schema())?;
                 self.schemas.insert((id.clone(), None), source.schema());
                 if node.bad_records == weir_api::BadRecordPolicy::DeadLetter {

@@ -25,6 +25,8 @@ pub(crate) struct FileLocation {
     display_base: String,
     /// The glob over paths below `base`, if the option had one.
     pattern: Option<glob::Pattern>,
+    /// What it touches (see [`FileLocation::touches`]).
+    touches: Vec<weir_api::Touch>,
     /// The option as written.
     given: String,
 }
@@ -79,7 +81,9 @@ impl FileLocation {
                     .map_err(|e| Error::config(option_path, format!("invalid glob `{text}`: {e}")))
             })
             .transpose()?;
+        let mut touches = Vec::new();
         let (store, base) = if is_url(given) {
+            touches.push(weir_api::Touch::Url(prefix.to_owned()));
             let url = Url::parse(prefix)
                 .map_err(|e| Error::config(option_path, format!("invalid URL `{prefix}`: {e}")))?;
             if weir_api::is_s3_url(prefix) {
@@ -87,6 +91,13 @@ impl FileLocation {
                     .cloned()
                     .unwrap_or_default()
                     .object_store_options(std::env::vars());
+                // The endpoint the store connects to, from the options or the environment.
+                touches.extend(
+                    options
+                        .iter()
+                        .filter(|(k, _)| k == "aws_endpoint" || k == "aws_endpoint_url")
+                        .map(|(_, v)| weir_api::Touch::Url(v.clone())),
+                );
                 let (store, base) = object_store::parse_url_opts(&url, options).map_err(|e| {
                     Error::config(option_path, format!("cannot open `{prefix}`: {e}"))
                 })?;
@@ -98,6 +109,7 @@ impl FileLocation {
             }
         } else {
             let relative = if prefix.is_empty() { "." } else { prefix };
+            touches.push(weir_api::Touch::local(std::path::Path::new(relative), cwd));
             let absolute = normalize(&cwd.join(relative));
             let base = Path::from_absolute_path(&absolute)
                 .map_err(|e| Error::config(option_path, format!("invalid path `{given}`: {e}")))?;
@@ -112,7 +124,14 @@ impl FileLocation {
             display_base: prefix.to_owned(),
             pattern,
             given: given.to_owned(),
+            touches,
         })
+    }
+
+    /// What reading or writing here touches: the local path before any glob, or the URL and
+    /// the S3 endpoint.
+    pub(crate) fn touches(&self) -> Vec<weir_api::Touch> {
+        self.touches.clone()
     }
 
     /// The store files live in.

@@ -146,6 +146,10 @@ impl PreparedSink for FileSink {
         format!("file: {} {}", self.options.format, self.location.given())
     }
 
+    fn touches(&self) -> Vec<weir_api::Touch> {
+        self.location.touches()
+    }
+
     async fn create_writer(&self, ctx: &TaskContext) -> Result<Box<dyn SinkWriter>> {
         Ok(Box::new(FileSinkWriter {
             location: self.location.clone(),

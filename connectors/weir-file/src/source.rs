@@ -357,6 +357,10 @@ impl PreparedSource for FileSource {
 
     /// The files in path order, each from its first record to its last, are one stream: with
     /// event time, a row is late exactly when it would be reading them in that order.
+    fn touches(&self) -> Vec<weir_api::Touch> {
+        self.location.touches()
+    }
+
     fn splits_are_one_stream(&self) -> bool {
         true
     }

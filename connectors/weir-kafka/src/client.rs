@@ -31,6 +31,16 @@ pub(crate) fn client_config(
     config
 }
 
+/// The brokers of `bootstrap_servers` (`host:port,host:port`) as places a client touches.
+pub(crate) fn broker_touches(bootstrap_servers: &str) -> Vec<weir_api::Touch> {
+    bootstrap_servers
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| weir_api::Touch::Url(format!("kafka://{s}")))
+        .collect()
+}
+
 /// Wraps a librdkafka error with what Weir was doing and the cluster it talked to.
 pub(crate) fn kafka_error(context: impl Into<String>, servers: &str, e: &KafkaError) -> Error {
     let retryable = !matches!(

@@ -393,6 +393,10 @@ fn parse_pre_commits(ctx: &TaskContext, values: &[serde_json::Value]) -> Result<
 
 #[async_trait::async_trait]
 impl PreparedSink for KafkaSink {
+    fn touches(&self) -> Vec<weir_api::Touch> {
+        crate::client::broker_touches(&self.options.bootstrap_servers)
+    }
+
     fn capabilities(&self) -> Vec<SinkCapability> {
         match self.options.delivery {
             Delivery::ExactlyOnce => vec![SinkCapability::TwoPhaseCommit],

@@ -308,6 +308,10 @@ impl PreparedSource for KafkaSource {
         self.schema.clone()
     }
 
+    fn touches(&self) -> Vec<weir_api::Touch> {
+        crate::client::broker_touches(&self.options.bootstrap_servers)
+    }
+
     fn capabilities(&self) -> Vec<SourceCapability> {
         let mut caps = vec![SourceCapability::Replayable];
         if self.options.read_committed {

@@ -36,6 +36,9 @@ pub struct AgentConfig {
     /// A PEM CA certificate to verify a Hub served over TLS with, and the path it was read
     /// from (besides the system's roots).
     pub ca_certificate: Option<(Vec<u8>, String)>,
+    /// The places its lanes may touch (`None`: anywhere); sent to the Hub, which checks jobs
+    /// against it at validation, and checked again before each lane starts.
+    pub allow: Option<weir::api::AllowList>,
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -114,9 +117,14 @@ pub async fn run_agent_with_metrics(
             state_backends: vec![STATE_BACKEND_REDB.to_owned()],
             checkpoint_protocol: CHECKPOINT_PROTOCOL,
             slots: config.slots,
+            allow: config.allow.as_ref().map(|a| weir_control::AllowedPlaces {
+                paths: a.paths.iter().map(|p| p.display().to_string()).collect(),
+                urls: a.urls.clone(),
+            }),
         },
     };
-    let mut lanes = Lanes::with_metrics(engine, metrics.clone());
+    let mut lanes =
+        Lanes::with_metrics(engine, metrics.clone()).with_allow_list(config.allow.clone());
     let mut agent = Agent {
         probes: metrics,
         client,

@@ -14,6 +14,20 @@ pub enum Error {
         #[source]
         source: weir::Error,
     },
+    /// A lane whose job touches a place outside this Agent's allow-lists (refused before any
+    /// I/O).
+    #[error(
+        "lane {lane} of job `{job}`: `{touch}` is outside this Agent's allow-lists \
+         (--allow-path, --allow-url)"
+    )]
+    NotAllowed {
+        /// The distributed job.
+        job: String,
+        /// The lane.
+        lane: u32,
+        /// The first place refused.
+        touch: String,
+    },
     /// A lane that this Agent does not run.
     #[error("lane {lane} of job `{job}` does not run on this Agent")]
     NoSuchLane {

@@ -90,6 +90,8 @@ pub struct Lanes {
     engine: Engine,
     running: BTreeMap<LaneId, Lane>,
     metrics: LaneMetrics,
+    /// The places lanes may touch (`None`: anywhere).
+    allow: Option<weir::api::AllowList>,
 }
 
 impl std::fmt::Debug for Lanes {
@@ -112,7 +114,16 @@ impl Lanes {
             engine,
             running: BTreeMap::new(),
             metrics,
+            allow: None,
         }
+    }
+
+    /// These lanes, refusing any whose job touches a place outside `allow` (checked before the
+    /// lane reads or writes anything).
+    #[must_use]
+    pub fn with_allow_list(mut self, allow: Option<weir::api::AllowList>) -> Self {
+        self.allow = allow;
+        self
     }
 
     /// Removes lane `id` from the running lanes and from the metrics.
@@ -165,9 +176,27 @@ impl Lanes {
         }
         let share = SplitShare::new(lane, count).map_err(lane_error)?;
         let file = format!("{job} (lane {lane} of {count})");
+        let spec = lane_spec(spec, job, lane);
+        if let Some(allow) = &self.allow {
+            // What the lane would touch, known without I/O, checked before it touches any.
+            let checked = self
+                .engine
+                .check_offline(&spec, Some(&file))
+                .await
+                .map_err(lane_error)?;
+            let touches = checked.touches(spec.checkpoint.as_ref());
+            if let Some(refused) = allow.first_refused(&touches) {
+                tracing::warn!(job, lane, %refused, "refused a lane outside the allow-lists");
+                return Err(Error::NotAllowed {
+                    job: job.to_owned(),
+                    lane,
+                    touch: refused.to_string(),
+                });
+            }
+        }
         let prepared = self
             .engine
-            .prepare(&lane_spec(spec, job, lane), Some(&file))
+            .prepare(&spec, Some(&file))
             .await
             .map_err(lane_error)?
             .with_split_share(share);
@@ -330,6 +359,43 @@ sinks:
         assert_eq!(lane.parallelism, Some(1));
         assert!(lane.sources.iter().all(|s| s.parallelism.is_none()));
         assert!(lane.operators.iter().all(|o| o.parallelism.is_none()));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lane_outside_the_allow_lists_is_refused_before_it_touches_anything() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("in-0.csv"), "k,v\na,1\n").expect("input");
+        let spec = spec(dir.path());
+        let only = |paths: Vec<std::path::PathBuf>| {
+            Some(weir::api::AllowList {
+                paths,
+                urls: vec![],
+            })
+        };
+        let mut lanes = Lanes::new(Engine::new()).with_allow_list(only(vec!["/nowhere".into()]));
+        let err = lanes
+            .start("totals", 1, &spec, (0, 1), RunOptions::default())
+            .await
+            .expect_err("outside the allow-list");
+        assert!(matches!(err, Error::NotAllowed { .. }), "{err}");
+        // The directory the source lists is what it touches first.
+        let listed = dir.path().display().to_string();
+        assert!(err.to_string().contains(&format!("`{listed}`")), "{err}");
+        assert!(!dir.path().join("out").exists(), "the refused lane wrote");
+        // The input allowed, the output not: refused all the same.
+        let mut lanes =
+            Lanes::new(Engine::new()).with_allow_list(only(vec![dir.path().join("in-0.csv")]));
+        let err = lanes
+            .start("totals", 1, &spec, (0, 1), RunOptions::default())
+            .await
+            .expect_err("the output is outside");
+        assert!(matches!(err, Error::NotAllowed { .. }), "{err}");
+        // Everything under the directory allowed: the lane runs.
+        let mut lanes = Lanes::new(Engine::new()).with_allow_list(only(vec![dir.path().into()]));
+        lanes
+            .start("totals", 1, &spec, (0, 1), RunOptions::default())
+            .await
+            .expect("an allowed lane starts");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -38,6 +38,7 @@ mod sink;
 mod source;
 pub mod state;
 mod state_image;
+mod touch;
 mod watermark;
 
 pub use capability::{Boundedness, SemanticMode, SinkCapability, SourceCapability};
@@ -63,6 +64,7 @@ pub use source::{
     BadRecordPolicy, ConnectorSpec, DeadLetterBuilder, PreparedSource, Reach, SourceFactory,
     SourceSplit, SplitBatch, SplitCursor, SplitRange, SplitReader, dead_letter_schema,
 };
+pub use touch::{AllowList, Touch};
 
 pub use state::{
     KeyedStateStore, NamespaceRange, ScannedEntry, StateAddress, StateDescriptor, StateKind,

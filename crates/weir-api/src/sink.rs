@@ -91,6 +91,12 @@ pub trait PreparedSink: Send + Sync + std::fmt::Debug {
     /// One line for plan output, e.g. `file: parquet out/`.
     fn describe(&self) -> String;
 
+    /// The local paths and remote places this sink writes (its directory, object store prefix
+    /// and endpoint, brokers), known without I/O. Default: nothing (a blackhole).
+    fn touches(&self) -> Vec<crate::Touch> {
+        Vec::new()
+    }
+
     /// Creates the writer of one subtask.
     ///
     /// # Errors

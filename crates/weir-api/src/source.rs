@@ -162,6 +162,13 @@ pub trait PreparedSource: Send + Sync + std::fmt::Debug {
         false
     }
 
+    /// The local paths and remote places this source reads (its files, object store prefix
+    /// and endpoint, brokers), known without I/O, so that allow-lists are checked before it
+    /// reads anything. Default: nothing (a generator).
+    fn touches(&self) -> Vec<crate::Touch> {
+        Vec::new()
+    }
+
     /// How often each source subtask looks for new splits with
     /// [`PreparedSource::discover_splits`]; `None` (the default): never. Only sources that read
     /// their splits concurrently discover.

@@ -38,6 +38,16 @@ pub struct AgentArgs {
     /// certificate), besides the system's roots.
     #[arg(long, env = "WEIR_CA_CERT")]
     ca_cert: Option<PathBuf>,
+    /// A local path prefix its lanes may read or write (repeat for several). With any
+    /// `--allow-path` or `--allow-url`, a lane touching anything else is refused before it
+    /// reads or writes, and the Hub warns at validation; without either, lanes may touch
+    /// anything this user may.
+    #[arg(long, value_name = "PATH")]
+    allow_path: Vec<PathBuf>,
+    /// A URL prefix its lanes may reach (`s3://bucket/in/`, `http://minio:9000`,
+    /// `kafka://broker:9092`; repeat for several); see `--allow-path`.
+    #[arg(long, value_name = "URL")]
+    allow_url: Vec<String>,
 }
 
 /// The lanes of this Agent, as the metrics exporter lists them.
@@ -76,6 +86,7 @@ pub async fn run(args: AgentArgs) -> Result<()> {
         poll_interval: Duration::from_millis(args.poll_ms.max(1)),
         join_token,
         ca_certificate: crate::secrets::ca_certificate(args.ca_cert.as_deref())?,
+        allow: allow_list(args.allow_path, args.allow_url)?,
     };
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -97,6 +108,23 @@ pub async fn run(args: AgentArgs) -> Result<()> {
     weir_agent::run_agent_with_metrics(config, weir::Engine::new(), stopped, lanes)
         .await
         .context("the Agent stopped")
+}
+
+/// The allow-lists of `--allow-path` and `--allow-url` (`None` when neither is given); paths
+/// are made absolute with `.` and `..` resolved, as the places lanes touch are.
+fn allow_list(paths: Vec<PathBuf>, urls: Vec<String>) -> Result<Option<weir::api::AllowList>> {
+    if paths.is_empty() && urls.is_empty() {
+        return Ok(None);
+    }
+    let cwd = std::env::current_dir().context("reading the current directory")?;
+    let paths = paths
+        .iter()
+        .map(|p| match weir::api::Touch::local(p, &cwd) {
+            weir::api::Touch::Path(p) => p,
+            weir::api::Touch::Url(u) => PathBuf::from(u),
+        })
+        .collect();
+    Ok(Some(weir::api::AllowList { paths, urls }))
 }
 
 /// Ctrl-C, or SIGTERM on Unix (what systemd and Kubernetes send).

@@ -35,6 +35,19 @@ pub struct AgentCapabilities {
     pub checkpoint_protocol: u32,
     /// How many lanes it runs at most.
     pub slots: u32,
+    /// The places its lanes may touch (`--allow-path`, `--allow-url`); absent: anywhere.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow: Option<AllowedPlaces>,
+}
+
+/// The path and URL prefixes an Agent's lanes may touch.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct AllowedPlaces {
+    /// Local path prefixes (whole components).
+    pub paths: Vec<String>,
+    /// URL prefixes (`s3://bucket/in/`, `http://minio:9000`, `kafka://broker:9092`).
+    pub urls: Vec<String>,
 }
 
 /// `POST /api/v1/agents/register`.

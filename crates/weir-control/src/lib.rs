@@ -14,9 +14,10 @@ mod live;
 mod manifest;
 
 pub use agent::{
-    AgentCapabilities, AgentEntry, AgentState, AssignedLane, CHECKPOINT_PROTOCOL, Command,
-    CommandAction, CommandOutcome, HeartbeatAck, LaneState, RUNTIME_VERSION, RegisterAgent,
-    Registration, ReportAck, ReportBatch, ReportItem, Restore, STATE_BACKEND_REDB, lane_job_id,
+    AgentCapabilities, AgentEntry, AgentState, AllowedPlaces, AssignedLane, CHECKPOINT_PROTOCOL,
+    Command, CommandAction, CommandOutcome, HeartbeatAck, LaneState, RUNTIME_VERSION,
+    RegisterAgent, Registration, ReportAck, ReportBatch, ReportItem, Restore, STATE_BACKEND_REDB,
+    lane_job_id,
 };
 pub use client::HubClient;
 pub use error::{ApiError, ControlError, Result};

@@ -26,6 +26,8 @@ pub struct Compiled {
     pub lanes: u32,
     /// The checkpoint section (a distributed job has one).
     pub checkpoint: CheckpointSpec,
+    /// Every place the job touches (sources, sinks, checkpoints), for the Agents' allow-lists.
+    pub touches: Vec<weir::api::Touch>,
 }
 
 /// Where a job's text comes from.
@@ -184,6 +186,7 @@ pub async fn compile(
     })?;
     match checkpoint {
         Some(checkpoint) if errors.is_empty() => Ok(Compiled {
+            touches: prepared.touches(Some(&checkpoint)),
             plan_fingerprint: prepared.plans.partitioned.fingerprint(),
             logical_fingerprint: prepared.plans.partitioned.logical_fingerprint(),
             spec,
@@ -226,6 +229,19 @@ pub fn incompatibilities(capabilities: &AgentCapabilities) -> Vec<String> {
     out
 }
 
+/// The first of `touches` outside the allow-lists of an Agent with `capabilities`.
+fn refused_touch<'a>(
+    capabilities: &AgentCapabilities,
+    touches: &'a [weir::api::Touch],
+) -> Option<&'a weir::api::Touch> {
+    let allow = capabilities.allow.as_ref()?;
+    weir::api::AllowList {
+        paths: allow.paths.iter().map(std::path::PathBuf::from).collect(),
+        urls: allow.urls.clone(),
+    }
+    .first_refused(touches)
+}
+
 /// The validate answer for a compiled (or refused) job, given the live Agents.
 pub fn validate_result(
     compiled: Result<&Compiled, &[ValidationError]>,
@@ -234,8 +250,12 @@ pub fn validate_result(
     let mut warnings = Vec::new();
     let mut errors = Vec::new();
     let mut usable_slots = 0u64;
+    let touches = compiled.map(|c| c.touches.as_slice()).unwrap_or_default();
     for (agent, caps) in live_agents {
-        let problems = incompatibilities(caps);
+        let mut problems = incompatibilities(caps);
+        if let Some(refused) = refused_touch(caps, touches) {
+            problems.push(format!("`{refused}` is outside its allow-lists"));
+        }
         if problems.is_empty() {
             usable_slots += u64::from(caps.slots);
         } else {
@@ -295,6 +315,7 @@ mod tests {
             state_backends: vec![STATE_BACKEND_REDB.into()],
             checkpoint_protocol: CHECKPOINT_PROTOCOL,
             slots: 2,
+            allow: None,
         }
     }
 
@@ -306,6 +327,7 @@ mod tests {
             state_backends: vec!["rocksdb".into()],
             checkpoint_protocol: CHECKPOINT_PROTOCOL + 1,
             slots: 0,
+            allow: None,
         };
         let problems = incompatibilities(&wrong);
         assert_eq!(problems.len(), 4, "{problems:?}");

@@ -542,5 +542,44 @@ async fn validation_touches_no_file_and_no_network() {
     assert!(!refused.valid);
     let text = serde_json::to_string(&refused).unwrap();
     assert!(text.contains("declare the columns"), "{text}");
-    assert!(!text.contains("root:x"), "the file's content came back: {text}");
+    assert!(
+        !text.contains("root:x"),
+        "the file's content came back: {text}"
+    );
+}
+
+/// An Agent's allow-lists are checked at validation: a job that writes outside them cannot run
+/// on it (an error when it is the only live Agent), one inside them can.
+#[tokio::test]
+async fn validation_checks_the_live_agents_allow_lists() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = fresh_hub(dir.path()).await;
+    let mut narrow = register_request("narrow", "boot", 2);
+    narrow.capabilities.allow = Some(weir_control::AllowedPlaces {
+        paths: vec![dir.path().join("allowed").display().to_string()],
+        urls: vec![],
+    });
+    t.client.register(JOIN_TOKEN, &narrow).await.unwrap();
+    let mut job = spec(dir.path(), 1);
+    job["checkpoint"]["dir"] = json!(dir.path().join("allowed/cp").display().to_string());
+    job["sinks"] = json!([{
+        "name": "out", "connector": "file", "input": "bids",
+        "options": { "path": dir.path().join("elsewhere").display().to_string(), "format": "csv" }
+    }]);
+    let request = |job: Value| ValidateRequest {
+        name: Some("places".into()),
+        sql: None,
+        spec: Some(job),
+    };
+    let refused = t.client.validate(&request(job.clone())).await.unwrap();
+    assert!(!refused.valid, "{refused:?}");
+    let text = serde_json::to_string(&refused).unwrap();
+    assert!(
+        text.contains("elsewhere") && text.contains("allow-lists"),
+        "{text}"
+    );
+    job["sinks"][0]["options"]["path"] =
+        json!(dir.path().join("allowed/out").display().to_string());
+    let valid = t.client.validate(&request(job)).await.unwrap();
+    assert!(valid.valid, "{valid:?}");
 }

@@ -83,6 +83,10 @@ impl<M: BatchMap> PreparedSource for MappedSource<M> {
         self.inner.splits_are_one_stream()
     }
 
+    fn touches(&self) -> Vec<weir_api::Touch> {
+        self.inner.touches()
+    }
+
     fn discovery_interval(&self) -> Option<std::time::Duration> {
         self.inner.discovery_interval()
     }

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use weir_api::{
     ConnectorSpec, OperatorId, OperatorSpec, PreparedOperator, PreparedSink, PreparedSource, Reach,
-    SemanticMode, SinkCapability, SourceCapability, SourceSplit, dead_letter_schema,
+    SemanticMode, SinkCapability, SourceCapability, SourceSplit, Touch, dead_letter_schema,
 };
 use weir_plan::{
     CompiledPlans, ModelNode, NodeKind, PartitionPolicy, PartitionedPlan, schema_from_fields,
@@ -172,6 +172,37 @@ impl PreparedJob {
             }
         }
         false
+    }
+
+    /// Every place the job's sources and sinks touch and, given the job's `checkpoint`
+    /// section, where its checkpoints go (the directory, or the URL and its S3 endpoint),
+    /// sorted: what allow-lists are checked against, before any I/O.
+    pub fn touches(&self, checkpoint: Option<&weir_plan::CheckpointSpec>) -> Vec<Touch> {
+        let mut out: Vec<Touch> = self
+            .nodes
+            .values()
+            .flat_map(|node| match node {
+                PreparedNode::Source(s) => s.touches(),
+                PreparedNode::Sink(s) => s.touches(),
+                PreparedNode::Operator(_) => Vec::new(),
+            })
+            .collect();
+        if let Some(dir) = checkpoint.and_then(|c| c.dir.as_deref()) {
+            if dir.contains("://") {
+                out.push(Touch::Url(dir.to_owned()));
+                let endpoint = checkpoint
+                    .and_then(|c| c.s3.as_ref())
+                    .and_then(|s3| s3.endpoint.clone())
+                    .or_else(|| std::env::var("AWS_ENDPOINT").ok());
+                out.extend(endpoint.map(Touch::Url));
+            } else {
+                let cwd = std::env::current_dir().unwrap_or_default();
+                out.push(Touch::local(std::path::Path::new(dir), &cwd));
+            }
+        }
+        out.sort();
+        out.dedup();
+        out
     }
 
     /// Every node of the partitioned plan.

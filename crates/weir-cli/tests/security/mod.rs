@@ -48,6 +48,7 @@ fn register(id: &str, credential: &str) -> RegisterAgent {
             state_backends: vec![STATE_BACKEND_REDB.into()],
             checkpoint_protocol: CHECKPOINT_PROTOCOL,
             slots: 1,
+            allow: None,
         },
     }
 }

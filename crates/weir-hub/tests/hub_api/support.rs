@@ -132,6 +132,7 @@ pub(crate) fn register_request(agent: &str, boot: &str, slots: u32) -> RegisterA
             state_backends: vec![STATE_BACKEND_REDB.into()],
             checkpoint_protocol: CHECKPOINT_PROTOCOL,
             slots,
+            allow: None,
         },
     }
 }

@@ -28,6 +28,28 @@ pub struct Compiled {
     pub checkpoint: CheckpointSpec,
     /// Every place the job touches (sources, sinks, checkpoints), for the Agents' allow-lists.
     pub touches: Vec<weir::api::Touch>,
+    /// What may not work as the user expects, though the job is valid.
+    pub warnings: Vec<String>,
+}
+
+/// Warnings about where a distributed job's checkpoints go: lanes move between Agents and the
+/// Hub writes the job manifests, so every one of them must reach the same storage.
+fn checkpoint_warnings(checkpoint: &CheckpointSpec) -> Vec<String> {
+    match checkpoint.dir.as_deref() {
+        None => vec![
+            "no `checkpoint.dir`: each Agent checkpoints into its own working directory, so a \
+             lane that moves to another Agent starts without its state and the Hub cannot \
+             publish job manifests; set it to storage every Agent and the Hub reach (SET \
+             'checkpoint.dir' = 's3://bucket/checkpoints')"
+                .to_owned(),
+        ],
+        Some(dir) if !dir.contains("://") || dir.starts_with("file://") => vec![format!(
+            "`checkpoint.dir` `{dir}` is a local path: every Agent and the Hub must see the same \
+             directory there (a shared mount), or lanes that move lose their state; an object \
+             store (s3://...) is shared by construction"
+        )],
+        Some(_) => Vec::new(),
+    }
 }
 
 /// Where a job's text comes from.
@@ -187,6 +209,7 @@ pub async fn compile(
     match checkpoint {
         Some(checkpoint) if errors.is_empty() => Ok(Compiled {
             touches: prepared.touches(Some(&checkpoint)),
+            warnings: checkpoint_warnings(&checkpoint),
             plan_fingerprint: prepared.plans.partitioned.fingerprint(),
             logical_fingerprint: prepared.plans.partitioned.logical_fingerprint(),
             spec,
@@ -277,6 +300,7 @@ pub fn validate_result(
     }
     match compiled {
         Ok(c) => {
+            warnings.extend(c.warnings.iter().cloned());
             if usable_slots > 0 && usable_slots < u64::from(c.lanes) {
                 warnings.push(format!(
                     "{} lanes but {usable_slots} slots on the live Agents: some lanes wait for a slot",

@@ -580,6 +580,21 @@ async fn validation_checks_the_live_agents_allow_lists() {
     );
     job["sinks"][0]["options"]["path"] =
         json!(dir.path().join("allowed/out").display().to_string());
-    let valid = t.client.validate(&request(job)).await.unwrap();
+    let valid = t.client.validate(&request(job.clone())).await.unwrap();
     assert!(valid.valid, "{valid:?}");
+    // Valid, with a word on the checkpoints: a local directory must be shared by every Agent
+    // and the Hub; none at all means each Agent's own.
+    assert!(
+        valid.warnings.iter().any(|w| w.contains("is a local path")),
+        "{valid:?}"
+    );
+    job["checkpoint"].as_object_mut().unwrap().remove("dir");
+    let undirected = t.client.validate(&request(job)).await.unwrap();
+    assert!(
+        undirected
+            .warnings
+            .iter()
+            .any(|w| w.contains("no `checkpoint.dir`")),
+        "{undirected:?}"
+    );
 }

@@ -526,6 +526,7 @@ async fn restarts_with_exact_output(
     job.restart = Some(weir::plan::RestartSpec {
         attempts,
         delay: Some(weir::api::DurationMs(10)),
+        max_delay: Some(weir::api::DurationMs(40)),
     });
     let summary = run_to_end(&engine, &job, options(&dir.path().join("cp"), None))
         .await

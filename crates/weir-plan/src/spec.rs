@@ -90,9 +90,30 @@ pub const DEFAULT_CHECKPOINT_TIMEOUT: DurationMs = DurationMs(600_000);
 pub struct RestartSpec {
     /// Restarts allowed after failures before the job fails for good (default 3; 0: never).
     pub attempts: u32,
-    /// Wait before each restart (default 1 s).
+    /// Wait before each restart (default 1 s); with `max_delay`, before the first.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub delay: Option<DurationMs>,
+    /// Exponential backoff: each further restart waits twice as long as the one before, up to
+    /// this (as Flink's exponential-delay strategy does), so that a system that stays down is
+    /// not hammered; absent: every restart waits `delay`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_delay: Option<DurationMs>,
+}
+
+impl RestartSpec {
+    /// The wait before restart number `n` (1-based).
+    pub fn delay_before(&self, n: u32) -> DurationMs {
+        let first = self.delay.unwrap_or(DEFAULT_RESTART_DELAY);
+        match self.max_delay {
+            None => first,
+            Some(max) => {
+                let doubled = first
+                    .0
+                    .saturating_mul(1u64.checked_shl(n.saturating_sub(1)).unwrap_or(u64::MAX));
+                DurationMs(doubled.min(max.0))
+            }
+        }
+    }
 }
 
 /// Default restarts of a job with checkpoints.
@@ -147,7 +168,39 @@ pub(crate) fn check_execution(spec: &JobSpec, file: &str) -> Result<()> {
             "a job restarts from its latest checkpoint: add a `checkpoint` section",
         ));
     }
+    if let Some(r) = &spec.restart
+        && let Some(max) = r.max_delay
+        && max.0 < r.delay.unwrap_or(DEFAULT_RESTART_DELAY).0
+    {
+        return Err(err(
+            "restart.max_delay",
+            "must be at least `delay` (the wait before the first restart, 1 s by default)",
+        ));
+    }
     Ok(())
+}
+
+#[cfg(test)]
+mod restart_tests {
+    use super::*;
+
+    #[test]
+    fn restarts_back_off_exponentially_up_to_the_maximum() {
+        let fixed = RestartSpec {
+            attempts: 5,
+            delay: Some(DurationMs(500)),
+            max_delay: None,
+        };
+        assert_eq!(fixed.delay_before(1), DurationMs(500));
+        assert_eq!(fixed.delay_before(4), DurationMs(500));
+        let backoff = RestartSpec {
+            max_delay: Some(DurationMs(3_000)),
+            ..fixed
+        };
+        let waits: Vec<u64> = (1..=5).map(|n| backoff.delay_before(n).0).collect();
+        assert_eq!(waits, [500, 1_000, 2_000, 3_000, 3_000]);
+        assert_eq!(backoff.delay_before(u32::MAX), DurationMs(3_000));
+    }
 }
 
 /// A source node.

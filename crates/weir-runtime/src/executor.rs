@@ -15,10 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 use weir_api::{Epoch, SemanticMode};
-use weir_plan::{
-    DEFAULT_CHECKPOINT_RETAIN, DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_RESTART_ATTEMPTS,
-    DEFAULT_RESTART_DELAY,
-};
+use weir_plan::{DEFAULT_CHECKPOINT_RETAIN, DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_RESTART_ATTEMPTS};
 use weir_plan::{NodeKind, Plan, Transport};
 
 /// What a finished job reports.
@@ -432,12 +429,11 @@ async fn supervise(
         (Some(_), Some(r)) => r.attempts,
         (Some(_), None) => DEFAULT_RESTART_ATTEMPTS,
     };
-    let delay = Duration::from_millis(
-        restart
-            .and_then(|r| r.delay)
-            .unwrap_or(DEFAULT_RESTART_DELAY)
-            .0,
-    );
+    let policy = restart.unwrap_or(weir_plan::RestartSpec {
+        attempts,
+        delay: None,
+        max_delay: None,
+    });
     let mut restore = shared.options.restore.clone();
     let mut attempt = first;
     let mut restarts = 0;
@@ -472,7 +468,7 @@ async fn supervise(
                 if let Some(s) = &shared.summary {
                     update(s, |s| s.restarts = restarts);
                 }
-                tokio::time::sleep(delay).await;
+                tokio::time::sleep(Duration::from_millis(policy.delay_before(restarts).0)).await;
                 attempt = launch(&shared, restore.clone()).await;
             }
             Err(e) => return Err(e),

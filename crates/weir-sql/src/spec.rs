@@ -39,6 +39,8 @@ pub(crate) struct Settings {
     pub(crate) checkpoint_min_pause: Option<DurationMs>,
     pub(crate) restart_attempts: Option<u32>,
     pub(crate) restart_delay: Option<DurationMs>,
+    /// `SET 'restart.max-delay'`: exponential backoff up to this.
+    pub(crate) restart_max_delay: Option<DurationMs>,
     /// `SET 's3.*'`: the S3 options of an `s3://` checkpoint directory, and the defaults of
     /// every file table on `s3://` (a table's own `'s3.*'` options win, option by option).
     pub(crate) s3: S3Options,
@@ -53,7 +55,7 @@ const KEYS: &str = "'job.name', 'parallelism', 'state.shards', 'channel.capacity
                     'semantic.mode', 'late.policy', 'late.allowed-lateness', 'late.sink', \
                     'watermark.interval', 'checkpoint.interval', 'checkpoint.dir', \
                     'checkpoint.retain', 'checkpoint.timeout', 'checkpoint.min-pause', \
-                    'restart.attempts', \
+                    'restart.attempts', 'restart.max-delay', \
                     'restart.delay', 's3.endpoint', 's3.region', 's3.access-key', \
                     's3.secret-key', 's3.session-token', 's3.path.style.access', \
                     's3.allow-http'";
@@ -142,8 +144,13 @@ impl Settings {
                     here.invalid(format!("'{key}' is a whole number, not '{value}'"))
                 })?);
             }
-            "restart.delay" | "restart-strategy.fixed-delay.delay" => {
+            "restart.delay"
+            | "restart-strategy.fixed-delay.delay"
+            | "restart-strategy.exponential-delay.initial-backoff" => {
                 self.restart_delay = Some(duration()?);
+            }
+            "restart.max-delay" | "restart-strategy.exponential-delay.max-backoff" => {
+                self.restart_max_delay = Some(duration()?);
             }
             s3 if s3.starts_with("s3.") => {
                 self.s3.set_sql(key, value).map_err(|m| here.invalid(m))?;
@@ -763,12 +770,18 @@ impl JobBuilder {
                 checkpoint["min_pause"] = serde_json::json!(p.0);
             }
             spec["checkpoint"] = checkpoint;
-            if settings.restart_attempts.is_some() || settings.restart_delay.is_some() {
+            if settings.restart_attempts.is_some()
+                || settings.restart_delay.is_some()
+                || settings.restart_max_delay.is_some()
+            {
                 let mut restart = serde_json::json!({
                     "attempts": settings.restart_attempts.unwrap_or(weir_plan::DEFAULT_RESTART_ATTEMPTS),
                 });
                 if let Some(d) = settings.restart_delay {
                     restart["delay"] = serde_json::json!(d.0);
+                }
+                if let Some(d) = settings.restart_max_delay {
+                    restart["max_delay"] = serde_json::json!(d.0);
                 }
                 spec["restart"] = restart;
             }
@@ -836,6 +849,13 @@ mod tests {
         cp.check(&here()).unwrap();
         assert_eq!(cp.checkpoint_interval, Some(DurationMs(200)));
         assert_eq!(cp.restart_attempts, Some(5));
+        cp.set(
+            "restart-strategy.exponential-delay.max-backoff",
+            "1min",
+            &here(),
+        )
+        .unwrap();
+        assert_eq!(cp.restart_max_delay, Some(DurationMs(60_000)));
         assert!(err("wibble", "1").contains("known:"));
         let mut route = Settings::default();
         route.set("late.policy", "route", &here()).unwrap();

@@ -16,6 +16,33 @@ use utoipa::ToSchema;
 /// How many samples of a lane the history keeps: ten minutes at one a second.
 pub const HISTORY_SAMPLES: usize = 600;
 
+/// The most a lane's history holds, as JSON (its samples, checkpoint counters and epochs):
+/// fewer samples than [`HISTORY_SAMPLES`] are kept for a lane whose samples are larger.
+pub const HISTORY_LANE_BYTES: usize = 8 << 20;
+
+/// The most the whole history holds, as JSON: past it, the oldest samples of the largest lanes
+/// go first.
+pub const HISTORY_TOTAL_BYTES: usize = 512 << 20;
+
+/// The size of `value` as JSON, counted without building it.
+fn json_size<T: Serialize>(value: &T) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut count = Count(0);
+    // Writing into a counter cannot fail; a value that does not serialize counts as what it
+    // wrote so far.
+    let _ = serde_json::to_writer(&mut count, value);
+    count.0
+}
+
 /// Rows read from one split of a source.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
@@ -291,9 +318,25 @@ pub struct UiConfig {
 struct LaneHistory {
     generation: u64,
     agent_id: Option<String>,
-    samples: VecDeque<MetricsSample>,
+    /// Samples with their sizes as JSON.
+    samples: VecDeque<(MetricsSample, usize)>,
     checkpoints: Option<serde_json::Value>,
     epochs: Vec<serde_json::Value>,
+    /// The JSON size of everything above.
+    bytes: usize,
+}
+
+impl LaneHistory {
+    /// Drops the oldest sample; `false` when there is none.
+    fn pop_oldest(&mut self) -> bool {
+        match self.samples.pop_front() {
+            Some((_, size)) => {
+                self.bytes -= size;
+                true
+            }
+            None => false,
+        }
+    }
 }
 
 /// The recent readings of every lane of every job, kept in memory (a restart of the Hub
@@ -301,6 +344,8 @@ struct LaneHistory {
 #[derive(Debug, Default)]
 pub struct MetricsHistory {
     lanes: BTreeMap<(String, u32), LaneHistory>,
+    /// The JSON size of every lane's history.
+    bytes: usize,
 }
 
 impl MetricsHistory {
@@ -318,27 +363,68 @@ impl MetricsHistory {
         let restarted = lane
             .samples
             .back()
-            .is_some_and(|last| counters_went_back(last, &reading.sample));
+            .is_some_and(|(last, _)| counters_went_back(last, &reading.sample));
+        let before = lane.bytes;
         if reading.generation > lane.generation || restarted {
             lane.samples.clear();
             lane.epochs.clear();
+            lane.bytes = 0;
         }
         lane.generation = reading.generation;
         lane.agent_id = agent_id.map(str::to_owned);
         if lane.samples.len() == HISTORY_SAMPLES {
-            lane.samples.pop_front();
+            lane.pop_oldest();
         }
-        lane.samples.push_back(reading.sample);
+        let extra_before = json_size(&lane.checkpoints) + json_size(&lane.epochs);
         lane.checkpoints = reading.checkpoints;
         if let Some(epochs) = reading.epochs {
             lane.epochs = epochs;
         }
+        let extra_after = json_size(&lane.checkpoints) + json_size(&lane.epochs);
+        lane.bytes = lane.bytes + extra_after - extra_before.min(lane.bytes);
+        let size = json_size(&reading.sample);
+        lane.samples.push_back((reading.sample, size));
+        lane.bytes += size;
+        while lane.bytes > HISTORY_LANE_BYTES && lane.pop_oldest() {}
+        let after = lane.bytes;
+        self.bytes = self.bytes - before.min(self.bytes) + after;
+        self.evict_to(HISTORY_TOTAL_BYTES);
+    }
+
+    /// Drops the oldest samples of the largest lanes until the history holds at most `limit`
+    /// bytes (or has no sample left to drop).
+    fn evict_to(&mut self, limit: usize) {
+        while self.bytes > limit {
+            let Some(largest) = self
+                .lanes
+                .values_mut()
+                .filter(|l| !l.samples.is_empty())
+                .max_by_key(|l| l.bytes)
+            else {
+                return;
+            };
+            let before = largest.bytes;
+            largest.pop_oldest();
+            self.bytes -= before - largest.bytes;
+        }
+    }
+
+    /// The JSON size of everything the history holds.
+    pub fn bytes(&self) -> usize {
+        self.bytes
     }
 
     /// Forgets the lanes of `job` from generations before `generation`.
     pub fn retain_generation(&mut self, job_id: &str, generation: u64) {
-        self.lanes
-            .retain(|(job, _), lane| job != job_id || lane.generation >= generation);
+        let mut freed = 0;
+        self.lanes.retain(|(job, _), lane| {
+            let keep = job != job_id || lane.generation >= generation;
+            if !keep {
+                freed += lane.bytes;
+            }
+            keep
+        });
+        self.bytes -= freed.min(self.bytes);
     }
 
     fn lanes_of<'a>(
@@ -367,6 +453,7 @@ impl MetricsHistory {
                         let newer = h
                             .samples
                             .iter()
+                            .map(|(sample, _)| sample)
                             .filter(|s| query.since.is_none_or(|t| s.at_ms > t));
                         let skip = query
                             .last
@@ -409,6 +496,42 @@ fn counters_went_back(previous: &MetricsSample, next: &MetricsSample) -> bool {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_history_is_bounded_in_bytes_per_lane_and_in_all() {
+        // A lane whose samples are 1 MiB each keeps the newest 8 MiB of them.
+        let mut history = MetricsHistory::default();
+        let mut big = reading(1, 0, 0);
+        big.sample.subtasks[0].operator_id = "x".repeat(1 << 20);
+        for at in 0..20 {
+            let mut r = big.clone();
+            r.sample.at_ms = at;
+            history.record(Some("a"), r);
+        }
+        let kept = history.metrics("j", 1, &MetricsQuery::default()).lanes[0]
+            .samples
+            .clone();
+        assert!(kept.len() < 8 && kept.len() >= 6, "{}", kept.len());
+        assert_eq!(kept.last().map(|s| s.at_ms), Some(19));
+        assert!(history.bytes() <= HISTORY_LANE_BYTES, "{}", history.bytes());
+        // Over a total bound, the largest lane gives up its oldest samples first.
+        for lane in 2..4 {
+            let mut r = reading(1, 100, 1);
+            r.lane = lane;
+            history.record(Some("a"), r);
+        }
+        let small = history.bytes() - history.lanes[&("j".to_owned(), 1)].bytes;
+        history.evict_to(small + (3 << 20));
+        assert!(history.bytes() <= small + (3 << 20));
+        let view = history.metrics("j", 1, &MetricsQuery::default());
+        assert!(
+            view.lanes.iter().all(|l| !l.samples.is_empty()),
+            "small lanes kept"
+        );
+        // Forgetting a generation frees its bytes.
+        history.retain_generation("j", 2);
+        assert_eq!(history.bytes(), 0);
+    }
 
     fn reading(generation: u64, at_ms: i64, rows: u64) -> LaneReading {
         LaneReading {

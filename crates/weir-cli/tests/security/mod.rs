@@ -311,3 +311,37 @@ async fn over_tls_clients_and_agents_verify_the_hubs_self_signed_certificate() {
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A thousand authenticated requests at once (each checks its token in the store) are all
+/// answered, and an API call made while they run is too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_hub_answers_a_thousand_concurrent_requests() {
+    let cluster = Cluster::start(0, 1, "2s").await;
+    let started = Instant::now();
+    let calls: Vec<_> = (0..1_000)
+        .map(|_| {
+            // Clones share a pool of HTTP/1 connections, one request at a time on each: up to a
+            // thousand connections, as many users would open.
+            let client = cluster.client.clone();
+            tokio::spawn(async move { client.list_jobs().await.map(|jobs| jobs.len()) })
+        })
+        .collect();
+    let during = tokio::time::timeout(Duration::from_secs(60), cluster.client.list_agents())
+        .await
+        .expect("an API call answered within 60 s while a thousand run");
+    during.expect("the agent list");
+    let mut answered = 0;
+    for call in calls {
+        let listed = tokio::time::timeout(Duration::from_secs(120), call)
+            .await
+            .expect("every request answered within 120 s")
+            .expect("the request's task");
+        assert_eq!(listed.expect("200 with the jobs"), 0);
+        answered += 1;
+    }
+    assert_eq!(answered, 1_000);
+    eprintln!(
+        "1,000 concurrent requests answered in {:?}",
+        started.elapsed()
+    );
+}

@@ -402,7 +402,7 @@ impl CsvSplitReader {
                         col,
                         format!(
                             "`{}` is not a valid {}",
-                            column.value(row),
+                            weir_api::excerpt(column.value(row)),
                             field.data_type()
                         ),
                     ));
@@ -562,7 +562,10 @@ fn describe_parse_error(err: &ArrowError) -> (Option<usize>, String) {
         between("parsing value '", "' as type '"),
         between("' as type '", "'"),
     ) {
-        (Some(value), Some(ty)) => (column, format!("`{value}` is not a valid {ty}")),
+        (Some(value), Some(ty)) => (
+            column,
+            format!("`{}` is not a valid {ty}", weir_api::excerpt(value)),
+        ),
         _ => (column, message),
     }
 }
@@ -615,6 +618,15 @@ mod tests {
         assert_eq!(line, Some(3));
         assert_eq!(column.as_deref(), Some("price"));
         assert_eq!(message, "`abc` is not a valid Int64");
+    }
+
+    #[tokio::test]
+    async fn a_huge_bad_value_is_cut_in_the_message() {
+        let text = format!("id,price\n1,{}\n", "x".repeat(16 << 10));
+        let (_, line, _, message) = fail_on(&text, id_price()).await;
+        assert_eq!(line, Some(2));
+        assert!(message.len() < 400, "{} bytes", message.len());
+        assert!(message.contains("more bytes)"), "{message}");
     }
 
     #[tokio::test]

@@ -109,11 +109,12 @@ impl HubError {
         }
     }
 
-    /// A 404 for `what` `id`, named by `field`.
+    /// A 404 for `what` `id`, named by `field`; an id longer than an excerpt is cut (a path
+    /// may carry megabytes).
     pub fn not_found(what: &'static str, id: &str, field: &str) -> Self {
         HubError::NotFound {
             what,
-            id: id.to_owned(),
+            id: weir::api::excerpt(id).into_owned(),
             field: field.to_owned(),
         }
     }

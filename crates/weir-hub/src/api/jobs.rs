@@ -26,7 +26,10 @@ fn check_name(name: &str, field: &str) -> Result<()> {
     } else {
         Err(HubError::bad_request(
             field,
-            format!("`{name}`: expected 1 to 64 characters of [A-Za-z0-9_-]"),
+            format!(
+                "`{}`: expected 1 to 64 characters of [A-Za-z0-9_-]",
+                weir::api::excerpt(name)
+            ),
         ))
     }
 }

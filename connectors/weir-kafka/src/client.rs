@@ -31,6 +31,29 @@ pub(crate) fn client_config(
     config
 }
 
+/// How Weir's clients report librdkafka's error events: the end of a partition (an event Weir
+/// asks for, `enable.partition.eof`, to know a bounded read is done) at debug level, every
+/// other error at error level as librdkafka's default does.
+pub(crate) fn report_error_event(error: &KafkaError, reason: &str) {
+    if matches!(error, KafkaError::PartitionEOF(_)) {
+        tracing::debug!("librdkafka: end of partition: {error}: {reason}");
+    } else {
+        tracing::error!("librdkafka: {error}: {reason}");
+    }
+}
+
+/// The context of consumers that ask for end-of-partition events: those are not errors.
+#[derive(Debug, Default, Clone, Copy)]
+pub(crate) struct EofIsNoError;
+
+impl rdkafka::ClientContext for EofIsNoError {
+    fn error(&self, error: KafkaError, reason: &str) {
+        report_error_event(&error, reason);
+    }
+}
+
+impl rdkafka::consumer::ConsumerContext for EofIsNoError {}
+
 /// The brokers of `bootstrap_servers` (`host:port,host:port`) as places a client touches.
 pub(crate) fn broker_touches(bootstrap_servers: &str) -> Vec<weir_api::Touch> {
     bootstrap_servers

@@ -68,7 +68,7 @@ pub(crate) fn last_committed(
             e,
         )
     };
-    let consumer: BaseConsumer = client_config(
+    let consumer: BaseConsumer<crate::client::EofIsNoError> = client_config(
         servers,
         properties,
         &[
@@ -78,7 +78,7 @@ pub(crate) fn last_committed(
             ("enable.partition.eof", "true"),
         ],
     )
-    .create()
+    .create_with_context(crate::client::EofIsNoError)
     .map_err(|e| failed(&e))?;
     let (low, high) = consumer
         .fetch_watermarks(topic, 0, CALL_TIMEOUT)

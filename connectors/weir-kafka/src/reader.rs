@@ -47,6 +47,10 @@ impl LagContext {
 }
 
 impl ClientContext for LagContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        crate::client::report_error_event(&error, reason);
+    }
+
     fn stats(&self, statistics: Statistics) {
         let ends = self
             .ends

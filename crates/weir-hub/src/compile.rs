@@ -252,8 +252,30 @@ pub fn incompatibilities(capabilities: &AgentCapabilities) -> Vec<String> {
     out
 }
 
+/// `touches` as the store keeps them: local paths and URLs apart.
+pub fn places_of(touches: &[weir::api::Touch]) -> weir_control::AllowedPlaces {
+    let mut places = weir_control::AllowedPlaces::default();
+    for touch in touches {
+        match touch {
+            weir::api::Touch::Path(p) => places.paths.push(p.display().to_string()),
+            weir::api::Touch::Url(u) => places.urls.push(u.clone()),
+        }
+    }
+    places
+}
+
+/// What [`places_of`] made, as touches again.
+pub fn touches_of(places: &weir_control::AllowedPlaces) -> Vec<weir::api::Touch> {
+    places
+        .paths
+        .iter()
+        .map(|p| weir::api::Touch::Path(p.into()))
+        .chain(places.urls.iter().map(|u| weir::api::Touch::Url(u.clone())))
+        .collect()
+}
+
 /// The first of `touches` outside the allow-lists of an Agent with `capabilities`.
-fn refused_touch<'a>(
+pub fn refused_touch<'a>(
     capabilities: &AgentCapabilities,
     touches: &'a [weir::api::Touch],
 ) -> Option<&'a weir::api::Touch> {

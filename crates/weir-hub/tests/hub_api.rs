@@ -598,3 +598,39 @@ async fn validation_checks_the_live_agents_allow_lists() {
         "{undirected:?}"
     );
 }
+
+/// Lanes are placed only on Agents whose allow-lists take every place the job touches: with
+/// only a refusing Agent live a lane waits, and it goes to an Agent that allows it once one
+/// registers.
+#[tokio::test]
+async fn lanes_are_placed_only_where_the_allow_lists_take_the_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = fresh_hub(dir.path()).await;
+    let mut narrow = register_request("narrow", "boot", 4);
+    narrow.capabilities.allow = Some(weir_control::AllowedPlaces {
+        paths: vec!["/nowhere".into()],
+        urls: vec![],
+    });
+    t.client.register(JOIN_TOKEN, &narrow).await.unwrap();
+    let mut job = spec(dir.path(), 1);
+    job["sinks"] = json!([{
+        "name": "out", "connector": "file", "input": "bids",
+        "options": { "path": dir.path().join("out").display().to_string(), "format": "csv" }
+    }]);
+    t.client
+        .submit(&submit("placed", job, DesiredState::Running))
+        .await
+        .unwrap();
+    assert_eq!(
+        placement(&t.client, "placed").await,
+        [(0, None, "pending".to_owned())],
+        "a lane waits rather than go where it is refused"
+    );
+    t.register("wide", 1).await;
+    let on: Vec<_> = placement(&t.client, "placed")
+        .await
+        .into_iter()
+        .map(|(_, agent, _)| agent)
+        .collect();
+    assert_eq!(on, [Some("wide".to_owned())]);
+}

@@ -174,8 +174,8 @@ pub(crate) fn insert_version(
     let source_spec = spec.map(|s| to_stored("job spec", s)).transpose()?;
     tx.execute(
         "INSERT INTO job_versions (version_id, job_id, number, source_sql, source_spec, \
-         spec_json, plans_json, plan_fingerprint, state_format_version, lanes, created_at) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+         spec_json, plans_json, plan_fingerprint, state_format_version, lanes, created_at, \
+         touches) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
         params![
             version_id,
             job_id,
@@ -188,6 +188,10 @@ pub(crate) fn insert_version(
             weir::state::STATE_FORMAT_VERSION,
             compiled.lanes,
             now,
+            to_stored(
+                "touched places",
+                &crate::compile::places_of(&compiled.touches)
+            )?,
         ],
     )
     .map_err(HubError::store(context))?;
@@ -273,8 +277,18 @@ pub(crate) fn summary(tx: &Transaction<'_>, job: &JobRow) -> Result<JobSummary> 
 
 /// Live Agents whose capabilities fit, with the lanes they hold (current generations of
 /// running jobs, lanes that hold a slot).
-fn agent_loads(tx: &Transaction<'_>) -> Result<Vec<AgentLoad>> {
+/// The live Agents that can run `job`'s lanes, with what they run: compatible, and with
+/// allow-lists (if any) that take every place the job's current version touches.
+fn agent_loads(tx: &Transaction<'_>, job: &JobRow) -> Result<Vec<AgentLoad>> {
     let context = "reading agent loads";
+    let places: String = tx
+        .query_row(
+            "SELECT touches FROM job_versions WHERE version_id = ?1",
+            [&job.current_version],
+            |r| r.get(0),
+        )
+        .map_err(HubError::store(context))?;
+    let touches = crate::compile::touches_of(&from_stored("touched places", &places)?);
     let mut stmt = tx
         .prepare_cached(
             "SELECT agent_id, capabilities FROM agents WHERE state = 'live' ORDER BY agent_id",
@@ -299,7 +313,9 @@ fn agent_loads(tx: &Transaction<'_>) -> Result<Vec<AgentLoad>> {
     let mut loads = Vec::new();
     for (agent_id, caps) in agents {
         let caps: AgentCapabilities = from_stored("agent capabilities", &caps)?;
-        if incompatibilities(&caps).is_empty() {
+        if incompatibilities(&caps).is_empty()
+            && crate::compile::refused_touch(&caps, &touches).is_none()
+        {
             let lanes = held.get(&agent_id).copied().map_or(0, to_u32);
             loads.push(AgentLoad {
                 agent_id,
@@ -457,7 +473,7 @@ fn start(tx: &Transaction<'_>, job: &mut JobRow, now: i64) -> Result<()> {
     .map_err(HubError::store("starting a job"))?;
     job.has_run = true;
     let lanes = version_row(tx, &job.current_version)?.version.lanes;
-    let mut loads = agent_loads(tx)?;
+    let mut loads = agent_loads(tx, job)?;
     let placed = place(&(0..lanes).collect::<Vec<_>>(), &mut loads);
     for (lane, agent) in &placed {
         insert_assignment(tx, job, *lane, agent.as_deref(), "pending", None, now)?;
@@ -529,7 +545,7 @@ fn live_agents(tx: &Transaction<'_>) -> Result<Vec<String>> {
 pub(crate) fn replace_lost(tx: &Transaction<'_>, job: &mut JobRow, now: i64) -> Result<()> {
     let before = lanes(tx, job)?;
     bump_generation(tx, job, DesiredState::Running, Restore::Latest)?;
-    let mut loads = agent_loads(tx)?;
+    let mut loads = agent_loads(tx, job)?;
     let mut placed = Vec::new();
     let mut lost = Vec::new();
     for lane in &before {
@@ -572,7 +588,7 @@ pub(crate) fn place_waiting(tx: &Transaction<'_>, now: i64) -> Result<()> {
             .filter(|l| l.agent_id.is_none())
             .map(|l| l.lane)
             .collect();
-        let mut loads = agent_loads(tx)?;
+        let mut loads = agent_loads(tx, &job)?;
         let placed: Vec<_> = place(&waiting, &mut loads)
             .into_iter()
             .filter(|(_, a)| a.is_some())

@@ -31,6 +31,7 @@ use std::sync::Mutex;
 const MIGRATIONS: &[M<'static>] = &[
     M::up(include_str!("../../migrations/01-init.sql")),
     M::up(include_str!("../../migrations/02-auth.sql")),
+    M::up(include_str!("../../migrations/03-places.sql")),
 ];
 
 /// The intent store.

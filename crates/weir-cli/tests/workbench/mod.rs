@@ -753,7 +753,7 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
     .await;
 
     // Signing out forgets the token: the Hub refuses the next call (401) and the form asks
-    // again; a wrong token is refused and asked for again; the right one reads the list again.
+    // again; a viewer's token reads but may not start; the admin's reads the list again.
     page.click("#sign-out").await;
     page.until(
         "signed out: the token forgotten, the form asking",
@@ -761,6 +761,26 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
          !document.querySelector('#sign-in').hidden",
     )
     .await;
+    // A viewer's token reads, and its Start is refused with the role named (403).
+    let viewer = crate::hub_auth::create_token(&cluster.weir(), cluster.dir(), "viewer");
+    page.sign_in(&viewer).await;
+    page.go("#/jobs/clicks").await;
+    page.click("#action-start").await;
+    page.until(
+        "a viewer's Start refused, the role named",
+        "document.querySelector('[data-testid=api-error-message]')?.textContent\
+         .startsWith(\"HTTP 403: your token's role (viewer/operator/admin) may not start or \
+         stop jobs\")",
+    )
+    .await;
+    page.click("#sign-out").await;
+    page.until(
+        "signed out again, the form asking",
+        "sessionStorage.getItem('weir.token') === null && \
+         !document.querySelector('#sign-in').hidden",
+    )
+    .await;
+    page.go("#/jobs").await;
     page.sign_in(&cluster.admin_token).await;
     page.until(
         "the list read again with the token, Sign out offered",
@@ -795,13 +815,15 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
         .expect("reload with the real fetch");
     page.find("[data-testid=job-row]").await;
 
-    // Chrome logs every answer of 400 and above: the refused upgrade's 409 and the 401s that
-    // asked for the token (at the start and after signing out) are the only ones.
+    // Chrome logs every answer of 400 and above: the refused upgrade's 409, the 401s that
+    // asked for the token (at the start and after each sign-out) and the viewer's 403 are the
+    // only ones.
     let errors = page.browser.console_errors().expect("console log");
     assert!(
         errors.iter().all(
             |e| (e.contains("/api/v1/jobs/clicks/upgrades") && e.contains("409"))
-                || (e.contains("/api/v1/jobs - ") && e.contains("status of 401"))
+                || e.contains("status of 401")
+                || (e.contains("/api/v1/jobs/clicks/desired-state") && e.contains("403"))
         ),
         "the page logged errors: {errors:?}"
     );

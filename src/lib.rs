@@ -67,6 +67,8 @@ pub fn default_registry() -> Registry {
 #[derive(Debug, Clone)]
 pub struct Engine {
     registry: Registry,
+    /// Which environment variables `${env:NAME}` references in job options may read.
+    env: api::secrets::EnvAccess,
 }
 
 impl Default for Engine {
@@ -80,12 +82,22 @@ impl Engine {
     pub fn new() -> Self {
         Engine {
             registry: default_registry(),
+            env: api::secrets::EnvAccess::All,
         }
     }
 
     /// The registry, to add plugin operators and connectors.
     pub fn registry_mut(&mut self) -> &mut Registry {
         &mut self.registry
+    }
+
+    /// Sets which environment variables `${env:NAME}` references in connector and checkpoint
+    /// options may read when a job is prepared (default: every variable of this process; see
+    /// docs/job-spec.md, "Secrets from the environment"). A process that runs other people's
+    /// jobs (an Agent) narrows it to the names it means to share; one that only validates them
+    /// (the Hub) reads none.
+    pub fn set_env_access(&mut self, access: api::secrets::EnvAccess) {
+        self.env = access;
     }
 
     /// Registers a plugin operator under `name`, usable as `type: name` in job specs.
@@ -143,7 +155,59 @@ impl Engine {
     /// The first plan or prepare error, naming the offending field's JSON path.
     pub async fn prepare(&self, spec: &JobSpec, file: Option<&str>) -> Result<PreparedJob> {
         let plans = CompiledPlans::compile(spec, file)?;
-        PreparedJob::prepare(plans, &self.registry, file.unwrap_or("<builder>")).await
+        PreparedJob::prepare_with(
+            plans,
+            &self.registry,
+            file.unwrap_or("<builder>"),
+            weir_api::Reach::Full,
+            &self.env,
+        )
+        .await
+    }
+
+    /// [`Engine::prepare`] for a run: when preparing fails on something a retry may cure (a
+    /// broker or object store that cannot be reached yet) and the job checkpoints, it is tried
+    /// again as a failed attempt of the running job would be: up to the job's `restart`
+    /// attempts, after the same delays. `weir run` starts jobs this way, so a job started
+    /// while its broker is down waits for it instead of failing at once.
+    ///
+    /// # Errors
+    /// As [`Engine::prepare`]: the first error that is not retryable, or the last one.
+    pub async fn prepare_retrying(
+        &self,
+        spec: &JobSpec,
+        file: Option<&str>,
+    ) -> Result<PreparedJob> {
+        let policy = match (&spec.checkpoint, spec.restart) {
+            (None, _) => None,
+            (Some(_), Some(r)) => Some(r),
+            (Some(_), None) => Some(plan::RestartSpec {
+                attempts: plan::DEFAULT_RESTART_ATTEMPTS,
+                delay: None,
+                max_delay: None,
+            }),
+        };
+        let mut failures = 0;
+        loop {
+            match self.prepare(spec, file).await {
+                Err(e) if e.is_retryable() => match policy {
+                    Some(p) if failures < p.attempts => {
+                        failures += 1;
+                        let delay = p.delay_before(failures);
+                        tracing::warn!(
+                            error = %e,
+                            restart = failures,
+                            of = p.attempts,
+                            delay_ms = delay.0,
+                            "preparing the job failed; trying again"
+                        );
+                        tokio::time::sleep(std::time::Duration::from_millis(delay.0)).await;
+                    }
+                    _ => return Err(e),
+                },
+                other => return other,
+            }
+        }
     }
 
     /// Compiles and prepares a spec touching nothing outside this process (no file, store or
@@ -160,6 +224,7 @@ impl Engine {
             &self.registry,
             file.unwrap_or("<builder>"),
             weir_api::Reach::Offline,
+            &self.env,
         )
         .await
     }

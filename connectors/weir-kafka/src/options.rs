@@ -6,6 +6,7 @@ use crate::format::{Format, MetadataKey, RecordLayout};
 use arrow::datatypes::SchemaRef;
 use std::collections::BTreeMap;
 use std::time::Duration;
+use weir_api::secrets::RedactedOptions;
 use weir_api::{DurationMs, Error, Result};
 
 /// Options every Kafka node takes.
@@ -56,7 +57,6 @@ pub(crate) const DEFAULT_DISCOVERY_INTERVAL: Duration = Duration::from_secs(300)
 pub(crate) const DEFAULT_BATCH_SIZE: usize = 8192;
 
 /// The flat option map of a node, its values as strings, with the JSON path for errors.
-#[derive(Debug)]
 pub(crate) struct RawOptions {
     values: BTreeMap<String, String>,
     /// `metadata`: column -> metadata key.
@@ -314,7 +314,6 @@ pub(crate) enum StopAt {
 }
 
 /// The options of a Kafka source.
-#[derive(Debug)]
 pub(crate) struct SourceOptions {
     pub(crate) topics: Vec<String>,
     pub(crate) bootstrap_servers: String,
@@ -501,7 +500,6 @@ pub(crate) enum Partitioner {
 }
 
 /// The options of a Kafka sink.
-#[derive(Debug)]
 pub(crate) struct SinkOptions {
     pub(crate) topic: String,
     pub(crate) bootstrap_servers: String,
@@ -702,5 +700,77 @@ mod tests {
             err.to_string().contains("sink.transactional-id-prefix"),
             "{err}"
         );
+    }
+}
+
+// `Debug` of the option structs shows secret properties (`sasl.password`, JAAS configs)
+// redacted: they may end up in a log line or a panic message.
+impl std::fmt::Debug for RawOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RawOptions")
+            .field("values", &RedactedOptions(&self.values))
+            .field("metadata", &self.metadata)
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for SourceOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SourceOptions")
+            .field("topics", &self.topics)
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("group_id", &self.group_id)
+            .field("properties", &RedactedOptions(&self.properties))
+            .field("start", &self.start)
+            .field("stop", &self.stop)
+            .field("discovery", &self.discovery)
+            .field("batch_size", &self.batch_size)
+            .field("read_committed", &self.read_committed)
+            .finish()
+    }
+}
+
+impl std::fmt::Debug for SinkOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SinkOptions")
+            .field("topic", &self.topic)
+            .field("bootstrap_servers", &self.bootstrap_servers)
+            .field("properties", &RedactedOptions(&self.properties))
+            .field("delivery", &self.delivery)
+            .field("transactional_id_prefix", &self.transactional_id_prefix)
+            .field("partitioner", &self.partitioner)
+            .field("epoch_topic", &self.epoch_topic)
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod debug_tests {
+    use super::*;
+
+    #[test]
+    fn debug_output_hides_secret_properties() {
+        let raw = RawOptions::parse(
+            &serde_json::json!({
+                "topic": "t",
+                "scan.startup.mode": "earliest-offset",
+                "properties.bootstrap.servers": "b:9092",
+                "properties.sasl.password": "hunter2",
+                "properties.sasl.jaas.config": "x required password=\"hunter3\";",
+            }),
+            "sources[0].options",
+            SOURCE_OPTIONS,
+        )
+        .unwrap();
+        let source = SourceOptions::parse(&raw).unwrap();
+        for shown in [format!("{raw:?}"), format!("{source:?}")] {
+            assert!(
+                !shown.contains("hunter2")
+                    && !shown.contains("hunter3")
+                    && shown.contains("b:9092"),
+                "{shown}"
+            );
+        }
     }
 }

@@ -178,13 +178,14 @@ impl Lanes {
         let file = format!("{job} (lane {lane} of {count})");
         let spec = lane_spec(spec, job, lane);
         if let Some(allow) = &self.allow {
-            // What the lane would touch, known without I/O, checked before it touches any.
+            // What the lane would touch, known without I/O, checked before it touches any (its
+            // `${env:NAME}` references read, as this Agent allows).
             let checked = self
                 .engine
                 .check_offline(&spec, Some(&file))
                 .await
                 .map_err(lane_error)?;
-            let touches = checked.touches(spec.checkpoint.as_ref());
+            let touches = checked.touches(checked.plans.checkpoint.as_ref());
             if let Some(refused) = allow.first_refused(&touches) {
                 tracing::warn!(job, lane, %refused, "refused a lane outside the allow-lists");
                 return Err(Error::NotAllowed {
@@ -396,6 +397,42 @@ sinks:
             .start("totals", 1, &spec, (0, 1), RunOptions::default())
             .await
             .expect("an allowed lane starts");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn env_references_are_read_as_the_agent_allows_and_checked_by_the_allow_lists() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let mut spec = spec(dir.path());
+        // Cargo sets this variable for every test process.
+        let var = "CARGO_MANIFEST_DIR";
+        let value = std::env::var(var).expect("cargo sets CARGO_MANIFEST_DIR");
+        spec.sources[0].options["path"] = format!("${{env:{var}}}").into();
+        // An Agent that allows no variable refuses the lane.
+        let mut engine = Engine::new();
+        engine.set_env_access(weir::api::secrets::EnvAccess::Only(vec![]));
+        let mut lanes = Lanes::new(engine);
+        let err = lanes
+            .start("totals", 0, &spec, (0, 1), RunOptions::default())
+            .await
+            .expect_err("no variable allowed");
+        let text = err.to_string();
+        assert!(
+            text.contains("sources[0].options.path") && text.contains("--allow-env"),
+            "{text}"
+        );
+        // Allowed, the value is what the allow-lists check: the variable's directory, refused.
+        let mut engine = Engine::new();
+        engine.set_env_access(weir::api::secrets::EnvAccess::Only(vec!["CARGO_*".into()]));
+        let mut lanes = Lanes::new(engine).with_allow_list(Some(weir::api::AllowList {
+            paths: vec![dir.path().into()],
+            urls: vec![],
+        }));
+        let err = lanes
+            .start("totals", 0, &spec, (0, 1), RunOptions::default())
+            .await
+            .expect_err("the variable's directory is outside the allow-list");
+        assert!(matches!(err, Error::NotAllowed { .. }), "{err}");
+        assert!(err.to_string().contains(&value), "{err}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

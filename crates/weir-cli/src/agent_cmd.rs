@@ -48,6 +48,11 @@ pub struct AgentArgs {
     /// `kafka://broker:9092`; repeat for several); see `--allow-path`.
     #[arg(long, value_name = "URL")]
     allow_url: Vec<String>,
+    /// An environment variable of this Agent that `${env:NAME}` references in its lanes'
+    /// options may read (`KAFKA_PASSWORD`; `PREFIX*` allows a prefix; repeat for several).
+    /// Without it, a lane with a reference is refused: the Agent's own secrets stay its own.
+    #[arg(long, value_name = "NAME")]
+    allow_env: Vec<String>,
 }
 
 /// The lanes of this Agent, as the metrics exporter lists them.
@@ -105,7 +110,9 @@ pub async fn run(args: AgentArgs) -> Result<()> {
         }
         None => None,
     };
-    weir_agent::run_agent_with_metrics(config, weir::Engine::new(), stopped, lanes)
+    let mut engine = weir::Engine::new();
+    engine.set_env_access(weir::api::secrets::EnvAccess::Only(args.allow_env));
+    weir_agent::run_agent_with_metrics(config, engine, stopped, lanes)
         .await
         .context("the Agent stopped")
 }

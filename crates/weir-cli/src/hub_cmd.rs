@@ -104,6 +104,11 @@ struct ServeArgs {
     /// Connections served at once; more wait to be accepted.
     #[arg(long, default_value_t = weir_hub::ServeLimits::default().max_connections)]
     max_connections: usize,
+    /// An environment variable of the Hub that `${env:NAME}` references in a job's
+    /// `checkpoint` section may read (the Hub writes job manifests there); `PREFIX*` allows a
+    /// prefix; repeat for several. Without it, no reference is read here.
+    #[arg(long, value_name = "NAME")]
+    allow_env: Vec<String>,
 }
 
 /// Runs `weir hub` or one of its subcommands.
@@ -182,6 +187,7 @@ async fn serve(args: ServeArgs) -> Result<()> {
         lease_ttl: args.lease_ttl,
         limits,
         join_token,
+        allow_env: weir::api::secrets::EnvAccess::Only(args.allow_env),
     })
     .with_context(|| format!("opening the Hub store {}", db.display()))?;
     let listener = tokio::net::TcpListener::bind(&args.listen)

@@ -251,7 +251,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 explain,
                 sql,
             } = load(&engine, &job, parallelism).await?;
-            let prepared = engine.prepare(&spec, Some(&file)).await?;
+            let prepared = engine.prepare_retrying(&spec, Some(&file)).await?;
             if explain {
                 print_stdout(&explain_text(&prepared.plans)?)?;
                 return Ok(());
@@ -283,7 +283,8 @@ async fn dispatch(cli: Cli) -> Result<()> {
                     let storage = match (&checkpoint_storage, &prepared.plans.checkpoint) {
                         (Some(storage), _) => Some(storage.clone()),
                         (None, Some(c)) => Some(
-                            weir_hub::checkpoint_storage(c)
+                            // Resolved already, with every variable of this process.
+                            weir_hub::checkpoint_storage(c, &weir::api::secrets::EnvAccess::All)
                                 .context("opening the checkpoint directory")?,
                         ),
                         (None, None) => None,

@@ -228,6 +228,53 @@ fn sql_errors_name_file_line_and_column() {
 }
 
 #[test]
+fn sql_options_read_env_references_where_the_job_runs() {
+    let work = tempfile::tempdir().expect("tempdir");
+    std::fs::write(work.path().join("in.csv"), "a\n1\n2\n3\n").expect("input");
+    let script = "CREATE TABLE t (a BIGINT) WITH ('connector' = 'filesystem', \
+                  'path' = '${env:WEIR_TEST_INPUT}', 'format' = 'csv');\n\
+                  CREATE TABLE o (a BIGINT) WITH ('connector' = 'filesystem', \
+                  'path' = '${env:WEIR_TEST_OUTPUT}', 'format' = 'csv');\n\
+                  INSERT INTO o SELECT a * 10 FROM t;\n";
+    std::fs::write(work.path().join("refs.sql"), script).expect("write");
+    let run = |vars: &[(&str, &str)]| {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_weir"));
+        command
+            .args(["run", "refs.sql", "--json"])
+            .current_dir(work.path())
+            .env("RUST_LOG", "warn")
+            .env_remove("WEIR_TEST_INPUT")
+            .env_remove("WEIR_TEST_OUTPUT");
+        for (k, v) in vars {
+            command.env(k, v);
+        }
+        command.output().expect("weir runs")
+    };
+    // Unset: an error naming the option's path and the variable, and nothing written.
+    let out = run(&[("WEIR_TEST_INPUT", "in.csv")]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("sinks[0].options.path") && err.contains("WEIR_TEST_OUTPUT is not set"),
+        "{err}"
+    );
+    assert!(!work.path().join("out").exists());
+    // Set: the job reads and writes where the variables say.
+    let summary = stdout_json(&run(&[
+        ("WEIR_TEST_INPUT", "in.csv"),
+        ("WEIR_TEST_OUTPUT", "out"),
+    ]));
+    assert_eq!(summary["source_rows"], 3);
+    let mut rows = Vec::new();
+    for part in std::fs::read_dir(work.path().join("out")).expect("output directory") {
+        let text = std::fs::read_to_string(part.expect("part").path()).expect("read part");
+        rows.extend(text.lines().filter(|l| *l != "a").map(str::to_owned));
+    }
+    rows.sort();
+    assert_eq!(rows, ["10", "20", "30"]);
+}
+
+#[test]
 fn an_expression_of_20000_terms_is_a_located_error_not_an_abort() {
     let work = tempfile::tempdir().expect("tempdir");
     let script = format!(

@@ -2,7 +2,8 @@
 //! filter and a projection into an exactly-once Kafka sink is SIGKILLed at every fail point of
 //! the checkpoint and sink protocol and at random moments, and restarted with `--restore latest`
 //! until its bounded input is done; a `read_committed` consumer must then see every expected
-//! record of the output topic exactly once. A second test takes the broker away mid-run.
+//! record of the output topic exactly once. A second test takes the broker away mid-run, a
+//! third starts the job while the broker is down.
 //!
 //! The input is always the same (a fixed seed, produced to a real broker from
 //! `weir_testkit::kafka` before the job starts); the kill schedule first asks for each fail point
@@ -280,6 +281,66 @@ fn a_kafka_job_whose_broker_goes_away_publishes_every_record_exactly_once() {
     );
 }
 
+/// The broker is down when the job starts: preparing the job (listing the input's partitions)
+/// fails, is tried again as a failed attempt of a running job would be, and once the broker is
+/// back the run publishes every record exactly once, with no restart by hand.
+#[test]
+fn a_kafka_job_started_while_its_broker_is_down_waits_for_it_and_publishes_exactly_once() {
+    let _alone = one_at_a_time();
+    let broker = KafkaBroker::start().expect("a private Kafka broker");
+    let input = unique_name("kcrash-down-bids");
+    broker
+        .create_topic(&input, INPUT_PARTITIONS)
+        .expect("create the input topic");
+    let expected = produce_input(&broker, &input);
+    let evidence = Evidence::new();
+    let kafka_job = KafkaJob::create_with(
+        &broker,
+        &evidence.path().join("down"),
+        &input,
+        // Enough restarts, 1 s apart at first, for a broker that takes seconds to come back.
+        "SET 'restart.attempts' = '20';
+SET 'restart.max-delay' = '4s';
+",
+    );
+    broker.stop().expect("stop the broker");
+    let started = Instant::now();
+    let mut run = Weir::spawn(&kafka_job.job, false, None);
+    let retried = run.wait_for_line("trying again", common::RUN_TIMEOUT);
+    assert!(
+        retried,
+        "no retry reported while the broker was down:\n{}",
+        run.stderr()
+    );
+    let first_failure = started.elapsed();
+    broker.restart().expect("restart the broker");
+    println!(
+        "kafka down at start: the first attempt failed after {:.1} s; broker back at {:.1} s",
+        first_failure.as_secs_f64(),
+        started.elapsed().as_secs_f64()
+    );
+    let outcome = run.drive(&Kill::Never);
+    assert!(
+        matches!(outcome, Outcome::Finished),
+        "the run did not finish once the broker was back ({outcome}):\n{}",
+        last_lines(&run.stderr(), 30)
+    );
+    let published = kafka_job.published(&broker);
+    if let Some(diff) = Diff::of(&expected, &published, LEGEND) {
+        panic!(
+            "a run started while the broker was down published {} missing and {} duplicated \
+             or unexpected records:\n{diff}",
+            diff.missing_rows(),
+            diff.extra_rows(),
+        );
+    }
+    println!(
+        "kafka down at start: all {} records exactly once after {:.1} s",
+        expected.len(),
+        started.elapsed().as_secs_f64()
+    );
+}
+
 /// A job reading `input` into its own output topic and transactional ids.
 /// Kafka into windows into Parquet: the bids counted per auction in 1 s event-time windows,
 /// written by the staged file sink, with kills at random moments and at the fail points; every
@@ -375,6 +436,11 @@ impl KafkaJob {
     /// Creates the output topic and the job in `dir`: bids whose price is not a multiple of 4,
     /// with the price doubled, exactly once into the output topic.
     fn create(broker: &KafkaBroker, dir: &Path, input: &str) -> Self {
+        Self::create_with(broker, dir, input, "")
+    }
+
+    /// [`KafkaJob::create`] with `settings` (`SET` statements) added to the script.
+    fn create_with(broker: &KafkaBroker, dir: &Path, input: &str, settings: &str) -> Self {
         let output = unique_name("kcrash-out");
         broker
             .create_topic(&output, OUTPUT_PARTITIONS)
@@ -385,6 +451,7 @@ impl KafkaJob {
             "SET 'job.name' = 'kafka-crash';\n\
              SET 'parallelism' = '2';\n\
              SET 'checkpoint.interval' = '100ms';\n\
+             {settings}\
              CREATE TABLE bids (id BIGINT, auction BIGINT, price BIGINT, ts BIGINT) WITH (\n\
              \x20 'connector' = 'kafka', 'topic' = '{input}',\n\
              \x20 'properties.bootstrap.servers' = '{servers}', 'format' = 'json',\n\

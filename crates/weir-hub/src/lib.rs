@@ -46,6 +46,9 @@ pub struct HubConfig {
     /// The join token Agents register with (`None`: no Agent may register). The Hub keeps only
     /// its hash.
     pub join_token: Option<String>,
+    /// Which of the Hub's environment variables `${env:NAME}` references in a job's
+    /// `checkpoint` section may read: the Hub writes job manifests into that storage.
+    pub allow_env: weir::api::secrets::EnvAccess,
 }
 
 /// A running Hub: the store, and the engine it validates jobs with.
@@ -59,6 +62,8 @@ pub struct Hub {
     limits: ServeLimits,
     /// The hash of the join token Agents register with.
     join_token_hash: Option<String>,
+    /// What `${env:NAME}` references in checkpoint sections may read here.
+    env: weir::api::secrets::EnvAccess,
 }
 
 impl Hub {
@@ -70,10 +75,16 @@ impl Hub {
         let ttl = i64::try_from(config.lease_ttl.as_millis()).unwrap_or(i64::MAX);
         Ok(Arc::new(Hub {
             store: Store::open(&config.db_path, ttl)?,
-            engine: weir::Engine::new(),
+            engine: {
+                // The Hub validates jobs it does not run: their references stay unread here.
+                let mut engine = weir::Engine::new();
+                engine.set_env_access(weir::api::secrets::EnvAccess::Unread);
+                engine
+            },
             live: std::sync::Mutex::default(),
             limits: config.limits,
             join_token_hash: config.join_token.as_deref().map(hash_secret),
+            env: config.allow_env.clone(),
         }))
     }
 
@@ -137,6 +148,19 @@ impl Hub {
         }
     }
 
+    /// The checkpoint storage of a job's `checkpoint` section, its `${env:NAME}` references
+    /// read from the Hub's environment as `--allow-env` allows.
+    ///
+    /// # Errors
+    /// [`HubError::Storage`] when a reference is refused or unset, or the directory cannot be
+    /// opened.
+    pub(crate) fn checkpoint_storage(
+        &self,
+        checkpoint: &weir::plan::CheckpointSpec,
+    ) -> Result<weir::CheckpointStorage> {
+        publish::storage_of(checkpoint, &self.env)
+    }
+
     /// The engine jobs are validated with.
     pub fn engine(&self) -> &weir::Engine {
         &self.engine
@@ -154,7 +178,7 @@ impl Hub {
         for task in tasks {
             let id = task.body.checkpoint_id.clone();
             let job = task.body.job_id.clone();
-            let recorded = match publish::write_manifest(&task).await {
+            let recorded = match publish::write_manifest(self, &task).await {
                 Ok((path, checksum)) => {
                     self.with_store(move |s| s.record_recovery(&task, &path, &checksum))
                         .await

@@ -7,11 +7,22 @@ use object_store::{ObjectStoreExt, PutPayload};
 use weir::CheckpointStorage;
 use weir_control::JobManifest;
 
-/// The checkpoint storage of a job's `checkpoint` section.
+/// The checkpoint storage of a job's `checkpoint` section, its `${env:NAME}` references read
+/// from this process's environment as `env` allows.
 ///
 /// # Errors
-/// [`HubError::Storage`] when the directory cannot be opened.
-pub fn storage_of(checkpoint: &weir::plan::CheckpointSpec) -> Result<CheckpointStorage> {
+/// [`HubError::Storage`] when a reference is refused or unset, or the directory cannot be
+/// opened.
+pub fn storage_of(
+    checkpoint: &weir::plan::CheckpointSpec,
+    env: &weir::api::secrets::EnvAccess,
+) -> Result<CheckpointStorage> {
+    let checkpoint = checkpoint
+        .resolve_env(env, &weir::plan::process_env)
+        .map_err(|e| HubError::Storage {
+            storage: checkpoint.dir.clone().unwrap_or_default(),
+            message: e.to_string(),
+        })?;
     let dir = checkpoint
         .dir
         .as_deref()
@@ -27,8 +38,8 @@ pub fn storage_of(checkpoint: &weir::plan::CheckpointSpec) -> Result<CheckpointS
 ///
 /// # Errors
 /// [`HubError::Storage`] when the storage refuses the write.
-pub async fn write_manifest(task: &PublishTask) -> Result<(String, String)> {
-    let storage = storage_of(&task.checkpoint)?;
+pub async fn write_manifest(hub: &crate::Hub, task: &PublishTask) -> Result<(String, String)> {
+    let storage = hub.checkpoint_storage(&task.checkpoint)?;
     let manifest = JobManifest::seal(task.body.clone());
     let bytes = serde_json::to_vec_pretty(&manifest).map_err(|e| HubError::Storage {
         storage: storage.display.clone(),

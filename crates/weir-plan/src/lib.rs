@@ -33,6 +33,7 @@ mod partitioned;
 mod schema_spec;
 mod spec;
 mod spec_builder;
+mod spec_env;
 pub mod sql_constants;
 pub mod sql_depth;
 pub mod sql_guard;
@@ -59,6 +60,7 @@ pub use spec::{
     WatermarkSpec,
 };
 pub use spec_builder::JobSpecBuilder;
+pub use spec_env::{EnvLookup, process_env};
 pub use stream_graph::{EdgePolicy, StreamEdge, StreamGraph, StreamNode};
 
 use serde::Serialize;

@@ -7,6 +7,7 @@ use crate::split_share::SplitShare;
 use arrow::datatypes::{DataType, SchemaRef};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
+use weir_api::secrets::{EnvAccess, resolve_env_json};
 use weir_api::{
     ConnectorSpec, OperatorId, OperatorSpec, PreparedOperator, PreparedSink, PreparedSource, Reach,
     SemanticMode, SinkCapability, SourceCapability, SourceSplit, Touch, dead_letter_schema,
@@ -65,22 +66,36 @@ impl PreparedJob {
     /// [`Error::UnknownType`] for unregistered types, [`Error::Prepare`] naming the node's JSON
     /// path for bad options, schemas, keys or an impossible semantic mode.
     pub async fn prepare(plans: CompiledPlans, registry: &Registry, file: &str) -> Result<Self> {
-        Self::prepare_with(plans, registry, file, Reach::Full).await
+        Self::prepare_with(plans, registry, file, Reach::Full, &EnvAccess::All).await
     }
 
     /// [`PreparedJob::prepare`] reaching only as far as `reach` allows: with
     /// [`Reach::Offline`] the connectors touch no file, store or broker and no source lists its
-    /// splits (the job's `splits` stay empty: it is checked, not run).
+    /// splits (the job's `splits` stay empty: it is checked, not run). The `${env:NAME}`
+    /// references of connector options and of the checkpoint section are read as `env`
+    /// allows; the plans keep the references (their fingerprints never hold a secret), the
+    /// connectors and `plans.checkpoint` get the values.
     ///
     /// # Errors
     /// As [`PreparedJob::prepare`]; offline, also a source whose schema or format would have
-    /// to be read from its input.
+    /// to be read from its input; a malformed, refused or unset reference.
     pub async fn prepare_with(
-        plans: CompiledPlans,
+        mut plans: CompiledPlans,
         registry: &Registry,
         file: &str,
         reach: Reach,
+        env: &EnvAccess,
     ) -> Result<Self> {
+        if let Some(checkpoint) = &plans.checkpoint {
+            let resolved = checkpoint
+                .resolve_env(env, &weir_plan::process_env)
+                .map_err(|source| Error::Prepare {
+                    file: file.to_owned(),
+                    path: "checkpoint".to_owned(),
+                    source,
+                })?;
+            plans.checkpoint = Some(resolved);
+        }
         let mut job = PreparedJob {
             plans,
             file: file.to_owned(),
@@ -98,7 +113,7 @@ impl PreparedJob {
             .flat_map(|v| v.chain.iter().cloned())
             .collect();
         for node in &nodes {
-            job.prepare_node(node, registry, reach).await?;
+            job.prepare_node(node, registry, reach, env).await?;
         }
         job.check_hash_keys()?;
         job.check_keyed_operators()?;
@@ -227,8 +242,16 @@ impl PreparedJob {
         node: &ModelNode,
         registry: &Registry,
         reach: Reach,
+        env: &EnvAccess,
     ) -> Result<()> {
         let options_path = format!("{}.options", node.origin);
+        // A connector gets its options with their `${env:NAME}` references read; the plan
+        // keeps them as written.
+        let mut options = node.options.clone();
+        if matches!(node.kind, NodeKind::Source | NodeKind::Sink) {
+            resolve_env_json(&mut options, &options_path, env, &weir_plan::process_env)
+                .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+        }
         let id = node.operator_id.clone();
         let input_schemas = node
             .inputs
@@ -268,7 +291,7 @@ impl PreparedJob {
         };
         let connector_spec = ConnectorSpec {
             operator_id: &id,
-            options: &node.options,
+            options: &options,
             options_path: &options_path,
             schema: declared,
             bad_records: node.bad_records,

@@ -626,6 +626,25 @@ impl Weir {
         status
     }
 
+    /// Reads stderr until a line contains `needle` (true), or the process ends or `timeout`
+    /// passes (false); the lines read are kept for [`Weir::stderr`].
+    pub fn wait_for_line(&mut self, needle: &str, timeout: Duration) -> bool {
+        let deadline = Instant::now() + timeout;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(line) => {
+                    let found = line.contains(needle);
+                    self.stderr.push(line);
+                    if found {
+                        return true;
+                    }
+                }
+                Err(_) => return false,
+            }
+        }
+    }
+
     /// Whether the process has exited (it is then left for `drive` to reap its status).
     pub fn has_exited(&mut self) -> bool {
         !matches!(self.child.try_wait(), Ok(None))

@@ -5,7 +5,7 @@ use super::{ApiJson, Json, bearer};
 use crate::Hub;
 use crate::auth::Viewer;
 use crate::error::{HubError, Result};
-use crate::{manifests, publish};
+use crate::manifests;
 use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
@@ -18,11 +18,11 @@ use weir_control::{
 };
 
 /// The checkpoint storage of a version; 404 when the version takes no checkpoints.
-fn storage_of(spec: &JobSpec) -> Result<CheckpointStorage> {
+fn storage_of(hub: &Hub, spec: &JobSpec) -> Result<CheckpointStorage> {
     let checkpoint = spec.checkpoint.as_ref().ok_or_else(|| {
         HubError::not_found("checkpoint section", "checkpoint", "spec.checkpoint")
     })?;
-    publish::storage_of(checkpoint)
+    hub.checkpoint_storage(checkpoint)
 }
 
 /// The checkpoint namespace of lane `lane`: what the runtime derives from the lane's job id and
@@ -164,7 +164,7 @@ pub(crate) async fn job_manifest(
                 .map(|(_, spec)| spec)
         })
         .await?;
-    let storage = storage_of(&spec)?;
+    let storage = storage_of(&hub, &spec)?;
     manifests::job_manifest(&storage, &checkpoint_id)
         .await
         .map(Json)
@@ -187,7 +187,7 @@ pub(crate) async fn epoch_manifest(
 ) -> Result<Json<ManifestView>> {
     let id = job_id.clone();
     let (_, spec) = hub.with_store(move |s| s.version_spec(&id, None)).await?;
-    let storage = storage_of(&spec)?;
+    let storage = storage_of(&hub, &spec)?;
     let namespace = lane_namespace(&spec, &job_id, lane);
     manifests::epoch_manifest(&storage, &namespace, epoch)
         .await

@@ -71,6 +71,7 @@ pub(crate) async fn start_hub(db: &Path, lease_ttl: Duration, maintain: bool) ->
         lease_ttl,
         limits: weir_hub::ServeLimits::default(),
         join_token: Some(JOIN_TOKEN.into()),
+        allow_env: weir::api::secrets::EnvAccess::Only(vec![]),
     })
     .expect("the hub answers");
     let (_, admin) = hub

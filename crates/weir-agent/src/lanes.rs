@@ -330,7 +330,7 @@ mod tests {
     const SPEC: &str = r#"
 job: totals
 parallelism: 3
-checkpoint: { interval: 10 }
+checkpoint: { interval: 10, dir: "CHECKPOINT_DIR" }
 sources:
   - name: events
     connector: file
@@ -347,6 +347,7 @@ sinks:
 
     fn spec(dir: &std::path::Path) -> JobSpec {
         let yaml = SPEC
+            .replace("CHECKPOINT_DIR", &dir.join("cp").display().to_string())
             .replace("IN", &dir.join("in-*.csv").display().to_string())
             .replace("OUT", &dir.join("out").display().to_string());
         JobSpec::from_yaml_str(&yaml, "totals.yaml").expect("spec parses")

@@ -178,15 +178,7 @@ impl Engine {
         spec: &JobSpec,
         file: Option<&str>,
     ) -> Result<PreparedJob> {
-        let policy = match (&spec.checkpoint, spec.restart) {
-            (None, _) => None,
-            (Some(_), Some(r)) => Some(r),
-            (Some(_), None) => Some(plan::RestartSpec {
-                attempts: plan::DEFAULT_RESTART_ATTEMPTS,
-                delay: None,
-                max_delay: None,
-            }),
-        };
+        let policy = plan::RestartSpec::in_force(spec.checkpoint.is_some(), spec.restart);
         let mut failures = 0;
         loop {
             match self.prepare(spec, file).await {

@@ -183,7 +183,7 @@ impl EnvAccess {
 /// Replaces every string of `value` (at any depth) that is a whole `${env:NAME}` reference
 /// with the variable's value, as `access` allows; `path` is `value`'s JSON path, for errors.
 /// Returns how many references it replaced. With [`EnvAccess::Unread`] it only checks their
-/// form (see [`check_env_json`]) and replaces none.
+/// form and replaces none: what the Hub does, whose environment is not the one the job runs in.
 ///
 /// # Errors
 /// The first malformed, refused or unset reference, at its JSON path.
@@ -193,16 +193,14 @@ pub fn resolve_env_json(
     access: &EnvAccess,
     lookup: &dyn Fn(&str) -> Option<std::ffi::OsString>,
 ) -> Result<usize, Error> {
-    if *access == EnvAccess::Unread {
-        return check_env_json(value, path).map(|()| 0);
-    }
     let mut replaced = 0;
     // Iterative, as in `redact_json`: nothing here recurses on input depth.
     let mut stack = vec![(value, path.to_owned())];
     while let Some((v, at)) = stack.pop() {
         match v {
             Value::String(s) => {
-                if let Some(name) = env_reference(s).map_err(|m| Error::config(&at, m))? {
+                let name = env_reference(s).map_err(|m| Error::config(&at, m))?;
+                if let Some(name) = name.filter(|_| *access != EnvAccess::Unread) {
                     *s = access.resolve(name, &at, lookup)?;
                     replaced += 1;
                 }
@@ -222,36 +220,6 @@ pub fn resolve_env_json(
         }
     }
     Ok(replaced)
-}
-
-/// Checks, without reading any variable, that every string of `value` that looks like a
-/// `${env:NAME}` reference is well formed: what the Hub checks, whose environment is not the
-/// one the job runs in.
-///
-/// # Errors
-/// The first malformed reference, at its JSON path.
-pub fn check_env_json(value: &Value, path: &str) -> Result<(), Error> {
-    let mut stack = vec![(value, path.to_owned())];
-    while let Some((v, at)) = stack.pop() {
-        match v {
-            Value::String(s) => {
-                env_reference(s).map_err(|m| Error::config(&at, m))?;
-            }
-            Value::Object(map) => {
-                stack.extend(map.iter().map(|(k, item)| (item, format!("{at}.{k}"))));
-            }
-            Value::Array(items) => {
-                stack.extend(
-                    items
-                        .iter()
-                        .enumerate()
-                        .map(|(i, item)| (item, format!("{at}[{i}]"))),
-                );
-            }
-            _ => {}
-        }
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -346,8 +314,8 @@ mod tests {
             let text = err.to_string();
             assert!(text.contains("at o.a") && text.contains(expected), "{text}");
         }
-        assert!(check_env_json(&json!({"a": ["${env:1X}"]}), "o").is_err());
-        assert!(check_env_json(&json!({"a": "${env:ANY}"}), "o").is_ok());
+        let mut nested = json!({"a": ["${env:1X}"]});
+        assert!(resolve_env_json(&mut nested, "o", &EnvAccess::Unread, &lookup).is_err());
         assert!(!EnvAccess::Only(vec![]).allows("X"));
         assert!(EnvAccess::All.allows("X"));
         // Unread: checked, left as written.

@@ -548,6 +548,44 @@ async fn validation_touches_no_file_and_no_network() {
     );
 }
 
+/// `${env:NAME}` references are the Agents' to read: the Hub validates a job whose variable it
+/// does not have, keeps the reference as written in what it stores and shows, and refuses a
+/// malformed one naming its path.
+#[tokio::test]
+async fn validation_reads_no_environment_variable_and_keeps_references() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = fresh_hub(dir.path()).await;
+    let reference = "${env:WEIR_HUB_TEST_VARIABLE_NOBODY_SETS}";
+    let mut job = spec(dir.path(), 1);
+    job["sinks"] = json!([{
+        "name": "out", "connector": "file", "input": "bids",
+        "options": { "path": reference, "format": "csv" }
+    }]);
+    let request = |job: Value| ValidateRequest {
+        name: Some("refs".into()),
+        sql: None,
+        spec: Some(job),
+    };
+    let valid = t.client.validate(&request(job.clone())).await.unwrap();
+    assert!(valid.valid, "{valid:?}");
+    let summary = t
+        .client
+        .submit(&submit("refs", job.clone(), DesiredState::Stopped))
+        .await
+        .unwrap();
+    let detail =
+        serde_json::to_string(&t.client.job_detail(&summary.job_id).await.unwrap()).unwrap();
+    assert!(detail.contains(reference), "{detail}");
+    job["sinks"][0]["options"]["path"] = json!("${env:1-not-a-name}");
+    let refused = t.client.validate(&request(job)).await.unwrap();
+    assert!(!refused.valid, "{refused:?}");
+    let text = serde_json::to_string(&refused).unwrap();
+    assert!(
+        text.contains("sinks[0].options.path") && text.contains("not an environment variable"),
+        "{text}"
+    );
+}
+
 /// An Agent's allow-lists are checked at validation: a job that writes outside them cannot run
 /// on it (an error when it is the only live Agent), one inside them can.
 #[tokio::test]

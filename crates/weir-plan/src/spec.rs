@@ -101,6 +101,19 @@ pub struct RestartSpec {
 }
 
 impl RestartSpec {
+    /// The policy in force for a job that declares `declared`: none unless it checkpoints,
+    /// otherwise the declared one or [`DEFAULT_RESTART_ATTEMPTS`] attempts
+    /// [`DEFAULT_RESTART_DELAY`] apart.
+    pub fn in_force(checkpoints: bool, declared: Option<RestartSpec>) -> Option<RestartSpec> {
+        checkpoints.then(|| {
+            declared.unwrap_or(RestartSpec {
+                attempts: DEFAULT_RESTART_ATTEMPTS,
+                delay: None,
+                max_delay: None,
+            })
+        })
+    }
+
     /// The wait before restart number `n` (1-based).
     pub fn delay_before(&self, n: u32) -> DurationMs {
         let first = self.delay.unwrap_or(DEFAULT_RESTART_DELAY);

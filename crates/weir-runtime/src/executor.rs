@@ -15,7 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 use weir_api::{Epoch, SemanticMode};
-use weir_plan::{DEFAULT_CHECKPOINT_RETAIN, DEFAULT_CHECKPOINT_TIMEOUT, DEFAULT_RESTART_ATTEMPTS};
+use weir_plan::{DEFAULT_CHECKPOINT_RETAIN, DEFAULT_CHECKPOINT_TIMEOUT};
 use weir_plan::{NodeKind, Plan, Transport};
 
 /// What a finished job reports.
@@ -424,16 +424,8 @@ async fn supervise(
     job_started: Instant,
 ) -> Result<JobSummary> {
     let started = Instant::now();
-    let attempts = match (&shared.config, restart) {
-        (None, _) => 0,
-        (Some(_), Some(r)) => r.attempts,
-        (Some(_), None) => DEFAULT_RESTART_ATTEMPTS,
-    };
-    let policy = restart.unwrap_or(weir_plan::RestartSpec {
-        attempts,
-        delay: None,
-        max_delay: None,
-    });
+    let policy = weir_plan::RestartSpec::in_force(shared.config.is_some(), restart);
+    let attempts = policy.map_or(0, |p| p.attempts);
     let mut restore = shared.options.restore.clone();
     let mut attempt = first;
     let mut restarts = 0;
@@ -468,7 +460,8 @@ async fn supervise(
                 if let Some(s) = &shared.summary {
                     update(s, |s| s.restarts = restarts);
                 }
-                tokio::time::sleep(Duration::from_millis(policy.delay_before(restarts).0)).await;
+                let delay = policy.map_or(0, |p| p.delay_before(restarts).0);
+                tokio::time::sleep(Duration::from_millis(delay)).await;
                 attempt = launch(&shared, restore.clone()).await;
             }
             Err(e) => return Err(e),

@@ -7,7 +7,7 @@
 import { Graph, layout } from "./vendor/dagre.esm.js";
 import { h, replace, svg } from "./dom.js";
 import { dash, duration, eventTime, percent, rate } from "./format.js";
-import { liveness } from "./liveness.js";
+import { showLiveness } from "./liveness.js";
 import { newestSample, operatorStats, pollMetrics, unavailable } from "./metrics-data.js";
 
 const NODE_W = 230;
@@ -229,12 +229,8 @@ export function renderGraph(root, detail, _ctx, current) {
     return null;
   }
   let last = null;
-  const showStatus = () => {
-    const live = liveness(newestSample(last), current().job.observed.phase,
-      last ? last.lanes.length : 0);
-    status.textContent = live.text;
-    status.dataset.state = live.state;
-  };
+  const showStatus = () => showLiveness(status, newestSample(last),
+    current().job.observed.phase, last ? last.lanes.length : 0);
   return pollMetrics(detail.job.jobId, 1500, (m) => {
     last = m;
     update(operatorStats(m));

@@ -32,3 +32,10 @@ export function liveness(newestMs, phase, lanes) {
   }
   return { state: "live", text: `Live: ${lanes} lane(s)${asOf}` };
 }
+
+/** Shows `liveness(newestMs, phase, lanes)` in `element`: its text, and its state for styling. */
+export function showLiveness(element, newestMs, phase, lanes) {
+  const live = liveness(newestMs, phase, lanes);
+  element.textContent = live.text;
+  element.dataset.state = live.state;
+}

@@ -6,7 +6,7 @@
 import uPlot from "./vendor/uPlot.esm.js";
 import { h, patch, replace, table } from "./dom.js";
 import { clock, count, dash, duration, eventTime, percent, rate } from "./format.js";
-import { liveness } from "./liveness.js";
+import { showLiveness } from "./liveness.js";
 import { planGraph } from "./graph.js";
 import {
   newestSample, operatorStats, pollMetrics, series, subtaskFigures, unavailable,
@@ -146,12 +146,8 @@ export function renderMetrics(root, detail, _ctx, current, params) {
   let plots = null;
   let shape = "";
   let last = null;
-  const showStatus = () => {
-    const live = liveness(newestSample(last), current().job.observed.phase,
-      last ? last.lanes.length : 0);
-    status.textContent = live.text;
-    status.dataset.state = live.state;
-  };
+  const showStatus = () => showLiveness(status, newestSample(last),
+    current().job.observed.phase, last ? last.lanes.length : 0);
   const resize = () => {
     for (const p of plots || []) p.plot.setSize({ width: chartWidth(charts), height: 260 });
   };

@@ -12,9 +12,8 @@ use crate::error::{HubError, Result};
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 use axum::http::{HeaderMap, header};
-use sha2::{Digest, Sha256};
-use std::fmt::Write as _;
 use std::sync::Arc;
+use subtle::ConstantTimeEq;
 
 /// What a token may do; each role may do everything the roles before it may.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -65,13 +64,7 @@ impl std::fmt::Display for Role {
 
 /// The SHA-256 of `secret`, in hex: what the store keeps of a token or credential.
 pub fn hash_secret(secret: &str) -> String {
-    let digest = Sha256::digest(secret.as_bytes());
-    let mut out = String::with_capacity(64);
-    for byte in digest {
-        // Writing into a String cannot fail.
-        let _ = write!(out, "{byte:02x}");
-    }
-    out
+    weir::plan::sha256_hex(secret.as_bytes())
 }
 
 /// `n` random bytes from the operating system, in hex.
@@ -84,11 +77,7 @@ pub fn random_hex(n: usize) -> Result<String> {
         context: "reading the system's random source".into(),
         source: std::io::Error::other(e.to_string()),
     })?;
-    let mut out = String::with_capacity(n * 2);
-    for byte in bytes {
-        let _ = write!(out, "{byte:02x}");
-    }
-    Ok(out)
+    Ok(hex::encode(bytes))
 }
 
 /// A new API token: its id and the token itself (`weir_<id>_<secret>`).
@@ -195,11 +184,7 @@ role_extractor!(
 /// Compares two secrets in time that depends only on their lengths, so that response times do
 /// not reveal how much of a guessed secret is right.
 pub(crate) fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
+    bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
 #[cfg(test)]

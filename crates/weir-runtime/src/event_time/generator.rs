@@ -66,6 +66,25 @@ impl WatermarkGenerator {
         self.emitted
     }
 
+    /// Advances past the split's next batch of normalized event times without finding cut
+    /// points: for a source whose watermark no operator reads, which hands each batch on whole.
+    /// The prefix maximum takes the batch's largest time (one vectorized pass), and the
+    /// watermark it implies is emitted when it is above the last one emitted; returns it then.
+    pub fn advance(&mut self, event_times: &Int64Array) -> Option<Watermark> {
+        let batch_max = arrow::compute::max(event_times)?;
+        let max = self
+            .time
+            .max_event_time
+            .map_or(batch_max, |m| m.0.max(batch_max));
+        self.time.max_event_time = Some(EventTimeMs(max));
+        let candidate = watermark_for(EventTimeMs(max), self.time.out_of_orderness_ms);
+        if self.emitted.is_some_and(|e| e >= candidate) {
+            return None;
+        }
+        self.emitted = Some(candidate);
+        Some(candidate)
+    }
+
     /// The cut points of the split's next batch of normalized event times (see
     /// [`event_times_ms`](super::event_times_ms)), in row order, and the state advanced past
     /// the batch.
@@ -178,6 +197,29 @@ mod tests {
             .iter()
             .map(|c| (c.row_end, c.watermark.0.0))
             .collect()
+    }
+
+    #[test]
+    fn advancing_without_cuts_takes_the_batch_maximum_and_skips_nulls() {
+        let mut g = WatermarkGenerator::new(1000, 200);
+        assert_eq!(g.advance(&Int64Array::from(vec![None, None])), None);
+        assert_eq!(g.emitted(), None);
+        let times = Int64Array::from(vec![Some(2100), None, Some(100), Some(2150)]);
+        assert_eq!(
+            g.advance(&times),
+            Some(w(1149)),
+            "not stepped by the interval"
+        );
+        assert_eq!(g.advance(&Int64Array::from(vec![Some(900)])), None);
+        assert_eq!(g.time_state().max_event_time, Some(EventTimeMs(2150)));
+        assert_eq!(
+            g.advance(&Int64Array::from(vec![Some(2151)])),
+            Some(w(1150))
+        );
+        // A resumed generator never goes back below what it emitted.
+        let mut r = WatermarkGenerator::resume(g.time_state(), 200, Some(w(5000)));
+        assert_eq!(r.advance(&Int64Array::from(vec![Some(3000)])), None);
+        assert_eq!(r.emitted(), Some(w(5000)));
     }
 
     #[test]

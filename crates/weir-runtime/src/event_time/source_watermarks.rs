@@ -46,8 +46,9 @@ pub(crate) struct SourceWatermarks {
     /// Whether the subtask reported itself idle and no split delivered data since.
     idle_reported: bool,
     /// Whether an operator downstream reads the watermark. When none does, batches are not
-    /// cut where it advances: each goes whole, followed by the watermark it reached (still
-    /// reported in metrics and checkpoints), and no split watermarks are sent.
+    /// cut where it advances: each goes whole, followed by the watermark of the largest event
+    /// time so far (still reported in metrics and checkpoints, but not stepped by the
+    /// interval), and no split watermarks are sent.
     read: bool,
 }
 
@@ -186,6 +187,20 @@ impl SourceWatermarks {
         let generator = self.splits.entry(key.clone()).or_insert_with(|| {
             WatermarkGenerator::new(self.spec.max_out_of_orderness.0, self.spec.interval.0)
         });
+        if !self.read {
+            // Nothing downstream reads it: no cut points, only where the batch took it.
+            let advanced = generator.advance(&times);
+            let mut steps = Vec::with_capacity(3);
+            if let Some(w) = self.partitions.on_data(key.clone(), None, now_ms) {
+                steps.push(SourceStep::Watermark(w));
+            }
+            let reached = advanced.and_then(|a| self.partitions.on_data(key, Some(a), now_ms));
+            if batch.num_rows() > 0 {
+                steps.push(SourceStep::Rows(batch));
+            }
+            steps.extend(reached.map(SourceStep::Watermark));
+            return Ok(steps);
+        }
         // The split's own watermark before the batch: what its first rows are late against.
         let mut behind = generator.emitted().unwrap_or(Watermark::NONE);
         let cuts = generator.cuts(&times);
@@ -194,22 +209,6 @@ impl SourceWatermarks {
         // others' progress it no longer blocks (when all were idle) goes out before its rows.
         if let Some(w) = self.partitions.on_data(key.clone(), None, now_ms) {
             steps.push(SourceStep::Watermark(w));
-        }
-        if !self.read {
-            let mut reached = None;
-            for cut in cuts {
-                if let Some(w) = self
-                    .partitions
-                    .on_data(key.clone(), Some(cut.watermark), now_ms)
-                {
-                    reached = Some(w);
-                }
-            }
-            if batch.num_rows() > 0 {
-                steps.push(SourceStep::Rows(batch));
-            }
-            steps.extend(reached.map(SourceStep::Watermark));
-            return Ok(steps);
         }
         if !self.per_split_lateness() {
             // One message: each row is judged against the watermark before it all the same.

@@ -400,10 +400,20 @@ async fn run_golden(path: &Path) -> Vec<String> {
     failures
 }
 
+/// Runs every golden, or with `WEIR_SLT=<text>` only those whose file name contains it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn sql_golden_files() {
-    let files = golden_files();
-    assert!(!files.is_empty(), "no sql/*.slt files");
+    let only = std::env::var("WEIR_SLT").ok();
+    let files: Vec<PathBuf> = golden_files()
+        .into_iter()
+        .filter(|f| {
+            only.as_deref().is_none_or(|text| {
+                f.file_name()
+                    .is_some_and(|n| n.to_string_lossy().contains(text))
+            })
+        })
+        .collect();
+    assert!(!files.is_empty(), "no sql/*.slt files (WEIR_SLT={only:?})");
     let mut failures = Vec::new();
     for file in &files {
         failures.extend(run_golden(file).await);

@@ -26,6 +26,7 @@ mod script;
 mod spec;
 mod translate;
 mod tvf;
+mod view;
 
 pub use error::{Position, Result, SqlError};
 pub use script::script_text;
@@ -158,13 +159,24 @@ impl SqlCompiler {
         let mut job = JobBuilder::default();
         let mut explain = false;
         let mut inserts = 0;
+        let mut views: Vec<String> = Vec::new();
         for stmt in &statements {
             match stmt.leading_keyword() {
+                Some(Keyword::CREATE) if view::is_create_view(stmt) => {
+                    let name = view::create_view(&ctx, stmt, |name| {
+                        job.tables.contains_key(name) || views.iter().any(|v| v == name)
+                    })
+                    .await?;
+                    if let Ok(mut map) = schemas.write() {
+                        map.insert(name.clone(), None);
+                    }
+                    views.push(name);
+                }
                 Some(Keyword::CREATE) => {
                     let def = ddl::parse_create_table(stmt)?;
                     let table = resolve_table(&ctx, def).await?;
                     let name = table.def.name.clone();
-                    if job.tables.contains_key(&name) {
+                    if job.tables.contains_key(&name) || views.contains(&name) {
                         return Err(table
                             .def
                             .here
@@ -189,7 +201,7 @@ impl SqlCompiler {
                     )
                     .map_err(|e| stmt.here.invalid(e.to_string()))?;
                     if let Ok(mut map) = schemas.write() {
-                        map.insert(name.clone(), Arc::clone(&table.schema));
+                        map.insert(name.clone(), Some(Arc::clone(&table.schema)));
                     }
                     job.tables.insert(name, table);
                 }
@@ -225,7 +237,8 @@ impl SqlCompiler {
                         .unwrap_or_default();
                     return Err(stmt.here.unsupported(
                         format!("the statement `{first} ...`"),
-                        "scripts hold CREATE TABLE, SET, INSERT INTO and EXPLAIN statements",
+                        "scripts hold CREATE TABLE, CREATE VIEW, SET, INSERT INTO and EXPLAIN \
+                         statements",
                     ));
                 }
             }
@@ -318,16 +331,7 @@ async fn plan_insert(
             tokens.drain(..=i);
         }
     }
-    let dialect = GenericDialect {};
-    let parsed = Parser::new(&dialect)
-        .with_tokens_with_locations(tokens)
-        .parse_statement()
-        .map_err(|e| {
-            let text = e.to_string();
-            let text = text.strip_prefix("sql parser error: ").unwrap_or(&text);
-            here.at(ddl::locate(text).unwrap_or(here.position))
-                .syntax(ddl::strip_location(text))
-        })?;
+    let parsed = parse_statement(tokens, here)?;
     let state = ctx.state();
     let plan = state
         .statement_to_plan(DfStatement::Statement(Box::new(parsed)))
@@ -338,9 +342,25 @@ async fn plan_insert(
         .map_err(|e| planning_error(stmt, &e.strip_backtrace()))
 }
 
+/// Parses one statement from its (rewritten) tokens; a syntax error is located in the script.
+pub(crate) fn parse_statement(
+    tokens: Vec<datafusion::sql::sqlparser::tokenizer::TokenWithSpan>,
+    here: &error::Here,
+) -> Result<datafusion::sql::sqlparser::ast::Statement> {
+    Parser::new(&GenericDialect {})
+        .with_tokens_with_locations(tokens)
+        .parse_statement()
+        .map_err(|e| {
+            let text = e.to_string();
+            let text = text.strip_prefix("sql parser error: ").unwrap_or(&text);
+            here.at(ddl::locate(text).unwrap_or(here.position))
+                .syntax(ddl::strip_location(text))
+        })
+}
+
 /// A DataFusion planning error at the identifier it names (`No field named w`, `table
 /// 'datafusion.public.nope' not found`), without DataFusion's catalog prefixes.
-fn planning_error(stmt: &Statement, message: &str) -> SqlError {
+pub(crate) fn planning_error(stmt: &Statement, message: &str) -> SqlError {
     let cleaned = message
         .replace("datafusion.public.", "")
         .replace("Error during planning: ", "")

@@ -30,8 +30,9 @@ pub(crate) fn function_name(kind: &str) -> String {
     format!("__weir_{}", kind.to_ascii_lowercase())
 }
 
-/// The schemas of the declared tables, shared with the table functions.
-pub(crate) type Schemas = Arc<RwLock<HashMap<String, SchemaRef>>>;
+/// The schemas of the declared tables, shared with the table functions; a view's name maps
+/// to `None` (a window TVF reads a table, and says so when given a view).
+pub(crate) type Schemas = Arc<RwLock<HashMap<String, Option<SchemaRef>>>>;
 
 /// A table that only has a schema: declared tables are read by the streaming runtime, never
 /// by DataFusion.
@@ -170,8 +171,15 @@ impl TableFunctionImpl for WindowTvf {
             .schemas
             .read()
             .map_err(|_| DataFusionError::Internal("table catalog lock poisoned".into()))?;
-        let Some(input) = schemas.get(&table) else {
-            return plan_err!("{kind}: no table `{table}`; declare it with CREATE TABLE");
+        let input = match schemas.get(&table) {
+            Some(Some(input)) => input,
+            Some(None) => {
+                return plan_err!(
+                    "{kind}: `{table}` is a view; a window TVF reads a table declared with \
+                     CREATE TABLE: write the window inside the view"
+                );
+            }
+            None => return plan_err!("{kind}: no table `{table}`; declare it with CREATE TABLE"),
         };
         let Ok(time_field) = input.field_with_name(&time_column) else {
             return plan_err!("{kind}: DESCRIPTOR({time_column}): no such column in `{table}`");

@@ -324,6 +324,12 @@ async fn plan_insert(
     explain: bool,
 ) -> Result<datafusion::logical_expr::LogicalPlan> {
     let here = &stmt.here;
+    if let Some(at) = stmt.find_word("MATCH_RECOGNIZE") {
+        return Err(here.at(at).unsupported(
+            "MATCH_RECOGNIZE",
+            "Weir has no pattern-matching operator (Flink's complex event processing)",
+        ));
+    }
     let mut tokens = tvf::rewrite(&stmt.tokens, here)?;
     if explain {
         // Drop the leading EXPLAIN: the plans are printed by the caller.
@@ -361,10 +367,18 @@ pub(crate) fn parse_statement(
 /// A DataFusion planning error at the identifier it names (`No field named w`, `table
 /// 'datafusion.public.nope' not found`), without DataFusion's catalog prefixes.
 pub(crate) fn planning_error(stmt: &Statement, message: &str) -> SqlError {
-    let cleaned = message
+    let mut cleaned = message
         .replace("datafusion.public.", "")
         .replace("Error during planning: ", "")
         .replace("Schema error: ", "");
+    // DataFusion names a construct it cannot plan by its whole syntax tree: keep the name.
+    if let Some(at) = cleaned.find("Unsupported ast node ") {
+        let start = at + "Unsupported ast node ".len();
+        let name_len = cleaned[start..]
+            .find(|c: char| !c.is_alphanumeric() && c != '_')
+            .unwrap_or(cleaned.len() - start);
+        cleaned.truncate(start + name_len);
+    }
     let named = ["No field named ", "table '"].iter().find_map(|marker| {
         let at = cleaned.find(marker)? + marker.len();
         let rest = &cleaned[at..];
@@ -435,6 +449,17 @@ mod tests {
         let text = err.to_string();
         assert!(text.starts_with("big.sql:3:25:"), "{text}");
         assert!(text.contains("repeat(...) asks for 1000000000"), "{text}");
+    }
+
+    #[test]
+    fn an_unsupported_syntax_node_is_named_not_dumped() {
+        let stmt = &script::split("INSERT INTO o SELECT a FROM t", "job.sql").unwrap()[0];
+        let message = "This feature is not implemented: Unsupported ast node Pivot { table: \
+            Table { name: ObjectName([..]) }, alias: None } in create_relation";
+        assert_eq!(
+            planning_error(stmt, message).to_string(),
+            "job.sql:1:1: This feature is not implemented: Unsupported ast node Pivot"
+        );
     }
 
     #[tokio::test]

@@ -94,7 +94,8 @@ impl SharedSession {
             Some(base) => base.clone(),
             None => SessionStateBuilder::new().with_default_features().build(),
         };
-        for udf in &slot.udfs {
+        // Flink's functions first, so a function registered by the user replaces one.
+        for udf in crate::flink_functions().iter().chain(&slot.udfs) {
             // DataFusion's SessionState only inserts into a map here; it never fails.
             if let Err(e) = state.register_udf(Arc::clone(udf)) {
                 tracing::warn!(function = udf.name(), error = %e, "registering a function failed");

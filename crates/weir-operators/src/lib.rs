@@ -15,7 +15,8 @@
 //! evaluates the shared physical expressions on every batch; nothing is re-planned per batch.
 //! Errors name the option's JSON path and the expression text, with DataFusion's message (which
 //! carries the position of a parse error). Scalar functions registered with the runtime's
-//! `Registry::register_udf` can be called from all of them.
+//! `Registry::register_udf` can be called from all of them, as can Flink's functions that
+//! DataFusion lacks ([`flink_functions`]).
 //!
 //! This crate stands on `weir-api`, `weir-plan` and `weir-state` (the windows' state images) and
 //! DataFusion; it knows nothing of tasks, channels or checkpoints, which are the runtime's.
@@ -24,6 +25,7 @@ mod computed;
 pub mod event_time;
 mod expr;
 mod filter;
+mod flink_functions;
 mod mapped_source;
 mod project;
 mod source_columns;
@@ -38,6 +40,7 @@ pub use computed::with_computed_columns;
 pub use datafusion;
 pub use expr::{ExprCompiler, SharedSession};
 pub use filter::FilterFactory;
+pub use flink_functions::{ToTimestampLtz, flink_functions};
 pub use project::ProjectFactory;
 pub use source_columns::with_columns;
 pub use source_prune::with_prune;

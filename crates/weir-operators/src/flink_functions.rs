@@ -1,0 +1,192 @@
+//! Flink SQL's scalar functions that DataFusion lacks, registered in every session the engine
+//! plans with (SQL scripts, `filter`/`project` expressions, computed columns), so a Flink DDL
+//! such as `ts AS TO_TIMESTAMP_LTZ(epoch_millis, 3)` runs unchanged.
+
+use arrow::array::{AsArray, TimestampMillisecondArray};
+use arrow::datatypes::{DataType, Field, FieldRef, Int64Type, TimeUnit};
+use datafusion::common::{Result, ScalarValue, plan_err};
+use datafusion::logical_expr::{
+    ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    TypeSignature, Volatility,
+};
+use std::sync::Arc;
+
+/// Every function of this module, ready to register.
+pub fn flink_functions() -> Vec<Arc<ScalarUDF>> {
+    vec![Arc::new(ScalarUDF::new_from_impl(ToTimestampLtz::new()))]
+}
+
+/// The time zone of a `TIMESTAMP_LTZ` value (an instant): Arrow's UTC timestamps.
+const UTC: &str = "UTC";
+
+/// `TO_TIMESTAMP_LTZ(numeric[, precision])`: epoch seconds (precision 0) or epoch
+/// milliseconds (precision 3, the default) as a `TIMESTAMP_LTZ(3)`, Arrow's millisecond
+/// timestamps in UTC. A value whose milliseconds do not fit 64 bits becomes null.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct ToTimestampLtz {
+    signature: Signature,
+}
+
+impl Default for ToTimestampLtz {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ToTimestampLtz {
+    /// The function, taking integers (coerced to BIGINT).
+    pub fn new() -> Self {
+        Self {
+            signature: Signature::one_of(
+                vec![
+                    TypeSignature::Uniform(1, vec![DataType::Int64]),
+                    TypeSignature::Uniform(2, vec![DataType::Int64]),
+                ],
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+impl ScalarUDFImpl for ToTimestampLtz {
+    fn name(&self) -> &str {
+        "to_timestamp_ltz"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Timestamp(TimeUnit::Millisecond, Some(UTC.into())))
+    }
+
+    /// Checks the precision where the call is planned, so a bad one is a compile error.
+    fn return_field_from_args(&self, args: ReturnFieldArgs<'_>) -> Result<FieldRef> {
+        if args.arg_fields.len() > 1 {
+            scale(args.scalar_arguments.get(1).copied().flatten())?;
+        }
+        Ok(Arc::new(Field::new(
+            self.name(),
+            self.return_type(&[])?,
+            true,
+        )))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let factor: i64 = match args.args.get(1) {
+            None => 1,
+            Some(ColumnarValue::Scalar(precision)) => scale(Some(precision))?,
+            Some(ColumnarValue::Array(_)) => scale(None)?,
+        };
+        let millis = |v: i64| v.checked_mul(factor);
+        match args.args.first() {
+            Some(ColumnarValue::Array(values)) => {
+                let values = values.as_primitive::<Int64Type>();
+                let out: TimestampMillisecondArray = if factor == 1 {
+                    values.reinterpret_cast()
+                } else {
+                    values.iter().map(|v| v.and_then(millis)).collect()
+                };
+                Ok(ColumnarValue::Array(Arc::new(out.with_timezone(UTC))))
+            }
+            Some(ColumnarValue::Scalar(ScalarValue::Int64(v))) => Ok(ColumnarValue::Scalar(
+                ScalarValue::TimestampMillisecond(v.and_then(millis), Some(UTC.into())),
+            )),
+            Some(ColumnarValue::Scalar(other)) => {
+                plan_err!(
+                    "TO_TIMESTAMP_LTZ takes an integer, not {}",
+                    other.data_type()
+                )
+            }
+            None => plan_err!("TO_TIMESTAMP_LTZ takes a value and an optional precision"),
+        }
+    }
+}
+
+/// What a value of `precision` is multiplied by to make milliseconds: 1000 for 0 (epoch
+/// seconds), 1 for 3 (epoch milliseconds). `None`: not a literal.
+fn scale(precision: Option<&ScalarValue>) -> Result<i64> {
+    let value = precision.and_then(|p| p.cast_to(&DataType::Int64).ok());
+    match value {
+        Some(ScalarValue::Int64(Some(0))) => Ok(1000),
+        Some(ScalarValue::Int64(Some(3))) => Ok(1),
+        _ => {
+            let shown = precision.map_or_else(|| "a column".to_owned(), ToString::to_string);
+            plan_err!(
+                "TO_TIMESTAMP_LTZ(value, precision): the precision is 0 (epoch seconds) or 3 \
+                 (epoch milliseconds), not {shown}"
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use arrow::array::{Array, ArrayRef, Int64Array};
+    use datafusion::config::ConfigOptions;
+
+    fn call(args: Vec<ColumnarValue>) -> Result<ColumnarValue> {
+        let arg_fields = args
+            .iter()
+            .map(|a| Arc::new(Field::new("a", a.data_type(), true)))
+            .collect();
+        ToTimestampLtz::new().invoke_with_args(ScalarFunctionArgs {
+            number_rows: 3,
+            arg_fields,
+            return_field: Arc::new(Field::new(
+                "r",
+                DataType::Timestamp(TimeUnit::Millisecond, Some(UTC.into())),
+                true,
+            )),
+            config_options: Arc::new(ConfigOptions::default()),
+            args,
+        })
+    }
+
+    fn column(values: Vec<Option<i64>>) -> ColumnarValue {
+        ColumnarValue::Array(Arc::new(Int64Array::from(values)) as ArrayRef)
+    }
+
+    fn millis(out: ColumnarValue) -> Vec<Option<i64>> {
+        let ColumnarValue::Array(a) = out else {
+            panic!("an array")
+        };
+        assert_eq!(
+            a.data_type(),
+            &DataType::Timestamp(TimeUnit::Millisecond, Some(UTC.into()))
+        );
+        a.as_primitive::<arrow::datatypes::TimestampMillisecondType>()
+            .iter()
+            .collect()
+    }
+
+    #[test]
+    fn milliseconds_pass_and_seconds_are_scaled_overflow_is_null() {
+        let values = vec![Some(1_500), None, Some(i64::MAX / 10)];
+        let three = ColumnarValue::Scalar(ScalarValue::Int64(Some(3)));
+        let zero = ColumnarValue::Scalar(ScalarValue::Int64(Some(0)));
+        assert_eq!(
+            millis(call(vec![column(values.clone()), three]).unwrap()),
+            values
+        );
+        assert_eq!(millis(call(vec![column(values.clone())]).unwrap()), values);
+        assert_eq!(
+            millis(call(vec![column(values), zero]).unwrap()),
+            vec![Some(1_500_000), None, None]
+        );
+    }
+
+    #[test]
+    fn a_precision_other_than_0_or_3_is_refused() {
+        let six = ColumnarValue::Scalar(ScalarValue::Int64(Some(6)));
+        let err = call(vec![column(vec![Some(1)]), six]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("the precision is 0 (epoch seconds) or 3"),
+            "{err}"
+        );
+    }
+}

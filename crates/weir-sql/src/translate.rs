@@ -564,23 +564,54 @@ impl<'a> Translator<'a> {
                      integers)",
                 ));
             }
-            if f.params.filter.is_some() || !f.params.order_by.is_empty() {
+            if !f.params.order_by.is_empty() {
                 return Err(self.unsupported_at(
                     f.func.name(),
-                    "an aggregate with FILTER or ORDER BY",
-                    "filter the rows in a WHERE clause",
+                    "an aggregate with ORDER BY",
+                    "the windows' aggregates do not depend on the order of their rows",
                 ));
             }
+            // `agg(x) FILTER (WHERE c)` is `agg(CASE WHEN c THEN x END)`: every window
+            // aggregate skips nulls, so the rows where `c` is not true count for nothing.
+            let filtered = |arg: Expr| -> Result<Expr> {
+                match &f.params.filter {
+                    Some(c) => datafusion::logical_expr::when(c.as_ref().clone(), arg)
+                        .end()
+                        .map_err(|e| self.here().invalid(e.to_string())),
+                    None => Ok(arg),
+                }
+            };
             let alias = if is_simple_name(field.name()) {
                 field.name().clone()
             } else {
                 format!("_a{}", aggregates.len())
             };
+            let star = datafusion::logical_expr::lit(1_i64);
             let column = match f.params.args.as_slice() {
-                [Expr::Literal(..)] if function == "count" && !f.params.distinct => None,
-                [] if function == "count" => None,
+                [Expr::Literal(..)] | []
+                    if function == "count" && !f.params.distinct && f.params.filter.is_none() =>
+                {
+                    None
+                }
+                [] if function == "count" => {
+                    let name = format!("__arg{}", args.len());
+                    args.push((
+                        name.clone(),
+                        self.substitute(&filtered(star)?, in_schema, &exprs)?,
+                    ));
+                    Some(name)
+                }
                 [arg] => {
-                    let mut e = self.substitute(arg, in_schema, &exprs)?;
+                    let arg = if f.params.filter.is_some()
+                        && function == "count"
+                        && !f.params.distinct
+                        && matches!(arg, Expr::Literal(..))
+                    {
+                        star
+                    } else {
+                        arg.clone()
+                    };
+                    let mut e = self.substitute(&filtered(arg)?, in_schema, &exprs)?;
                     // DataFusion widens SUM's FLOAT argument to DOUBLE; the window operator adds
                     // FLOATs up in DOUBLE itself and returns FLOAT, as Flink does.
                     if function == "sum"

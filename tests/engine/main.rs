@@ -8,6 +8,7 @@ mod computed;
 mod damaged_checkpoints;
 mod determinism;
 mod end_to_end;
+mod joins;
 mod kafka;
 mod kafka_lateness;
 mod keyed_state;

@@ -156,6 +156,32 @@ pub trait Operator: Send {
         Ok(())
     }
 
+    /// Whether the operator is told the watermark of each of its inputs on its own
+    /// ([`Operator::process_input_watermark`]). An operator with several inputs that decides
+    /// lateness answers `true` (a join): judged against its own input's watermark, whether a
+    /// row is late does not depend on how far the other inputs have got. The default is
+    /// `false`.
+    fn reads_input_watermarks(&self) -> bool {
+        false
+    }
+
+    /// The watermark of input `input` alone (the minimum over that input's channels) advanced
+    /// to `watermark`. Called only for an operator whose
+    /// [`Operator::reads_input_watermarks`] is `true`, at its place among the input's rows
+    /// (a batch inside which it advances is handed over in pieces), and before the
+    /// [`Operator::process_watermark`] the same advance may cause. The default does nothing.
+    ///
+    /// # Errors
+    /// As [`Operator::process_batch`].
+    fn process_input_watermark(
+        &mut self,
+        _input: usize,
+        _watermark: Watermark,
+        _out: &mut Output,
+    ) -> Result<()> {
+        Ok(())
+    }
+
     /// The rows of the batches that follow on input `input`, until the next call, were read
     /// from their split when its own watermark stood at `watermark` ([`Watermark::NONE`]: no
     /// bound). Sources with `lateness: split` send it (docs/event-time.md). An operator that
@@ -272,6 +298,13 @@ pub trait PreparedOperator: Send + Sync + std::fmt::Debug {
     /// (one global key) at parallelism > 1. `None` (the default): no such requirement.
     fn key_columns(&self) -> Option<Vec<String>> {
         None
+    }
+
+    /// Per input, the columns it must be hash-partitioned on, for an operator with several
+    /// inputs that keys its state by columns named differently on each (a join). The default
+    /// is [`PreparedOperator::key_columns`] for every input.
+    fn input_key_columns(&self) -> Option<Vec<Vec<String>>> {
+        self.key_columns().map(|keys| vec![keys])
     }
 
     /// Whether the operator's output can depend on event time: on the watermarks it is sent,

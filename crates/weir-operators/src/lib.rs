@@ -3,6 +3,8 @@
 //! - [`FilterFactory`] (`filter`): keeps rows whose SQL predicate is true.
 //! - [`ProjectFactory`] (`project`): computes output columns from SQL expressions.
 //! - [`UnionFactory`] (`union`): merges inputs of the same columns into one stream.
+//! - [`interval_join::IntervalJoinFactory`] (`interval_join`): rows of two inputs with equal
+//!   keys and event times within bounds of each other, inner or outer.
 //! - [`window::WindowFactory`] (`window`): event-time windows with vectorized aggregates and
 //!   late-data policies (docs/windows.md).
 //! - [`with_computed_columns`]: sources' computed columns (`sources[i].computed`).
@@ -26,6 +28,7 @@ pub mod event_time;
 mod expr;
 mod filter;
 mod flink_functions;
+pub mod interval_join;
 mod mapped_source;
 mod project;
 mod source_columns;

@@ -825,7 +825,16 @@ async fn build_task(
         .unwrap_or_default();
     Ok(ChainTask {
         label: format!("{}[{subtask}/{}]", vertex.vertex_id, vertex.parallelism),
-        head: head.unwrap_or_else(|| Head::Gate(InputGate::new(gate_channels))),
+        head: head.unwrap_or_else(|| {
+            let gate = InputGate::new(gate_channels);
+            Head::Gate(
+                if links.first().is_some_and(|l| l.op.reads_input_watermarks()) {
+                    gate.with_input_watermarks()
+                } else {
+                    gate
+                },
+            )
+        }),
         links,
         sink,
         tail_writers,

@@ -75,7 +75,14 @@ pub(crate) enum GateEvent {
         /// Where the gate's watermark (the minimum over live channels) advances inside the
         /// batch; empty when it does not.
         marks: WatermarkMarks,
+        /// Where the watermark of the batch's own input (the minimum over that input's live
+        /// channels) advances inside it; always empty unless the gate reports input
+        /// watermarks ([`InputGate::with_input_watermarks`]).
+        input_marks: WatermarkMarks,
     },
+    /// The watermark of head input `input` alone advanced (only from a gate that reports
+    /// input watermarks); comes before the [`GateEvent::Watermark`] the same message caused.
+    InputWatermark { input: usize, watermark: Watermark },
     /// The minimum watermark over live channels advanced.
     Watermark(Watermark),
     /// Every live channel delivered this barrier.
@@ -112,6 +119,11 @@ pub(crate) struct InputGate {
     idle_reported: bool,
     /// Per head input, the split watermark of the batch handed to it last.
     split_watermarks: Vec<Watermark>,
+    /// Per head input, its own watermark, when the head reads them
+    /// ([`InputGate::with_input_watermarks`]); `None`: not tracked.
+    input_watermarks: Option<Vec<EventTimeMs>>,
+    /// Events one message caused beyond the one returned for it.
+    pending: std::collections::VecDeque<GateEvent>,
 }
 
 impl InputGate {
@@ -126,7 +138,18 @@ impl InputGate {
             finished: false,
             idle_reported: false,
             split_watermarks: Vec::new(),
+            input_watermarks: None,
+            pending: std::collections::VecDeque::new(),
         }
+    }
+
+    /// The same gate, also reporting the watermark of each head input on its own: for a head
+    /// operator with several inputs that judges each row against its own input's watermark
+    /// (a join), so that which rows are late does not depend on how fast the other input runs.
+    pub(crate) fn with_input_watermarks(mut self) -> Self {
+        let inputs = self.channels.iter().map(|c| c.input + 1).max().unwrap_or(0);
+        self.input_watermarks = Some(vec![EventTimeMs::MIN; inputs]);
+        self
     }
 
     /// First to last barrier of the epoch whose [`GateEvent::Barrier`] was returned last (zero
@@ -137,6 +160,9 @@ impl InputGate {
 
     /// The next event; after [`GateEvent::End`] it keeps returning `End`.
     pub(crate) async fn next(&mut self) -> Result<GateEvent, GateError> {
+        if let Some(event) = self.pending.pop_front() {
+            return Ok(event);
+        }
         loop {
             if self.finished || self.channels.iter().all(|c| c.ended) {
                 // The end of every input completes event time, even when no upstream said so:
@@ -179,14 +205,14 @@ impl InputGate {
                 StreamMessage::Watermark(Watermark(w)) => {
                     self.channel_watermark(i, w)?;
                     self.wake(i);
-                    if let Some(w) = self.advance_watermark() {
-                        return Ok(GateEvent::Watermark(w));
+                    if let Some(event) = self.advances(i) {
+                        return Ok(event);
                     }
                 }
                 StreamMessage::Idle => {
                     self.channels[i].idle = true;
-                    if let Some(w) = self.advance_watermark() {
-                        return Ok(GateEvent::Watermark(w));
+                    if let Some(event) = self.advances(i) {
+                        return Ok(event);
                     }
                 }
                 StreamMessage::Barrier(barrier) => {
@@ -211,10 +237,14 @@ impl InputGate {
                 StreamMessage::EndOfInput => {
                     self.channels[i].ended = true;
                     if let Some(b) = self.complete_alignment() {
+                        // The advances the end caused follow the barrier.
+                        if let Some(event) = self.advances(i) {
+                            self.pending.push_front(event);
+                        }
                         return Ok(GateEvent::Barrier(b));
                     }
-                    if let Some(w) = self.advance_watermark() {
-                        return Ok(GateEvent::Watermark(w));
+                    if let Some(event) = self.advances(i) {
+                        return Ok(event);
                     }
                 }
             }
@@ -246,14 +276,19 @@ impl InputGate {
         marks: &WatermarkMarks,
     ) -> Result<GateEvent, GateError> {
         self.wake(i);
+        let input = self.channels[i].input;
         let mut combined = WatermarkMarks::new();
+        let mut input_marks = WatermarkMarks::new();
         for (row, Watermark(w)) in marks.iter() {
             self.channel_watermark(i, w)?;
+            if let Some(m) = self.advance_input(input) {
+                input_marks.push(row, m);
+            }
             if let Some(m) = self.advance_watermark() {
                 combined.push(row, m);
             }
         }
-        let (input, behind) = (self.channels[i].input, self.channels[i].split_watermark);
+        let behind = self.channels[i].split_watermark;
         if self.split_watermarks.len() <= input {
             self.split_watermarks.resize(input + 1, Watermark::NONE);
         }
@@ -263,7 +298,57 @@ impl InputGate {
             batch,
             split_watermark: (changed != behind).then_some(behind),
             marks: combined,
+            input_marks,
         })
+    }
+
+    /// What a change of channel `i`'s watermark, idleness or end caused, in order: the advance
+    /// of its input's watermark (when reported), then of the gate's. The first is returned and
+    /// the second, if both happened, waits in `pending`.
+    fn advances(&mut self, i: usize) -> Option<GateEvent> {
+        let input = self.channels[i].input;
+        let own = self
+            .advance_input(input)
+            .map(|watermark| GateEvent::InputWatermark { input, watermark });
+        let combined = self.advance_watermark().map(GateEvent::Watermark);
+        match (own, combined) {
+            (Some(own), Some(combined)) => {
+                self.pending.push_back(combined);
+                Some(own)
+            }
+            (own, combined) => own.or(combined),
+        }
+    }
+
+    /// The minimum over head input `input`'s live, non-idle channels, if the gate reports input
+    /// watermarks and it moved forward.
+    fn advance_input(&mut self, input: usize) -> Option<Watermark> {
+        let current = *self.input_watermarks.as_ref()?.get(input)?;
+        let min = self
+            .channels
+            .iter()
+            .filter(|c| c.input == input && !c.ended && !c.idle)
+            .map(|c| c.watermark)
+            .min()
+            // Every channel of the input ended: nothing more comes on it.
+            .or_else(|| {
+                self.channels
+                    .iter()
+                    .filter(|c| c.input == input)
+                    .all(|c| c.ended)
+                    .then_some(EventTimeMs::MAX)
+            })?;
+        if min <= current {
+            return None;
+        }
+        if let Some(slot) = self
+            .input_watermarks
+            .as_mut()
+            .and_then(|w| w.get_mut(input))
+        {
+            *slot = min;
+        }
+        Some(Watermark(min))
     }
 
     /// Channel `i`'s watermark is `w` now; a watermark that goes back breaks the protocol.

@@ -504,9 +504,17 @@ impl PreparedJob {
                 let Some(PreparedNode::Operator(op)) = self.nodes.get(&node.operator_id) else {
                     continue;
                 };
-                let Some(keys) = op.key_columns() else {
+                let Some(per_input) = op.input_key_columns() else {
                     continue;
                 };
+                let keys_of = |input: u32| {
+                    per_input
+                        .get(input as usize)
+                        .or_else(|| per_input.first())
+                        .cloned()
+                        .unwrap_or_default()
+                };
+                let keys = keys_of(0);
                 if vertex.parallelism <= 1 {
                     continue;
                 }
@@ -527,24 +535,27 @@ impl PreparedJob {
                     .edges
                     .iter()
                     .filter(|e| e.to_vertex == vertex.vertex_id && pos == 0)
-                    .map(|e| match &e.policy {
-                        PartitionPolicy::Hash { keys, .. } => Some(keys.clone()),
-                        _ => None,
+                    .map(|e| {
+                        let hash = match &e.policy {
+                            PartitionPolicy::Hash { keys, .. } => Some(keys.clone()),
+                            _ => None,
+                        };
+                        (keys_of(e.to_input), hash)
                     })
                     .collect::<Vec<_>>();
-                let ok = !hashed_on.is_empty()
-                    && hashed_on
-                        .iter()
-                        .all(|h| h.as_deref() == Some(keys.as_slice()));
-                if !ok {
+                let wrong = hashed_on
+                    .iter()
+                    .find(|(want, hash)| hash.as_deref() != Some(want.as_slice()));
+                if hashed_on.is_empty() || wrong.is_some() {
+                    let want = wrong.map_or(keys, |(want, _)| want.clone());
                     return Err(fail(format!(
                         "`{}` keeps state per key [{}] at parallelism {}, so its input must be \
                          hash-partitioned on exactly those columns: \
                          `input: {{from: ..., partition: {{hash: [{}]}}}}`",
                         node.operator_id,
-                        keys.join(", "),
+                        want.join(", "),
                         vertex.parallelism,
-                        keys.join(", ")
+                        want.join(", ")
                     )));
                 }
             }

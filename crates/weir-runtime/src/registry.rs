@@ -73,6 +73,10 @@ impl Registry {
         r.register_bound("project", |s| Arc::new(ProjectFactory::shared(s)));
         r.register_operator("union", Arc::new(UnionFactory));
         r.register_operator("window", Arc::new(WindowFactory));
+        r.register_operator(
+            "interval_join",
+            Arc::new(weir_operators::interval_join::IntervalJoinFactory),
+        );
         r
     }
 

@@ -92,6 +92,46 @@ enum Item {
     Watermark(Watermark),
     /// The rows of the batches that follow on the input were read behind this split watermark.
     SplitWatermark(usize, Watermark),
+    /// The watermark of one head input alone advanced (heads that read input watermarks).
+    InputWatermark(usize, Watermark),
+}
+
+/// A batch of head input `input` inside which its own watermark advances at `input_marks` and
+/// the gate's at `marks`, as the items that mean the same one at a time: runs of rows, then at
+/// each mark the input's advance before the gate's.
+fn input_pieces(
+    input: usize,
+    batch: &RecordBatch,
+    marks: &WatermarkMarks,
+    input_marks: &WatermarkMarks,
+) -> Vec<Item> {
+    let mut cuts: Vec<(usize, u8, Watermark)> = input_marks
+        .iter()
+        .map(|(row, w)| (row, 0, w))
+        .chain(marks.iter().map(|(row, w)| (row, 1, w)))
+        .collect();
+    cuts.sort_by_key(|(row, order, _)| (*row, *order));
+    let mut items = Vec::with_capacity(2 * cuts.len() + 1);
+    let mut start = 0;
+    for (row, order, w) in cuts {
+        let row = row.min(batch.num_rows());
+        if row > start {
+            items.push(Item::Batch(input, batch.slice(start, row - start)));
+            start = row;
+        }
+        items.push(if order == 0 {
+            Item::InputWatermark(input, w)
+        } else {
+            Item::Watermark(w)
+        });
+    }
+    if start < batch.num_rows() {
+        items.push(Item::Batch(
+            input,
+            batch.slice(start, batch.num_rows() - start),
+        ));
+    }
+    items
 }
 
 impl ChainTask {
@@ -125,20 +165,35 @@ impl ChainTask {
                         batch,
                         split_watermark,
                         marks,
+                        input_marks,
                     }) => {
                         let blocked = self.head_metrics.backpressured_ns();
                         if let Some(w) = split_watermark {
                             self.drive(0, Item::SplitWatermark(input, w)).await?;
                         }
-                        match marks.last() {
-                            None => self.drive(0, Item::Batch(input, batch)).await?,
-                            Some(last) => {
-                                if last.0 != weir_api::EventTimeMs::MAX {
-                                    self.head_metrics.set_watermark(last.0.0);
-                                }
+                        if let Some(last) = marks.last()
+                            && last.0 != weir_api::EventTimeMs::MAX
+                        {
+                            self.head_metrics.set_watermark(last.0.0);
+                        }
+                        if input_marks.is_empty() {
+                            if marks.is_empty() {
+                                self.drive(0, Item::Batch(input, batch)).await?;
+                            } else {
                                 self.drive(0, Item::Marked(input, batch, marks)).await?;
                             }
+                        } else {
+                            for item in input_pieces(input, &batch, &marks, &input_marks) {
+                                self.drive(0, item).await?;
+                            }
                         }
+                        self.commit_state().await?;
+                        self.head_metrics.add_handling(handling.elapsed(), blocked);
+                    }
+                    Ok(GateEvent::InputWatermark { input, watermark }) => {
+                        let blocked = self.head_metrics.backpressured_ns();
+                        self.drive(0, Item::InputWatermark(input, watermark))
+                            .await?;
                         self.commit_state().await?;
                         self.head_metrics.add_handling(handling.elapsed(), blocked);
                     }
@@ -283,6 +338,9 @@ impl ChainTask {
                 Item::Watermark(w) => link.op.process_watermark(w, &mut out),
                 Item::SplitWatermark(input, w) => {
                     link.op.process_split_watermark(input, w, &mut out)
+                }
+                Item::InputWatermark(input, w) => {
+                    link.op.process_input_watermark(input, w, &mut out)
                 }
             };
             result.map_err(|source| Error::Task {
@@ -438,6 +496,9 @@ impl ChainTask {
                         .await?;
                 }
             }
+            // Only a head operator reads its inputs' own watermarks; a chain without one has
+            // nothing to tell.
+            Item::InputWatermark(..) => {}
         }
         Ok(())
     }

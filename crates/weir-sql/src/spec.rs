@@ -683,6 +683,32 @@ impl JobBuilder {
         }));
     }
 
+    /// An operator of several inputs, each `(node, hash keys)`, in input order.
+    pub(crate) fn operator_of_inputs(
+        &mut self,
+        name: &str,
+        type_name: &str,
+        inputs: &[(String, Vec<String>)],
+        options: serde_json::Value,
+    ) {
+        let inputs: Vec<serde_json::Value> = inputs
+            .iter()
+            .map(|(from, keys)| serde_json::json!({"from": from, "partition": {"hash": keys}}))
+            .collect();
+        self.operators.push(serde_json::json!({
+            "name": name,
+            "type": type_name,
+            "inputs": inputs,
+            "options": options,
+        }));
+    }
+
+    /// The event-time column of table `table` (its `WATERMARK FOR` column), if it has one.
+    pub(crate) fn rowtime(&self, table: &str) -> Option<String> {
+        let def = &self.tables.get(table)?.def;
+        def.watermark.as_ref().map(|w| w.column.clone())
+    }
+
     /// A union of `inputs`.
     pub(crate) fn union(&mut self, name: &str, inputs: &[String]) {
         self.operators.push(serde_json::json!({

@@ -20,6 +20,8 @@ use datafusion::logical_expr::{Expr, LogicalPlan, WriteOp};
 use datafusion::sql::unparser::expr_to_sql;
 use std::any::Any;
 
+mod join;
+
 /// The window operator's update marker column (late policy `update`).
 pub(crate) const UPDATE_MARKER: &str = "__weir_window_update";
 
@@ -37,6 +39,9 @@ struct Stream {
     /// The table scan ([`JobBuilder::scan`]) whose rows these are, unchanged but maybe
     /// filtered: a filter on them tells the source what it may skip.
     scan: Option<usize>,
+    /// The physical column that is the rows' time attribute (their table's `WATERMARK FOR`
+    /// column, carried through filters and projections that keep it).
+    rowtime: Option<String>,
 }
 
 /// Translates the statements of one script into one job.
@@ -155,6 +160,7 @@ impl<'a> Translator<'a> {
             columns: sink_columns,
             marker: false,
             scan: None,
+            rowtime: None,
         };
         let name = self.next_name(&format!("{table}_sink"));
         self.job.sink(&name, &table, &stream.node, self.here())
@@ -192,11 +198,13 @@ impl<'a> Translator<'a> {
                 };
                 self.job.reads(&table, columns.iter().cloned());
                 let scan = self.job.scan(&table);
+                let rowtime = self.job.rowtime(&table);
                 Ok(Stream {
                     node,
                     columns,
                     marker: false,
                     scan: Some(scan),
+                    rowtime,
                 })
             }
             LogicalPlan::SubqueryAlias(alias) => self.plan(&alias.input),
@@ -225,6 +233,7 @@ impl<'a> Translator<'a> {
                     columns: input.columns,
                     marker: input.marker,
                     scan: input.scan,
+                    rowtime: input.rowtime,
                 })
             }
             LogicalPlan::Projection(projection) => {
@@ -244,15 +253,18 @@ impl<'a> Translator<'a> {
                     }
                 }
                 if columns.len() == projection.expr.len() {
+                    let rowtime = input.rowtime.filter(|r| columns.contains(r));
                     return Ok(Stream {
                         node: input.node,
                         columns,
                         marker: input.marker,
                         scan: input.scan,
+                        rowtime,
                     });
                 }
                 let mut expressions = Vec::with_capacity(projection.expr.len());
                 let mut names = Vec::with_capacity(projection.expr.len());
+                let mut rowtime = None;
                 for (i, (e, field)) in projection
                     .expr
                     .iter()
@@ -266,6 +278,14 @@ impl<'a> Translator<'a> {
                     };
                     let text = self.sql(unalias(e), in_schema, &input)?;
                     expressions.push(format!("{text} AS {}", quote(&name)));
+                    // The time attribute passes through a projection that selects it.
+                    if let Expr::Column(c) = unalias(e)
+                        && let Ok(i) = in_schema.index_of_column(c)
+                        && input.rowtime.as_ref() == input.columns.get(i)
+                        && rowtime.is_none()
+                    {
+                        rowtime = Some(name.clone());
+                    }
                     names.push(name);
                 }
                 if input.marker {
@@ -277,6 +297,7 @@ impl<'a> Translator<'a> {
                     columns: names,
                     marker: input.marker,
                     scan: None,
+                    rowtime,
                 })
             }
             LogicalPlan::Union(union) => {
@@ -312,6 +333,7 @@ impl<'a> Translator<'a> {
                     columns: names,
                     marker: false,
                     scan: None,
+                    rowtime: None,
                 })
             }
             LogicalPlan::Aggregate(agg) => self.window_aggregate(agg),
@@ -324,9 +346,7 @@ impl<'a> Translator<'a> {
             LogicalPlan::Limit(_) => {
                 Err(self.unsupported_at("LIMIT", "LIMIT", "a streaming job reads its whole input"))
             }
-            LogicalPlan::Join(_) => {
-                Err(self.unsupported_at("JOIN", "a join", "joins are not supported yet"))
-            }
+            LogicalPlan::Join(join) => self.join(join),
             LogicalPlan::Window(_) => Err(self.unsupported_at(
                 "OVER",
                 "an OVER window",
@@ -444,6 +464,7 @@ impl<'a> Translator<'a> {
             columns,
             marker: false,
             scan: None,
+            rowtime: None,
         };
         for node in chain.iter().rev() {
             match node {
@@ -745,6 +766,7 @@ impl<'a> Translator<'a> {
             columns: out_columns,
             marker: self.settings.late_policy.as_deref() == Some("update"),
             scan: None,
+            rowtime: None,
         })
     }
 

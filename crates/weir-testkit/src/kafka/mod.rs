@@ -220,11 +220,27 @@ impl KafkaBroker {
 
     /// Creates `topic` with `partitions` partitions (replication factor 1) and returns once the
     /// controller has created it.
+    ///
+    /// A broker whose port is open may not have joined its own controller yet (the topic
+    /// then has no broker to live on: `InvalidReplicationFactor`); that is retried for up to
+    /// 30 s.
     pub fn create_topic(&self, topic: &str, partitions: i32) -> Result<()> {
         let new_topic = NewTopic::new(topic, partitions, TopicReplication::Fixed(1));
-        self.admin(&format!("creating topic {topic}"), |admin, options| {
-            block_on(admin.create_topics([&new_topic], options))
-        })
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let result = self.admin(&format!("creating topic {topic}"), |admin, options| {
+                block_on(admin.create_topics([&new_topic], options))
+            });
+            match result {
+                Err(TestkitError::Broker { message, .. })
+                    if message.contains("Invalid replication factor")
+                        && Instant::now() < deadline =>
+                {
+                    std::thread::sleep(Duration::from_millis(250));
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Grows `topic` to `partitions` partitions in all (Kafka never removes partitions) and

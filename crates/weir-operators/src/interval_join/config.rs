@@ -1,0 +1,217 @@
+//! The `interval_join` operator's options, checked against its two input schemas.
+
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use serde::Deserialize;
+use std::sync::Arc;
+use weir_api::{Error, OperatorSpec, Result, decode_options};
+
+/// Which unmatched rows an interval join also emits, padded with nulls.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JoinKind {
+    /// Only matched pairs.
+    #[default]
+    Inner,
+    /// Also every left row that matched nothing.
+    Left,
+    /// Also every right row that matched nothing.
+    Right,
+    /// Also the unmatched rows of both sides.
+    Full,
+}
+
+impl JoinKind {
+    /// Whether unmatched rows of `side` (0 left, 1 right) are emitted.
+    pub fn pads(self, side: usize) -> bool {
+        matches!(
+            (self, side),
+            (JoinKind::Left | JoinKind::Full, 0) | (JoinKind::Right | JoinKind::Full, 1)
+        )
+    }
+}
+
+/// The job-spec options of `interval_join` (docs/sql.md, interval joins).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntervalJoinOptions {
+    /// `inner` (default), `left`, `right` or `full`.
+    #[serde(default)]
+    pub join: JoinKind,
+    /// Key columns of the left input (input 0).
+    pub left_keys: Vec<String>,
+    /// Key columns of the right input (input 1), pairwise equal to `left_keys`.
+    pub right_keys: Vec<String>,
+    /// The left input's event-time column.
+    pub left_time: String,
+    /// The right input's event-time column.
+    pub right_time: String,
+    /// A pair matches when `right_time - left_time` is at least this many milliseconds.
+    pub lower: i64,
+    /// ... and at most this many.
+    pub upper: i64,
+}
+
+/// The options resolved against the inputs.
+#[derive(Debug)]
+pub struct IntervalJoinConfig {
+    /// The join type.
+    pub join: JoinKind,
+    /// Per side, the input schema.
+    pub inputs: [SchemaRef; 2],
+    /// Per side, the indices of the key columns.
+    pub keys: [Vec<usize>; 2],
+    /// Per side, the key column names (what each input must be hashed on).
+    pub key_names: [Vec<String>; 2],
+    /// Per side, the index of the event-time column.
+    pub time: [usize; 2],
+    /// Bounds of `right_time - left_time`, in ms.
+    pub lower: i64,
+    /// See `lower`.
+    pub upper: i64,
+    /// The left columns, then the right ones; a side's columns are nullable where the other
+    /// side's unmatched rows are padded.
+    pub output: SchemaRef,
+}
+
+impl IntervalJoinConfig {
+    /// Resolves the options of `spec`.
+    ///
+    /// # Errors
+    /// A config error naming the option for an unknown column, key columns of different types
+    /// or counts, bounds in the wrong order, inputs that share a column name, or not exactly
+    /// two inputs.
+    pub fn resolve(spec: &OperatorSpec<'_>) -> Result<Self> {
+        let options: IntervalJoinOptions = decode_options(spec.options, spec.options_path)?;
+        let path = spec.options_path;
+        let [left, right] = spec.input_schemas else {
+            return Err(Error::config(
+                path,
+                format!(
+                    "interval_join `{}` joins two inputs (left, then right), not {}",
+                    spec.operator_id,
+                    spec.input_schemas.len()
+                ),
+            ));
+        };
+        let column = |schema: &Schema, name: &str, option: &str| -> Result<usize> {
+            schema.index_of(name).map_err(|_| {
+                Error::config(
+                    format!("{path}.{option}"),
+                    format!("no column `{name}` in the input ({})", names(schema)),
+                )
+            })
+        };
+        if options.left_keys.is_empty() || options.left_keys.len() != options.right_keys.len() {
+            return Err(Error::config(
+                format!("{path}.right_keys"),
+                format!(
+                    "an interval join needs as many right keys as left keys, at least one ({} \
+                     and {})",
+                    options.left_keys.len(),
+                    options.right_keys.len()
+                ),
+            ));
+        }
+        let mut keys: [Vec<usize>; 2] = [Vec::new(), Vec::new()];
+        for (l, r) in options.left_keys.iter().zip(&options.right_keys) {
+            let (li, ri) = (
+                column(left, l, "left_keys")?,
+                column(right, r, "right_keys")?,
+            );
+            let (lt, rt) = (left.field(li).data_type(), right.field(ri).data_type());
+            if lt != rt {
+                return Err(Error::config(
+                    format!("{path}.right_keys"),
+                    format!("key `{l}` is {lt} on the left but `{r}` is {rt} on the right"),
+                ));
+            }
+            weir_plan::key_hash::check_key_type(l, lt)
+                .map_err(|e| Error::config(format!("{path}.left_keys"), e.to_string()))?;
+            keys[0].push(li);
+            keys[1].push(ri);
+        }
+        let time = [
+            column(left, &options.left_time, "left_time")?,
+            column(right, &options.right_time, "right_time")?,
+        ];
+        for (side, (schema, option)) in [(left, "left_time"), (right, "right_time")]
+            .into_iter()
+            .enumerate()
+        {
+            let t = schema.field(time[side]).data_type();
+            if !matches!(t, DataType::Int64 | DataType::Timestamp(..)) {
+                return Err(Error::config(
+                    format!("{path}.{option}"),
+                    format!("an event-time column is a TIMESTAMP or BIGINT milliseconds, not {t}"),
+                ));
+            }
+        }
+        if options.lower > options.upper {
+            return Err(Error::config(
+                format!("{path}.lower"),
+                format!(
+                    "the lower bound {} ms is above the upper bound {} ms: no pair could match",
+                    options.lower, options.upper
+                ),
+            ));
+        }
+        let mut fields: Vec<Field> = Vec::new();
+        for (side, schema) in [left, right].into_iter().enumerate() {
+            let padded = options.join.pads(1 - side);
+            for f in schema.fields() {
+                if fields.iter().any(|g| g.name() == f.name()) {
+                    return Err(Error::config(
+                        path,
+                        format!(
+                            "both inputs have a column `{}`: rename one before the join",
+                            f.name()
+                        ),
+                    ));
+                }
+                fields.push(f.as_ref().clone().with_nullable(f.is_nullable() || padded));
+            }
+        }
+        Ok(Self {
+            join: options.join,
+            inputs: [Arc::clone(left), Arc::clone(right)],
+            keys,
+            key_names: [options.left_keys, options.right_keys],
+            time,
+            lower: options.lower,
+            upper: options.upper,
+            output: Arc::new(Schema::new(fields)),
+        })
+    }
+
+    /// How far behind the slower input's watermark the output's stays: a row emitted later
+    /// is never behind it. Matched pairs come when their later row arrives, so a pair's two
+    /// times are at least the watermark minus the bounds' reach; padded rows leave the state
+    /// up to two buckets after their bound passed.
+    pub fn output_delay(&self, bucket: i64) -> i64 {
+        let reach = self.upper.max(-self.lower).max(0);
+        let padding = if self.join == JoinKind::Inner {
+            0
+        } else {
+            bucket.saturating_mul(2)
+        };
+        reach.saturating_add(padding).saturating_add(1)
+    }
+
+    /// The width of the time buckets rows are kept in: the join interval's, at least 1 s, so
+    /// a probe reads at most two buckets of the other side.
+    pub fn bucket_ms(&self) -> i64 {
+        self.upper
+            .saturating_sub(self.lower)
+            .saturating_add(1)
+            .max(1000)
+    }
+}
+
+fn names(schema: &Schema) -> String {
+    schema
+        .fields()
+        .iter()
+        .map(|f| f.name().as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}

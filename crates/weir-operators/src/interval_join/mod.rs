@@ -1,0 +1,71 @@
+//! The `interval_join` operator: rows of two inputs with equal keys whose event times lie
+//! within bounds of each other (`right.time - left.time` in `[lower, upper]`), as Flink's
+//! interval join; inner, left, right and full outer. See docs/sql.md for the user's view.
+//!
+//! Each row is judged against the watermark of its own input (and its split's): a row at or
+//! behind it is late and dropped (counted), so which rows join does not depend on how far the
+//! other input has got. Every other row is matched against the other side's rows kept in
+//! keyed state, and kept itself until the operator's watermark (the lower of both inputs')
+//! passes its bound; then an unmatched row of an outer side is emitted padded with nulls.
+//! The output watermark stays behind the input's by the bounds' reach (and, with padding,
+//! two time buckets), so no row emitted later is behind it.
+
+mod config;
+mod operator;
+
+pub use config::{IntervalJoinConfig, IntervalJoinOptions, JoinKind};
+pub use operator::IntervalJoinOperator;
+
+use arrow::datatypes::SchemaRef;
+use std::sync::Arc;
+use weir_api::{Operator, OperatorFactory, OperatorSpec, PreparedOperator, Result, TaskContext};
+
+/// Creates `interval_join` operators from job-spec options.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct IntervalJoinFactory;
+
+impl OperatorFactory for IntervalJoinFactory {
+    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+        Ok(Arc::new(PreparedIntervalJoin {
+            cfg: Arc::new(IntervalJoinConfig::resolve(spec)?),
+        }))
+    }
+}
+
+/// An interval join resolved against its inputs.
+#[derive(Debug)]
+pub struct PreparedIntervalJoin {
+    cfg: Arc<IntervalJoinConfig>,
+}
+
+impl PreparedOperator for PreparedIntervalJoin {
+    fn output_schema(&self) -> SchemaRef {
+        Arc::clone(&self.cfg.output)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "interval_join ({:?}): [{}] = [{}], right - left in [{} ms, {} ms]",
+            self.cfg.join,
+            self.cfg.key_names[0].join(", "),
+            self.cfg.key_names[1].join(", "),
+            self.cfg.lower,
+            self.cfg.upper
+        )
+    }
+
+    fn key_columns(&self) -> Option<Vec<String>> {
+        Some(self.cfg.key_names[0].clone())
+    }
+
+    fn input_key_columns(&self) -> Option<Vec<Vec<String>>> {
+        Some(self.cfg.key_names.to_vec())
+    }
+
+    fn create(&self, ctx: &TaskContext) -> Result<Box<dyn Operator>> {
+        Ok(Box::new(IntervalJoinOperator::new(
+            Arc::clone(&self.cfg),
+            ctx,
+        )?))
+    }
+}

@@ -1,0 +1,463 @@
+//! One subtask of an interval join: each side's rows kept in keyed state until the watermark
+//! passes their bound, each arriving row matched against the other side's.
+//!
+//! State layout (one map state per side, `interval_join.left` / `.right`): key = the join key
+//! (row codec), namespace = the row's time bucket ([`encode_timestamp`] of `time / bucket`),
+//! sub-key = the row's time ([`encode_timestamp`]) and its columns (row codec), payload = how
+//! many such rows arrived (`u32`, little endian) and whether one of them matched (`u8`).
+//! Identical rows share one entry. `interval_join.watermarks` keeps, under every owned shard,
+//! both inputs' watermarks and the operator's, so a restore judges rows as the run before it
+//! did (after a rescale, an instance takes the lowest of its shards).
+
+use super::config::IntervalJoinConfig;
+use arrow::array::{Array, ArrayRef, UInt32Array, new_null_array};
+use arrow::compute::take;
+use arrow::datatypes::DataType;
+use arrow::record_batch::RecordBatch;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use weir_api::state::{Map, NamespaceRange, StateDescriptor, StateSpec, Value};
+use weir_api::{
+    Error, KeyedStateStore, Operator, Output, Result, StateAddress, StateShardId, TaskContext,
+    Watermark,
+};
+use weir_plan::{ShardAssignment, key_hash};
+use weir_state::row_codec::{decode_rows, encode_rows};
+use weir_state::timers::{decode_timestamp, encode_timestamp};
+
+const STATES: [&str; 2] = ["interval_join.left", "interval_join.right"];
+const WATERMARKS: &str = "interval_join.watermarks";
+
+/// A running interval join.
+pub struct IntervalJoinOperator {
+    cfg: Arc<IntervalJoinConfig>,
+    store: Box<dyn KeyedStateStore>,
+    shard_count: u32,
+    owned: Vec<StateShardId>,
+    bucket: i64,
+    /// Per input, its own watermark: a row at or behind it is late.
+    input_watermarks: [i64; 2],
+    /// Per input, the split watermark its next rows were read behind.
+    split_watermarks: [i64; 2],
+    /// The operator's input watermark (the lower of both inputs').
+    watermark: i64,
+    /// The output watermark emitted last.
+    emitted: i64,
+    /// Per side, the bucket below which every row was removed.
+    evicted_below: [i64; 2],
+    /// Shards holding rows (owned shards this instance wrote to or restored).
+    live: BTreeSet<u32>,
+    started: bool,
+    dropped: Arc<AtomicU64>,
+    types: [Vec<DataType>; 2],
+}
+
+impl IntervalJoinOperator {
+    /// The instance of subtask `ctx`.
+    ///
+    /// # Errors
+    /// Without keyed state (the runtime gives every keyed operator one) or a shard count.
+    pub fn new(cfg: Arc<IntervalJoinConfig>, ctx: &TaskContext) -> Result<Self> {
+        let mut store = ctx.keyed_state()?;
+        let shard_count = ctx.state_shard_count.unwrap_or(1);
+        let owned = match ctx.state_shard_count {
+            Some(count) => ShardAssignment::contiguous(count, ctx.parallelism)
+                .map_err(|m| Error::Internal(format!("{}: {m}", ctx.label())))?
+                .owners
+                .iter()
+                .filter(|r| r.subtask == ctx.subtask.0)
+                .flat_map(|r| r.first_shard..=r.last_shard)
+                .map(StateShardId)
+                .collect(),
+            None => vec![StateShardId(0)],
+        };
+        for name in STATES {
+            store.register(StateDescriptor::<Map<Vec<u8>, Vec<u8>>>::new(name).spec())?;
+        }
+        let spec: &StateSpec = &StateDescriptor::<Value<Vec<u8>>>::new(WATERMARKS)
+            .spec()
+            .clone();
+        store.register(spec)?;
+        let types = [0, 1].map(|side| {
+            cfg.inputs[side]
+                .fields()
+                .iter()
+                .map(|f| f.data_type().clone())
+                .collect()
+        });
+        Ok(Self {
+            bucket: cfg.bucket_ms(),
+            cfg,
+            store,
+            shard_count,
+            owned,
+            input_watermarks: [i64::MIN; 2],
+            split_watermarks: [i64::MIN; 2],
+            watermark: i64::MIN,
+            emitted: i64::MIN,
+            evicted_below: [i64::MIN; 2],
+            live: BTreeSet::new(),
+            started: false,
+            dropped: Arc::clone(&ctx.dropped_rows),
+            types,
+        })
+    }
+
+    /// Finds the shards with rows and the watermarks of a restored checkpoint, once.
+    fn start(&mut self) -> Result<()> {
+        if self.started {
+            return Ok(());
+        }
+        self.started = true;
+        let mut restored: Option<[i64; 3]> = None;
+        for shard in self.owned.clone() {
+            for state in STATES {
+                if !self
+                    .store
+                    .scan(state, shard, NamespaceRange::ALL, Some(1))?
+                    .is_empty()
+                {
+                    self.live.insert(shard.0);
+                }
+            }
+            for entry in self
+                .store
+                .scan(WATERMARKS, shard, NamespaceRange::ALL, Some(1))?
+            {
+                let values = decode_watermarks(&entry.payload)?;
+                restored = Some(match restored {
+                    None => values,
+                    Some(r) => [0, 1, 2].map(|i| r[i].min(values[i])),
+                });
+            }
+        }
+        if let Some([left, right, both]) = restored {
+            self.input_watermarks = [left, right];
+            self.watermark = both;
+            self.emitted = self.output_watermark(both);
+        }
+        Ok(())
+    }
+
+    fn output_watermark(&self, watermark: i64) -> i64 {
+        if watermark == i64::MAX {
+            return i64::MAX;
+        }
+        watermark.saturating_sub(self.cfg.output_delay(self.bucket))
+    }
+
+    /// The rows of `side` whose bound passed: time at or below this.
+    fn expired_through(&self, side: usize) -> i64 {
+        if self.watermark == i64::MAX {
+            return i64::MAX;
+        }
+        match side {
+            0 => self.watermark.saturating_sub(self.cfg.upper),
+            _ => self.watermark.saturating_add(self.cfg.lower),
+        }
+    }
+
+    fn bucket_of(&self, time: i64) -> i64 {
+        time.div_euclid(self.bucket)
+    }
+
+    /// Matches `batch` of input `side` against the other side's rows and keeps its rows.
+    fn join_batch(&mut self, side: usize, batch: &RecordBatch, out: &mut Output) -> Result<()> {
+        self.start()?;
+        let rows = batch.num_rows();
+        if rows == 0 {
+            return Ok(());
+        }
+        let other = 1 - side;
+        let cfg = Arc::clone(&self.cfg);
+        let times = crate::event_time::event_times_ms(
+            batch.column(cfg.time[side]),
+            cfg.inputs[side].field(cfg.time[side]).name(),
+        )?;
+        let key_columns: Vec<ArrayRef> = cfg.keys[side]
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect();
+        let shards = key_hash::shard_ids(&key_columns, self.shard_count)
+            .map_err(|e| Error::Internal(format!("hashing join keys: {e}")))?;
+        let keys = encode_rows(&key_columns).map_err(state_error)?;
+        let encoded = encode_rows(batch.columns()).map_err(state_error)?;
+        let behind = self.input_watermarks[side].max(self.split_watermarks[side]);
+        // The other side's times that match a row at `t`: `[t + lo_reach, t + hi_reach]`.
+        let (lo_reach, hi_reach) = match side {
+            0 => (cfg.lower, cfg.upper),
+            _ => (cfg.upper.saturating_neg(), cfg.lower.saturating_neg()),
+        };
+        let mut own_rows: Vec<u32> = Vec::new();
+        let mut other_rows: Vec<Vec<u8>> = Vec::new();
+        let mut padded: Vec<u32> = Vec::new();
+        let mut dropped = 0_u64;
+        for row in 0..rows {
+            if times.is_null(row) || times.value(row) <= behind {
+                dropped += 1;
+                continue;
+            }
+            let time = times.value(row);
+            if key_columns.iter().any(|c| c.is_null(row)) {
+                // NULL equals nothing: the row matches no row.
+                if cfg.join.pads(side) {
+                    padded.push(row as u32);
+                }
+                continue;
+            }
+            let shard = StateShardId(shards[row]);
+            let key = &keys[row];
+            let (lo, hi) = (time.saturating_add(lo_reach), time.saturating_add(hi_reach));
+            let mut matched = false;
+            for bucket in self.bucket_of(lo)..=self.bucket_of(hi) {
+                let namespace = encode_timestamp(bucket);
+                self.store.set_current_key(key, shard);
+                self.store.set_current_namespace(&namespace);
+                for (sub_key, payload) in self.store.entries(STATES[other])? {
+                    let (at, columns) = split_sub_key(&sub_key)?;
+                    if at < lo || at > hi {
+                        continue;
+                    }
+                    let (count, was_matched) = decode_payload(&payload)?;
+                    matched = true;
+                    for _ in 0..count {
+                        own_rows.push(row as u32);
+                        other_rows.push(columns.to_vec());
+                    }
+                    if cfg.join.pads(other) && !was_matched {
+                        self.store
+                            .put(STATES[other], &sub_key, &encode_payload(count, true))?;
+                    }
+                }
+            }
+            // Kept while a row of the other side still to come may match it.
+            let bound = time.saturating_add(if side == 0 { cfg.upper } else { -cfg.lower });
+            if bound > self.watermark {
+                let namespace = encode_timestamp(self.bucket_of(time));
+                self.store.set_current_key(key, shard);
+                self.store.set_current_namespace(&namespace);
+                let mut sub_key = encode_timestamp(time).to_vec();
+                sub_key.extend_from_slice(&encoded[row]);
+                let (count, was_matched) = match self.store.get(STATES[side], &sub_key)? {
+                    Some(payload) => decode_payload(&payload)?,
+                    None => (0, false),
+                };
+                self.store.put(
+                    STATES[side],
+                    &sub_key,
+                    &encode_payload(count.saturating_add(1), was_matched || matched),
+                )?;
+                self.live.insert(shard.0);
+            } else if !matched && cfg.join.pads(side) {
+                padded.push(row as u32);
+            }
+        }
+        if dropped > 0 {
+            self.dropped.fetch_add(dropped, Ordering::Relaxed);
+        }
+        if !own_rows.is_empty() {
+            let own = take_rows(batch.columns(), &own_rows)?;
+            let refs: Vec<&[u8]> = other_rows.iter().map(Vec::as_slice).collect();
+            let others = decode_rows(&self.types[other], &refs).map_err(state_error)?;
+            out.emit(self.assemble(side, own, Some(others), own_rows.len())?);
+        }
+        if !padded.is_empty() {
+            let own = take_rows(batch.columns(), &padded)?;
+            out.emit(self.assemble(side, own, None, padded.len())?);
+        }
+        Ok(())
+    }
+
+    /// An output batch of `side`'s columns `own` and the other side's `others` (nulls when
+    /// `None`), left columns first.
+    fn assemble(
+        &self,
+        side: usize,
+        own: Vec<ArrayRef>,
+        others: Option<Vec<ArrayRef>>,
+        rows: usize,
+    ) -> Result<RecordBatch> {
+        let others = others.unwrap_or_else(|| {
+            self.types[1 - side]
+                .iter()
+                .map(|t| new_null_array(t, rows))
+                .collect()
+        });
+        let columns = if side == 0 {
+            [own, others].concat()
+        } else {
+            [others, own].concat()
+        };
+        RecordBatch::try_new(Arc::clone(&self.cfg.output), columns)
+            .map_err(|e| Error::arrow("assembling joined rows", e))
+    }
+
+    /// Removes the rows of both sides whose bucket lies wholly at or behind their bound, and
+    /// emits the unmatched ones of a padded side.
+    fn evict(&mut self, out: &mut Output) -> Result<()> {
+        for (side, state) in STATES.iter().enumerate() {
+            let through = self.expired_through(side);
+            let until = if through == i64::MAX {
+                None
+            } else {
+                Some(self.bucket_of(through.saturating_add(1)))
+            };
+            if until.is_some_and(|u| u <= self.evicted_below[side]) {
+                continue;
+            }
+            let from = encode_timestamp(self.evicted_below[side]);
+            let until_bytes = until.map(encode_timestamp);
+            let mut padded: Vec<Vec<u8>> = Vec::new();
+            for shard in self.live.clone() {
+                let range = NamespaceRange::new(&from, until_bytes.as_ref().map(|u| &u[..]));
+                let entries = self.store.scan(state, StateShardId(shard), range, None)?;
+                for entry in entries {
+                    let at = StateAddress {
+                        shard: StateShardId(shard),
+                        namespace: &entry.namespace,
+                        key: &entry.key,
+                    };
+                    self.store.remove_at(state, at, &entry.sub_key)?;
+                    let (count, matched) = decode_payload(&entry.payload)?;
+                    if self.cfg.join.pads(side) && !matched {
+                        let (_, columns) = split_sub_key(&entry.sub_key)?;
+                        for _ in 0..count {
+                            padded.push(columns.to_vec());
+                        }
+                    }
+                }
+            }
+            self.evicted_below[side] = until.unwrap_or(i64::MAX);
+            if !padded.is_empty() {
+                let refs: Vec<&[u8]> = padded.iter().map(Vec::as_slice).collect();
+                let own = decode_rows(&self.types[side], &refs).map_err(state_error)?;
+                out.emit(self.assemble(side, own, None, padded.len())?);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Operator for IntervalJoinOperator {
+    fn process_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
+        self.join_batch(input.min(1), &batch, out)
+    }
+
+    fn reads_input_watermarks(&self) -> bool {
+        true
+    }
+
+    fn process_input_watermark(
+        &mut self,
+        input: usize,
+        watermark: Watermark,
+        _out: &mut Output,
+    ) -> Result<()> {
+        self.start()?;
+        let slot = &mut self.input_watermarks[input.min(1)];
+        *slot = (*slot).max(watermark.0.0);
+        Ok(())
+    }
+
+    fn process_split_watermark(
+        &mut self,
+        input: usize,
+        watermark: Watermark,
+        _out: &mut Output,
+    ) -> Result<()> {
+        // Joined rows are new rows: the split watermark of an input is not the output's.
+        self.split_watermarks[input.min(1)] = watermark.0.0;
+        Ok(())
+    }
+
+    fn process_watermark(&mut self, watermark: Watermark, out: &mut Output) -> Result<()> {
+        self.start()?;
+        self.watermark = self.watermark.max(watermark.0.0);
+        self.evict(out)?;
+        let output = self.output_watermark(self.watermark);
+        if output > self.emitted {
+            self.emitted = output;
+            out.emit_watermark(Watermark(weir_api::EventTimeMs(output)));
+        }
+        Ok(())
+    }
+
+    fn on_barrier(&mut self, _barrier: weir_api::Barrier, _out: &mut Output) -> Result<()> {
+        self.start()?;
+        let payload = encode_watermarks([
+            self.input_watermarks[0],
+            self.input_watermarks[1],
+            self.watermark,
+        ]);
+        for shard in self.owned.clone() {
+            self.store.set_current_key(&[], shard);
+            self.store.set_current_namespace(&[]);
+            self.store.put(WATERMARKS, &[], &payload)?;
+        }
+        Ok(())
+    }
+
+    fn on_end_of_input(&mut self, out: &mut Output) -> Result<()> {
+        self.process_watermark(Watermark(weir_api::EventTimeMs(i64::MAX)), out)
+    }
+}
+
+fn take_rows(columns: &[ArrayRef], rows: &[u32]) -> Result<Vec<ArrayRef>> {
+    let indices = UInt32Array::from(rows.to_vec());
+    columns
+        .iter()
+        .map(|c| take(c.as_ref(), &indices, None))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::arrow("taking joined rows", e))
+}
+
+fn split_sub_key(sub_key: &[u8]) -> Result<(i64, &[u8])> {
+    if sub_key.len() < 8 {
+        return Err(Error::Internal(format!(
+            "an interval join entry's sub-key has {} bytes",
+            sub_key.len()
+        )));
+    }
+    let (at, columns) = sub_key.split_at(8);
+    Ok((decode_timestamp(at).map_err(state_error)?, columns))
+}
+
+fn encode_payload(count: u32, matched: bool) -> [u8; 5] {
+    let c = count.to_le_bytes();
+    [c[0], c[1], c[2], c[3], u8::from(matched)]
+}
+
+fn decode_payload(payload: &[u8]) -> Result<(u32, bool)> {
+    match payload {
+        [a, b, c, d, m] => Ok((u32::from_le_bytes([*a, *b, *c, *d]), *m != 0)),
+        _ => Err(Error::Internal(format!(
+            "an interval join entry's payload has {} bytes, not 5",
+            payload.len()
+        ))),
+    }
+}
+
+fn encode_watermarks(values: [i64; 3]) -> Vec<u8> {
+    values.iter().flat_map(|v| v.to_be_bytes()).collect()
+}
+
+fn decode_watermarks(payload: &[u8]) -> Result<[i64; 3]> {
+    let mut out = [0_i64; 3];
+    if payload.len() != 24 {
+        return Err(Error::Internal(format!(
+            "interval join watermarks of {} bytes, not 24",
+            payload.len()
+        )));
+    }
+    for (i, chunk) in payload.chunks_exact(8).enumerate() {
+        let mut bytes = [0_u8; 8];
+        bytes.copy_from_slice(chunk);
+        out[i] = i64::from_be_bytes(bytes);
+    }
+    Ok(out)
+}
+
+fn state_error(e: impl std::fmt::Display) -> Error {
+    Error::Internal(format!("interval join state: {e}"))
+}

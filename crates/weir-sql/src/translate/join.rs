@@ -1,0 +1,295 @@
+//! `a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts - INTERVAL ... AND a.ts + INTERVAL ...`:
+//! an interval join of two streams, as Flink plans it.
+//!
+//! DataFusion gives the equi-keys as the join's `on` pairs and everything else as its filter.
+//! The filter's conjuncts that compare the two sides' time attributes, each maybe shifted by an
+//! interval, become the bounds of `right.time - left.time`; what is left is a residual
+//! condition, a filter after the join (inner joins only: on an outer join it would decide
+//! which rows are padded).
+
+use super::{Stream, Translator, quote, unalias};
+use crate::error::Result;
+use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::logical_expr::utils::split_conjunction;
+use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, Join, JoinType, Operator};
+
+/// Which side of the join a time attribute belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Side {
+    Left,
+    Right,
+}
+
+impl Translator<'_> {
+    /// Translates a join of two streams into an `interval_join` operator.
+    pub(super) fn join(&mut self, join: &Join) -> Result<Stream> {
+        let kind = match join.join_type {
+            JoinType::Inner => "inner",
+            JoinType::Left => "left",
+            JoinType::Right => "right",
+            JoinType::Full => "full",
+            other => {
+                return Err(self.unsupported_at(
+                    "JOIN",
+                    &format!("a {other} join"),
+                    "streams are joined INNER, LEFT, RIGHT or FULL OUTER",
+                ));
+            }
+        };
+        let left = self.plan(&join.left)?;
+        let right = self.plan(&join.right)?;
+        let (left_schema, right_schema) = (join.left.schema(), join.right.schema());
+        // Equi-keys: columns of each side.
+        let mut left_keys = Vec::new();
+        let mut right_keys = Vec::new();
+        for (l, r) in &join.on {
+            let (Some(lk), Some(rk)) = (
+                physical(unalias(l), left_schema, &left),
+                physical(unalias(r), right_schema, &right),
+            ) else {
+                return Err(self.unsupported_at(
+                    "ON",
+                    &format!("the join key `{l} = {r}`"),
+                    "join on columns: compute a key in a subquery first",
+                ));
+            };
+            let (lt, rt) = (
+                l.get_type(left_schema)
+                    .map_err(|e| self.here().invalid(e.to_string()))?,
+                r.get_type(right_schema)
+                    .map_err(|e| self.here().invalid(e.to_string()))?,
+            );
+            if lt != rt {
+                return Err(self.here().invalid(format!(
+                    "join keys `{l}` ({lt}) and `{r}` ({rt}) have different types: CAST one \
+                     to the other's in a subquery"
+                )));
+            }
+            left_keys.push(lk);
+            right_keys.push(rk);
+        }
+        if left_keys.is_empty() {
+            return Err(self.unsupported_at(
+                "JOIN",
+                "a join without an equality of keys",
+                "join streams on equal keys (a.k = b.k) and a time bound",
+            ));
+        }
+        // Time bounds and the residual condition.
+        let (Some(left_time), Some(right_time)) = (left.rowtime.clone(), right.rowtime.clone())
+        else {
+            return Err(self.unsupported_at(
+                "JOIN",
+                "a join of streams without time attributes",
+                "join tables that declare a WATERMARK, bounding their times against each other",
+            ));
+        };
+        let mut lower: Option<i64> = None;
+        let mut upper: Option<i64> = None;
+        let mut residual: Vec<Expr> = Vec::new();
+        if let Some(filter) = &join.filter {
+            for conjunct in split_conjunction(filter) {
+                let time_of = |e: &Expr| -> Option<(Side, i64)> {
+                    let (column, shift) = shifted_column(e)?;
+                    if let Some(p) = physical(&Expr::Column(column.clone()), left_schema, &left)
+                        && p == left_time
+                        && left_schema.index_of_column(column).is_ok()
+                    {
+                        return Some((Side::Left, shift));
+                    }
+                    let p = physical(&Expr::Column(column.clone()), right_schema, &right)?;
+                    (p == right_time && right_schema.index_of_column(column).is_ok())
+                        .then_some((Side::Right, shift))
+                };
+                match bound(conjunct, time_of) {
+                    Some(Bound::Lower(v)) => lower = Some(lower.map_or(v, |l| l.max(v))),
+                    Some(Bound::Upper(v)) => upper = Some(upper.map_or(v, |u| u.min(v))),
+                    None => residual.push(conjunct.clone()),
+                }
+            }
+        }
+        let (Some(lower), Some(upper)) = (lower, upper) else {
+            return Err(self.unsupported_at(
+                "JOIN",
+                "a join of two streams without a time bound on both sides",
+                "an interval join needs a time bound on both sides (b.ts BETWEEN a.ts - \
+                 INTERVAL ... AND a.ts + INTERVAL ...), or a window join; a regular join of \
+                 two unbounded streams needs updating results, which Weir does not have yet",
+            ));
+        };
+        if !residual.is_empty() && kind != "inner" {
+            return Err(self.unsupported_at(
+                "JOIN",
+                "a condition other than keys and time bounds on an outer join",
+                "move it to a WHERE after the join, or into a subquery of one side",
+            ));
+        }
+        // The right side's columns get names of their own where the left has the same.
+        let renamed: Vec<String> = right
+            .columns
+            .iter()
+            .map(|c| {
+                let mut name = c.clone();
+                while left.columns.contains(&name) {
+                    name = format!("{name}_r");
+                }
+                name
+            })
+            .collect();
+        let right_node = if renamed == right.columns {
+            right.node.clone()
+        } else {
+            let expressions = right
+                .columns
+                .iter()
+                .zip(&renamed)
+                .map(|(from, to)| format!("{} AS {}", quote(from), quote(to)))
+                .collect();
+            self.project(&right.node, expressions)
+        };
+        let rename = |c: &String| {
+            right
+                .columns
+                .iter()
+                .position(|x| x == c)
+                .map_or_else(|| c.clone(), |i| renamed[i].clone())
+        };
+        let right_keys: Vec<String> = right_keys.iter().map(rename).collect();
+        let right_time = rename(&right_time);
+        let name = self.next_name("interval_join");
+        self.job.operator_of_inputs(
+            &name,
+            "interval_join",
+            &[
+                (left.node.clone(), left_keys.clone()),
+                (right_node, right_keys.clone()),
+            ],
+            serde_json::json!({
+                "join": kind,
+                "left_keys": left_keys,
+                "right_keys": right_keys,
+                "left_time": left_time,
+                "right_time": right_time,
+                "lower": lower,
+                "upper": upper,
+            }),
+        );
+        let mut columns = left.columns.clone();
+        columns.extend(renamed);
+        let stream = Stream {
+            node: name,
+            columns,
+            marker: false,
+            scan: None,
+            rowtime: None,
+        };
+        if residual.is_empty() {
+            return Ok(stream);
+        }
+        let predicate = residual
+            .into_iter()
+            .reduce(Expr::and)
+            .unwrap_or_else(|| datafusion::logical_expr::lit(true));
+        let text = self.sql(&predicate, &join.schema, &stream)?;
+        let node = self.next_name("filter");
+        self.job.operator(
+            &node,
+            "filter",
+            &stream.node,
+            None,
+            serde_json::json!({ "predicate": text }),
+        );
+        Ok(Stream { node, ..stream })
+    }
+}
+
+/// The physical column of `stream` a plan column of `schema` names.
+fn physical(expr: &Expr, schema: &DFSchema, stream: &Stream) -> Option<String> {
+    let Expr::Column(c) = expr else { return None };
+    let i = schema.index_of_column(c).ok()?;
+    stream.columns.get(i).cloned()
+}
+
+/// A bound on `right.time - left.time`, in ms, both inclusive.
+enum Bound {
+    Lower(i64),
+    Upper(i64),
+}
+
+/// `conjunct` as a bound on `right.time - left.time`, when it compares the two sides' time
+/// attributes (`time_of` names the side and shift of an operand: a time column plus or minus
+/// an interval).
+fn bound(conjunct: &Expr, time_of: impl Fn(&Expr) -> Option<(Side, i64)>) -> Option<Bound> {
+    let Expr::BinaryExpr(BinaryExpr { left, op, right }) = conjunct else {
+        return None;
+    };
+    let (a_side, a_shift) = time_of(left)?;
+    let (b_side, b_shift) = time_of(right)?;
+    if a_side == b_side {
+        return None;
+    }
+    // a + a_shift  op  b + b_shift  <=>  a - b  op  b_shift - a_shift
+    let c = b_shift.checked_sub(a_shift)?;
+    // As `right - left op' v`: flip when `a` is the left side.
+    let (op, v) = if a_side == Side::Right {
+        (*op, c)
+    } else {
+        (flip(*op)?, c.checked_neg()?)
+    };
+    match op {
+        Operator::GtEq => Some(Bound::Lower(v)),
+        Operator::Gt => Some(Bound::Lower(v.checked_add(1)?)),
+        Operator::LtEq => Some(Bound::Upper(v)),
+        Operator::Lt => Some(Bound::Upper(v.checked_sub(1)?)),
+        _ => None,
+    }
+}
+
+/// `a op b` as `b op' a`.
+fn flip(op: Operator) -> Option<Operator> {
+    Some(match op {
+        Operator::Gt => Operator::Lt,
+        Operator::GtEq => Operator::LtEq,
+        Operator::Lt => Operator::Gt,
+        Operator::LtEq => Operator::GtEq,
+        _ => return None,
+    })
+}
+
+/// `column`, `column + interval` or `column - interval`, with the interval in ms.
+fn shifted_column(e: &Expr) -> Option<(&datafusion::common::Column, i64)> {
+    match unalias(e) {
+        Expr::Column(c) => Some((c, 0)),
+        Expr::Cast(cast) => shifted_column(&cast.expr),
+        Expr::BinaryExpr(BinaryExpr { left, op, right }) => {
+            let (c, base) = shifted_column(left)?;
+            let ms = interval_ms(unalias(right))?;
+            match op {
+                Operator::Plus => Some((c, base.checked_add(ms)?)),
+                Operator::Minus => Some((c, base.checked_sub(ms)?)),
+                _ => None,
+            }
+        }
+        _ => None,
+    }
+}
+
+/// An interval literal's length in ms (no months: their length varies).
+fn interval_ms(e: &Expr) -> Option<i64> {
+    let Expr::Literal(value, _) = e else {
+        return None;
+    };
+    match value {
+        ScalarValue::IntervalDayTime(Some(v)) => i64::from(v.days)
+            .checked_mul(86_400_000)?
+            .checked_add(i64::from(v.milliseconds)),
+        ScalarValue::IntervalMonthDayNano(Some(v)) if v.months == 0 => {
+            let nanos = i128::from(v.days) * 86_400_000_000_000 + i128::from(v.nanoseconds);
+            (nanos % 1_000_000 == 0)
+                .then(|| i64::try_from(nanos / 1_000_000).ok())
+                .flatten()
+        }
+        ScalarValue::Int64(Some(v)) => Some(*v),
+        _ => None,
+    }
+}

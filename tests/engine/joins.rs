@@ -1,0 +1,151 @@
+//! Interval joins give one answer whatever the parallelism or the split size: two files with
+//! late and out-of-order rows, joined inner and left outer at parallelism 1, 2 and 4 and with
+//! the default and 64 KiB splits, equal a reference computed here by reading each file from its
+//! first row to its last (a row is late when it is at or behind its own file's watermark before
+//! it, and joins nothing).
+
+use crate::support::{Rng, format_rows, read_parquet_dir};
+use std::path::Path;
+use weir::Engine;
+
+/// Rows in each file.
+const ROWS: usize = 6_000;
+/// Keys the rows spread over.
+const KEYS: u64 = 25;
+/// The watermarks' out-of-orderness, ms (`ts - INTERVAL '1' SECOND` is max - 1000 - 1).
+const OOO_MS: i64 = 1_000;
+/// The join's bounds on `s.ts - o.ts`, ms.
+const LOWER_MS: i64 = -2_000;
+const UPPER_MS: i64 = 3_000;
+
+/// One row: `(key, value, ts)`, in file order.
+type Row = (i64, i64, i64);
+
+/// Rows 25 ms apart on average, up to 800 ms out of order, 5% late by 2 to 20 s.
+fn rows(seed: u64) -> Vec<Row> {
+    let mut rng = Rng(seed);
+    (0..ROWS)
+        .map(|i| {
+            let on_time = 1_000_000 + i as i64 * 25 - rng.below(800) as i64;
+            let ts = if rng.below(100) < 5 {
+                on_time - 2_000 - rng.below(18_000) as i64
+            } else {
+                on_time
+            };
+            (rng.below(KEYS) as i64, rng.below(1_000_000) as i64, ts)
+        })
+        .collect()
+}
+
+/// The rows not late against their own file's watermark (emitted on every advance).
+fn on_time(rows: &[Row]) -> (Vec<Row>, usize) {
+    let mut max: Option<i64> = None;
+    let mut kept = Vec::new();
+    let mut late = 0;
+    for &row in rows {
+        // At or behind the watermark `max - OOO_MS - 1`.
+        if max.is_some_and(|m| row.2 < m - OOO_MS) {
+            late += 1;
+            continue;
+        }
+        max = Some(max.map_or(row.2, |m| m.max(row.2)));
+        kept.push(row);
+    }
+    (kept, late)
+}
+
+/// Inner and left-outer results as the sink's formatted rows, sorted, and the late rows.
+fn reference(orders: &[Row], shipments: &[Row]) -> (Vec<String>, Vec<String>, usize) {
+    let (o, late_o) = on_time(orders);
+    let (s, late_s) = on_time(shipments);
+    let mut inner = Vec::new();
+    let mut left = Vec::new();
+    for a in &o {
+        let mut matched = false;
+        for b in &s {
+            if a.0 == b.0 && b.2 - a.2 >= LOWER_MS && b.2 - a.2 <= UPPER_MS {
+                matched = true;
+                inner.push(format!("{} | {} | {} | {} | {}", a.0, a.1, a.2, b.1, b.2));
+                left.push(format!("{} | {} | {} | {} | {}", a.0, a.1, a.2, b.1, b.2));
+            }
+        }
+        if !matched {
+            left.push(format!("{} | {} | {} | NULL | NULL", a.0, a.1, a.2));
+        }
+    }
+    inner.sort();
+    left.sort();
+    (inner, left, late_o + late_s)
+}
+
+fn csv(rows: &[Row]) -> String {
+    let mut text = String::from("k,v,ts\n");
+    for (k, v, t) in rows {
+        text.push_str(&format!("{k},{v},{t}\n"));
+    }
+    text
+}
+
+fn job(input: &Path, output: &Path, parallelism: u32, split: Option<&str>) -> String {
+    let (input, output) = (input.display(), output.display());
+    let split = split.map_or(String::new(), |s| format!(", 'split-size' = '{s}'"));
+    let table = |name: &str| {
+        format!(
+            "CREATE TABLE {name} (k BIGINT, v BIGINT, ts BIGINT,\n\
+               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)\n\
+             WITH ('connector' = 'filesystem', 'path' = '{input}/{name}.csv', 'format' = 'csv',\n\
+               'batch-size' = '500', 'watermark.interval' = '1'{split});\n"
+        )
+    };
+    let sink = |name: &str| {
+        format!(
+            "CREATE TABLE {name} (k BIGINT, ov BIGINT, ots BIGINT, sv BIGINT, sts BIGINT)\n\
+             WITH ('connector' = 'filesystem', 'path' = '{output}/{name}', 'format' = 'parquet');\n"
+        )
+    };
+    format!(
+        "SET 'parallelism' = '{parallelism}';\n{}{}{}{}\
+         INSERT INTO inner_out SELECT o.k, o.v, o.ts, s.v, s.ts\n\
+           FROM orders o JOIN shipments s ON o.k = s.k\n\
+           AND s.ts BETWEEN o.ts - 2000 AND o.ts + 3000;\n\
+         INSERT INTO left_out SELECT o.k, o.v, o.ts, s.v, s.ts\n\
+           FROM orders o LEFT JOIN shipments s ON o.k = s.k\n\
+           AND s.ts >= o.ts - 2000 AND s.ts <= o.ts + 3000;\n",
+        table("orders"),
+        table("shipments"),
+        sink("inner_out"),
+        sink("left_out"),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn interval_joins_equal_a_sequential_reference_at_every_parallelism_and_split_size() {
+    let input = tempfile::tempdir().expect("tempdir");
+    let (orders, shipments) = (rows(7), rows(8));
+    std::fs::write(input.path().join("orders.csv"), csv(&orders)).expect("write");
+    std::fs::write(input.path().join("shipments.csv"), csv(&shipments)).expect("write");
+    let (inner, left, late) = reference(&orders, &shipments);
+    assert!(late > 400, "the files have late rows ({late})");
+    assert!(inner.len() > 10_000, "pairs match ({})", inner.len());
+    assert!(left.len() > inner.len(), "some orders match nothing");
+    for (parallelism, split) in [(1, None), (2, None), (4, None), (2, Some("65536"))] {
+        let output = tempfile::tempdir().expect("tempdir");
+        let sql = job(input.path(), output.path(), parallelism, split);
+        let engine = Engine::new();
+        let compiled = engine
+            .compile_sql(&sql, "join.sql")
+            .await
+            .expect("compiles");
+        let summary = engine
+            .run(&compiled.spec, Some("join.sql"))
+            .await
+            .expect("runs");
+        let dropped: u64 = summary.metrics.operators.iter().map(|o| o.dropped).sum();
+        let what = format!("parallelism {parallelism}, split {split:?}");
+        assert_eq!(dropped, 2 * late as u64, "late rows, {what}");
+        let got_inner = format_rows(&read_parquet_dir(&output.path().join("inner_out")));
+        assert!(got_inner == inner, "inner join differs, {what}");
+        let got_left = format_rows(&read_parquet_dir(&output.path().join("left_out")));
+        assert!(got_left == left, "left join differs, {what}");
+    }
+}

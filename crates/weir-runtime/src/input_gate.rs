@@ -480,6 +480,50 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_gate_reporting_input_watermarks_tells_each_inputs_own_advance_first() {
+        let (txs, g) = gate(2);
+        let mut g = g.with_input_watermarks();
+        let at = |t| Watermark(EventTimeMs(t));
+        let input_wm = |e: Result<GateEvent, GateError>| match e {
+            Ok(GateEvent::InputWatermark { input, watermark }) => Some((input, watermark.0.0)),
+            _ => None,
+        };
+        txs[0]
+            .send(StreamMessage::Watermark(at(10)))
+            .await
+            .expect("send");
+        assert_eq!(input_wm(g.next().await), Some((0, 10)), "input 0 alone");
+        txs[1]
+            .send(StreamMessage::Watermark(at(5)))
+            .await
+            .expect("send");
+        assert_eq!(input_wm(g.next().await), Some((1, 5)));
+        assert_eq!(watermark_of(g.next().await), Some(5), "then the gate's");
+        let mut marks = WatermarkMarks::new();
+        marks.push(1, at(12));
+        txs[0]
+            .send(StreamMessage::MarkedData(batch(1), marks))
+            .await
+            .expect("send");
+        let Ok(GateEvent::Data {
+            marks, input_marks, ..
+        }) = g.next().await
+        else {
+            panic!("the batch");
+        };
+        assert!(marks.is_empty(), "input 1 holds the gate at 5");
+        let got: Vec<(usize, i64)> = input_marks.iter().map(|(r, w)| (r, w.0.0)).collect();
+        assert_eq!(got, [(1, 12)]);
+        txs[1].send(StreamMessage::EndOfInput).await.expect("send");
+        assert_eq!(
+            input_wm(g.next().await),
+            Some((1, i64::MAX)),
+            "input 1 ended"
+        );
+        assert_eq!(watermark_of(g.next().await), Some(12));
+    }
+
+    #[tokio::test]
     async fn watermark_is_the_minimum_of_live_channels() {
         let (txs, mut g) = gate(2);
         let wm = |t| StreamMessage::Watermark(Watermark(EventTimeMs(t)));

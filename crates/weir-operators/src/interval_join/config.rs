@@ -215,3 +215,84 @@ fn names(schema: &Schema) -> String {
         .collect::<Vec<_>>()
         .join(", ")
 }
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use weir_api::OperatorId;
+
+    fn schema(fields: &[(&str, DataType)]) -> SchemaRef {
+        Arc::new(Schema::new(
+            fields
+                .iter()
+                .map(|(n, t)| Field::new(*n, t.clone(), false))
+                .collect::<Vec<_>>(),
+        ))
+    }
+
+    fn resolve(options: serde_json::Value, right_key: DataType) -> Result<IntervalJoinConfig> {
+        let inputs = [
+            schema(&[("k", DataType::Int64), ("ts", DataType::Int64)]),
+            schema(&[("k2", right_key), ("ts2", DataType::Int64)]),
+        ];
+        IntervalJoinConfig::resolve(&OperatorSpec {
+            operator_id: &OperatorId::new("j"),
+            options: &options,
+            options_path: "operators[0].options",
+            input_schemas: &inputs,
+        })
+    }
+
+    fn options(join: &str, lower: i64, upper: i64) -> serde_json::Value {
+        serde_json::json!({
+            "join": join, "left_keys": ["k"], "right_keys": ["k2"],
+            "left_time": "ts", "right_time": "ts2", "lower": lower, "upper": upper,
+        })
+    }
+
+    #[test]
+    fn an_outer_side_is_nullable_in_the_output_and_bounds_set_the_delay() {
+        let cfg = resolve(options("left", -2_000, 3_000), DataType::Int64).unwrap();
+        let nullable: Vec<bool> = cfg
+            .output
+            .fields()
+            .iter()
+            .map(|f| f.is_nullable())
+            .collect();
+        assert_eq!(
+            nullable,
+            [false, false, true, true],
+            "the right side is padded"
+        );
+        assert_eq!(cfg.bucket_ms(), 5_001);
+        assert_eq!(cfg.output_delay(cfg.bucket_ms()), 3_000 + 2 * 5_001 + 1);
+        let inner = resolve(options("inner", 0, 5), DataType::Int64).unwrap();
+        assert_eq!((inner.bucket_ms(), inner.output_delay(1_000)), (1_000, 6));
+    }
+
+    #[test]
+    fn bad_options_name_what_is_wrong() {
+        let err = |o, t| resolve(o, t).unwrap_err().to_string();
+        let e = err(options("inner", 0, 5), DataType::Utf8);
+        assert!(
+            e.contains("operators[0].options.right_keys") && e.contains("Int64"),
+            "{e}"
+        );
+        let e = err(options("inner", 5, 0), DataType::Int64);
+        assert!(
+            e.contains("operators[0].options.lower") && e.contains("above"),
+            "{e}"
+        );
+        let mut unknown = options("inner", 0, 5);
+        unknown["left_time"] = serde_json::json!("nope");
+        let e = err(unknown, DataType::Int64);
+        assert!(
+            e.contains("left_time") && e.contains("no column `nope`"),
+            "{e}"
+        );
+        let mut kind = options("inner", 0, 5);
+        kind["join"] = serde_json::json!("cross");
+        assert!(err(kind, DataType::Int64).contains("join"));
+    }
+}

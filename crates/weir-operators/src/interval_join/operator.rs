@@ -22,7 +22,7 @@ use weir_api::{
     Error, KeyedStateStore, Operator, Output, Result, StateAddress, StateShardId, TaskContext,
     Watermark,
 };
-use weir_plan::{ShardAssignment, key_hash};
+use weir_plan::key_hash;
 use weir_state::row_codec::{decode_rows, encode_rows};
 use weir_state::timers::{decode_timestamp, encode_timestamp};
 
@@ -61,17 +61,7 @@ impl IntervalJoinOperator {
     pub fn new(cfg: Arc<IntervalJoinConfig>, ctx: &TaskContext) -> Result<Self> {
         let mut store = ctx.keyed_state()?;
         let shard_count = ctx.state_shard_count.unwrap_or(1);
-        let owned = match ctx.state_shard_count {
-            Some(count) => ShardAssignment::contiguous(count, ctx.parallelism)
-                .map_err(|m| Error::Internal(format!("{}: {m}", ctx.label())))?
-                .owners
-                .iter()
-                .filter(|r| r.subtask == ctx.subtask.0)
-                .flat_map(|r| r.first_shard..=r.last_shard)
-                .map(StateShardId)
-                .collect(),
-            None => vec![StateShardId(0)],
-        };
+        let owned = crate::window::owned_shards(ctx)?;
         for name in STATES {
             store.register(StateDescriptor::<Map<Vec<u8>, Vec<u8>>>::new(name).spec())?;
         }

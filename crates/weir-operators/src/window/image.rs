@@ -118,6 +118,27 @@ fn codec_err(e: weir_state::StateError) -> Error {
     e.into()
 }
 
+/// The state shards the operator instance `ctx` describes owns: its range of the contiguous
+/// assignment of the shard count over the parallelism (shard 0 without keyed state).
+///
+/// # Errors
+///
+/// When the assignment cannot be computed (a shard count below the parallelism).
+pub(crate) fn owned_shards(ctx: &TaskContext) -> Result<Vec<StateShardId>> {
+    let Some(count) = ctx.state_shard_count else {
+        return Ok(vec![StateShardId(0)]);
+    };
+    let assignment = ShardAssignment::contiguous(count, ctx.parallelism)
+        .map_err(|m| Error::Internal(format!("{}: {m}", ctx.label())))?;
+    Ok(assignment
+        .owners
+        .iter()
+        .filter(|r| r.subtask == ctx.subtask.0)
+        .flat_map(|r| r.first_shard..=r.last_shard)
+        .map(StateShardId)
+        .collect())
+}
+
 impl WindowState {
     /// The state shards of the operator instance `ctx` describes.
     ///
@@ -125,23 +146,9 @@ impl WindowState {
     ///
     /// When the shard assignment cannot be computed (a shard count below the parallelism).
     pub fn new(ctx: &TaskContext) -> Result<Self> {
-        let owned = match ctx.state_shard_count {
-            Some(count) => {
-                let assignment = ShardAssignment::contiguous(count, ctx.parallelism)
-                    .map_err(|m| Error::Internal(format!("{}: {m}", ctx.label())))?;
-                assignment
-                    .owners
-                    .iter()
-                    .filter(|r| r.subtask == ctx.subtask.0)
-                    .flat_map(|r| r.first_shard..=r.last_shard)
-                    .map(StateShardId)
-                    .collect()
-            }
-            None => vec![StateShardId(0)],
-        };
         Ok(Self {
             shard_count: ctx.state_shard_count,
-            owned,
+            owned: owned_shards(ctx)?,
         })
     }
 

@@ -22,6 +22,7 @@ pub use config::{
     AggregateOption, LATE_OUTPUT, LATE_REASON, LateOptions, LatePolicyKind, REASON_LATE,
     REASON_NULL_TIME, UPDATE_MARKER, WindowConfig, WindowOptions, WindowSpec,
 };
+pub(crate) use image::owned_shards;
 pub use image::{ImageWindows, RestoredWindows, WindowId, WindowState};
 pub use output::LateRows;
 pub use session::SessionWindowOperator;

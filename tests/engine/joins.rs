@@ -39,12 +39,17 @@ fn rows(seed: u64) -> Vec<Row> {
 
 /// The rows not late against their own file's watermark (emitted on every advance).
 fn on_time(rows: &[Row]) -> (Vec<Row>, usize) {
+    on_time_by(rows, OOO_MS)
+}
+
+/// [`on_time`] with the out-of-orderness `ooo` ms.
+fn on_time_by(rows: &[Row], ooo: i64) -> (Vec<Row>, usize) {
     let mut max: Option<i64> = None;
     let mut kept = Vec::new();
     let mut late = 0;
     for &row in rows {
         // At or behind the watermark `max - OOO_MS - 1`.
-        if max.is_some_and(|m| row.2 < m - OOO_MS) {
+        if max.is_some_and(|m| row.2 < m - ooo) {
             late += 1;
             continue;
         }
@@ -147,5 +152,71 @@ async fn interval_joins_equal_a_sequential_reference_at_every_parallelism_and_sp
         assert!(got_inner == inner, "inner join differs, {what}");
         let got_left = format_rows(&read_parquet_dir(&output.path().join("left_out")));
         assert!(got_left == left, "left join differs, {what}");
+    }
+}
+
+/// The first row per `v % 2000` in event-time order among the rows not late against the file's
+/// watermark: `(key, ts, k)` sorted, as the sink formats them.
+fn first_rows(rows: &[Row], ooo: i64) -> Vec<String> {
+    let (kept, _) = on_time_by(rows, ooo);
+    let mut best: std::collections::BTreeMap<i64, Row> = std::collections::BTreeMap::new();
+    for row in kept {
+        let key = row.1 % 2_000;
+        let slot = best.entry(key).or_insert(row);
+        if row.2 < slot.2 {
+            *slot = row;
+        }
+    }
+    let mut out: Vec<String> = best
+        .iter()
+        .map(|(key, r)| format!("{key} | {} | {}", r.2, r.0))
+        .collect();
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn first_row_dedup_equals_a_sequential_reference_at_every_parallelism() {
+    let input = tempfile::tempdir().expect("tempdir");
+    // Distinct times, so no key has two first rows.
+    let mut orders = rows(9);
+    for (i, row) in orders.iter_mut().enumerate() {
+        row.2 = row.2 * 10_000 + i as i64;
+    }
+    std::fs::write(input.path().join("orders.csv"), csv(&orders)).expect("write");
+    // The times are scaled by 10,000, and so is the watermark's delay.
+    let expected = first_rows(&orders, 10_000 * OOO_MS);
+    assert!(expected.len() > 1_000, "keys ({})", expected.len());
+    for parallelism in [1, 2, 4] {
+        let output = tempfile::tempdir().expect("tempdir");
+        let sql = format!(
+            "SET 'parallelism' = '{parallelism}';\n\
+             CREATE TABLE orders (k BIGINT, v BIGINT, ts BIGINT,\n\
+               WATERMARK FOR ts AS ts - INTERVAL '10000' SECOND)\n\
+             WITH ('connector' = 'filesystem', 'path' = '{}/orders.csv', 'format' = 'csv',\n\
+               'batch-size' = '500', 'watermark.interval' = '1');\n\
+             CREATE TABLE firsts (key BIGINT, ts BIGINT, k BIGINT)\n\
+             WITH ('connector' = 'filesystem', 'path' = '{}/firsts', 'format' = 'parquet');\n\
+             INSERT INTO firsts SELECT key, ts, k FROM (\n\
+               SELECT key, ts, k, ROW_NUMBER() OVER (PARTITION BY key ORDER BY ts) AS rn\n\
+               FROM (SELECT v % 2000 AS key, ts, k FROM orders))\n\
+             WHERE rn = 1;\n",
+            input.path().display(),
+            output.path().display()
+        );
+        let engine = Engine::new();
+        let compiled = engine
+            .compile_sql(&sql, "dedup.sql")
+            .await
+            .expect("compiles");
+        engine
+            .run(&compiled.spec, Some("dedup.sql"))
+            .await
+            .expect("runs");
+        let got = format_rows(&read_parquet_dir(&output.path().join("firsts")));
+        assert!(
+            got == expected,
+            "first rows differ at parallelism {parallelism}"
+        );
     }
 }

@@ -5,6 +5,7 @@
 //! - [`UnionFactory`] (`union`): merges inputs of the same columns into one stream.
 //! - [`interval_join::IntervalJoinFactory`] (`interval_join`): rows of two inputs with equal
 //!   keys and event times within bounds of each other, inner or outer.
+//! - [`dedup::DedupFactory`] (`dedup_first`): the first row of each key in event-time order.
 //! - [`window::WindowFactory`] (`window`): event-time windows with vectorized aggregates and
 //!   late-data policies (docs/windows.md).
 //! - [`with_computed_columns`]: sources' computed columns (`sources[i].computed`).
@@ -24,6 +25,7 @@
 //! DataFusion; it knows nothing of tasks, channels or checkpoints, which are the runtime's.
 
 mod computed;
+pub mod dedup;
 pub mod event_time;
 mod expr;
 mod filter;

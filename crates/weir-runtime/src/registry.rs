@@ -73,6 +73,7 @@ impl Registry {
         r.register_bound("project", |s| Arc::new(ProjectFactory::shared(s)));
         r.register_operator("union", Arc::new(UnionFactory));
         r.register_operator("window", Arc::new(WindowFactory));
+        r.register_operator("dedup_first", Arc::new(weir_operators::dedup::DedupFactory));
         r.register_operator(
             "interval_join",
             Arc::new(weir_operators::interval_join::IntervalJoinFactory),

@@ -220,6 +220,7 @@ impl SqlCompiler {
                         stmt,
                         prefix: format!("q{inserts}_"),
                         counter: 0,
+                        first_row: None,
                     };
                     translator.insert(&plan)?;
                 }

@@ -20,6 +20,7 @@ use datafusion::logical_expr::{Expr, LogicalPlan, WriteOp};
 use datafusion::sql::unparser::expr_to_sql;
 use std::any::Any;
 
+mod dedup;
 mod join;
 
 /// The window operator's update marker column (late policy `update`).
@@ -52,6 +53,9 @@ pub(crate) struct Translator<'a> {
     /// Prefix of the nodes of this statement (`q1_`, `q2_`, ...).
     pub(crate) prefix: String,
     pub(crate) counter: usize,
+    /// The `ROW_NUMBER()` window under a `rn = 1` filter being translated: it becomes a
+    /// `dedup_first` operator ([`Translator::first_row`]).
+    pub(crate) first_row: Option<*const datafusion::logical_expr::Window>,
 }
 
 fn is_simple_name(name: &str) -> bool {
@@ -208,6 +212,13 @@ impl<'a> Translator<'a> {
                 })
             }
             LogicalPlan::SubqueryAlias(alias) => self.plan(&alias.input),
+            LogicalPlan::Filter(filter) if self.is_first_row(filter)? => {
+                // `rn = 1` holds for every row the dedup emits.
+                self.plan(&filter.input)
+            }
+            LogicalPlan::Window(w) if self.first_row.is_some_and(|p| std::ptr::eq(p, w)) => {
+                self.dedup(w)
+            }
             LogicalPlan::Filter(filter) => {
                 let input = self.plan(&filter.input)?;
                 if let Some(scan) = input.scan {

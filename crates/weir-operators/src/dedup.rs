@@ -1,0 +1,369 @@
+//! The `dedup_first` operator: the first row of each key in event-time order, emitted once the
+//! watermark passes it, as Flink's `ROW_NUMBER() OVER (PARTITION BY k ORDER BY ts ASC) = 1`.
+//! See docs/sql.md for the user's view.
+//!
+//! A key's best row so far waits in keyed state until the watermark passes its time; then no
+//! on-time row can come before it, so it is final and is emitted, and the key is marked done:
+//! its later rows are duplicates. Rows at or behind the watermark (or their split's) are late
+//! and dropped (counted). Of two rows of one key with the same time, the one whose encoded row
+//! is smaller wins, so the choice does not depend on arrival order. State per key stays after
+//! its row was emitted (the done mark), as in Flink without a state TTL.
+
+use arrow::array::{Array, ArrayRef, Int64Array};
+use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use arrow::record_batch::RecordBatch;
+use serde::Deserialize;
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use weir_api::state::{NamespaceRange, StateDescriptor, Value};
+use weir_api::{
+    Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
+    Result, StateAddress, StateShardId, TaskContext, Watermark, decode_options,
+};
+use weir_plan::key_hash;
+use weir_state::row_codec::{decode_rows, encode_rows};
+use weir_state::timers::{decode_timestamp, encode_timestamp};
+
+/// Per key: `[0][time][row]` for the best row so far, `[1]` once it was emitted.
+const BEST: &str = "dedup.best";
+/// Namespace = the best row's time, key = its key, payload = the row: what the watermark emits.
+const PENDING: &str = "dedup.pending";
+/// Under every owned shard: the operator's watermark, for a restore.
+const WATERMARK: &str = "dedup.watermark";
+
+/// The job-spec options of `dedup_first`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DedupOptions {
+    /// The columns whose rows are duplicates of each other.
+    pub keys: Vec<String>,
+    /// The event-time column that orders them.
+    pub time: String,
+    /// A column to add with the row number (always 1), as the SQL query names it.
+    #[serde(default)]
+    pub row_number: Option<String>,
+}
+
+/// Creates `dedup_first` operators.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct DedupFactory;
+
+impl OperatorFactory for DedupFactory {
+    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+        let options: DedupOptions = decode_options(spec.options, spec.options_path)?;
+        let input = crate::expr::single_input("dedup_first", spec.operator_id, spec.input_schemas)?;
+        let path = spec.options_path;
+        let column = |name: &str, option: &str| {
+            input.index_of(name).map_err(|_| {
+                Error::config(
+                    format!("{path}.{option}"),
+                    format!("no column `{name}` in the input"),
+                )
+            })
+        };
+        if options.keys.is_empty() {
+            return Err(Error::config(
+                format!("{path}.keys"),
+                "name at least one key column (PARTITION BY)",
+            ));
+        }
+        let keys = options
+            .keys
+            .iter()
+            .map(|k| column(k, "keys"))
+            .collect::<Result<Vec<_>>>()?;
+        let time = column(&options.time, "time")?;
+        if !matches!(
+            input.field(time).data_type(),
+            DataType::Int64 | DataType::Timestamp(..)
+        ) {
+            return Err(Error::config(
+                format!("{path}.time"),
+                "the event-time column is a TIMESTAMP or BIGINT milliseconds",
+            ));
+        }
+        let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
+        if let Some(name) = &options.row_number {
+            if input.index_of(name).is_ok() {
+                return Err(Error::config(
+                    format!("{path}.row_number"),
+                    format!("the input already has a column `{name}`"),
+                ));
+            }
+            fields.push(Field::new(name, DataType::Int64, false));
+        }
+        Ok(Arc::new(PreparedDedup {
+            input: Arc::clone(&input),
+            output: Arc::new(Schema::new(fields)),
+            keys,
+            key_names: options.keys,
+            time,
+            row_number: options.row_number.is_some(),
+        }))
+    }
+}
+
+/// A `dedup_first` resolved against its input.
+#[derive(Debug)]
+pub struct PreparedDedup {
+    input: SchemaRef,
+    output: SchemaRef,
+    keys: Vec<usize>,
+    key_names: Vec<String>,
+    time: usize,
+    row_number: bool,
+}
+
+impl PreparedOperator for PreparedDedup {
+    fn output_schema(&self) -> SchemaRef {
+        Arc::clone(&self.output)
+    }
+
+    fn describe(&self) -> String {
+        format!(
+            "dedup_first: the first row per [{}] by `{}`",
+            self.key_names.join(", "),
+            self.input.field(self.time).name()
+        )
+    }
+
+    fn key_columns(&self) -> Option<Vec<String>> {
+        Some(self.key_names.clone())
+    }
+
+    fn create(&self, ctx: &TaskContext) -> Result<Box<dyn Operator>> {
+        let mut store = ctx.keyed_state()?;
+        for name in [BEST, PENDING, WATERMARK] {
+            store.register(StateDescriptor::<Value<Vec<u8>>>::new(name).spec())?;
+        }
+        Ok(Box::new(DedupOperator {
+            prepared: PreparedDedup {
+                input: Arc::clone(&self.input),
+                output: Arc::clone(&self.output),
+                keys: self.keys.clone(),
+                key_names: self.key_names.clone(),
+                time: self.time,
+                row_number: self.row_number,
+            },
+            types: self
+                .input
+                .fields()
+                .iter()
+                .map(|f| f.data_type().clone())
+                .collect(),
+            store,
+            shard_count: ctx.state_shard_count.unwrap_or(1),
+            owned: crate::window::owned_shards(ctx)?,
+            watermark: i64::MIN,
+            emitted: i64::MIN,
+            split_watermark: i64::MIN,
+            live: BTreeSet::new(),
+            started: false,
+            dropped: Arc::clone(&ctx.dropped_rows),
+        }))
+    }
+}
+
+/// A running `dedup_first`.
+struct DedupOperator {
+    prepared: PreparedDedup,
+    types: Vec<DataType>,
+    store: Box<dyn KeyedStateStore>,
+    shard_count: u32,
+    owned: Vec<StateShardId>,
+    watermark: i64,
+    /// The watermark emitted last.
+    emitted: i64,
+    split_watermark: i64,
+    live: BTreeSet<u32>,
+    started: bool,
+    dropped: Arc<AtomicU64>,
+}
+
+impl DedupOperator {
+    /// Finds the shards with pending rows and a restored watermark, once.
+    fn start(&mut self) -> Result<()> {
+        if self.started {
+            return Ok(());
+        }
+        self.started = true;
+        let mut restored: Option<i64> = None;
+        for shard in self.owned.clone() {
+            if !self
+                .store
+                .scan(PENDING, shard, NamespaceRange::ALL, Some(1))?
+                .is_empty()
+            {
+                self.live.insert(shard.0);
+            }
+            for entry in self
+                .store
+                .scan(WATERMARK, shard, NamespaceRange::ALL, Some(1))?
+            {
+                let w = decode_timestamp(&entry.payload).map_err(state_error)?;
+                restored = Some(restored.map_or(w, |r| r.min(w)));
+            }
+        }
+        if let Some(w) = restored {
+            self.watermark = w;
+        }
+        Ok(())
+    }
+
+    /// Emits `rows` (encoded), with the row number column when asked for.
+    fn emit(&self, rows: &[Vec<u8>], out: &mut Output) -> Result<()> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+        let mut columns = decode_rows(&self.types, &refs).map_err(state_error)?;
+        if self.prepared.row_number {
+            columns.push(Arc::new(Int64Array::from(vec![1_i64; rows.len()])) as ArrayRef);
+        }
+        let batch = RecordBatch::try_new(Arc::clone(&self.prepared.output), columns)
+            .map_err(|e| Error::arrow("assembling first rows", e))?;
+        out.emit(batch);
+        Ok(())
+    }
+}
+
+impl Operator for DedupOperator {
+    fn process_batch(
+        &mut self,
+        _input: usize,
+        batch: RecordBatch,
+        _out: &mut Output,
+    ) -> Result<()> {
+        self.start()?;
+        if batch.num_rows() == 0 {
+            return Ok(());
+        }
+        let p = &self.prepared;
+        let times =
+            crate::event_time::event_times_ms(batch.column(p.time), p.input.field(p.time).name())?;
+        let key_columns: Vec<ArrayRef> = p
+            .keys
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect();
+        let shards = key_hash::shard_ids(&key_columns, self.shard_count)
+            .map_err(|e| Error::Internal(format!("hashing dedup keys: {e}")))?;
+        let keys = encode_rows(&key_columns).map_err(state_error)?;
+        let rows = encode_rows(batch.columns()).map_err(state_error)?;
+        let behind = self.watermark.max(self.split_watermark);
+        let mut dropped = 0_u64;
+        for row in 0..batch.num_rows() {
+            if times.is_null(row) || times.value(row) <= behind {
+                dropped += 1;
+                continue;
+            }
+            let time = times.value(row);
+            let shard = StateShardId(shards[row]);
+            self.store.set_current_key(&keys[row], shard);
+            self.store.set_current_namespace(&[]);
+            let best = self.store.get(BEST, &[])?;
+            let replace = match best.as_deref() {
+                None => None,
+                Some([1, ..]) => continue,
+                Some([0, rest @ ..]) if rest.len() >= 8 => {
+                    let (at, old) = rest.split_at(8);
+                    let at = decode_timestamp(at).map_err(state_error)?;
+                    if (time, rows[row].as_slice()) >= (at, old) {
+                        continue;
+                    }
+                    Some((at, old.to_vec()))
+                }
+                Some(_) => return Err(state_error("a corrupt dedup entry")),
+            };
+            if let Some((at, _)) = replace {
+                let namespace = encode_timestamp(at);
+                let address = StateAddress {
+                    shard,
+                    namespace: &namespace,
+                    key: &keys[row],
+                };
+                self.store.remove_at(PENDING, address, &[])?;
+            }
+            let mut payload = vec![0_u8];
+            payload.extend_from_slice(&encode_timestamp(time));
+            payload.extend_from_slice(&rows[row]);
+            self.store.set_current_key(&keys[row], shard);
+            self.store.set_current_namespace(&[]);
+            self.store.put(BEST, &[], &payload)?;
+            let namespace = encode_timestamp(time);
+            let address = StateAddress {
+                shard,
+                namespace: &namespace,
+                key: &keys[row],
+            };
+            self.store.put_at(PENDING, address, &[], &rows[row])?;
+            self.live.insert(shard.0);
+        }
+        if dropped > 0 {
+            self.dropped.fetch_add(dropped, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn process_split_watermark(
+        &mut self,
+        _input: usize,
+        watermark: Watermark,
+        _out: &mut Output,
+    ) -> Result<()> {
+        self.split_watermark = watermark.0.0;
+        Ok(())
+    }
+
+    fn process_watermark(&mut self, watermark: Watermark, out: &mut Output) -> Result<()> {
+        self.start()?;
+        let w = watermark.0.0;
+        if w <= self.emitted {
+            return Ok(());
+        }
+        self.watermark = self.watermark.max(w);
+        let until = (w != i64::MAX).then(|| encode_timestamp(w.saturating_add(1)));
+        let mut first: Vec<Vec<u8>> = Vec::new();
+        for shard in self.live.clone() {
+            let range = NamespaceRange::new(&[], until.as_ref().map(|u| &u[..]));
+            for entry in self.store.scan(PENDING, StateShardId(shard), range, None)? {
+                let address = StateAddress {
+                    shard: StateShardId(shard),
+                    namespace: &entry.namespace,
+                    key: &entry.key,
+                };
+                self.store.remove_at(PENDING, address, &[])?;
+                let done = StateAddress {
+                    namespace: &[],
+                    ..address
+                };
+                self.store.put_at(BEST, done, &[], &[1])?;
+                first.push(entry.payload);
+            }
+        }
+        self.emit(&first, out)?;
+        self.emitted = w;
+        out.emit_watermark(watermark);
+        Ok(())
+    }
+
+    fn on_barrier(&mut self, _barrier: weir_api::Barrier, _out: &mut Output) -> Result<()> {
+        self.start()?;
+        let payload = encode_timestamp(self.watermark);
+        for shard in self.owned.clone() {
+            self.store.set_current_key(&[], shard);
+            self.store.set_current_namespace(&[]);
+            self.store.put(WATERMARK, &[], &payload)?;
+        }
+        Ok(())
+    }
+
+    fn on_end_of_input(&mut self, out: &mut Output) -> Result<()> {
+        self.process_watermark(Watermark(weir_api::EventTimeMs(i64::MAX)), out)
+    }
+}
+
+fn state_error(e: impl std::fmt::Display) -> Error {
+    Error::Internal(format!("dedup state: {e}"))
+}

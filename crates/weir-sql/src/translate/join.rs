@@ -36,23 +36,15 @@ impl Translator<'_> {
                 ));
             }
         };
-        let left = self.plan(&join.left)?;
-        let right = self.plan(&join.right)?;
+        let mut left = self.plan(&join.left)?;
+        let mut right = self.plan(&join.right)?;
         let (left_schema, right_schema) = (join.left.schema(), join.right.schema());
-        // Equi-keys: columns of each side.
+        // Equi-keys: a column of each side, or an expression (DataFusion's coercion casts a
+        // key to the other's type) computed into a column of its own first.
         let mut left_keys = Vec::new();
         let mut right_keys = Vec::new();
-        for (l, r) in &join.on {
-            let (Some(lk), Some(rk)) = (
-                physical(unalias(l), left_schema, &left),
-                physical(unalias(r), right_schema, &right),
-            ) else {
-                return Err(self.unsupported_at(
-                    "ON",
-                    &format!("the join key `{l} = {r}`"),
-                    "join on columns: compute a key in a subquery first",
-                ));
-            };
+        let mut computed: [Vec<String>; 2] = [Vec::new(), Vec::new()];
+        for (j, (l, r)) in join.on.iter().enumerate() {
             let (lt, rt) = (
                 l.get_type(left_schema)
                     .map_err(|e| self.here().invalid(e.to_string()))?,
@@ -65,8 +57,33 @@ impl Translator<'_> {
                      to the other's in a subquery"
                 )));
             }
-            left_keys.push(lk);
-            right_keys.push(rk);
+            for (side, (e, schema, stream, keys)) in [
+                (l, left_schema, &left, &mut left_keys),
+                (r, right_schema, &right, &mut right_keys),
+            ]
+            .into_iter()
+            .enumerate()
+            {
+                match physical(unalias(e), schema, stream) {
+                    Some(column) => keys.push(column),
+                    None => {
+                        let name = format!("__weir_{}key{j}", ["l", "r"][side]);
+                        let text = self.sql(unalias(e), schema, stream)?;
+                        computed[side].push(format!("{text} AS {}", quote(&name)));
+                        keys.push(name);
+                    }
+                }
+            }
+        }
+        // The computed keys ride along after each side's columns.
+        for (side, stream) in [&mut left, &mut right].into_iter().enumerate() {
+            if computed[side].is_empty() {
+                continue;
+            }
+            let mut expressions: Vec<String> = stream.columns.iter().map(|c| quote(c)).collect();
+            expressions.append(&mut computed[side]);
+            stream.node = self.project(&stream.node, expressions);
+            stream.scan = None;
         }
         if left_keys.is_empty() {
             return Err(self.unsupported_at(
@@ -139,12 +156,19 @@ impl Translator<'_> {
         let right_node = if renamed == right.columns {
             right.node.clone()
         } else {
-            let expressions = right
+            let mut expressions: Vec<String> = right
                 .columns
                 .iter()
                 .zip(&renamed)
                 .map(|(from, to)| format!("{} AS {}", quote(from), quote(to)))
                 .collect();
+            // Computed keys are not among the plan's columns: they pass as they are.
+            expressions.extend(
+                right_keys
+                    .iter()
+                    .filter(|k| !right.columns.contains(k))
+                    .map(|k| quote(k)),
+            );
             self.project(&right.node, expressions)
         };
         let rename = |c: &String| {

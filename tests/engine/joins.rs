@@ -1,8 +1,9 @@
-//! Interval joins give one answer whatever the parallelism or the split size: two files with
-//! late and out-of-order rows, joined inner and left outer at parallelism 1, 2 and 4 and with
-//! the default and 64 KiB splits, equal a reference computed here by reading each file from its
+//! Interval joins and first-row deduplication give one answer whatever the parallelism or the
+//! split size: two files with late and out-of-order rows, joined inner and left outer at
+//! parallelism 1, 2 and 4 and with the default and 64 KiB splits, and one file deduplicated per
+//! key at parallelism 1, 2 and 4, equal references computed here by reading each file from its
 //! first row to its last (a row is late when it is at or behind its own file's watermark before
-//! it, and joins nothing).
+//! it, and joins or counts nothing).
 
 use crate::support::{Rng, format_rows, read_parquet_dir};
 use std::path::Path;

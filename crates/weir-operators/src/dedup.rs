@@ -9,6 +9,7 @@
 //! is smaller wins, so the choice does not depend on arrival order. State per key stays after
 //! its row was emitted (the done mark), as in Flink without a state TTL.
 
+use crate::shard_progress::ShardProgress;
 use arrow::array::{Array, ArrayRef, Int64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
@@ -29,7 +30,7 @@ use weir_state::timers::{decode_timestamp, encode_timestamp};
 const BEST: &str = "dedup.best";
 /// Namespace = the best row's time, key = its key, payload = the row: what the watermark emits.
 const PENDING: &str = "dedup.pending";
-/// Under every owned shard: the operator's watermark, for a restore.
+/// The operator's watermark, for a restore ([`ShardProgress`]).
 const WATERMARK: &str = "dedup.watermark";
 
 /// The job-spec options of `dedup_first`.
@@ -93,20 +94,24 @@ impl OperatorFactory for DedupFactory {
             }
             fields.push(Field::new(name, DataType::Int64, false));
         }
-        Ok(Arc::new(PreparedDedup {
+        Ok(Arc::new(PreparedDedup(Arc::new(DedupConfig {
             input: Arc::clone(&input),
             output: Arc::new(Schema::new(fields)),
             keys,
             key_names: options.keys,
             time,
             row_number: options.row_number.is_some(),
-        }))
+        }))))
     }
 }
 
 /// A `dedup_first` resolved against its input.
 #[derive(Debug)]
-pub struct PreparedDedup {
+pub struct PreparedDedup(Arc<DedupConfig>);
+
+/// The options resolved against the input, shared by the instances.
+#[derive(Debug)]
+struct DedupConfig {
     input: SchemaRef,
     output: SchemaRef,
     keys: Vec<usize>,
@@ -117,36 +122,31 @@ pub struct PreparedDedup {
 
 impl PreparedOperator for PreparedDedup {
     fn output_schema(&self) -> SchemaRef {
-        Arc::clone(&self.output)
+        Arc::clone(&self.0.output)
     }
 
     fn describe(&self) -> String {
         format!(
             "dedup_first: the first row per [{}] by `{}`",
-            self.key_names.join(", "),
-            self.input.field(self.time).name()
+            self.0.key_names.join(", "),
+            self.0.input.field(self.0.time).name()
         )
     }
 
     fn key_columns(&self) -> Option<Vec<String>> {
-        Some(self.key_names.clone())
+        Some(self.0.key_names.clone())
     }
 
     fn create(&self, ctx: &TaskContext) -> Result<Box<dyn Operator>> {
         let mut store = ctx.keyed_state()?;
-        for name in [BEST, PENDING, WATERMARK] {
+        for name in [BEST, PENDING] {
             store.register(StateDescriptor::<Value<Vec<u8>>>::new(name).spec())?;
         }
+        let progress = ShardProgress::new(ctx, store.as_mut(), WATERMARK)?;
         Ok(Box::new(DedupOperator {
-            prepared: PreparedDedup {
-                input: Arc::clone(&self.input),
-                output: Arc::clone(&self.output),
-                keys: self.keys.clone(),
-                key_names: self.key_names.clone(),
-                time: self.time,
-                row_number: self.row_number,
-            },
+            cfg: Arc::clone(&self.0),
             types: self
+                .0
                 .input
                 .fields()
                 .iter()
@@ -154,7 +154,7 @@ impl PreparedOperator for PreparedDedup {
                 .collect(),
             store,
             shard_count: ctx.state_shard_count.unwrap_or(1),
-            owned: crate::window::owned_shards(ctx)?,
+            progress,
             watermark: i64::MIN,
             emitted: i64::MIN,
             split_watermark: i64::MIN,
@@ -167,11 +167,12 @@ impl PreparedOperator for PreparedDedup {
 
 /// A running `dedup_first`.
 struct DedupOperator {
-    prepared: PreparedDedup,
+    cfg: Arc<DedupConfig>,
     types: Vec<DataType>,
     store: Box<dyn KeyedStateStore>,
     shard_count: u32,
-    owned: Vec<StateShardId>,
+    /// The operator's watermark, kept for a restore.
+    progress: ShardProgress,
     watermark: i64,
     /// The watermark emitted last.
     emitted: i64,
@@ -188,24 +189,8 @@ impl DedupOperator {
             return Ok(());
         }
         self.started = true;
-        let mut restored: Option<i64> = None;
-        for shard in self.owned.clone() {
-            if !self
-                .store
-                .scan(PENDING, shard, NamespaceRange::ALL, Some(1))?
-                .is_empty()
-            {
-                self.live.insert(shard.0);
-            }
-            for entry in self
-                .store
-                .scan(WATERMARK, shard, NamespaceRange::ALL, Some(1))?
-            {
-                let w = decode_timestamp(&entry.payload).map_err(state_error)?;
-                restored = Some(restored.map_or(w, |r| r.min(w)));
-            }
-        }
-        if let Some(w) = restored {
+        self.live = self.progress.live_shards(self.store.as_mut(), &[PENDING])?;
+        if let Some([w]) = self.progress.restore(self.store.as_mut())? {
             self.watermark = w;
         }
         Ok(())
@@ -218,10 +203,10 @@ impl DedupOperator {
         }
         let refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
         let mut columns = decode_rows(&self.types, &refs).map_err(state_error)?;
-        if self.prepared.row_number {
+        if self.cfg.row_number {
             columns.push(Arc::new(Int64Array::from(vec![1_i64; rows.len()])) as ArrayRef);
         }
-        let batch = RecordBatch::try_new(Arc::clone(&self.prepared.output), columns)
+        let batch = RecordBatch::try_new(Arc::clone(&self.cfg.output), columns)
             .map_err(|e| Error::arrow("assembling first rows", e))?;
         out.emit(batch);
         Ok(())
@@ -239,7 +224,7 @@ impl Operator for DedupOperator {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let p = &self.prepared;
+        let p = Arc::clone(&self.cfg);
         let times =
             crate::event_time::event_times_ms(batch.column(p.time), p.input.field(p.time).name())?;
         let key_columns: Vec<ArrayRef> = p
@@ -350,13 +335,7 @@ impl Operator for DedupOperator {
 
     fn on_barrier(&mut self, _barrier: weir_api::Barrier, _out: &mut Output) -> Result<()> {
         self.start()?;
-        let payload = encode_timestamp(self.watermark);
-        for shard in self.owned.clone() {
-            self.store.set_current_key(&[], shard);
-            self.store.set_current_namespace(&[]);
-            self.store.put(WATERMARK, &[], &payload)?;
-        }
-        Ok(())
+        self.progress.save(self.store.as_mut(), &[self.watermark])
     }
 
     fn on_end_of_input(&mut self, out: &mut Output) -> Result<()> {

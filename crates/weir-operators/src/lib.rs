@@ -33,6 +33,7 @@ mod flink_functions;
 pub mod interval_join;
 mod mapped_source;
 mod project;
+mod shard_progress;
 mod source_columns;
 mod source_prune;
 mod union;

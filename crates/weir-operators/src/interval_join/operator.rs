@@ -5,11 +5,11 @@
 //! (row codec), namespace = the row's time bucket ([`encode_timestamp`] of `time / bucket`),
 //! sub-key = the row's time ([`encode_timestamp`]) and its columns (row codec), payload = how
 //! many such rows arrived (`u32`, little endian) and whether one of them matched (`u8`).
-//! Identical rows share one entry. `interval_join.watermarks` keeps, under every owned shard,
-//! both inputs' watermarks and the operator's, so a restore judges rows as the run before it
-//! did (after a rescale, an instance takes the lowest of its shards).
+//! Identical rows share one entry. `interval_join.watermarks` keeps both inputs' watermarks and
+//! the operator's ([`ShardProgress`]), so a restore judges rows as the run before it did.
 
 use super::config::IntervalJoinConfig;
+use crate::shard_progress::ShardProgress;
 use arrow::array::{Array, ArrayRef, UInt32Array, new_null_array};
 use arrow::compute::take;
 use arrow::datatypes::DataType;
@@ -17,7 +17,7 @@ use arrow::record_batch::RecordBatch;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use weir_api::state::{Map, NamespaceRange, StateDescriptor, StateSpec, Value};
+use weir_api::state::{Map, NamespaceRange, StateDescriptor};
 use weir_api::{
     Error, KeyedStateStore, Operator, Output, Result, StateAddress, StateShardId, TaskContext,
     Watermark,
@@ -34,7 +34,8 @@ pub struct IntervalJoinOperator {
     cfg: Arc<IntervalJoinConfig>,
     store: Box<dyn KeyedStateStore>,
     shard_count: u32,
-    owned: Vec<StateShardId>,
+    /// Both inputs' watermarks and the operator's, kept for a restore.
+    progress: ShardProgress,
     bucket: i64,
     /// Per input, its own watermark: a row at or behind it is late.
     input_watermarks: [i64; 2],
@@ -61,14 +62,10 @@ impl IntervalJoinOperator {
     pub fn new(cfg: Arc<IntervalJoinConfig>, ctx: &TaskContext) -> Result<Self> {
         let mut store = ctx.keyed_state()?;
         let shard_count = ctx.state_shard_count.unwrap_or(1);
-        let owned = crate::window::owned_shards(ctx)?;
         for name in STATES {
             store.register(StateDescriptor::<Map<Vec<u8>, Vec<u8>>>::new(name).spec())?;
         }
-        let spec: &StateSpec = &StateDescriptor::<Value<Vec<u8>>>::new(WATERMARKS)
-            .spec()
-            .clone();
-        store.register(spec)?;
+        let progress = ShardProgress::new(ctx, store.as_mut(), WATERMARKS)?;
         let types = [0, 1].map(|side| {
             cfg.inputs[side]
                 .fields()
@@ -81,7 +78,7 @@ impl IntervalJoinOperator {
             cfg,
             store,
             shard_count,
-            owned,
+            progress,
             input_watermarks: [i64::MIN; 2],
             split_watermarks: [i64::MIN; 2],
             watermark: i64::MIN,
@@ -100,29 +97,8 @@ impl IntervalJoinOperator {
             return Ok(());
         }
         self.started = true;
-        let mut restored: Option<[i64; 3]> = None;
-        for shard in self.owned.clone() {
-            for state in STATES {
-                if !self
-                    .store
-                    .scan(state, shard, NamespaceRange::ALL, Some(1))?
-                    .is_empty()
-                {
-                    self.live.insert(shard.0);
-                }
-            }
-            for entry in self
-                .store
-                .scan(WATERMARKS, shard, NamespaceRange::ALL, Some(1))?
-            {
-                let values = decode_watermarks(&entry.payload)?;
-                restored = Some(match restored {
-                    None => values,
-                    Some(r) => [0, 1, 2].map(|i| r[i].min(values[i])),
-                });
-            }
-        }
-        if let Some([left, right, both]) = restored {
+        self.live = self.progress.live_shards(self.store.as_mut(), &STATES)?;
+        if let Some([left, right, both]) = self.progress.restore(self.store.as_mut())? {
             self.input_watermarks = [left, right];
             self.watermark = both;
             self.emitted = self.output_watermark(both);
@@ -375,17 +351,12 @@ impl Operator for IntervalJoinOperator {
 
     fn on_barrier(&mut self, _barrier: weir_api::Barrier, _out: &mut Output) -> Result<()> {
         self.start()?;
-        let payload = encode_watermarks([
+        let values = [
             self.input_watermarks[0],
             self.input_watermarks[1],
             self.watermark,
-        ]);
-        for shard in self.owned.clone() {
-            self.store.set_current_key(&[], shard);
-            self.store.set_current_namespace(&[]);
-            self.store.put(WATERMARKS, &[], &payload)?;
-        }
-        Ok(())
+        ];
+        self.progress.save(self.store.as_mut(), &values)
     }
 
     fn on_end_of_input(&mut self, out: &mut Output) -> Result<()> {
@@ -426,26 +397,6 @@ fn decode_payload(payload: &[u8]) -> Result<(u32, bool)> {
             payload.len()
         ))),
     }
-}
-
-fn encode_watermarks(values: [i64; 3]) -> Vec<u8> {
-    values.iter().flat_map(|v| v.to_be_bytes()).collect()
-}
-
-fn decode_watermarks(payload: &[u8]) -> Result<[i64; 3]> {
-    let mut out = [0_i64; 3];
-    if payload.len() != 24 {
-        return Err(Error::Internal(format!(
-            "interval join watermarks of {} bytes, not 24",
-            payload.len()
-        )));
-    }
-    for (i, chunk) in payload.chunks_exact(8).enumerate() {
-        let mut bytes = [0_u8; 8];
-        bytes.copy_from_slice(chunk);
-        out[i] = i64::from_be_bytes(bytes);
-    }
-    Ok(out)
 }
 
 fn state_error(e: impl std::fmt::Display) -> Error {

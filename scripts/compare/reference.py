@@ -25,6 +25,22 @@ windows):
   removed) when an emitted watermark reaches its `end - 1`; at the end of the input every
   session fires.
 - Filter: no event time, every row counts.
+- Interval join (crates/weir-operators/src/interval_join/; the bids joined with themselves):
+  a row at or behind the watermark before it (`ts <= watermark`) is late on each side it is
+  read by, so a self-join drops it twice and it joins nothing. Every other row joins every
+  other on-time row of its key whose time is within the bounds: which rows join depends only
+  on each side's own rows and watermark, never on how far the other side has been read.
+- First-row deduplication (crates/weir-operators/src/dedup.rs): rows at or behind the
+  watermark are late and dropped; of the others, each key keeps the row with the smallest
+  time. (A key's best row is emitted once the watermark passes it, so a later on-time row,
+  being ahead of that watermark, can never be earlier: the result is the minimum.) Weir breaks
+  a tie of two rows of a key at one time by their encoded rows; the reference breaks it by
+  (auction, price) and says when it had to (the generated data have no such ties among rows
+  that are not late).
+- Window Top-N after a tumbling aggregation: the tumbling windows as above (COUNT(*),
+  SUM(price) per key), then in each window the n rows with the largest SUM, numbered from 1;
+  equal sums are ranked by the key ascending, and the reference says how many windows had a
+  tie that decided a rank or which rows made the top n.
 
 Everything that does not depend on the order of rows is vectorized with numpy; the session
 windows are a loop over each key's rows in file order (the keys are independent). Imported by
@@ -295,19 +311,148 @@ def filter_rows(auction, bidder, price, date_time, min_price):
     }, 0
 
 
+def interval_self_join(key_name, rows, before, lower, upper, lower_inclusive, upper_inclusive):
+    """The rows joined with themselves: every pair (a, b) of rows that are not late with equal
+    `key_name` and `lower <(=) b.time - a.time <(=) upper` (`<=` where the bound is inclusive).
+    rows: dict of int64 arrays in file order (auction, bidder, price, date_time). Result
+    columns: the key, then a_<c> and b_<c> for the other columns (`time` for date_time).
+    Dropped: every late row twice, once per side (a self-join reads each row on both sides).
+
+    Vectorized: the on-time rows sorted by (key, time) as one int64; each row's partners are a
+    contiguous run of that order, found with two binary searches, and the pairs are the runs
+    spelled out."""
+    times = np.asarray(rows["date_time"], dtype=np.int64)
+    on_time = times > before
+    late = int(len(times) - np.count_nonzero(on_time))
+    keys = np.asarray(rows[key_name], dtype=np.int64)[on_time]
+    t = times[on_time]
+    others = [c for c in ("auction", "bidder", "price", "date_time") if c != key_name]
+    names = {c: ("time" if c == "date_time" else c) for c in others}
+    out_names = [key_name] + [f"a_{names[c]}" for c in others] + [f"b_{names[c]}" for c in others]
+    if len(t) == 0:
+        return {name: np.empty(0, dtype=np.int64) for name in out_names}, 2 * late
+    # One int64 per row, (key, time) in order, with a margin of the bounds around the times so
+    # that `composite + bound` never reaches into the next key.
+    margin = max(abs(lower), abs(upper)) + 1
+    t0 = int(t.min()) - margin
+    width = int(t.max()) - t0 + margin + 1
+    k0 = int(keys.min())
+    if (int(keys.max()) - k0 + 1) * float(width) >= 2.0**62:
+        raise ValueError("interval_self_join: the keys and times do not fit one int64")
+    composite = (keys - k0) * width + (t - t0)
+    order = np.argsort(composite, kind="stable")
+    composite = composite[order]
+    lo = np.searchsorted(composite, composite + lower, side="left" if lower_inclusive else "right")
+    hi = np.searchsorted(composite, composite + upper, side="right" if upper_inclusive else "left")
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    a = np.repeat(np.arange(len(composite)), counts)  # positions in `order` of each pair's a
+    firsts = np.cumsum(counts) - counts  # where each a's pairs start in the output
+    b = lo[a] + (np.arange(total) - firsts[a])  # ... and the position of its b
+    a_rows = order[a]
+    b_rows = order[b]
+    selected = {c: np.asarray(rows[c], dtype=np.int64)[on_time] for c in others}
+    result = {key_name: keys[a_rows]}
+    for c in others:
+        result[f"a_{names[c]}"] = selected[c][a_rows]
+    for c in others:
+        result[f"b_{names[c]}"] = selected[c][b_rows]
+    return result, 2 * late
+
+
+def dedup_first(key_name, rows, before):
+    """`ROW_NUMBER() OVER (PARTITION BY key ORDER BY time) = 1`: per key, the row with the
+    smallest time among the rows that are not late. Result columns: the key, then the other
+    columns of `rows` (auction, bidder, price, date_time). Dropped: the late rows. A tie (two
+    rows of a key at the smallest time) is broken by the other columns in that order (for the
+    bidder: auction, then price), the smaller kept; Weir keeps the row whose encoded row sorts
+    first, which need not be the same one, so the notes say how many keys had a tie."""
+    times = np.asarray(rows["date_time"], dtype=np.int64)
+    on_time = np.flatnonzero(times > before)
+    late = int(len(times) - len(on_time))
+    others = [c for c in ("auction", "bidder", "price", "date_time") if c != key_name]
+    tie_breakers = [c for c in others if c != "date_time"]
+    cols = {c: np.asarray(rows[c], dtype=np.int64)[on_time] for c in [key_name] + others}
+    if len(on_time) == 0:
+        return cols, late, []
+    # np.lexsort's last key is the primary one: by key, then time, then the tie-breakers and
+    # the file position (so that the order is total).
+    sort_keys = [on_time] + [cols[c] for c in reversed(tie_breakers)]
+    order = np.lexsort(tuple(sort_keys + [cols["date_time"], cols[key_name]]))
+    k = cols[key_name][order]
+    t = cols["date_time"][order]
+    firsts = np.flatnonzero(np.concatenate(([True], k[1:] != k[:-1])))
+    # A tie: the row after a key's first has the same key and the same time.
+    nxt = firsts + 1
+    nxt = nxt[nxt < len(k)]
+    tied = int(np.count_nonzero((k[nxt] == k[nxt - 1]) & (t[nxt] == t[nxt - 1])))
+    notes = []
+    if tied:
+        notes.append(f"{tied:,} keys have two rows at their first time: the reference kept the "
+                     f"smaller ({', '.join(tie_breakers)}), Weir the smaller encoded row")
+    result = {c: cols[c][order][firsts] for c in [key_name] + others}
+    return result, late, notes
+
+
+def window_top_n(key_name, keys, times, prices, before, size, n):
+    """Tumbling windows of `size` per key with COUNT(*) and SUM(price) (the rules of `hop`),
+    then in each window the `n` keys with the largest SUM, numbered 1.. (`rn`); equal sums
+    ranked by the key ascending. Result columns: window_start, window_end, the key, bids,
+    total, rn. Dropped: as the tumbling windows drop. The notes count the windows where equal
+    sums decided a rank or a place in the top n (where engines may rank differently)."""
+    agg, late = hop(key_name, keys, times, prices, before, size, size)
+    start, key, total = agg["window_start"], agg[key_name], agg["total"]
+    order = np.lexsort((key, -total, start))  # by window, the largest sum first, then the key
+    start, key, total = start[order], key[order], total[order]
+    bids = agg["bids"][order]
+    m = len(start)
+    first = np.concatenate(([True], start[1:] != start[:-1])) if m else np.zeros(0, dtype=bool)
+    group_start = np.maximum.accumulate(np.where(first, np.arange(m), 0)) if m else first
+    rn = np.arange(m) - group_start + 1
+    keep = rn <= n
+    # Ties that matter: two neighbours in a window's order with the same sum, the first of them
+    # ranked n or better (so the tie decides a rank or which row is in the top n).
+    same = np.zeros(m, dtype=bool)
+    if m > 1:
+        same[:-1] = (start[1:] == start[:-1]) & (total[1:] == total[:-1]) & (rn[:-1] <= n)
+    tied_windows = len(np.unique(start[same]))
+    notes = []
+    if tied_windows:
+        notes.append(f"{tied_windows:,} windows have equal totals within their top {n} (or at "
+                     f"place {n} and {n + 1}): ranked by {key_name} ascending")
+    result = {
+        "window_start": start[keep],
+        "window_end": start[keep] + size,
+        key_name: key[keep],
+        "bids": bids[keep],
+        "total": total[keep],
+        "rn": rn[keep].astype(np.int64),
+    }
+    return result, late, notes
+
+
 def compute(spec, rows, before):
     """The result of one query spec (compare.py's REFERENCE) over rows (dict of int64 arrays
-    in file order) with the emitted watermarks `before`: (columns, rows dropped as late)."""
+    in file order) with the emitted watermarks `before`: (columns, rows dropped as late,
+    notes), the notes a list of remarks worth showing (ties the reference had to break)."""
     kind = spec["kind"]
     if kind == "hop":
         return hop(spec["key"], rows[spec["key"]], rows["date_time"], rows["price"], before,
-                   spec["size"], spec["slide"])
+                   spec["size"], spec["slide"]) + ([],)
     if kind == "session":
         return session(spec["key"], rows[spec["key"]], rows["date_time"], rows["price"], before,
-                       spec["gap"])
+                       spec["gap"]) + ([],)
     if kind == "filter":
         return filter_rows(rows["auction"], rows["bidder"], rows["price"], rows["date_time"],
-                           spec["min_price"])
+                           spec["min_price"]) + ([],)
+    if kind == "interval_join":
+        return interval_self_join(spec["key"], rows, before, spec["lower"], spec["upper"],
+                                  spec["lower_inclusive"], spec["upper_inclusive"]) + ([],)
+    if kind == "dedup":
+        return dedup_first(spec["key"], rows, before)
+    if kind == "window_top_n":
+        return window_top_n(spec["key"], rows[spec["key"]], rows["date_time"], rows["price"],
+                            before, spec["size"], spec["n"])
     raise ValueError(f"unknown reference kind {kind!r}")
 
 
@@ -365,6 +510,77 @@ def _self_test():
                            np.array([I64_MIN, I64_MIN, 5]), 15)
     got = list(zip(res["window_start"].tolist(), res["window_end"].tolist(), res["bids"].tolist()))
     assert got == [(0, 45, 3)], got
+    # sql/interval_join.slt's self-join: the shipments (ts, k a=1 b=2, item n) with the
+    # watermark 2 ms behind, emitted on every advance; b.ts > a.ts AND b.ts <= a.ts + 10.
+    # x4 (6) is late on both sides; the pairs are x1-x3, x3-x5, x5-x6.
+    ship = {"date_time": np.array([2, 4, 9, 6, 14, 21, 30]),
+            "auction": np.array([1, 2, 1, 1, 1, 1, 2]),
+            "bidder": np.array([1, 2, 3, 4, 5, 6, 7]), "price": np.zeros(7, dtype=np.int64)}
+    wm, _ = emitted_before(ship["date_time"], 2, 1)
+    res, dropped = interval_self_join("auction", ship, wm, 0, 10, False, True)
+    got = sorted(zip(res["a_bidder"].tolist(), res["b_bidder"].tolist()))
+    assert got == [(1, 3), (3, 5), (5, 6)] and dropped == 2, (got, dropped)
+    # sql/dedup_first.slt: (ts, k a=1 b=2 c=3, v), watermark 2 ms behind on every advance:
+    # a's 4 (v 2), b's 7 (v 3), c's 12 (v 8); 1 a, 6 c and 7 c late.
+    ev = {"date_time": np.array([5, 4, 7, 1, 9, 8, 6, 12, 13, 7]),
+          "bidder": np.array([1, 1, 2, 1, 1, 2, 3, 3, 3, 3]),
+          "price": np.array([1, 2, 3, 4, 5, 6, 7, 8, 10, 9]),
+          "auction": np.zeros(10, dtype=np.int64)}
+    wm, _ = emitted_before(ev["date_time"], 2, 1)
+    res, dropped, notes = dedup_first("bidder", ev, wm)
+    got = sorted(zip(res["bidder"].tolist(), res["date_time"].tolist(), res["price"].tolist()))
+    assert got == [(1, 4, 2), (2, 7, 3), (3, 12, 8)] and dropped == 3 and not notes, (got, dropped)
+    # Window Top-2 of tumbling windows of 10: window [0, 10) has sums k1 5, k2 9, k3 9, k4 1:
+    # k2 and k3 tie (ranked by key), k1 third is out; [10, 20) has k1 only.
+    res, dropped, notes = window_top_n(
+        "k", np.array([1, 2, 3, 4, 2, 1]), np.array([1, 2, 3, 4, 5, 12]),
+        np.array([5, 4, 9, 1, 5, 7]), np.full(6, I64_MIN), 10, 2)
+    got = list(zip(res["window_start"].tolist(), res["k"].tolist(), res["total"].tolist(),
+                   res["rn"].tolist()))
+    assert got == [(0, 2, 9, 1), (0, 3, 9, 2), (10, 1, 7, 1)], got
+    assert res["bids"].tolist() == [2, 1, 1] and dropped == 0 and len(notes) == 1
+    # The vectorized join, dedup and Top-N against plain loops on random rows (some late).
+    for _ in range(100):
+        m = int(rng.integers(1, 80))
+        t = np.arange(m) * int(rng.integers(1, 4))
+        t = t - rng.integers(0, 30, size=m) * (rng.random(m) < 0.2)  # some rows behind
+        r = {"date_time": t, "auction": rng.integers(0, 4, size=m),
+             "bidder": rng.integers(0, 3, size=m), "price": rng.integers(0, 20, size=m)}
+        wm, _ = emitted_before(t, int(rng.integers(0, 10)), int(rng.integers(0, 5)))
+        lo, hi = sorted(int(x) for x in rng.integers(-6, 7, size=2))
+        lo_inc, hi_inc = bool(rng.random() < 0.5), bool(rng.random() < 0.5)
+        res, dropped = interval_self_join("auction", r, wm, lo, hi, lo_inc, hi_inc)
+        ok = [i for i in range(m) if t[i] > wm[i]]
+        want = sorted(
+            (int(r["auction"][i]), int(r["bidder"][i]), int(t[i]), int(r["bidder"][j]), int(t[j]))
+            for i in ok for j in ok
+            if r["auction"][i] == r["auction"][j]
+            and (t[j] - t[i] >= lo if lo_inc else t[j] - t[i] > lo)
+            and (t[j] - t[i] <= hi if hi_inc else t[j] - t[i] < hi))
+        got = sorted(zip(res["auction"].tolist(), res["a_bidder"].tolist(),
+                         res["a_time"].tolist(), res["b_bidder"].tolist(), res["b_time"].tolist()))
+        assert got == want and dropped == 2 * (m - len(ok)), (got, want)
+        res, dropped, _ = dedup_first("bidder", r, wm)
+        want = {}
+        for i in ok:
+            row = (int(t[i]), int(r["auction"][i]), int(r["price"][i]))
+            b = int(r["bidder"][i])
+            want[b] = min(want.get(b, row), row)
+        got = {b: (tt, a, p) for b, a, p, tt in zip(
+            res["bidder"].tolist(), res["auction"].tolist(), res["price"].tolist(),
+            res["date_time"].tolist())}
+        assert got == want and dropped == m - len(ok), (got, want)
+        res, dropped, _ = window_top_n("auction", r["auction"], t, r["price"], wm, 10, 2)
+        agg, _ = hop("auction", r["auction"], t, r["price"], wm, 10, 10)
+        windows = {}
+        for k, st, c, tot in zip(agg["auction"].tolist(), agg["window_start"].tolist(),
+                                 agg["bids"].tolist(), agg["total"].tolist()):
+            windows.setdefault(st, []).append((-tot, k, c))
+        want = sorted((st, k, c, -neg, i + 1) for st, w in windows.items()
+                      for i, (neg, k, c) in enumerate(sorted(w)[:2]))
+        got = sorted(zip(res["window_start"].tolist(), res["auction"].tolist(),
+                         res["bids"].tolist(), res["total"].tolist(), res["rn"].tolist()))
+        assert got == want, (got, want)
     assert watermark_spec("WATERMARK FOR ts AS ts - INTERVAL '5' SECOND") == (5000, 200)
     assert watermark_spec(
         "WATERMARK FOR ts AS ts - INTERVAL '250' MILLISECOND ) WITH ("

@@ -1,9 +1,11 @@
-//! Interval joins and first-row deduplication give one answer whatever the parallelism or the
-//! split size: two files with late and out-of-order rows, joined inner and left outer at
-//! parallelism 1, 2 and 4 and with the default and 64 KiB splits, and one file deduplicated per
-//! key at parallelism 1, 2 and 4, equal references computed here by reading each file from its
-//! first row to its last (a row is late when it is at or behind its own file's watermark before
-//! it, and joins or counts nothing).
+//! Interval joins, first-row deduplication and window Top-N give one answer whatever the
+//! parallelism or the split size: two files with late and out-of-order rows, joined inner and
+//! left outer at parallelism 1, 2 and 4 and with the default and 64 KiB splits, one file
+//! deduplicated per key at parallelism 1, 2 and 4, and one ranked per tumbling window at
+//! parallelism 1, 2 and 4 and with 16 KiB splits, equal references computed here by reading
+//! each file from its first row to its last (a row is late when it is at or behind its own
+//! file's watermark before it, or for a window, when the watermark before it had reached the
+//! window's last millisecond; a late row joins, counts or ranks nothing).
 
 use crate::support::{Rng, format_rows, read_parquet_dir};
 use std::path::Path;
@@ -219,5 +221,83 @@ async fn first_row_dedup_equals_a_sequential_reference_at_every_parallelism() {
             got == expected,
             "first rows differ at parallelism {parallelism}"
         );
+    }
+}
+
+/// The window Top-3 reference: per tumbling window of `size` ms and `k % 3`, the three largest
+/// `v` among the rows whose window had not ended (its last millisecond at or behind the
+/// watermark before the row): `(window_end, group, v, rank)` sorted, as the sink formats them,
+/// and the late rows.
+fn top3(rows: &[Row], size: i64) -> (Vec<String>, usize) {
+    let mut max: Option<i64> = None;
+    let mut late = 0;
+    let mut windows: std::collections::BTreeMap<(i64, i64), Vec<i64>> = Default::default();
+    for &(k, v, ts) in rows {
+        let end = ts - ts.rem_euclid(size) + size;
+        // The window's last millisecond, end - 1, at or behind the watermark before the row,
+        // max - OOO_MS - 1.
+        if max.is_some_and(|m| end <= m - OOO_MS) {
+            late += 1;
+        } else {
+            windows.entry((end, k % 3)).or_default().push(v);
+        }
+        max = Some(max.map_or(ts, |m| m.max(ts)));
+    }
+    let mut out = Vec::new();
+    for ((end, group), mut values) in windows {
+        values.sort_unstable_by(|a, b| b.cmp(a));
+        for (rank, v) in values.iter().take(3).enumerate() {
+            out.push(format!("{end} | {group} | {v} | {}", rank + 1));
+        }
+    }
+    out.sort();
+    (out, late)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn window_top_n_equals_a_sequential_reference_at_every_parallelism_and_split_size() {
+    let input = tempfile::tempdir().expect("tempdir");
+    // Distinct values, so no rank is a tie.
+    let mut orders = rows(11);
+    for (i, row) in orders.iter_mut().enumerate() {
+        row.1 = row.1 * 10_000 + i as i64;
+    }
+    std::fs::write(input.path().join("orders.csv"), csv(&orders)).expect("write");
+    let (expected, late) = top3(&orders, 2_000);
+    assert!(late > 100, "the file has late rows ({late})");
+    assert!(expected.len() > 400, "ranked rows ({})", expected.len());
+    for (parallelism, split) in [(1, ""), (2, ""), (4, ""), (2, ", 'split-size' = '16384'")] {
+        let output = tempfile::tempdir().expect("tempdir");
+        let sql = format!(
+            "SET 'parallelism' = '{parallelism}';\n\
+             CREATE TABLE orders (k BIGINT, v BIGINT, ts BIGINT,\n\
+               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)\n\
+             WITH ('connector' = 'filesystem', 'path' = '{}/orders.csv', 'format' = 'csv',\n\
+               'batch-size' = '500', 'watermark.interval' = '1'{split});\n\
+             CREATE TABLE ranked (we BIGINT, g BIGINT, v BIGINT, rn BIGINT)\n\
+             WITH ('connector' = 'filesystem', 'path' = '{}/ranked', 'format' = 'parquet');\n\
+             INSERT INTO ranked SELECT window_end, g, v, rn FROM (\n\
+               SELECT *, ROW_NUMBER() OVER (PARTITION BY window_start, window_end, g\n\
+                                            ORDER BY v DESC) AS rn\n\
+               FROM (SELECT window_start, window_end, k % 3 AS g, v\n\
+                     FROM TABLE(TUMBLE(TABLE orders, DESCRIPTOR(ts), INTERVAL '2' SECOND))))\n\
+             WHERE rn <= 3;\n",
+            input.path().display(),
+            output.path().display()
+        );
+        let engine = Engine::new();
+        let compiled = engine
+            .compile_sql(&sql, "top3.sql")
+            .await
+            .expect("compiles");
+        let summary = engine
+            .run(&compiled.spec, Some("top3.sql"))
+            .await
+            .expect("runs");
+        let what = format!("parallelism {parallelism}, split {split:?}");
+        let dropped: u64 = summary.metrics.operators.iter().map(|o| o.dropped).sum();
+        assert_eq!(dropped, late as u64, "late rows, {what}");
+        let got = format_rows(&read_parquet_dir(&output.path().join("ranked")));
+        assert!(got == expected, "the ranking differs, {what}");
     }
 }

@@ -6,6 +6,10 @@
 //! - [`interval_join::IntervalJoinFactory`] (`interval_join`): rows of two inputs with equal
 //!   keys and event times within bounds of each other, inner or outer.
 //! - [`dedup::DedupFactory`] (`dedup_first`): the first row of each key in event-time order.
+//! - [`window_tvf::WindowTvfFactory`] (`window_tvf`): each row once per tumbling, sliding or
+//!   cumulating window it belongs to, with the window's bounds.
+//! - [`window_top_n::WindowTopNFactory`] (`window_top_n`): the first N rows of each window and
+//!   key in a given order, emitted when the window ends.
 //! - [`window::WindowFactory`] (`window`): event-time windows with vectorized aggregates and
 //!   late-data policies (docs/windows.md).
 //! - [`with_computed_columns`]: sources' computed columns (`sources[i].computed`).
@@ -38,6 +42,8 @@ mod source_columns;
 mod source_prune;
 mod union;
 pub mod window;
+pub mod window_top_n;
+pub mod window_tvf;
 
 pub use computed::with_computed_columns;
 /// The DataFusion crate the expressions are planned with, so that user scalar functions

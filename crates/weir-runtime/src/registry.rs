@@ -75,6 +75,14 @@ impl Registry {
         r.register_operator("window", Arc::new(WindowFactory));
         r.register_operator("dedup_first", Arc::new(weir_operators::dedup::DedupFactory));
         r.register_operator(
+            "window_tvf",
+            Arc::new(weir_operators::window_tvf::WindowTvfFactory),
+        );
+        r.register_operator(
+            "window_top_n",
+            Arc::new(weir_operators::window_top_n::WindowTopNFactory),
+        );
+        r.register_operator(
             "interval_join",
             Arc::new(weir_operators::interval_join::IntervalJoinFactory),
         );

@@ -220,7 +220,7 @@ impl SqlCompiler {
                         stmt,
                         prefix: format!("q{inserts}_"),
                         counter: 0,
-                        first_row: None,
+                        row_number: None,
                     };
                     translator.insert(&plan)?;
                 }

@@ -20,8 +20,9 @@ use datafusion::logical_expr::{Expr, LogicalPlan, WriteOp};
 use datafusion::sql::unparser::expr_to_sql;
 use std::any::Any;
 
-mod dedup;
 mod join;
+mod rank;
+mod window_tvf;
 
 /// The window operator's update marker column (late policy `update`).
 pub(crate) const UPDATE_MARKER: &str = "__weir_window_update";
@@ -43,6 +44,34 @@ struct Stream {
     /// The physical column that is the rows' time attribute (their table's `WATERMARK FOR`
     /// column, carried through filters and projections that keep it).
     rowtime: Option<String>,
+    /// The physical columns that hold the rows' window bounds (after a window table function
+    /// or a window aggregation, carried through filters and projections that keep both).
+    window: Option<Bounds>,
+}
+
+/// The physical columns of a stream's window bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Bounds {
+    start: String,
+    end: String,
+}
+
+impl Bounds {
+    /// The bounds a window table function or a window aggregation emits.
+    fn emitted() -> Self {
+        Self {
+            start: "window_start".to_owned(),
+            end: "window_end".to_owned(),
+        }
+    }
+
+    /// The bounds under new names, `None` when `rename` loses either of them.
+    fn renamed(&self, rename: impl Fn(&str) -> Option<String>) -> Option<Self> {
+        Some(Self {
+            start: rename(&self.start)?,
+            end: rename(&self.end)?,
+        })
+    }
 }
 
 /// Translates the statements of one script into one job.
@@ -53,9 +82,9 @@ pub(crate) struct Translator<'a> {
     /// Prefix of the nodes of this statement (`q1_`, `q2_`, ...).
     pub(crate) prefix: String,
     pub(crate) counter: usize,
-    /// The `ROW_NUMBER()` window under a `rn = 1` filter being translated: it becomes a
-    /// `dedup_first` operator ([`Translator::first_row`]).
-    pub(crate) first_row: Option<*const datafusion::logical_expr::Window>,
+    /// The `ROW_NUMBER()` window under a `rn <= N` filter being translated, and N: it becomes
+    /// a `window_top_n` or `dedup_first` operator ([`Translator::rank`]).
+    pub(crate) row_number: Option<(*const datafusion::logical_expr::Window, i64)>,
 }
 
 fn is_simple_name(name: &str) -> bool {
@@ -165,6 +194,7 @@ impl<'a> Translator<'a> {
             marker: false,
             scan: None,
             rowtime: None,
+            window: None,
         };
         let name = self.next_name(&format!("{table}_sink"));
         self.job.sink(&name, &table, &stream.node, self.here())
@@ -176,13 +206,8 @@ impl<'a> Translator<'a> {
                 let provider = source_as_provider(&scan.source)
                     .map_err(|e| self.here().invalid(e.to_string()))?;
                 let any = provider.as_ref() as &dyn Any;
-                if any.downcast_ref::<WindowTvfTable>().is_some() {
-                    return Err(self.unsupported_at(
-                        "TABLE",
-                        "a window table function without GROUP BY",
-                        "select from a window TVF with GROUP BY window_start, window_end and \
-                         aggregates",
-                    ));
+                if let Some(tvf) = any.downcast_ref::<WindowTvfTable>() {
+                    return self.window_tvf(scan, tvf);
                 }
                 if any.downcast_ref::<StreamTable>().is_none() {
                     return Err(self.here().invalid(format!(
@@ -209,15 +234,16 @@ impl<'a> Translator<'a> {
                     marker: false,
                     scan: Some(scan),
                     rowtime,
+                    window: None,
                 })
             }
             LogicalPlan::SubqueryAlias(alias) => self.plan(&alias.input),
-            LogicalPlan::Filter(filter) if self.is_first_row(filter)? => {
-                // `rn = 1` holds for every row the dedup emits.
+            LogicalPlan::Filter(filter) if self.is_row_number_filter(filter)? => {
+                // `rn <= N` holds for every row the rank operator emits.
                 self.plan(&filter.input)
             }
-            LogicalPlan::Window(w) if self.first_row.is_some_and(|p| std::ptr::eq(p, w)) => {
-                self.dedup(w)
+            LogicalPlan::Window(w) if self.row_number.is_some_and(|(p, _)| std::ptr::eq(p, w)) => {
+                self.rank(w)
             }
             LogicalPlan::Filter(filter) => {
                 let input = self.plan(&filter.input)?;
@@ -245,6 +271,7 @@ impl<'a> Translator<'a> {
                     marker: input.marker,
                     scan: input.scan,
                     rowtime: input.rowtime,
+                    window: input.window,
                 })
             }
             LogicalPlan::Projection(projection) => {
@@ -265,17 +292,23 @@ impl<'a> Translator<'a> {
                 }
                 if columns.len() == projection.expr.len() {
                     let rowtime = input.rowtime.filter(|r| columns.contains(r));
+                    let window = input
+                        .window
+                        .and_then(|w| w.renamed(|c| columns.iter().find(|k| *k == c).cloned()));
                     return Ok(Stream {
                         node: input.node,
                         columns,
                         marker: input.marker,
                         scan: input.scan,
                         rowtime,
+                        window,
                     });
                 }
                 let mut expressions = Vec::with_capacity(projection.expr.len());
                 let mut names = Vec::with_capacity(projection.expr.len());
                 let mut rowtime = None;
+                // Input columns passed on unchanged, by their new names.
+                let mut passed: Vec<(String, String)> = Vec::new();
                 for (i, (e, field)) in projection
                     .expr
                     .iter()
@@ -292,10 +325,11 @@ impl<'a> Translator<'a> {
                     // The time attribute passes through a projection that selects it.
                     if let Expr::Column(c) = unalias(e)
                         && let Ok(i) = in_schema.index_of_column(c)
-                        && input.rowtime.as_ref() == input.columns.get(i)
-                        && rowtime.is_none()
                     {
-                        rowtime = Some(name.clone());
+                        if input.rowtime.as_ref() == input.columns.get(i) && rowtime.is_none() {
+                            rowtime = Some(name.clone());
+                        }
+                        passed.push((input.columns[i].clone(), name.clone()));
                     }
                     names.push(name);
                 }
@@ -303,12 +337,21 @@ impl<'a> Translator<'a> {
                     expressions.push(UPDATE_MARKER.to_owned());
                 }
                 let node = self.project(&input.node, expressions);
+                let window = input.window.and_then(|w| {
+                    w.renamed(|c| {
+                        passed
+                            .iter()
+                            .find(|(from, _)| from == c)
+                            .map(|(_, to)| to.clone())
+                    })
+                });
                 Ok(Stream {
                     node,
                     columns: names,
                     marker: input.marker,
                     scan: None,
                     rowtime,
+                    window,
                 })
             }
             LogicalPlan::Union(union) => {
@@ -345,6 +388,7 @@ impl<'a> Translator<'a> {
                     marker: false,
                     scan: None,
                     rowtime: None,
+                    window: None,
                 })
             }
             LogicalPlan::Aggregate(agg) => self.window_aggregate(agg),
@@ -476,6 +520,7 @@ impl<'a> Translator<'a> {
             marker: false,
             scan: None,
             rowtime: None,
+            window: None,
         };
         for node in chain.iter().rev() {
             match node {
@@ -778,6 +823,7 @@ impl<'a> Translator<'a> {
             marker: self.settings.late_policy.as_deref() == Some("update"),
             scan: None,
             rowtime: None,
+            window: Some(Bounds::emitted()),
         })
     }
 

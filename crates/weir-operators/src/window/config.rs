@@ -77,7 +77,7 @@ pub enum WindowSpec {
 }
 
 impl WindowSpec {
-    fn kind(self) -> WindowKind {
+    pub(crate) fn kind(self) -> WindowKind {
         match self {
             WindowSpec::Tumble { size } => WindowKind::Tumble {
                 size: size.as_i64(),

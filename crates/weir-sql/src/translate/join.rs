@@ -206,6 +206,7 @@ impl Translator<'_> {
             marker: false,
             scan: None,
             rowtime: None,
+            window: None,
         };
         if residual.is_empty() {
             return Ok(stream);

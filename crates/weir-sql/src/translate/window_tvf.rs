@@ -1,0 +1,59 @@
+//! `SELECT ... FROM TABLE(TUMBLE(TABLE t, DESCRIPTOR(ts), ...))` without a `GROUP BY`: the
+//! table's rows, each once per window it belongs to, with `window_start`, `window_end` and
+//! `window_time`, as a `window_tvf` operator. What follows decides what the windows mean (a
+//! window Top-N, [`super::rank`]).
+
+use super::{Bounds, Stream, Translator};
+use crate::error::Result;
+use crate::tvf::WindowTvfTable;
+use datafusion::logical_expr::TableScan;
+
+impl Translator<'_> {
+    /// Translates the scan of a window TVF that no aggregation consumed.
+    pub(super) fn window_tvf(&mut self, scan: &TableScan, tvf: &WindowTvfTable) -> Result<Stream> {
+        if !tvf.partition_by.is_empty() || tvf.window["type"] == "session" {
+            return Err(self.unsupported_at(
+                "SESSION",
+                "a SESSION window table function without GROUP BY",
+                "a session's bounds depend on the other rows of its key: aggregate over it \
+                 with GROUP BY window_start, window_end",
+            ));
+        }
+        let source = self.job.source(&tvf.table, self.here())?;
+        let all: Vec<String> = tvf
+            .schema
+            .fields()
+            .iter()
+            .map(|f| f.name().clone())
+            .collect();
+        let first_window = all.len().saturating_sub(3);
+        let columns: Vec<String> = match &scan.projection {
+            Some(indices) => indices.iter().map(|&i| all[i].clone()).collect(),
+            None => all.clone(),
+        };
+        let read = all[..first_window]
+            .iter()
+            .filter(|c| columns.contains(c))
+            .cloned()
+            .chain([tvf.time_column.clone()]);
+        self.job.reads(&tvf.table, read.collect::<Vec<_>>());
+        // Nothing of the table is skipped: filters above see the windowed rows.
+        self.job.scan(&tvf.table);
+        let node = self.next_name("window_tvf");
+        self.job.operator(
+            &node,
+            "window_tvf",
+            &source,
+            None,
+            serde_json::json!({ "time_column": tvf.time_column, "window": tvf.window }),
+        );
+        Ok(Stream {
+            node,
+            columns,
+            marker: false,
+            scan: None,
+            rowtime: None,
+            window: Some(Bounds::emitted()),
+        })
+    }
+}

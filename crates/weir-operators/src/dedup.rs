@@ -9,12 +9,12 @@
 //! is smaller wins, so the choice does not depend on arrival order. State per key stays after
 //! its row was emitted (the done mark), as in Flink without a state TTL.
 
+use crate::pending::PendingShards;
 use crate::shard_progress::ShardProgress;
 use arrow::array::{Array, ArrayRef, Int64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use serde::Deserialize;
-use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use weir_api::state::{NamespaceRange, StateDescriptor, Value};
@@ -158,7 +158,7 @@ impl PreparedOperator for PreparedDedup {
             watermark: i64::MIN,
             emitted: i64::MIN,
             split_watermark: i64::MIN,
-            live: BTreeSet::new(),
+            pending: PendingShards::default(),
             started: false,
             dropped: Arc::clone(&ctx.dropped_rows),
         }))
@@ -177,7 +177,8 @@ struct DedupOperator {
     /// The watermark emitted last.
     emitted: i64,
     split_watermark: i64,
-    live: BTreeSet<u32>,
+    /// Shards holding rows not emitted yet.
+    pending: PendingShards,
     started: bool,
     dropped: Arc<AtomicU64>,
 }
@@ -189,7 +190,8 @@ impl DedupOperator {
             return Ok(());
         }
         self.started = true;
-        self.live = self.progress.live_shards(self.store.as_mut(), &[PENDING])?;
+        self.pending =
+            PendingShards::restored(self.progress.live_shards(self.store.as_mut(), &[PENDING])?);
         if let Some([w]) = self.progress.restore(self.store.as_mut())? {
             self.watermark = w;
         }
@@ -283,7 +285,7 @@ impl Operator for DedupOperator {
                 key: &keys[row],
             };
             self.store.put_at(PENDING, address, &[], &rows[row])?;
-            self.live.insert(shard.0);
+            self.pending.note(shard.0, time);
         }
         if dropped > 0 {
             self.dropped.fetch_add(dropped, Ordering::Relaxed);
@@ -310,7 +312,7 @@ impl Operator for DedupOperator {
         self.watermark = self.watermark.max(w);
         let until = (w != i64::MAX).then(|| encode_timestamp(w.saturating_add(1)));
         let mut first: Vec<Vec<u8>> = Vec::new();
-        for shard in self.live.clone() {
+        for shard in self.pending.due(w) {
             let range = NamespaceRange::new(&[], until.as_ref().map(|u| &u[..]));
             for entry in self.store.scan(PENDING, StateShardId(shard), range, None)? {
                 let address = StateAddress {
@@ -326,6 +328,8 @@ impl Operator for DedupOperator {
                 self.store.put_at(BEST, done, &[], &[1])?;
                 first.push(entry.payload);
             }
+            self.pending
+                .refresh(self.store.as_mut(), PENDING, shard, w)?;
         }
         self.emit(&first, out)?;
         self.emitted = w;

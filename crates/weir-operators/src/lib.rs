@@ -5,6 +5,8 @@
 //! - [`UnionFactory`] (`union`): merges inputs of the same columns into one stream.
 //! - [`interval_join::IntervalJoinFactory`] (`interval_join`): rows of two inputs with equal
 //!   keys and event times within bounds of each other, inner or outer.
+//! - [`over::OverFactory`] (`over_aggregate`): aggregates over each row's preceding rows of its
+//!   partition in event-time order (SQL's `OVER` windows).
 //! - [`dedup::DedupFactory`] (`dedup_first`): the first row of each key in event-time order.
 //! - [`window_tvf::WindowTvfFactory`] (`window_tvf`): each row once per tumbling, sliding or
 //!   cumulating window it belongs to, with the window's bounds.
@@ -36,6 +38,8 @@ mod filter;
 mod flink_functions;
 pub mod interval_join;
 mod mapped_source;
+pub mod over;
+mod pending;
 mod project;
 mod shard_progress;
 mod source_columns;

@@ -12,6 +12,7 @@
 //! numbers and dropped from state. Rows whose window had already reached that point (behind the
 //! operator's watermark, or their split's) are late: dropped and counted.
 
+use crate::pending::PendingShards;
 use crate::shard_progress::ShardProgress;
 use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, UInt32Array};
 use arrow::compute::SortOptions;
@@ -19,7 +20,7 @@ use arrow::compute::take;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::row::{RowConverter, Rows, SortField};
 use serde::Deserialize;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use weir_api::state::{NamespaceRange, StateDescriptor, Value};
@@ -235,7 +236,7 @@ impl PreparedOperator for PreparedTopN {
             watermark: i64::MIN,
             emitted: i64::MIN,
             split_watermark: i64::MIN,
-            live: BTreeSet::new(),
+            pending: PendingShards::default(),
             started: false,
             dropped: Arc::clone(&ctx.dropped_rows),
         }))
@@ -257,8 +258,8 @@ struct TopNOperator {
     /// The watermark emitted last.
     emitted: i64,
     split_watermark: i64,
-    /// Shards that may hold windows not emitted yet.
-    live: BTreeSet<u32>,
+    /// Shards holding rows not emitted yet.
+    pending: PendingShards,
     started: bool,
     dropped: Arc<AtomicU64>,
 }
@@ -270,7 +271,8 @@ impl TopNOperator {
             return Ok(());
         }
         self.started = true;
-        self.live = self.progress.live_shards(self.store.as_mut(), &[TOP])?;
+        self.pending =
+            PendingShards::restored(self.progress.live_shards(self.store.as_mut(), &[TOP])?);
         if let Some([w]) = self.progress.restore(self.store.as_mut())? {
             self.watermark = w;
         }
@@ -419,7 +421,7 @@ impl Operator for TopNOperator {
             if entries != before {
                 self.store
                     .put_at(TOP, address, &[], &encode_entries(&entries))?;
-                self.live.insert(shard.0);
+                self.pending.note(shard.0, last);
             }
         }
         Ok(())
@@ -444,7 +446,7 @@ impl Operator for TopNOperator {
         self.watermark = self.watermark.max(w);
         let until = (w != i64::MAX).then(|| encode_timestamp(w.saturating_add(1)));
         let mut ranked: Vec<(Vec<u8>, i64)> = Vec::new();
-        for shard in self.live.clone() {
+        for shard in self.pending.due(w) {
             let range = NamespaceRange::new(&[], until.as_ref().map(|u| &u[..]));
             for entry in self.store.scan(TOP, StateShardId(shard), range, None)? {
                 let address = StateAddress {
@@ -460,6 +462,7 @@ impl Operator for TopNOperator {
                     self.emit(&mut ranked, out)?;
                 }
             }
+            self.pending.refresh(self.store.as_mut(), TOP, shard, w)?;
         }
         self.emit(&mut ranked, out)?;
         self.emitted = w;

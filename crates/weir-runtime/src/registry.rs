@@ -75,6 +75,10 @@ impl Registry {
         r.register_operator("window", Arc::new(WindowFactory));
         r.register_operator("dedup_first", Arc::new(weir_operators::dedup::DedupFactory));
         r.register_operator(
+            "over_aggregate",
+            Arc::new(weir_operators::over::OverFactory),
+        );
+        r.register_operator(
             "window_tvf",
             Arc::new(weir_operators::window_tvf::WindowTvfFactory),
         );

@@ -21,6 +21,7 @@ use datafusion::sql::unparser::expr_to_sql;
 use std::any::Any;
 
 mod join;
+mod over;
 mod rank;
 mod window_tvf;
 
@@ -402,11 +403,7 @@ impl<'a> Translator<'a> {
                 Err(self.unsupported_at("LIMIT", "LIMIT", "a streaming job reads its whole input"))
             }
             LogicalPlan::Join(join) => self.join(join),
-            LogicalPlan::Window(_) => Err(self.unsupported_at(
-                "OVER",
-                "an OVER window",
-                "use a window table function (TUMBLE, HOP, CUMULATE, SESSION) with GROUP BY",
-            )),
+            LogicalPlan::Window(w) => self.over(w),
             LogicalPlan::Distinct(_) => Err(self.unsupported_at(
                 "DISTINCT",
                 "SELECT DISTINCT",

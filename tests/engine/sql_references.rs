@@ -1,8 +1,9 @@
-//! Interval joins, first-row deduplication and window Top-N give one answer whatever the
-//! parallelism or the split size: two files with late and out-of-order rows, joined inner and
-//! left outer at parallelism 1, 2 and 4 and with the default and 64 KiB splits, one file
-//! deduplicated per key at parallelism 1, 2 and 4, and one ranked per tumbling window at
-//! parallelism 1, 2 and 4 and with 16 KiB splits, equal references computed here by reading
+//! Interval joins, first-row deduplication, window Top-N and OVER aggregations give one answer
+//! whatever the parallelism or the split size: two files with late and out-of-order rows,
+//! joined inner and left outer at parallelism 1, 2 and 4 and with the default and 64 KiB
+//! splits, one file deduplicated per key at parallelism 1, 2 and 4, one ranked per tumbling
+//! window and one aggregated over ROWS and RANGE frames, each at parallelism 1, 2 and 4 and with
+//! 16 KiB splits, equal references computed here by reading
 //! each file from its first row to its last (a row is late when it is at or behind its own
 //! file's watermark before it, or for a window, when the watermark before it had reached the
 //! window's last millisecond; a late row joins, counts or ranks nothing).
@@ -299,5 +300,83 @@ async fn window_top_n_equals_a_sequential_reference_at_every_parallelism_and_spl
         assert_eq!(dropped, late as u64, "late rows, {what}");
         let got = format_rows(&read_parquet_dir(&output.path().join("ranked")));
         assert!(got == expected, "the ranking differs, {what}");
+    }
+}
+
+/// The OVER reference: per `k`, in time order among the rows not late, the sum of `v` over the
+/// row and the two before it, and the largest `v` of the rows at most `range` older: `(k, ts,
+/// v, sum, max)` sorted, as the sink formats them.
+fn over(rows: &[Row], ooo: i64, range: i64) -> Vec<String> {
+    let (kept, _) = on_time_by(rows, ooo);
+    let mut by_key: std::collections::BTreeMap<i64, Vec<Row>> = Default::default();
+    for row in kept {
+        by_key.entry(row.0).or_default().push(row);
+    }
+    let mut out = Vec::new();
+    for (k, mut rows) in by_key {
+        rows.sort_by_key(|r| r.2);
+        for (i, &(_, v, ts)) in rows.iter().enumerate() {
+            let sum: i64 = rows[i.saturating_sub(2)..=i].iter().map(|r| r.1).sum();
+            let max = rows[..=i]
+                .iter()
+                .filter(|r| r.2 >= ts - range)
+                .map(|r| r.1)
+                .max()
+                .unwrap_or(v);
+            out.push(format!("{k} | {ts} | {v} | {sum} | {max}"));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn over_aggregates_equal_a_sequential_reference_at_every_parallelism_and_split_size() {
+    let input = tempfile::tempdir().expect("tempdir");
+    // Distinct times, so the order of the rows within a key is plain; half the rows keep the
+    // test quick in a debug build (every row advances the watermark and fires on its own).
+    let mut orders = rows(13);
+    orders.truncate(ROWS / 2);
+    for (i, row) in orders.iter_mut().enumerate() {
+        row.2 = row.2 * 10_000 + i as i64;
+    }
+    std::fs::write(input.path().join("orders.csv"), csv(&orders)).expect("write");
+    // The times are scaled by 10,000, and so are the watermark's delay and the range (1 s).
+    let expected = over(&orders, 10_000 * OOO_MS, 10_000 * 1_000);
+    let late = orders.len() - expected.len();
+    assert!(late > 100, "the file has late rows ({late})");
+    for (parallelism, split) in [(1, ""), (2, ""), (4, ""), (2, ", 'split-size' = '16384'")] {
+        let output = tempfile::tempdir().expect("tempdir");
+        let sql = format!(
+            "SET 'parallelism' = '{parallelism}';\n\
+             CREATE TABLE orders (k BIGINT, v BIGINT, ts BIGINT,\n\
+               WATERMARK FOR ts AS ts - INTERVAL '10000' SECOND)\n\
+             WITH ('connector' = 'filesystem', 'path' = '{}/orders.csv', 'format' = 'csv',\n\
+               'batch-size' = '500', 'watermark.interval' = '1'{split});\n\
+             CREATE TABLE aggregated (k BIGINT, ts BIGINT, v BIGINT, s BIGINT, m BIGINT)\n\
+             WITH ('connector' = 'filesystem', 'path' = '{}/aggregated', 'format' = 'parquet');\n\
+             INSERT INTO aggregated SELECT k, ts, v,\n\
+               SUM(v) OVER (PARTITION BY k ORDER BY ts ROWS BETWEEN 2 PRECEDING AND CURRENT ROW),\n\
+               MAX(v) OVER (PARTITION BY k ORDER BY ts\n\
+                            RANGE BETWEEN 10000000 PRECEDING AND CURRENT ROW)\n\
+             FROM orders;\n",
+            input.path().display(),
+            output.path().display()
+        );
+        let engine = Engine::new();
+        let compiled = engine
+            .compile_sql(&sql, "over.sql")
+            .await
+            .expect("compiles");
+        let summary = engine
+            .run(&compiled.spec, Some("over.sql"))
+            .await
+            .expect("runs");
+        let what = format!("parallelism {parallelism}, split {split:?}");
+        // Each of the two stacked OVER operators drops the late rows.
+        let dropped: u64 = summary.metrics.operators.iter().map(|o| o.dropped).sum();
+        assert_eq!(dropped, late as u64, "late rows, {what}");
+        let got = format_rows(&read_parquet_dir(&output.path().join("aggregated")));
+        assert!(got == expected, "the aggregates differ, {what}");
     }
 }

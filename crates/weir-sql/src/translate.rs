@@ -55,22 +55,34 @@ struct Stream {
 struct Bounds {
     start: String,
     end: String,
+    /// `window_time` (`window_end - 1 ms`), where the stream has it (after a window TVF).
+    time: Option<String>,
 }
 
 impl Bounds {
-    /// The bounds a window table function or a window aggregation emits.
-    fn emitted() -> Self {
+    /// The bounds a window aggregation emits.
+    fn aggregated() -> Self {
         Self {
             start: "window_start".to_owned(),
             end: "window_end".to_owned(),
+            time: None,
         }
     }
 
-    /// The bounds under new names, `None` when `rename` loses either of them.
+    /// The bounds a window table function emits.
+    fn assigned() -> Self {
+        Self {
+            time: Some("window_time".to_owned()),
+            ..Self::aggregated()
+        }
+    }
+
+    /// The bounds under new names, `None` when `rename` loses the start or the end.
     fn renamed(&self, rename: impl Fn(&str) -> Option<String>) -> Option<Self> {
         Some(Self {
             start: rename(&self.start)?,
             end: rename(&self.end)?,
+            time: self.time.as_deref().and_then(&rename),
         })
     }
 }
@@ -820,7 +832,7 @@ impl<'a> Translator<'a> {
             marker: self.settings.late_policy.as_deref() == Some("update"),
             scan: None,
             rowtime: None,
-            window: Some(Bounds::emitted()),
+            window: Some(Bounds::aggregated()),
         })
     }
 

@@ -1,5 +1,7 @@
 //! `a JOIN b ON a.k = b.k AND b.ts BETWEEN a.ts - INTERVAL ... AND a.ts + INTERVAL ...`:
-//! an interval join of two streams, as Flink plans it.
+//! an interval join of two streams, as Flink plans it; and a window join, two window TVFs (or
+//! window aggregations) joined on `window_start`, `window_end` and keys, which is an interval
+//! join with bounds 0 on the window's time.
 //!
 //! DataFusion gives the equi-keys as the join's `on` pairs and everything else as its filter.
 //! The filter's conjuncts that compare the two sides' time attributes, each maybe shifted by an
@@ -92,46 +94,79 @@ impl Translator<'_> {
                 "join streams on equal keys (a.k = b.k) and a time bound",
             ));
         }
-        // Time bounds and the residual condition.
-        let (Some(left_time), Some(right_time)) = (left.rowtime.clone(), right.rowtime.clone())
-        else {
-            return Err(self.unsupported_at(
-                "JOIN",
-                "a join of streams without time attributes",
-                "join tables that declare a WATERMARK, bounding their times against each other",
-            ));
+        // A window join: both sides windowed, their bounds among the equi-keys. Rows of one
+        // window share their window time (or end), so it is an interval join with bounds 0 on
+        // it, keyed by the window and the keys, and a row is late once its window has ended.
+        let window_times = match (&left.window, &right.window) {
+            (Some(l), Some(r))
+                if [(&l.start, &r.start), (&l.end, &r.end)]
+                    .iter()
+                    .all(|(a, b)| {
+                        left_keys
+                            .iter()
+                            .zip(&right_keys)
+                            .any(|(x, y)| x == *a && y == *b)
+                    }) =>
+            {
+                Some((
+                    l.time.clone().unwrap_or_else(|| l.end.clone()),
+                    r.time.clone().unwrap_or_else(|| r.end.clone()),
+                ))
+            }
+            _ => None,
         };
         let mut lower: Option<i64> = None;
         let mut upper: Option<i64> = None;
         let mut residual: Vec<Expr> = Vec::new();
-        if let Some(filter) = &join.filter {
-            for conjunct in split_conjunction(filter) {
-                let time_of = |e: &Expr| -> Option<(Side, i64)> {
-                    let (column, shift) = shifted_column(e)?;
-                    if let Some(p) = physical(&Expr::Column(column.clone()), left_schema, &left)
-                        && p == left_time
-                        && left_schema.index_of_column(column).is_ok()
-                    {
-                        return Some((Side::Left, shift));
+        let (left_time, right_time) = if let Some((l, r)) = window_times {
+            lower = Some(0);
+            upper = Some(0);
+            if let Some(filter) = &join.filter {
+                residual.extend(split_conjunction(filter).into_iter().cloned());
+            }
+            (l, r)
+        } else {
+            // Time bounds and the residual condition.
+            let (Some(left_time), Some(right_time)) = (left.rowtime.clone(), right.rowtime.clone())
+            else {
+                return Err(self.unsupported_at(
+                    "JOIN",
+                    "a join of streams without time attributes",
+                    "join tables that declare a WATERMARK, bounding their times against each \
+                     other, or join two window TVFs on window_start and window_end",
+                ));
+            };
+            if let Some(filter) = &join.filter {
+                for conjunct in split_conjunction(filter) {
+                    let time_of = |e: &Expr| -> Option<(Side, i64)> {
+                        let (column, shift) = shifted_column(e)?;
+                        if let Some(p) = physical(&Expr::Column(column.clone()), left_schema, &left)
+                            && p == left_time
+                            && left_schema.index_of_column(column).is_ok()
+                        {
+                            return Some((Side::Left, shift));
+                        }
+                        let p = physical(&Expr::Column(column.clone()), right_schema, &right)?;
+                        (p == right_time && right_schema.index_of_column(column).is_ok())
+                            .then_some((Side::Right, shift))
+                    };
+                    match bound(conjunct, time_of) {
+                        Some(Bound::Lower(v)) => lower = Some(lower.map_or(v, |l| l.max(v))),
+                        Some(Bound::Upper(v)) => upper = Some(upper.map_or(v, |u| u.min(v))),
+                        None => residual.push(conjunct.clone()),
                     }
-                    let p = physical(&Expr::Column(column.clone()), right_schema, &right)?;
-                    (p == right_time && right_schema.index_of_column(column).is_ok())
-                        .then_some((Side::Right, shift))
-                };
-                match bound(conjunct, time_of) {
-                    Some(Bound::Lower(v)) => lower = Some(lower.map_or(v, |l| l.max(v))),
-                    Some(Bound::Upper(v)) => upper = Some(upper.map_or(v, |u| u.min(v))),
-                    None => residual.push(conjunct.clone()),
                 }
             }
-        }
+            (left_time, right_time)
+        };
         let (Some(lower), Some(upper)) = (lower, upper) else {
             return Err(self.unsupported_at(
                 "JOIN",
                 "a join of two streams without a time bound on both sides",
                 "an interval join needs a time bound on both sides (b.ts BETWEEN a.ts - \
-                 INTERVAL ... AND a.ts + INTERVAL ...), or a window join; a regular join of \
-                 two unbounded streams needs updating results, which Weir does not have yet",
+                 INTERVAL ... AND a.ts + INTERVAL ...), or a window join (two window TVFs \
+                 joined on window_start and window_end); a regular join of two unbounded \
+                 streams needs updating results, which Weir does not have yet",
             ));
         };
         if !residual.is_empty() && kind != "inner" {
@@ -141,43 +176,37 @@ impl Translator<'_> {
                 "move it to a WHERE after the join, or into a subquery of one side",
             ));
         }
-        // The right side's columns get names of their own where the left has the same.
-        let renamed: Vec<String> = right
-            .columns
+        // Each side reaches the join with its plan's columns and what the join reads (computed
+        // keys, a window time the query does not select) and nothing else, so columns another
+        // query reads from the same source cannot collide; the right side's get names of their
+        // own where the left has the same.
+        let left_physical = unique(left.columns.iter().chain(&left_keys).chain([&left_time]));
+        let expressions = left_physical.iter().map(|c| quote(c)).collect();
+        left.node = self.project(&left.node, expressions);
+        let right_physical = unique(right.columns.iter().chain(&right_keys).chain([&right_time]));
+        let right_names: Vec<String> = right_physical
             .iter()
             .map(|c| {
                 let mut name = c.clone();
-                while left.columns.contains(&name) {
+                while left_physical.contains(&name) {
                     name = format!("{name}_r");
                 }
                 name
             })
             .collect();
-        let right_node = if renamed == right.columns {
-            right.node.clone()
-        } else {
-            let mut expressions: Vec<String> = right
-                .columns
-                .iter()
-                .zip(&renamed)
-                .map(|(from, to)| format!("{} AS {}", quote(from), quote(to)))
-                .collect();
-            // Computed keys are not among the plan's columns: they pass as they are.
-            expressions.extend(
-                right_keys
-                    .iter()
-                    .filter(|k| !right.columns.contains(k))
-                    .map(|k| quote(k)),
-            );
-            self.project(&right.node, expressions)
-        };
+        let expressions: Vec<String> = right_physical
+            .iter()
+            .zip(&right_names)
+            .map(|(from, to)| format!("{} AS {}", quote(from), quote(to)))
+            .collect();
+        let right_node = self.project(&right.node, expressions);
         let rename = |c: &String| {
-            right
-                .columns
+            right_physical
                 .iter()
                 .position(|x| x == c)
-                .map_or_else(|| c.clone(), |i| renamed[i].clone())
+                .map_or_else(|| c.clone(), |i| right_names[i].clone())
         };
+        let renamed: Vec<String> = right.columns.iter().map(rename).collect();
         let right_keys: Vec<String> = right_keys.iter().map(rename).collect();
         let right_time = rename(&right_time);
         let name = self.next_name("interval_join");
@@ -226,6 +255,17 @@ impl Translator<'_> {
         );
         Ok(Stream { node, ..stream })
     }
+}
+
+/// `columns` without repeats, in their order.
+fn unique<'a>(columns: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for c in columns {
+        if !out.contains(c) {
+            out.push(c.clone());
+        }
+    }
+    out
 }
 
 /// The physical column of `stream` a plan column of `schema` names.

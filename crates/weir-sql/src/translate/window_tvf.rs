@@ -53,7 +53,7 @@ impl Translator<'_> {
             marker: false,
             scan: None,
             rowtime: None,
-            window: Some(Bounds::emitted()),
+            window: Some(Bounds::assigned()),
         })
     }
 }

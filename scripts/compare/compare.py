@@ -57,11 +57,6 @@ QUERIES = {
     "top3": (("csv", "parquet"), (), "window Top-3 auctions by SUM(price) per 10 s tumble"),
 }
 
-# Queries left out of the default --queries (they run when named), with the reason.
-OPTIONAL_QUERIES = {
-    "top3": "Weir has no window Top-N yet (the window_top_n operator): the query fails to compile",
-}
-
 # What the sequential reference (reference.py) computes for each query: the same windows,
 # keys and aggregates as queries/<name>.weir.sql (check_reference_specs() compares the window
 # sizes with the scripts' INTERVALs). Times in milliseconds.
@@ -557,9 +552,8 @@ def parse_args():
     arg = p.add_argument
     arg("--rows", type=int, default=10_000_000, help="bids to generate (default 10,000,000)")
     arg("--runs", type=int, default=3, help="timed runs per engine and case (default 3)")
-    arg("--queries", default=",".join(x for x in QUERIES if x not in OPTIONAL_QUERIES),
-        help=f"comma-separated, of {', '.join(QUERIES)} (default all"
-        + (f" but {', '.join(OPTIONAL_QUERIES)}" if OPTIONAL_QUERIES else "") + ")")
+    arg("--queries", default=",".join(QUERIES),
+        help=f"comma-separated, of {', '.join(QUERIES)} (default all)")
     arg("--formats", default=",".join(FORMATS),
         help="comma-separated, of csv, parquet, json (default all; json runs tumble only "
         "unless --all-formats)")

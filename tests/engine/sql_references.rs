@@ -1,12 +1,13 @@
-//! Interval joins, first-row deduplication, window Top-N and OVER aggregations give one answer
-//! whatever the parallelism or the split size: two files with late and out-of-order rows,
-//! joined inner and left outer at parallelism 1, 2 and 4 and with the default and 64 KiB
-//! splits, one file deduplicated per key at parallelism 1, 2 and 4, one ranked per tumbling
-//! window and one aggregated over ROWS and RANGE frames, each at parallelism 1, 2 and 4 and with
-//! 16 KiB splits, equal references computed here by reading
-//! each file from its first row to its last (a row is late when it is at or behind its own
-//! file's watermark before it, or for a window, when the watermark before it had reached the
-//! window's last millisecond; a late row joins, counts or ranks nothing).
+//! Interval joins, first-row deduplication, window Top-N, OVER aggregations and joins with a
+//! bounded table give one answer whatever the parallelism or the split size. Files with late and
+//! out-of-order rows are joined inner and left outer at parallelism 1, 2 and 4 and with the
+//! default and 64 KiB splits; deduplicated per key at parallelism 1, 2 and 4; ranked per
+//! tumbling window and aggregated over ROWS and RANGE frames, each at parallelism 1, 2 and 4
+//! and with 16 KiB splits; and joined with a dimension file at parallelism 1, 2 and 4. Each
+//! result equals a reference computed here by reading each file from its first row to its last
+//! (a row is late when it is at or behind its own file's watermark before it, or for a window,
+//! when the watermark before it had reached the window's last millisecond; a late row joins,
+//! counts or ranks nothing; the dimension file is read in full before any row is joined).
 
 use crate::support::{Rng, format_rows, read_parquet_dir};
 use std::path::Path;
@@ -378,5 +379,66 @@ async fn over_aggregates_equal_a_sequential_reference_at_every_parallelism_and_s
         assert_eq!(dropped, late as u64, "late rows, {what}");
         let got = format_rows(&read_parquet_dir(&output.path().join("aggregated")));
         assert!(got == expected, "the aggregates differ, {what}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_join_with_a_bounded_table_equals_a_reference_at_every_parallelism() {
+    let input = tempfile::tempdir().expect("tempdir");
+    let orders = rows(17);
+    std::fs::write(input.path().join("orders.csv"), csv(&orders)).expect("write");
+    // A dimension of keys 0 to 19 (the orders' keys run to 24): keys 0 to 4 have two rows.
+    let mut dim = String::from("id,name\n");
+    let mut names: std::collections::BTreeMap<i64, Vec<String>> = Default::default();
+    for id in (0..20).chain(0..5) {
+        let name = format!("n{id}_{}", names.get(&id).map_or(0, Vec::len));
+        dim.push_str(&format!("{id},{name}\n"));
+        names.entry(id).or_default().push(name);
+    }
+    std::fs::write(input.path().join("dim.csv"), dim).expect("write");
+    let mut expected = Vec::new();
+    for &(k, v, ts) in &orders {
+        match names.get(&k) {
+            Some(list) => {
+                for name in list {
+                    expected.push(format!("{k} | {v} | {ts} | {name}"));
+                }
+            }
+            None => expected.push(format!("{k} | {v} | {ts} | NULL")),
+        }
+    }
+    expected.sort();
+    for parallelism in [1, 2, 4] {
+        let output = tempfile::tempdir().expect("tempdir");
+        let sql = format!(
+            "SET 'parallelism' = '{parallelism}';\n\
+             CREATE TABLE orders (k BIGINT, v BIGINT, ts BIGINT,\n\
+               WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)\n\
+             WITH ('connector' = 'filesystem', 'path' = '{0}/orders.csv', 'format' = 'csv',\n\
+               'batch-size' = '500', 'watermark.interval' = '1');\n\
+             CREATE TABLE dim (id BIGINT, name STRING)\n\
+             WITH ('connector' = 'filesystem', 'path' = '{0}/dim.csv', 'format' = 'csv',\n\
+               'batch-size' = '3');\n\
+             CREATE TABLE enriched (k BIGINT, v BIGINT, ts BIGINT, name STRING)\n\
+             WITH ('connector' = 'filesystem', 'path' = '{1}/enriched', 'format' = 'parquet');\n\
+             INSERT INTO enriched SELECT o.k, o.v, o.ts, d.name\n\
+               FROM orders o LEFT JOIN dim d ON o.k = d.id;\n",
+            input.path().display(),
+            output.path().display()
+        );
+        let engine = Engine::new();
+        let compiled = engine
+            .compile_sql(&sql, "enrich.sql")
+            .await
+            .expect("compiles");
+        engine
+            .run(&compiled.spec, Some("enrich.sql"))
+            .await
+            .expect("runs");
+        let got = format_rows(&read_parquet_dir(&output.path().join("enriched")));
+        assert!(
+            got == expected,
+            "the enrichment differs at parallelism {parallelism}"
+        );
     }
 }

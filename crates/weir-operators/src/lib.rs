@@ -7,6 +7,8 @@
 //!   keys and event times within bounds of each other, inner or outer.
 //! - [`over::OverFactory`] (`over_aggregate`): aggregates over each row's preceding rows of its
 //!   partition in event-time order (SQL's `OVER` windows).
+//! - [`table_join::TableJoinFactory`] (`table_join`): a stream joined on keys with a bounded
+//!   table read in full first.
 //! - [`dedup::DedupFactory`] (`dedup_first`): the first row of each key in event-time order.
 //! - [`window_tvf::WindowTvfFactory`] (`window_tvf`): each row once per tumbling, sliding or
 //!   cumulating window it belongs to, with the window's bounds.
@@ -44,6 +46,7 @@ mod project;
 mod shard_progress;
 mod source_columns;
 mod source_prune;
+pub mod table_join;
 mod union;
 pub mod window;
 pub mod window_top_n;

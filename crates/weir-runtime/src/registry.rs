@@ -90,6 +90,10 @@ impl Registry {
             "interval_join",
             Arc::new(weir_operators::interval_join::IntervalJoinFactory),
         );
+        r.register_operator(
+            "table_join",
+            Arc::new(weir_operators::table_join::TableJoinFactory),
+        );
         r
     }
 

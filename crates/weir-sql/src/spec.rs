@@ -703,6 +703,23 @@ impl JobBuilder {
         }));
     }
 
+    /// Whether reading table `table` ends: a file, a `datagen` table with a number of rows, a
+    /// Kafka table with a `scan.bounded.mode`.
+    pub(crate) fn bounded(&self, table: &str) -> bool {
+        let Some(t) = self.tables.get(table) else {
+            return false;
+        };
+        let def = &t.def;
+        match option(def, "connector") {
+            Some("filesystem" | "file") => true,
+            Some("datagen") => option(def, "number-of-rows")
+                .or(option(def, "rows"))
+                .is_some(),
+            Some("kafka") => option(def, "scan.bounded.mode").is_some_and(|m| m != "unbounded"),
+            _ => false,
+        }
+    }
+
     /// The event-time column of table `table` (its `WATERMARK FOR` column), if it has one.
     pub(crate) fn rowtime(&self, table: &str) -> Option<String> {
         let def = &self.tables.get(table)?.def;

@@ -11,9 +11,13 @@
 
 use super::{Stream, Translator, quote, unalias};
 use crate::error::Result;
+use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, ScalarValue};
+use datafusion::datasource::source_as_provider;
 use datafusion::logical_expr::utils::split_conjunction;
-use datafusion::logical_expr::{BinaryExpr, Expr, ExprSchemable, Join, JoinType, Operator};
+use datafusion::logical_expr::{
+    BinaryExpr, Expr, ExprSchemable, Join, JoinType, LogicalPlan, Operator,
+};
 
 /// Which side of the join a time attribute belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,24 +122,14 @@ impl Translator<'_> {
         let mut lower: Option<i64> = None;
         let mut upper: Option<i64> = None;
         let mut residual: Vec<Expr> = Vec::new();
-        let (left_time, right_time) = if let Some((l, r)) = window_times {
+        let times = if let Some((l, r)) = window_times {
             lower = Some(0);
             upper = Some(0);
-            if let Some(filter) = &join.filter {
-                residual.extend(split_conjunction(filter).into_iter().cloned());
-            }
-            (l, r)
-        } else {
+            Some((l, r))
+        } else if let (Some(left_time), Some(right_time)) =
+            (left.rowtime.clone(), right.rowtime.clone())
+        {
             // Time bounds and the residual condition.
-            let (Some(left_time), Some(right_time)) = (left.rowtime.clone(), right.rowtime.clone())
-            else {
-                return Err(self.unsupported_at(
-                    "JOIN",
-                    "a join of streams without time attributes",
-                    "join tables that declare a WATERMARK, bounding their times against each \
-                     other, or join two window TVFs on window_start and window_end",
-                ));
-            };
             if let Some(filter) = &join.filter {
                 for conjunct in split_conjunction(filter) {
                     let time_of = |e: &Expr| -> Option<(Side, i64)> {
@@ -157,17 +151,58 @@ impl Translator<'_> {
                     }
                 }
             }
-            (left_time, right_time)
+            Some((left_time, right_time))
+        } else {
+            None
         };
-        let (Some(lower), Some(upper)) = (lower, upper) else {
-            return Err(self.unsupported_at(
-                "JOIN",
-                "a join of two streams without a time bound on both sides",
-                "an interval join needs a time bound on both sides (b.ts BETWEEN a.ts - \
-                 INTERVAL ... AND a.ts + INTERVAL ...), or a window join (two window TVFs \
-                 joined on window_start and window_end); a regular join of two unbounded \
-                 streams needs updating results, which Weir does not have yet",
-            ));
+        let how = match (times, lower, upper) {
+            (Some((left_time, right_time)), Some(lower), Some(upper)) => How::Interval {
+                left_time,
+                right_time,
+                lower,
+                upper,
+            },
+            _ if self.is_bounded(&join.right) || self.is_bounded(&join.left) => {
+                // A bounded table, read in full first: every condition but the keys is a
+                // filter after the join. The table's unmatched rows are never final while the
+                // stream goes on, so it is a side that is not padded; of two bounded sides, the
+                // right one unless the join keeps its unmatched rows.
+                residual = join
+                    .filter
+                    .as_ref()
+                    .map(|f| split_conjunction(f).into_iter().cloned().collect())
+                    .unwrap_or_default();
+                let bounded = [self.is_bounded(&join.left), self.is_bounded(&join.right)];
+                let table = match kind {
+                    "inner" if bounded[1] => 1,
+                    "inner" | "right" if bounded[0] => 0,
+                    "left" if bounded[1] => 1,
+                    _ => {
+                        return Err(self.unsupported_at(
+                            "JOIN",
+                            "an outer join that keeps a bounded table's unmatched rows",
+                            "a table row without a match so far may match a stream row still \
+                             to come; keep the stream's unmatched rows (the stream's side \
+                             outer) or join INNER",
+                        ));
+                    }
+                };
+                How::Table {
+                    stream: 1 - table,
+                    outer: kind != "inner",
+                }
+            }
+            _ => {
+                return Err(self.unsupported_at(
+                    "JOIN",
+                    "a join of two streams without a time bound on both sides",
+                    "an interval join needs a time bound on both sides (b.ts BETWEEN a.ts - \
+                     INTERVAL ... AND a.ts + INTERVAL ...) on tables that declare a WATERMARK, \
+                     or a window join (two window TVFs joined on window_start and window_end), \
+                     or one side a bounded table (a file); a regular join of two unbounded \
+                     streams needs updating results, which Weir does not have yet",
+                ));
+            }
         };
         if !residual.is_empty() && kind != "inner" {
             return Err(self.unsupported_at(
@@ -180,10 +215,18 @@ impl Translator<'_> {
         // keys, a window time the query does not select) and nothing else, so columns another
         // query reads from the same source cannot collide; the right side's get names of their
         // own where the left has the same.
-        let left_physical = unique(left.columns.iter().chain(&left_keys).chain([&left_time]));
+        let (left_time, right_time) = match &how {
+            How::Interval {
+                left_time,
+                right_time,
+                ..
+            } => (Some(left_time), Some(right_time)),
+            How::Table { .. } => (None, None),
+        };
+        let left_physical = unique(left.columns.iter().chain(&left_keys).chain(left_time));
         let expressions = left_physical.iter().map(|c| quote(c)).collect();
         left.node = self.project(&left.node, expressions);
-        let right_physical = unique(right.columns.iter().chain(&right_keys).chain([&right_time]));
+        let right_physical = unique(right.columns.iter().chain(&right_keys).chain(right_time));
         let right_names: Vec<String> = right_physical
             .iter()
             .map(|c| {
@@ -208,25 +251,53 @@ impl Translator<'_> {
         };
         let renamed: Vec<String> = right.columns.iter().map(rename).collect();
         let right_keys: Vec<String> = right_keys.iter().map(rename).collect();
-        let right_time = rename(&right_time);
-        let name = self.next_name("interval_join");
-        self.job.operator_of_inputs(
-            &name,
-            "interval_join",
-            &[
-                (left.node.clone(), left_keys.clone()),
-                (right_node, right_keys.clone()),
-            ],
-            serde_json::json!({
-                "join": kind,
-                "left_keys": left_keys,
-                "right_keys": right_keys,
-                "left_time": left_time,
-                "right_time": right_time,
-                "lower": lower,
-                "upper": upper,
-            }),
-        );
+        let name = match how {
+            How::Interval {
+                left_time,
+                right_time,
+                lower,
+                upper,
+            } => {
+                let name = self.next_name("interval_join");
+                self.job.operator_of_inputs(
+                    &name,
+                    "interval_join",
+                    &[
+                        (left.node.clone(), left_keys.clone()),
+                        (right_node, right_keys.clone()),
+                    ],
+                    serde_json::json!({
+                        "join": kind,
+                        "left_keys": left_keys,
+                        "right_keys": right_keys,
+                        "left_time": left_time,
+                        "right_time": rename(&right_time),
+                        "lower": lower,
+                        "upper": upper,
+                    }),
+                );
+                name
+            }
+            How::Table { stream, outer } => {
+                let name = self.next_name("table_join");
+                let mut inputs = [
+                    (left.node.clone(), left_keys.clone()),
+                    (right_node, right_keys.clone()),
+                ];
+                if stream == 1 {
+                    inputs.swap(0, 1);
+                }
+                let [(_, stream_keys), (_, table_keys)] = &inputs;
+                let options = serde_json::json!({
+                    "join": if outer { "left" } else { "inner" },
+                    "stream_keys": stream_keys,
+                    "table_keys": table_keys,
+                });
+                self.job
+                    .operator_of_inputs(&name, "table_join", &inputs, options);
+                name
+            }
+        };
         let mut columns = left.columns.clone();
         columns.extend(renamed);
         let stream = Stream {
@@ -255,6 +326,40 @@ impl Translator<'_> {
         );
         Ok(Stream { node, ..stream })
     }
+}
+
+impl Translator<'_> {
+    /// Whether every table `plan` reads is bounded (and no window TVF is among them).
+    fn is_bounded(&self, plan: &LogicalPlan) -> bool {
+        let mut bounded = true;
+        let _ = plan.apply(|node| {
+            if let LogicalPlan::TableScan(scan) = node {
+                let table = scan.table_name.table();
+                let plain = source_as_provider(&scan.source).is_ok_and(|p| {
+                    (p.as_ref() as &dyn std::any::Any)
+                        .downcast_ref::<crate::tvf::StreamTable>()
+                        .is_some()
+                });
+                bounded &= plain && self.job.bounded(table);
+            }
+            Ok(TreeNodeRecursion::Continue)
+        });
+        bounded
+    }
+}
+
+/// How a join runs.
+enum How {
+    /// An `interval_join` (also a window join) on these time columns and bounds.
+    Interval {
+        left_time: String,
+        right_time: String,
+        lower: i64,
+        upper: i64,
+    },
+    /// A `table_join` of a stream with a bounded table; `stream` is the stream's side (0
+    /// left); `outer` keeps its unmatched rows.
+    Table { stream: usize, outer: bool },
 }
 
 /// `columns` without repeats, in their order.

@@ -305,9 +305,8 @@ impl<'a> Translator<'a> {
                 }
                 if columns.len() == projection.expr.len() {
                     let rowtime = input.rowtime.filter(|r| columns.contains(r));
-                    let window = input
-                        .window
-                        .and_then(|w| w.renamed(|c| columns.iter().find(|k| *k == c).cloned()));
+                    // The physical columns stay as they are, the window's too.
+                    let window = input.window;
                     return Ok(Stream {
                         node: input.node,
                         columns,
@@ -348,6 +347,14 @@ impl<'a> Translator<'a> {
                 }
                 if input.marker {
                     expressions.push(UPDATE_MARKER.to_owned());
+                }
+                // A window time the query does not select rides along, for a window join.
+                if let Some(time) = input.window.as_ref().and_then(|w| w.time.as_ref())
+                    && !passed.iter().any(|(from, _)| from == time)
+                    && !names.contains(time)
+                {
+                    expressions.push(quote(time));
+                    passed.push((time.clone(), time.clone()));
                 }
                 let node = self.project(&input.node, expressions);
                 let window = input.window.and_then(|w| {

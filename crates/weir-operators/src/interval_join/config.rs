@@ -18,6 +18,11 @@ pub enum JoinKind {
     Right,
     /// Also the unmatched rows of both sides.
     Full,
+    /// Each left row that matches a right row, once, with the left's columns only (`EXISTS`).
+    Semi,
+    /// Each left row that matches no right row, once its bound passed, with the left's
+    /// columns only (`NOT EXISTS`).
+    Anti,
 }
 
 impl JoinKind {
@@ -25,8 +30,19 @@ impl JoinKind {
     pub fn pads(self, side: usize) -> bool {
         matches!(
             (self, side),
-            (JoinKind::Left | JoinKind::Full, 0) | (JoinKind::Right | JoinKind::Full, 1)
+            (JoinKind::Left | JoinKind::Full | JoinKind::Anti, 0)
+                | (JoinKind::Right | JoinKind::Full, 1)
         )
+    }
+
+    /// Whether the rows of `side` remember that they matched.
+    pub fn tracks(self, side: usize) -> bool {
+        self.pads(side) || (self == JoinKind::Semi && side == 0)
+    }
+
+    /// Whether the output has the right input's columns (not for semi and anti joins).
+    pub fn emits_right(self) -> bool {
+        !matches!(self, JoinKind::Semi | JoinKind::Anti)
     }
 }
 
@@ -156,8 +172,9 @@ impl IntervalJoinConfig {
             ));
         }
         let mut fields: Vec<Field> = Vec::new();
-        for (side, schema) in [left, right].into_iter().enumerate() {
-            let padded = options.join.pads(1 - side);
+        let sides = if options.join.emits_right() { 2 } else { 1 };
+        for (side, schema) in [left, right].into_iter().take(sides).enumerate() {
+            let padded = options.join.pads(1 - side) && options.join.emits_right();
             for f in schema.fields() {
                 if fields.iter().any(|g| g.name() == f.name()) {
                     return Err(Error::config(
@@ -189,7 +206,7 @@ impl IntervalJoinConfig {
     /// up to two buckets after their bound passed.
     pub fn output_delay(&self, bucket: i64) -> i64 {
         let reach = self.upper.max(-self.lower).max(0);
-        let padding = if self.join == JoinKind::Inner {
+        let padding = if matches!(self.join, JoinKind::Inner | JoinKind::Semi) {
             0
         } else {
             bucket.saturating_mul(2)

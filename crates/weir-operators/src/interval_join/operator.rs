@@ -8,7 +8,7 @@
 //! Identical rows share one entry. `interval_join.watermarks` keeps both inputs' watermarks and
 //! the operator's ([`ShardProgress`]), so a restore judges rows as the run before it did.
 
-use super::config::IntervalJoinConfig;
+use super::config::{IntervalJoinConfig, JoinKind};
 use crate::shard_progress::ShardProgress;
 use arrow::array::{Array, ArrayRef, UInt32Array, new_null_array};
 use arrow::compute::take;
@@ -158,6 +158,9 @@ impl IntervalJoinOperator {
         let mut own_rows: Vec<u32> = Vec::new();
         let mut other_rows: Vec<Vec<u8>> = Vec::new();
         let mut padded: Vec<u32> = Vec::new();
+        // Semi join: left rows (arriving, or matched by an arriving right row) to emit.
+        let mut semi_own: Vec<u32> = Vec::new();
+        let mut semi_rows: Vec<Vec<u8>> = Vec::new();
         let mut dropped = 0_u64;
         for row in 0..rows {
             if times.is_null(row) || times.value(row) <= behind {
@@ -187,15 +190,25 @@ impl IntervalJoinOperator {
                     }
                     let (count, was_matched) = decode_payload(&payload)?;
                     matched = true;
-                    for _ in 0..count {
-                        own_rows.push(row as u32);
-                        other_rows.push(columns.to_vec());
+                    if cfg.join.emits_right() {
+                        for _ in 0..count {
+                            own_rows.push(row as u32);
+                            other_rows.push(columns.to_vec());
+                        }
+                    } else if side == 1 && cfg.join == JoinKind::Semi && !was_matched {
+                        // A left row's first match: it is emitted now, once.
+                        for _ in 0..count {
+                            semi_rows.push(columns.to_vec());
+                        }
                     }
-                    if cfg.join.pads(other) && !was_matched {
+                    if cfg.join.tracks(other) && !was_matched {
                         self.store
                             .put(STATES[other], &sub_key, &encode_payload(count, true))?;
                     }
                 }
+            }
+            if side == 0 && matched && cfg.join == JoinKind::Semi {
+                semi_own.push(row as u32);
             }
             // Kept while a row of the other side still to come may match it.
             let bound = time.saturating_add(if side == 0 { cfg.upper } else { -cfg.lower });
@@ -232,11 +245,20 @@ impl IntervalJoinOperator {
             let own = take_rows(batch.columns(), &padded)?;
             out.emit(self.assemble(side, own, None, padded.len())?);
         }
+        if !semi_own.is_empty() {
+            let own = take_rows(batch.columns(), &semi_own)?;
+            out.emit(self.assemble(0, own, None, semi_own.len())?);
+        }
+        if !semi_rows.is_empty() {
+            let refs: Vec<&[u8]> = semi_rows.iter().map(Vec::as_slice).collect();
+            let own = decode_rows(&self.types[0], &refs).map_err(state_error)?;
+            out.emit(self.assemble(0, own, None, semi_rows.len())?);
+        }
         Ok(())
     }
 
     /// An output batch of `side`'s columns `own` and the other side's `others` (nulls when
-    /// `None`), left columns first.
+    /// `None`), left columns first; the left's alone for semi and anti joins.
     fn assemble(
         &self,
         side: usize,
@@ -244,6 +266,10 @@ impl IntervalJoinOperator {
         others: Option<Vec<ArrayRef>>,
         rows: usize,
     ) -> Result<RecordBatch> {
+        if !self.cfg.join.emits_right() {
+            return RecordBatch::try_new(Arc::clone(&self.cfg.output), own)
+                .map_err(|e| Error::arrow("assembling joined rows", e));
+        }
         let others = others.unwrap_or_else(|| {
             self.types[1 - side]
                 .iter()

@@ -34,11 +34,22 @@ impl Translator<'_> {
             JoinType::Left => "left",
             JoinType::Right => "right",
             JoinType::Full => "full",
+            JoinType::LeftAnti if join.null_aware => {
+                return Err(self.unsupported_at(
+                    "NOT",
+                    "NOT IN over a subquery",
+                    "NOT IN is false for every row once the subquery yields a NULL; write NOT \
+                     EXISTS with the condition inside the subquery",
+                ));
+            }
+            JoinType::LeftSemi => "semi",
+            JoinType::LeftAnti => "anti",
             other => {
                 return Err(self.unsupported_at(
                     "JOIN",
                     &format!("a {other} join"),
-                    "streams are joined INNER, LEFT, RIGHT or FULL OUTER",
+                    "streams are joined INNER, LEFT, RIGHT or FULL OUTER, or filtered by \
+                     EXISTS, NOT EXISTS or IN over another stream",
                 ));
             }
         };
@@ -99,8 +110,8 @@ impl Translator<'_> {
             ));
         }
         // A window join: both sides windowed, their bounds among the equi-keys. Rows of one
-        // window share their window time (or end), so it is an interval join with bounds 0 on
-        // it, keyed by the window and the keys, and a row is late once its window has ended.
+        // window share their window time, so it is an interval join with bounds 0 on it, keyed
+        // by the window and the keys, and a row is late once its window has ended.
         let window_times = match (&left.window, &right.window) {
             (Some(l), Some(r))
                 if [(&l.start, &r.start), (&l.end, &r.end)]
@@ -112,19 +123,23 @@ impl Translator<'_> {
                             .any(|(x, y)| x == *a && y == *b)
                     }) =>
             {
-                Some((
-                    l.time.clone().unwrap_or_else(|| l.end.clone()),
-                    r.time.clone().unwrap_or_else(|| r.end.clone()),
-                ))
+                // Each side's `window_time` (its end - 1 ms) where it still has it, else its
+                // end: the bound on their difference makes up for it.
+                let time = |b: &super::Bounds| match &b.time {
+                    Some(t) => (t.clone(), -1),
+                    None => (b.end.clone(), 0),
+                };
+                let ((lt, lo), (rt, ro)) = (time(l), time(r));
+                Some((lt, rt, ro - lo))
             }
             _ => None,
         };
         let mut lower: Option<i64> = None;
         let mut upper: Option<i64> = None;
         let mut residual: Vec<Expr> = Vec::new();
-        let times = if let Some((l, r)) = window_times {
-            lower = Some(0);
-            upper = Some(0);
+        let times = if let Some((l, r, offset)) = window_times {
+            lower = Some(offset);
+            upper = Some(offset);
             Some((l, r))
         } else if let (Some(left_time), Some(right_time)) =
             (left.rowtime.clone(), right.rowtime.clone())
@@ -174,6 +189,13 @@ impl Translator<'_> {
                     .unwrap_or_default();
                 let bounded = [self.is_bounded(&join.left), self.is_bounded(&join.right)];
                 let table = match kind {
+                    "semi" | "anti" => {
+                        return Err(self.unsupported_at(
+                            "EXISTS",
+                            "a semi or anti join with a bounded table",
+                            "join the table (LEFT JOIN) and filter on its key being NULL or not",
+                        ));
+                    }
                     "inner" if bounded[1] => 1,
                     "inner" | "right" if bounded[0] => 0,
                     "left" if bounded[1] => 1,
@@ -299,7 +321,9 @@ impl Translator<'_> {
             }
         };
         let mut columns = left.columns.clone();
-        columns.extend(renamed);
+        if !matches!(kind, "semi" | "anti") {
+            columns.extend(renamed);
+        }
         let stream = Stream {
             node: name,
             columns,

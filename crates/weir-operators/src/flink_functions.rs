@@ -11,9 +11,12 @@ use datafusion::logical_expr::{
 };
 use std::sync::Arc;
 
-/// Every function of this module, ready to register.
+/// Every function of this module and of `flink_formats` (`TO_TIMESTAMP`, `DATE_FORMAT` and
+/// `UNIX_TIMESTAMP` reading Java formats), ready to register.
 pub fn flink_functions() -> Vec<Arc<ScalarUDF>> {
-    vec![Arc::new(ScalarUDF::new_from_impl(ToTimestampLtz::new()))]
+    let mut all = vec![Arc::new(ScalarUDF::new_from_impl(ToTimestampLtz::new()))];
+    all.extend(crate::flink_formats::format_functions());
+    all
 }
 
 /// The time zone of a `TIMESTAMP_LTZ` value (an instant): Arrow's UTC timestamps.

@@ -37,6 +37,7 @@ pub mod dedup;
 pub mod event_time;
 mod expr;
 mod filter;
+mod flink_formats;
 mod flink_functions;
 pub mod interval_join;
 mod mapped_source;

@@ -12,7 +12,7 @@
 //! State layout: `table_join.table` and `table_join.waiting` are map states, key = the join
 //! key (row codec), sub-key = the row (row codec), payload = how many such rows arrived
 //! (`u32`, little endian); `table_join.progress` says whether the table has ended
-//! ([`ShardProgress`]), so a restore does not wait for a table that was read before.
+//! (kept per owned state shard), so a restore does not wait for a table that was read before.
 
 use crate::shard_progress::ShardProgress;
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array, new_null_array};

@@ -6,7 +6,7 @@
 //! Rows wait in keyed state (a map per partition key and time) until the watermark passes them;
 //! then each partition's rows are taken in time order (rows of one time in the order of their
 //! encoded row, so the result does not depend on arrival order) and folded with the partition's
-//! history ([`frame::History`]). Rows at or behind the watermark (or their split's) are late:
+//! history. Rows at or behind the watermark (or their split's) are late:
 //! dropped and counted, as Flink drops them.
 
 mod frame;

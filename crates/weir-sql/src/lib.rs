@@ -33,7 +33,7 @@ pub use script::script_text;
 
 use crate::script::Statement;
 use crate::spec::{JobBuilder, Settings, Table};
-use crate::tvf::{KINDS, Schemas, StreamTable, WindowTvf, function_name};
+use crate::tvf::{KINDS, Schemas, StreamTable, TvfInput, WindowTvf, function_name};
 use arrow::datatypes::{Field, Schema};
 use datafusion::catalog::{
     CatalogProvider, CatalogProviderList, MemoryCatalogProvider, MemoryCatalogProviderList,
@@ -163,12 +163,12 @@ impl SqlCompiler {
         for stmt in &statements {
             match stmt.leading_keyword() {
                 Some(Keyword::CREATE) if view::is_create_view(stmt) => {
-                    let name = view::create_view(&ctx, stmt, |name| {
+                    let (name, input) = view::create_view(&ctx, stmt, |name| {
                         job.tables.contains_key(name) || views.iter().any(|v| v == name)
                     })
                     .await?;
                     if let Ok(mut map) = schemas.write() {
-                        map.insert(name.clone(), None);
+                        map.insert(name.clone(), input);
                     }
                     views.push(name);
                 }
@@ -201,7 +201,7 @@ impl SqlCompiler {
                     )
                     .map_err(|e| stmt.here.invalid(e.to_string()))?;
                     if let Ok(mut map) = schemas.write() {
-                        map.insert(name.clone(), Some(Arc::clone(&table.schema)));
+                        map.insert(name.clone(), TvfInput::Table(Arc::clone(&table.schema)));
                     }
                     job.tables.insert(name, table);
                 }

@@ -632,19 +632,6 @@ impl JobBuilder {
             .collect())
     }
 
-    /// The type of a column of a declared table.
-    pub(crate) fn column_type(
-        &self,
-        table: &str,
-        column: &str,
-    ) -> Option<arrow::datatypes::DataType> {
-        let t = self.tables.get(table)?;
-        t.schema
-            .field_with_name(column)
-            .ok()
-            .map(|f| f.data_type().clone())
-    }
-
     /// A sink node writing `input` to `table`.
     pub(crate) fn sink(&mut self, name: &str, table: &str, input: &str, here: &Here) -> Result<()> {
         let t = self

@@ -23,6 +23,7 @@ use std::any::Any;
 mod join;
 mod over;
 mod rank;
+mod window_input;
 mod window_tvf;
 
 /// The window operator's update marker column (late policy `update`).
@@ -42,9 +43,11 @@ struct Stream {
     /// The table scan ([`JobBuilder::scan`]) whose rows these are, unchanged but maybe
     /// filtered: a filter on them tells the source what it may skip.
     scan: Option<usize>,
-    /// The physical column that is the rows' time attribute (their table's `WATERMARK FOR`
-    /// column, carried through filters and projections that keep it).
-    rowtime: Option<String>,
+    /// The physical columns that are the rows' time attributes: their table's `WATERMARK FOR`
+    /// column, the `window_time` a window aggregation grouped by, both times of an interval
+    /// join; carried through filters and projections that keep them. No row of the stream is
+    /// behind the watermark in them, so a window or an interval join can follow.
+    rowtimes: Vec<String>,
     /// The physical columns that hold the rows' window bounds (after a window table function
     /// or a window aggregation, carried through filters and projections that keep both).
     window: Option<Bounds>,
@@ -206,7 +209,7 @@ impl<'a> Translator<'a> {
             columns: sink_columns,
             marker: false,
             scan: None,
-            rowtime: None,
+            rowtimes: Vec::new(),
             window: None,
         };
         let name = self.next_name(&format!("{table}_sink"));
@@ -240,13 +243,13 @@ impl<'a> Translator<'a> {
                 };
                 self.job.reads(&table, columns.iter().cloned());
                 let scan = self.job.scan(&table);
-                let rowtime = self.job.rowtime(&table);
+                let rowtimes = self.job.rowtime(&table).into_iter().collect();
                 Ok(Stream {
                     node,
                     columns,
                     marker: false,
                     scan: Some(scan),
-                    rowtime,
+                    rowtimes,
                     window: None,
                 })
             }
@@ -283,7 +286,7 @@ impl<'a> Translator<'a> {
                     columns: input.columns,
                     marker: input.marker,
                     scan: input.scan,
-                    rowtime: input.rowtime,
+                    rowtimes: input.rowtimes,
                     window: input.window,
                 })
             }
@@ -304,7 +307,8 @@ impl<'a> Translator<'a> {
                     }
                 }
                 if columns.len() == projection.expr.len() {
-                    let rowtime = input.rowtime.filter(|r| columns.contains(r));
+                    let mut rowtimes = input.rowtimes;
+                    rowtimes.retain(|r| columns.contains(r));
                     // The physical columns stay as they are, the window's too.
                     let window = input.window;
                     return Ok(Stream {
@@ -312,13 +316,13 @@ impl<'a> Translator<'a> {
                         columns,
                         marker: input.marker,
                         scan: input.scan,
-                        rowtime,
+                        rowtimes,
                         window,
                     });
                 }
                 let mut expressions = Vec::with_capacity(projection.expr.len());
                 let mut names = Vec::with_capacity(projection.expr.len());
-                let mut rowtime = None;
+                let mut rowtimes: Vec<String> = Vec::new();
                 // Input columns passed on unchanged, by their new names.
                 let mut passed: Vec<(String, String)> = Vec::new();
                 for (i, (e, field)) in projection
@@ -338,8 +342,10 @@ impl<'a> Translator<'a> {
                     if let Expr::Column(c) = unalias(e)
                         && let Ok(i) = in_schema.index_of_column(c)
                     {
-                        if input.rowtime.as_ref() == input.columns.get(i) && rowtime.is_none() {
-                            rowtime = Some(name.clone());
+                        if input.rowtimes.contains(&input.columns[i])
+                            && !passed.iter().any(|(from, _)| *from == input.columns[i])
+                        {
+                            rowtimes.push(name.clone());
                         }
                         passed.push((input.columns[i].clone(), name.clone()));
                     }
@@ -370,7 +376,7 @@ impl<'a> Translator<'a> {
                     columns: names,
                     marker: input.marker,
                     scan: None,
-                    rowtime,
+                    rowtimes,
                     window,
                 })
             }
@@ -407,7 +413,7 @@ impl<'a> Translator<'a> {
                     columns: names,
                     marker: false,
                     scan: None,
-                    rowtime: None,
+                    rowtimes: Vec::new(),
                     window: None,
                 })
             }
@@ -481,49 +487,43 @@ impl<'a> Translator<'a> {
                         .map_err(|e| self.here().invalid(e.to_string()))?;
                     let any = provider.as_ref() as &dyn Any;
                     match any.downcast_ref::<WindowTvfTable>() {
-                        Some(t) => break (scan, provider.clone(), t.table.clone()),
+                        Some(_) => break (scan, provider.clone()),
                         None => return Err(self.non_windowed()),
                     }
                 }
                 _ => return Err(self.non_windowed()),
             }
         };
-        let (scan, provider, table) = tvf;
+        let (scan, provider) = tvf;
         let any = provider.as_ref() as &dyn Any;
         let Some(tvf_table) = any.downcast_ref::<WindowTvfTable>() else {
             return Err(self.non_windowed());
         };
-        // The TVF's columns: the table's, then the (not yet existing) window bounds.
-        let source = self.job.source(&table, self.here())?;
-        let schema = provider.schema();
-        // The TVF table is the input's columns followed by the three window columns.
-        let first_virtual = schema.fields().len().saturating_sub(3);
-        let all: Vec<String> = schema
-            .fields()
-            .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                if i >= first_virtual {
-                    format!("{VIRTUAL}{}", f.name())
-                } else {
-                    f.name().clone()
-                }
-            })
+        let input = self.window_input(tvf_table)?;
+        // The TVF's columns: the input's, then the (not yet existing) window bounds.
+        let all: Vec<String> = input
+            .names()
+            .cloned()
+            .chain(["window_start", "window_end", "window_time"].map(|c| format!("{VIRTUAL}{c}")))
             .collect();
-        let columns = match &scan.projection {
+        let columns: Vec<String> = match &scan.projection {
             Some(indices) => indices.iter().map(|&i| all[i].clone()).collect(),
             None => all,
         };
-        // The table's columns the query reads, and the window's time and partition columns.
-        let read = columns
-            .iter()
-            .filter(|c| !c.starts_with(VIRTUAL))
-            .cloned()
-            .chain([tvf_table.time_column.clone()])
-            .chain(tvf_table.partition_by.iter().cloned());
-        self.job.reads(&table, read.collect::<Vec<_>>());
-        // A scan whose filters stay unknown to the source: nothing of the table is skipped.
-        self.job.scan(&table);
+        if let Some(table) = &input.table {
+            // The table's columns the query reads, and the window's time and partition
+            // columns.
+            let read = columns
+                .iter()
+                .filter(|c| !c.starts_with(VIRTUAL))
+                .cloned()
+                .chain([input.time.clone()])
+                .chain(input.partition_by.iter().cloned());
+            self.job.reads(table, read.collect::<Vec<_>>());
+            // A scan whose filters stay unknown to the source: nothing of the table is skipped.
+            self.job.scan(table);
+        }
+        let source = input.node.clone();
         // Filters and projections between the TVF and the aggregate: filters become filter
         // operators on the table's rows; projections are substituted into the expressions.
         let mut exprs: Vec<Expr> = columns
@@ -535,7 +535,7 @@ impl<'a> Translator<'a> {
             columns,
             marker: false,
             scan: None,
-            rowtime: None,
+            rowtimes: Vec::new(),
             window: None,
         };
         for node in chain.iter().rev() {
@@ -569,6 +569,7 @@ impl<'a> Translator<'a> {
         // GROUP BY: the window bounds and the keys.
         let mut has_start = false;
         let mut has_end = false;
+        let mut has_time = false;
         let mut keys: Vec<(String, Expr)> = Vec::new();
         let mut out_columns: Vec<String> = Vec::new();
         for (g, field) in agg.group_expr.iter().zip(agg.schema.fields()) {
@@ -593,11 +594,10 @@ impl<'a> Translator<'a> {
                     out_columns.push("window_end".into());
                 }
                 Expr::Column(col) if col.name == format!("{VIRTUAL}window_time") => {
-                    return Err(self.unsupported_at(
-                        "window_time",
-                        "GROUP BY window_time",
-                        "group by window_start and window_end",
-                    ));
+                    // `window_end - 1 ms`: computed after the window, a time attribute of its
+                    // results.
+                    has_time = true;
+                    out_columns.push("window_time".into());
                 }
                 _ => {
                     let name = if is_simple_name(field.name()) {
@@ -617,8 +617,8 @@ impl<'a> Translator<'a> {
                 "GROUP BY window_start, window_end (and keys), as in Flink",
             ));
         }
-        if !tvf_table.partition_by.is_empty() {
-            let mut partition = tvf_table.partition_by.clone();
+        if !input.partition_by.is_empty() {
+            let mut partition = input.partition_by.clone();
             partition.sort();
             let mut key_columns: Vec<String> = keys
                 .iter()
@@ -710,8 +710,7 @@ impl<'a> Translator<'a> {
                     if function == "sum"
                         && let Expr::Cast(cast) = &e
                         && let Expr::Column(c) = cast.expr.as_ref()
-                        && self.job.column_type(&table, &c.name)
-                            == Some(arrow::datatypes::DataType::Float32)
+                        && input.column_type(&c.name) == Some(&arrow::datatypes::DataType::Float32)
                     {
                         e = cast.expr.as_ref().clone();
                     }
@@ -738,21 +737,27 @@ impl<'a> Translator<'a> {
             out_columns.push(alias);
         }
 
+        if aggregates.is_empty() {
+            // Windows of groups alone (`GROUP BY window_start, window_end, k` selecting no
+            // aggregate, or whose aggregates nothing reads): the window counts, and the count
+            // is a physical column no plan column names.
+            aggregates.push(serde_json::json!({ "function": "count", "as": "__weir_rows" }));
+        }
         // A project before the window where keys or arguments are computed; without one, the
         // aggregates read the table's columns directly.
-        let time_column = tvf_table.time_column.clone();
+        let time_column = input.time.clone();
         let plain = |e: &Expr| matches!(e, Expr::Column(c) if !c.name.starts_with(VIRTUAL));
         let needs_project = args.iter().any(|(_, e)| !plain(e))
             || keys
                 .iter()
                 .any(|(name, e)| !plain(e) || column_name(e) != *name);
         let key_names: Vec<String> = keys.iter().map(|(n, _)| n.clone()).collect();
-        let table_columns: Vec<String> = self
-            .job
-            .tables
-            .get(&table)
-            .map(|t| t.schema.fields().iter().map(|f| f.name().clone()).collect())
-            .unwrap_or_default();
+        let mut table_columns: Vec<String> = Vec::new();
+        for c in input.names() {
+            if !table_columns.contains(c) {
+                table_columns.push(c.clone());
+            }
+        }
         let routed = self.settings.late_sink.is_some();
         let mut window_input = table_columns.clone();
         if needs_project {
@@ -771,8 +776,9 @@ impl<'a> Translator<'a> {
                         continue;
                     }
                     return Err(self.here().invalid(format!(
-                        "the computed key `{name}` has the name of a column of `{table}`; \
-                         rename it with AS"
+                        "the computed key `{name}` has the name of a column of `{}`; \
+                         rename it with AS",
+                        tvf_table.table
                     )));
                 }
                 expressions.push(format!("{} AS {}", self.sql_over(e)?, quote(name)));
@@ -833,13 +839,40 @@ impl<'a> Translator<'a> {
         }
         // The window emits keys, window_start, window_end, aggregates; the plan's columns are
         // the GROUP BY items in their order, then the aggregates.
+        let marker = self.settings.late_policy.as_deref() == Some("update");
+        if !has_time {
+            return Ok(Stream {
+                node,
+                columns: out_columns,
+                marker,
+                scan: None,
+                rowtimes: Vec::new(),
+                window: Some(Bounds::aggregated()),
+            });
+        }
+        // A window's results are emitted before the watermark that closed it passes on, so
+        // none is behind the watermark at its `window_time`: a time attribute.
+        let mut expressions: Vec<String> = out_columns
+            .iter()
+            .filter(|c| *c != "window_time")
+            .map(|c| quote(c))
+            .collect();
+        expressions.push("window_end - INTERVAL '1 millisecond' AS window_time".to_owned());
+        if marker {
+            expressions.push(UPDATE_MARKER.to_owned());
+        }
+        let node = self.project(&node, expressions);
         Ok(Stream {
             node,
             columns: out_columns,
-            marker: self.settings.late_policy.as_deref() == Some("update"),
+            marker,
             scan: None,
-            rowtime: None,
-            window: Some(Bounds::aggregated()),
+            rowtimes: if marker {
+                Vec::new()
+            } else {
+                vec!["window_time".to_owned()]
+            },
+            window: Some(Bounds::assigned()),
         })
     }
 

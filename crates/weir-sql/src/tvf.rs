@@ -16,7 +16,7 @@ use async_trait::async_trait;
 use datafusion::catalog::{Session, TableFunctionImpl, TableProvider};
 use datafusion::common::{DataFusionError, ScalarValue, plan_err};
 use datafusion::datasource::TableType;
-use datafusion::logical_expr::Expr;
+use datafusion::logical_expr::{Expr, LogicalPlan};
 use datafusion::physical_plan::ExecutionPlan;
 use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan, Word};
 use std::collections::HashMap;
@@ -30,9 +30,20 @@ pub(crate) fn function_name(kind: &str) -> String {
     format!("__weir_{}", kind.to_ascii_lowercase())
 }
 
-/// The schemas of the declared tables, shared with the table functions; a view's name maps
-/// to `None` (a window TVF reads a table, and says so when given a view).
-pub(crate) type Schemas = Arc<RwLock<HashMap<String, Option<SchemaRef>>>>;
+/// What a window TVF's `TABLE` argument can name.
+#[derive(Debug)]
+pub(crate) enum TvfInput {
+    /// A table declared with `CREATE TABLE`: its schema.
+    Table(SchemaRef),
+    /// A view: its columns, and its optimized plan (or why DataFusion could not optimize it).
+    View {
+        schema: SchemaRef,
+        plan: std::result::Result<Arc<LogicalPlan>, String>,
+    },
+}
+
+/// The declared tables and views by name, shared with the table functions.
+pub(crate) type Schemas = Arc<RwLock<HashMap<String, TvfInput>>>;
 
 /// A table that only has a schema: declared tables are read by the streaming runtime, never
 /// by DataFusion.
@@ -65,8 +76,10 @@ impl TableProvider for StreamTable {
 /// The table of a window TVF call: the input's rows with their window columns.
 #[derive(Debug)]
 pub(crate) struct WindowTvfTable {
-    /// The input table.
+    /// The input table or view.
     pub(crate) table: String,
+    /// The view's optimized plan, when the input is a view.
+    pub(crate) view: Option<Arc<LogicalPlan>>,
     /// The event-time column (`DESCRIPTOR`).
     pub(crate) time_column: String,
     /// `PARTITION BY` columns (sessions).
@@ -171,15 +184,18 @@ impl TableFunctionImpl for WindowTvf {
             .schemas
             .read()
             .map_err(|_| DataFusionError::Internal("table catalog lock poisoned".into()))?;
-        let input = match schemas.get(&table) {
-            Some(Some(input)) => input,
-            Some(None) => {
+        let (input, view) = match schemas.get(&table) {
+            Some(TvfInput::Table(schema)) => (schema, None),
+            Some(TvfInput::View { schema, plan }) => match plan {
+                Ok(plan) => (schema, Some(Arc::clone(plan))),
+                Err(e) => return plan_err!("{kind}: view `{table}`: {e}"),
+            },
+            None => {
                 return plan_err!(
-                    "{kind}: `{table}` is a view; a window TVF reads a table declared with \
-                     CREATE TABLE: write the window inside the view"
+                    "{kind}: no table or view `{table}`; declare it with CREATE TABLE or \
+                     CREATE VIEW"
                 );
             }
-            None => return plan_err!("{kind}: no table `{table}`; declare it with CREATE TABLE"),
         };
         let Ok(time_field) = input.field_with_name(&time_column) else {
             return plan_err!("{kind}: DESCRIPTOR({time_column}): no such column in `{table}`");
@@ -199,13 +215,24 @@ impl TableFunctionImpl for WindowTvf {
             .filter(|s| !s.is_empty())
             .map(str::to_owned)
             .collect();
+        let window_columns = ["window_start", "window_end", "window_time"];
+        if let Some(taken) = window_columns
+            .iter()
+            .find(|c| input.field_with_name(c).is_ok())
+        {
+            return plan_err!(
+                "{kind}: `{table}` has a column `{taken}`, which the window adds: rename it in \
+                 the view (`{taken} AS ...`)"
+            );
+        }
         let mut fields: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
         let ts = DataType::Timestamp(TimeUnit::Millisecond, tz);
-        for name in ["window_start", "window_end", "window_time"] {
+        for name in window_columns {
             fields.push(Field::new(name, ts.clone(), false));
         }
         Ok(Arc::new(WindowTvfTable {
             table,
+            view,
             time_column,
             partition_by,
             window,

@@ -4,16 +4,20 @@
 //! column is an error at the view) and registered in the script's catalog; every `INSERT`
 //! that reads it gets the view's plan inlined and translated with the rest of its query, so a
 //! view read by two `INSERT`s runs its operators once for each. Window table functions may
-//! appear inside a view's query; their `TABLE` argument names a declared table, not a view.
+//! appear inside a view's query, and may read a view (`TUMBLE(TABLE v, DESCRIPTOR(t), ...)`
+//! where `t` is a time attribute of `v`): the view's optimized plan is kept for that.
 
 use crate::error::Result;
 use crate::script::Statement;
+use crate::tvf::TvfInput;
 use crate::{parse_statement, planning_error};
+use datafusion::logical_expr::{DdlStatement, LogicalPlan};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
 use datafusion::sql::sqlparser::ast::Statement as SqlStatement;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::tokenizer::Token;
+use std::sync::Arc;
 
 /// Whether `stmt` is `CREATE [OR REPLACE] [TEMPORARY | TEMP] VIEW ...`.
 pub(crate) fn is_create_view(stmt: &Statement) -> bool {
@@ -31,8 +35,8 @@ pub(crate) fn is_create_view(stmt: &Statement) -> bool {
     false
 }
 
-/// Plans the view of `stmt` and registers it in `ctx`; returns its name. `taken` says whether
-/// a table or view of that name was declared before.
+/// Plans the view of `stmt` and registers it in `ctx`; returns its name and what a window TVF
+/// over it reads. `taken` says whether a table or view of that name was declared before.
 ///
 /// # Errors
 /// A located syntax or planning error; `OR REPLACE` and `MATERIALIZED`, which a job script
@@ -41,7 +45,7 @@ pub(crate) async fn create_view(
     ctx: &SessionContext,
     stmt: &Statement,
     taken: impl Fn(&str) -> bool,
-) -> Result<String> {
+) -> Result<(String, TvfInput)> {
     let here = &stmt.here;
     let tokens = crate::tvf::rewrite(&stmt.tokens, here)?;
     let mut parsed = parse_statement(tokens, here)?;
@@ -83,9 +87,24 @@ pub(crate) async fn create_view(
         .statement_to_plan(DfStatement::Statement(Box::new(parsed)))
         .await
         .map_err(|e| planning_error(stmt, &e.strip_backtrace()))?;
+    let LogicalPlan::Ddl(DdlStatement::CreateView(create)) = &plan else {
+        return Err(here.invalid("expected CREATE [TEMPORARY] VIEW name AS SELECT ..."));
+    };
+    // What a window TVF over the view reads: the query, optimized as an INSERT's is.
+    let schema = Arc::new(create.input.schema().as_arrow().clone());
+    let optimized = state
+        .optimize(&create.input)
+        .map(Arc::new)
+        .map_err(|e| e.strip_backtrace());
     // Registers the view; a view's DDL reads and writes no data.
     ctx.execute_logical_plan(plan)
         .await
         .map_err(|e| planning_error(stmt, &e.strip_backtrace()))?;
-    Ok(name)
+    Ok((
+        name,
+        TvfInput::View {
+            schema,
+            plan: optimized,
+        },
+    ))
 }

@@ -137,36 +137,52 @@ impl Translator<'_> {
         let mut lower: Option<i64> = None;
         let mut upper: Option<i64> = None;
         let mut residual: Vec<Expr> = Vec::new();
+        let window_join = window_times.is_some();
         let times = if let Some((l, r, offset)) = window_times {
             lower = Some(offset);
             upper = Some(offset);
             Some((l, r))
-        } else if let (Some(left_time), Some(right_time)) =
-            (left.rowtime.clone(), right.rowtime.clone())
-        {
-            // Time bounds and the residual condition.
+        } else if !left.rowtimes.is_empty() && !right.rowtimes.is_empty() {
+            // Time bounds and the residual condition. A side may have several time attributes
+            // (a join's output): the first one a bound compares is the side's time, and a
+            // comparison of another one is part of the residual condition.
+            let mut used: [Option<String>; 2] = [None, None];
             if let Some(filter) = &join.filter {
                 for conjunct in split_conjunction(filter) {
-                    let time_of = |e: &Expr| -> Option<(Side, i64)> {
+                    let time_of = |e: &Expr| -> Option<(Side, i64, String)> {
                         let (column, shift) = shifted_column(e)?;
-                        if let Some(p) = physical(&Expr::Column(column.clone()), left_schema, &left)
-                            && p == left_time
-                            && left_schema.index_of_column(column).is_ok()
-                        {
-                            return Some((Side::Left, shift));
+                        for (side, schema, stream) in [
+                            (Side::Left, left_schema, &left),
+                            (Side::Right, right_schema, &right),
+                        ] {
+                            if schema.index_of_column(column).is_err() {
+                                continue;
+                            }
+                            let p = physical(&Expr::Column(column.clone()), schema, stream)?;
+                            let slot = &used[side as usize];
+                            if stream.rowtimes.contains(&p) && slot.as_ref().is_none_or(|u| *u == p)
+                            {
+                                return Some((side, shift, p));
+                            }
                         }
-                        let p = physical(&Expr::Column(column.clone()), right_schema, &right)?;
-                        (p == right_time && right_schema.index_of_column(column).is_ok())
-                            .then_some((Side::Right, shift))
+                        None
                     };
                     match bound(conjunct, time_of) {
-                        Some(Bound::Lower(v)) => lower = Some(lower.map_or(v, |l| l.max(v))),
-                        Some(Bound::Upper(v)) => upper = Some(upper.map_or(v, |u| u.min(v))),
+                        Some((b, [l, r])) => {
+                            used = [Some(l), Some(r)];
+                            match b {
+                                Bound::Lower(v) => lower = Some(lower.map_or(v, |l| l.max(v))),
+                                Bound::Upper(v) => upper = Some(upper.map_or(v, |u| u.min(v))),
+                            }
+                        }
                         None => residual.push(conjunct.clone()),
                     }
                 }
             }
-            Some((left_time, right_time))
+            match used {
+                [Some(l), Some(r)] => Some((l, r)),
+                _ => None,
+            }
         } else {
             None
         };
@@ -273,6 +289,23 @@ impl Translator<'_> {
         };
         let renamed: Vec<String> = right.columns.iter().map(rename).collect();
         let right_keys: Vec<String> = right_keys.iter().map(rename).collect();
+        // An interval join's rows keep both times as time attributes: a pair is emitted
+        // with both at or after the output watermark (the operator holds it back by the
+        // bounds' reach), so a window can follow. A window join's rows are results of their
+        // windows, and a table join's stream rows are not checked against the watermark, so
+        // their output has none (in Flink neither has).
+        let rowtimes: Vec<String> = match &how {
+            How::Interval { .. } if window_join => Vec::new(),
+            How::Interval { .. } if matches!(kind, "semi" | "anti") => {
+                left_time.into_iter().cloned().collect()
+            }
+            How::Interval { .. } => left_time
+                .into_iter()
+                .cloned()
+                .chain(right_time.map(rename))
+                .collect(),
+            How::Table { .. } => Vec::new(),
+        };
         let name = match how {
             How::Interval {
                 left_time,
@@ -329,7 +362,7 @@ impl Translator<'_> {
             columns,
             marker: false,
             scan: None,
-            rowtime: None,
+            rowtimes,
             window: None,
         };
         if residual.is_empty() {
@@ -410,33 +443,38 @@ enum Bound {
     Upper(i64),
 }
 
-/// `conjunct` as a bound on `right.time - left.time`, when it compares the two sides' time
-/// attributes (`time_of` names the side and shift of an operand: a time column plus or minus
-/// an interval).
-fn bound(conjunct: &Expr, time_of: impl Fn(&Expr) -> Option<(Side, i64)>) -> Option<Bound> {
+/// `conjunct` as a bound on `right.time - left.time`, and the physical time columns of the
+/// left and right sides it compares, when it compares the two sides' time attributes
+/// (`time_of` names the side, shift and column of an operand: a time column plus or minus an
+/// interval).
+fn bound(
+    conjunct: &Expr,
+    time_of: impl Fn(&Expr) -> Option<(Side, i64, String)>,
+) -> Option<(Bound, [String; 2])> {
     let Expr::BinaryExpr(BinaryExpr { left, op, right }) = conjunct else {
         return None;
     };
-    let (a_side, a_shift) = time_of(left)?;
-    let (b_side, b_shift) = time_of(right)?;
+    let (a_side, a_shift, a_column) = time_of(left)?;
+    let (b_side, b_shift, b_column) = time_of(right)?;
     if a_side == b_side {
         return None;
     }
     // a + a_shift  op  b + b_shift  <=>  a - b  op  b_shift - a_shift
     let c = b_shift.checked_sub(a_shift)?;
     // As `right - left op' v`: flip when `a` is the left side.
-    let (op, v) = if a_side == Side::Right {
-        (*op, c)
+    let (op, v, columns) = if a_side == Side::Right {
+        (*op, c, [b_column, a_column])
     } else {
-        (flip(*op)?, c.checked_neg()?)
+        (flip(*op)?, c.checked_neg()?, [a_column, b_column])
     };
-    match op {
-        Operator::GtEq => Some(Bound::Lower(v)),
-        Operator::Gt => Some(Bound::Lower(v.checked_add(1)?)),
-        Operator::LtEq => Some(Bound::Upper(v)),
-        Operator::Lt => Some(Bound::Upper(v.checked_sub(1)?)),
-        _ => None,
-    }
+    let bound = match op {
+        Operator::GtEq => Bound::Lower(v),
+        Operator::Gt => Bound::Lower(v.checked_add(1)?),
+        Operator::LtEq => Bound::Upper(v),
+        Operator::Lt => Bound::Upper(v.checked_sub(1)?),
+        _ => return None,
+    };
+    Some((bound, columns))
 }
 
 /// `a op b` as `b op' a`.

@@ -116,7 +116,7 @@ impl Translator<'_> {
                 (partition, order, frame),
                 aggregates,
                 &physical,
-                input.rowtime.as_ref(),
+                &input.rowtimes,
             )?;
         }
         let mut columns = input.columns;
@@ -126,7 +126,7 @@ impl Translator<'_> {
             columns,
             marker: false,
             scan: None,
-            rowtime: input.rowtime,
+            rowtimes: input.rowtimes,
             window: input.window,
         })
     }
@@ -140,7 +140,7 @@ impl Translator<'_> {
         (partition, order, frame): (&[Expr], &[datafusion::logical_expr::SortExpr], &WindowFrame),
         aggregates: Vec<serde_json::Value>,
         physical: &dyn Fn(&Expr) -> Option<String>,
-        rowtime: Option<&String>,
+        rowtimes: &[String],
     ) -> Result<String> {
         let keys = partition
             .iter()
@@ -157,7 +157,7 @@ impl Translator<'_> {
             [sort] if sort.asc => physical(&sort.expr),
             _ => None,
         }
-        .filter(|t| rowtime == Some(t))
+        .filter(|t| rowtimes.contains(t))
         .ok_or_else(|| {
             self.unsupported_at(
                 "ORDER",

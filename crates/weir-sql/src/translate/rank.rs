@@ -166,7 +166,7 @@ impl Translator<'_> {
                 columns,
                 marker: false,
                 scan: None,
-                rowtime: None,
+                rowtimes: Vec::new(),
                 window: Some(bounds),
             });
         }
@@ -192,15 +192,13 @@ impl Translator<'_> {
             }
             _ => None,
         };
-        let time = time
-            .filter(|t| input.rowtime.as_ref() == Some(t))
-            .ok_or_else(|| {
-                self.unsupported_at(
-                    "ORDER",
-                    "ROW_NUMBER() not ordered by the time attribute",
-                    "order by the table's time attribute (its WATERMARK column) ascending",
-                )
-            })?;
+        let time = time.filter(|t| input.rowtimes.contains(t)).ok_or_else(|| {
+            self.unsupported_at(
+                "ORDER",
+                "ROW_NUMBER() not ordered by the time attribute",
+                "order by the table's time attribute (its WATERMARK column) ascending",
+            )
+        })?;
         let node = self.next_name("dedup_first");
         self.job.operator(
             &node,
@@ -216,7 +214,7 @@ impl Translator<'_> {
             columns,
             marker: false,
             scan: None,
-            rowtime: input.rowtime,
+            rowtimes: input.rowtimes,
             window: None,
         })
     }

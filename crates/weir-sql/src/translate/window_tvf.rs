@@ -8,6 +8,9 @@ use crate::error::Result;
 use crate::tvf::WindowTvfTable;
 use datafusion::logical_expr::TableScan;
 
+/// The columns a window table function adds to its input's.
+const WINDOW_COLUMNS: [&str; 3] = ["window_start", "window_end", "window_time"];
+
 impl Translator<'_> {
     /// Translates the scan of a window TVF that no aggregation consumed.
     pub(super) fn window_tvf(&mut self, scan: &TableScan, tvf: &WindowTvfTable) -> Result<Stream> {
@@ -19,40 +22,40 @@ impl Translator<'_> {
                  with GROUP BY window_start, window_end",
             ));
         }
-        let source = self.job.source(&tvf.table, self.here())?;
-        let all: Vec<String> = tvf
-            .schema
-            .fields()
-            .iter()
-            .map(|f| f.name().clone())
+        let input = self.window_input(tvf)?;
+        let all: Vec<String> = input
+            .names()
+            .cloned()
+            .chain(WINDOW_COLUMNS.map(str::to_owned))
             .collect();
-        let first_window = all.len().saturating_sub(3);
         let columns: Vec<String> = match &scan.projection {
             Some(indices) => indices.iter().map(|&i| all[i].clone()).collect(),
             None => all.clone(),
         };
-        let read = all[..first_window]
-            .iter()
-            .filter(|c| columns.contains(c))
-            .cloned()
-            .chain([tvf.time_column.clone()]);
-        self.job.reads(&tvf.table, read.collect::<Vec<_>>());
-        // Nothing of the table is skipped: filters above see the windowed rows.
-        self.job.scan(&tvf.table);
+        if let Some(table) = &input.table {
+            let read = input
+                .names()
+                .filter(|c| columns.contains(c))
+                .cloned()
+                .chain([input.time.clone()]);
+            self.job.reads(table, read.collect::<Vec<_>>());
+            // Nothing of the table is skipped: filters above see the windowed rows.
+            self.job.scan(table);
+        }
         let node = self.next_name("window_tvf");
         self.job.operator(
             &node,
             "window_tvf",
-            &source,
+            &input.node,
             None,
-            serde_json::json!({ "time_column": tvf.time_column, "window": tvf.window }),
+            serde_json::json!({ "time_column": input.time, "window": tvf.window }),
         );
         Ok(Stream {
             node,
             columns,
             marker: false,
             scan: None,
-            rowtime: None,
+            rowtimes: Vec::new(),
             window: Some(Bounds::assigned()),
         })
     }

@@ -9,7 +9,7 @@
 //! Simplification folds constants once, at prepare time. That includes `now()`, which DataFusion
 //! defines as the query start: here that is when the operator was prepared.
 
-use arrow::datatypes::{Field, FieldRef, SchemaRef};
+use arrow::datatypes::{DataType, Field, FieldRef, SchemaRef};
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, DataFusionError};
 use datafusion::execution::FunctionRegistry;
@@ -215,6 +215,41 @@ impl ExprCompiler {
             field,
             has_alias,
         })
+    }
+}
+
+impl ExprCompiler {
+    /// Plans `text`, a boolean condition without an alias, against `input`; errors name the
+    /// option at `path`.
+    ///
+    /// # Errors
+    /// [`Error::Expression`] at `path` for text DataFusion cannot plan, an `AS` alias, or a
+    /// type other than boolean.
+    pub(crate) fn predicate(
+        &self,
+        text: &str,
+        input: &SchemaRef,
+        path: &str,
+    ) -> Result<Arc<dyn PhysicalExpr>, Error> {
+        let compiled = self
+            .compile(text, input)
+            .map_err(|e| expression_error(path, text, datafusion_message(&e)))?;
+        if compiled.has_alias {
+            return Err(expression_error(
+                path,
+                text,
+                "a predicate has no output column; remove the `AS` alias",
+            ));
+        }
+        let data_type = compiled.field.data_type();
+        if data_type != &DataType::Boolean {
+            return Err(expression_error(
+                path,
+                text,
+                format!("the predicate must be boolean, but it has type {data_type}"),
+            ));
+        }
+        Ok(compiled.physical)
     }
 }
 

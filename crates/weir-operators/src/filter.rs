@@ -5,7 +5,7 @@ use super::expr::{
 };
 use arrow::array::{Array, AsArray, BooleanArray};
 use arrow::compute::filter_record_batch;
-use arrow::datatypes::{DataType, SchemaRef};
+use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use datafusion::common::ScalarValue;
 use datafusion::execution::SessionState;
@@ -65,28 +65,10 @@ impl OperatorFactory for FilterFactory {
         let input = single_input("filter", spec.operator_id, spec.input_schemas)?;
         let path = format!("{}.predicate", spec.options_path);
         let text = options.predicate;
-        let compiled = self
-            .compiler
-            .compile(&text, &input)
-            .map_err(|e| expression_error(&path, &text, datafusion_message(&e)))?;
-        if compiled.has_alias {
-            return Err(expression_error(
-                &path,
-                &text,
-                "a predicate has no output column; remove the `AS` alias",
-            ));
-        }
-        let data_type = compiled.field.data_type();
-        if data_type != &DataType::Boolean {
-            return Err(expression_error(
-                &path,
-                &text,
-                format!("the predicate must be boolean, but it has type {data_type}"),
-            ));
-        }
+        let predicate = self.compiler.predicate(&text, &input, &path)?;
         Ok(Arc::new(PreparedFilter {
             input,
-            predicate: compiled.physical,
+            predicate,
             path,
             text,
         }))
@@ -218,7 +200,7 @@ impl Operator for FilterOperator {
 mod tests {
     use super::*;
     use arrow::array::{ArrayRef, Float64Array, Int64Array, StringArray};
-    use arrow::datatypes::{Field, Schema};
+    use arrow::datatypes::{DataType, Field, Schema};
     use weir_api::{Emitted, JobId, OperatorId, SubtaskIndex};
 
     fn input() -> RecordBatch {

@@ -86,10 +86,11 @@ impl Registry {
             "window_top_n",
             Arc::new(weir_operators::window_top_n::WindowTopNFactory),
         );
-        r.register_operator(
-            "interval_join",
-            Arc::new(weir_operators::interval_join::IntervalJoinFactory),
-        );
+        r.register_bound("interval_join", |s| {
+            Arc::new(weir_operators::interval_join::IntervalJoinFactory::shared(
+                s,
+            ))
+        });
         r.register_operator(
             "table_join",
             Arc::new(weir_operators::table_join::TableJoinFactory),

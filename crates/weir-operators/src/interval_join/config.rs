@@ -1,6 +1,8 @@
 //! The `interval_join` operator's options, checked against its two input schemas.
 
+use crate::expr::ExprCompiler;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
+use datafusion::physical_expr::PhysicalExpr;
 use serde::Deserialize;
 use std::sync::Arc;
 use weir_api::{Error, OperatorSpec, Result, decode_options};
@@ -65,6 +67,11 @@ pub struct IntervalJoinOptions {
     pub lower: i64,
     /// ... and at most this many.
     pub upper: i64,
+    /// A further condition on a pair (SQL over the left input's columns, then the right's):
+    /// a pair within the bounds matches only where it is true. On an outer join it decides
+    /// which rows are padded, as an `ON` condition does.
+    #[serde(default)]
+    pub condition: Option<String>,
 }
 
 /// The options resolved against the inputs.
@@ -87,6 +94,10 @@ pub struct IntervalJoinConfig {
     /// The left columns, then the right ones; a side's columns are nullable where the other
     /// side's unmatched rows are padded.
     pub output: SchemaRef,
+    /// The columns of a pair, left then right, all nullable: what `condition` reads.
+    pub pair: SchemaRef,
+    /// The planned `condition`.
+    pub condition: Option<Arc<dyn PhysicalExpr>>,
 }
 
 impl IntervalJoinConfig {
@@ -96,7 +107,7 @@ impl IntervalJoinConfig {
     /// A config error naming the option for an unknown column, key columns of different types
     /// or counts, bounds in the wrong order, inputs that share a column name, or not exactly
     /// two inputs.
-    pub fn resolve(spec: &OperatorSpec<'_>) -> Result<Self> {
+    pub fn resolve(spec: &OperatorSpec<'_>, compiler: &ExprCompiler) -> Result<Self> {
         let options: IntervalJoinOptions = decode_options(spec.options, spec.options_path)?;
         let path = spec.options_path;
         let [left, right] = spec.input_schemas else {
@@ -172,11 +183,11 @@ impl IntervalJoinConfig {
             ));
         }
         let mut fields: Vec<Field> = Vec::new();
-        let sides = if options.join.emits_right() { 2 } else { 1 };
-        for (side, schema) in [left, right].into_iter().take(sides).enumerate() {
+        let mut pair: Vec<Field> = Vec::new();
+        for (side, schema) in [left, right].into_iter().enumerate() {
             let padded = options.join.pads(1 - side) && options.join.emits_right();
             for f in schema.fields() {
-                if fields.iter().any(|g| g.name() == f.name()) {
+                if pair.iter().any(|g| g.name() == f.name()) {
                     return Err(Error::config(
                         path,
                         format!(
@@ -185,9 +196,18 @@ impl IntervalJoinConfig {
                         ),
                     ));
                 }
-                fields.push(f.as_ref().clone().with_nullable(f.is_nullable() || padded));
+                pair.push(f.as_ref().clone().with_nullable(true));
+                if side == 0 || options.join.emits_right() {
+                    fields.push(f.as_ref().clone().with_nullable(f.is_nullable() || padded));
+                }
             }
         }
+        let pair: SchemaRef = Arc::new(Schema::new(pair));
+        let condition = options
+            .condition
+            .as_deref()
+            .map(|text| compiler.predicate(text, &pair, &format!("{path}.condition")))
+            .transpose()?;
         Ok(Self {
             join: options.join,
             inputs: [Arc::clone(left), Arc::clone(right)],
@@ -197,6 +217,8 @@ impl IntervalJoinConfig {
             lower: options.lower,
             upper: options.upper,
             output: Arc::new(Schema::new(fields)),
+            pair,
+            condition,
         })
     }
 
@@ -253,12 +275,15 @@ mod tests {
             schema(&[("k", DataType::Int64), ("ts", DataType::Int64)]),
             schema(&[("k2", right_key), ("ts2", DataType::Int64)]),
         ];
-        IntervalJoinConfig::resolve(&OperatorSpec {
-            operator_id: &OperatorId::new("j"),
-            options: &options,
-            options_path: "operators[0].options",
-            input_schemas: &inputs,
-        })
+        IntervalJoinConfig::resolve(
+            &OperatorSpec {
+                operator_id: &OperatorId::new("j"),
+                options: &options,
+                options_path: "operators[0].options",
+                input_schemas: &inputs,
+            },
+            &ExprCompiler::default(),
+        )
     }
 
     fn options(join: &str, lower: i64, upper: i64) -> serde_json::Value {
@@ -311,5 +336,26 @@ mod tests {
         let mut kind = options("inner", 0, 5);
         kind["join"] = serde_json::json!("cross");
         assert!(err(kind, DataType::Int64).contains("join"));
+        let mut condition = options("left", 0, 5);
+        condition["condition"] = serde_json::json!("k + ts2");
+        let e = err(condition, DataType::Int64);
+        assert!(
+            e.contains("operators[0].options.condition") && e.contains("boolean"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn a_condition_reads_both_sides_columns_also_of_a_semi_join() {
+        let mut semi = options("semi", 0, 5);
+        semi["condition"] = serde_json::json!("ts + 1 < ts2");
+        let cfg = resolve(semi, DataType::Int64).unwrap();
+        assert!(cfg.condition.is_some());
+        assert_eq!(
+            cfg.output.fields().len(),
+            2,
+            "a semi join emits the left columns"
+        );
+        assert_eq!(cfg.pair.fields().len(), 4);
     }
 }

@@ -16,18 +16,32 @@ mod operator;
 pub use config::{IntervalJoinConfig, IntervalJoinOptions, JoinKind};
 pub use operator::IntervalJoinOperator;
 
+use crate::expr::{ExprCompiler, SharedSession};
 use arrow::datatypes::SchemaRef;
 use std::sync::Arc;
 use weir_api::{Operator, OperatorFactory, OperatorSpec, PreparedOperator, Result, TaskContext};
 
 /// Creates `interval_join` operators from job-spec options.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct IntervalJoinFactory;
+#[derive(Debug, Default)]
+pub struct IntervalJoinFactory {
+    /// Plans the join's `condition`.
+    compiler: ExprCompiler,
+}
+
+impl IntervalJoinFactory {
+    /// A factory planning conditions with a session shared with its registry, so that they
+    /// see the scalar functions registered there.
+    pub fn shared(session: SharedSession) -> Self {
+        Self {
+            compiler: ExprCompiler::shared(session),
+        }
+    }
+}
 
 impl OperatorFactory for IntervalJoinFactory {
     fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
         Ok(Arc::new(PreparedIntervalJoin {
-            cfg: Arc::new(IntervalJoinConfig::resolve(spec)?),
+            cfg: Arc::new(IntervalJoinConfig::resolve(spec, &self.compiler)?),
         }))
     }
 }

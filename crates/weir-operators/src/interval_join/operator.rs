@@ -10,11 +10,12 @@
 
 use super::config::{IntervalJoinConfig, JoinKind};
 use crate::shard_progress::ShardProgress;
-use arrow::array::{Array, ArrayRef, UInt32Array, new_null_array};
+use arrow::array::{Array, ArrayRef, AsArray, UInt32Array, new_null_array};
 use arrow::compute::take;
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
-use std::collections::BTreeSet;
+use datafusion::physical_expr::PhysicalExpr;
+use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use weir_api::state::{Map, NamespaceRange, StateDescriptor};
@@ -129,6 +130,11 @@ impl IntervalJoinOperator {
     }
 
     /// Matches `batch` of input `side` against the other side's rows and keeps its rows.
+    ///
+    /// Three steps: the stored rows of the other side within each arriving row's bounds are
+    /// gathered (candidates); the condition, if any, is evaluated over all candidate pairs at
+    /// once; then the pairs that hold are emitted and marked, and the arriving rows kept (or
+    /// padded when no row still to come can match them).
     fn join_batch(&mut self, side: usize, batch: &RecordBatch, out: &mut Output) -> Result<()> {
         self.start()?;
         let rows = batch.num_rows();
@@ -148,26 +154,22 @@ impl IntervalJoinOperator {
         let shards = key_hash::shard_ids(&key_columns, self.shard_count)
             .map_err(|e| Error::Internal(format!("hashing join keys: {e}")))?;
         let keys = encode_rows(&key_columns).map_err(state_error)?;
-        let encoded = encode_rows(batch.columns()).map_err(state_error)?;
         let behind = self.input_watermarks[side].max(self.split_watermarks[side]);
         // The other side's times that match a row at `t`: `[t + lo_reach, t + hi_reach]`.
         let (lo_reach, hi_reach) = match side {
             0 => (cfg.lower, cfg.upper),
             _ => (cfg.upper.saturating_neg(), cfg.lower.saturating_neg()),
         };
-        let mut own_rows: Vec<u32> = Vec::new();
-        let mut other_rows: Vec<Vec<u8>> = Vec::new();
+        // 1. The arriving rows on time with a key, and their candidates.
+        let mut arriving: Vec<u32> = Vec::new();
+        let mut candidates: Vec<Candidate> = Vec::new();
         let mut padded: Vec<u32> = Vec::new();
-        // Semi join: left rows (arriving, or matched by an arriving right row) to emit.
-        let mut semi_own: Vec<u32> = Vec::new();
-        let mut semi_rows: Vec<Vec<u8>> = Vec::new();
         let mut dropped = 0_u64;
         for row in 0..rows {
             if times.is_null(row) || times.value(row) <= behind {
                 dropped += 1;
                 continue;
             }
-            let time = times.value(row);
             if key_columns.iter().any(|c| c.is_null(row)) {
                 // NULL equals nothing: the row matches no row.
                 if cfg.join.pads(side) {
@@ -175,49 +177,96 @@ impl IntervalJoinOperator {
                 }
                 continue;
             }
-            let shard = StateShardId(shards[row]);
-            let key = &keys[row];
+            arriving.push(row as u32);
+            let time = times.value(row);
             let (lo, hi) = (time.saturating_add(lo_reach), time.saturating_add(hi_reach));
-            let mut matched = false;
             for bucket in self.bucket_of(lo)..=self.bucket_of(hi) {
-                let namespace = encode_timestamp(bucket);
-                self.store.set_current_key(key, shard);
-                self.store.set_current_namespace(&namespace);
+                self.store
+                    .set_current_key(&keys[row], StateShardId(shards[row]));
+                self.store.set_current_namespace(&encode_timestamp(bucket));
                 for (sub_key, payload) in self.store.entries(STATES[other])? {
-                    let (at, columns) = split_sub_key(&sub_key)?;
+                    let (at, _) = split_sub_key(&sub_key)?;
                     if at < lo || at > hi {
                         continue;
                     }
-                    let (count, was_matched) = decode_payload(&payload)?;
-                    matched = true;
-                    if cfg.join.emits_right() {
-                        for _ in 0..count {
-                            own_rows.push(row as u32);
-                            other_rows.push(columns.to_vec());
-                        }
-                    } else if side == 1 && cfg.join == JoinKind::Semi && !was_matched {
-                        // A left row's first match: it is emitted now, once.
-                        for _ in 0..count {
-                            semi_rows.push(columns.to_vec());
-                        }
-                    }
-                    if cfg.join.tracks(other) && !was_matched {
-                        self.store
-                            .put(STATES[other], &sub_key, &encode_payload(count, true))?;
-                    }
+                    let (count, matched) = decode_payload(&payload)?;
+                    candidates.push(Candidate {
+                        row: row as u32,
+                        bucket,
+                        sub_key,
+                        count,
+                        matched,
+                    });
                 }
             }
-            if side == 0 && matched && cfg.join == JoinKind::Semi {
-                semi_own.push(row as u32);
+        }
+        if dropped > 0 {
+            self.dropped.fetch_add(dropped, Ordering::Relaxed);
+        }
+        // 2. The candidate pairs, left columns then right, and which of them match.
+        let semi_probe = side == 1 && cfg.join == JoinKind::Semi;
+        let pairs = if !candidates.is_empty()
+            && (cfg.condition.is_some() || cfg.join.emits_right() || semi_probe)
+        {
+            Some(self.pairs(side, batch, &candidates)?)
+        } else {
+            None
+        };
+        let holds = match (&cfg.condition, &pairs) {
+            (Some(condition), Some(pairs)) => evaluate(condition.as_ref(), pairs)?,
+            _ => vec![true; candidates.len()],
+        };
+        // 3. Emit and mark the pairs that match; keep or pad the arriving rows.
+        let mut matched = vec![false; rows];
+        let mut emitted: Vec<u32> = Vec::new(); // candidates, once per stored copy
+        let mut semi_rows: Vec<u32> = Vec::new(); // stored left rows matched for the first time
+        let mut marked: HashSet<(&[u8], i64, &[u8])> = HashSet::new();
+        for (i, candidate) in candidates.iter().enumerate() {
+            if !holds[i] {
+                continue;
+            }
+            let row = candidate.row as usize;
+            matched[row] = true;
+            let copies = std::iter::repeat_n(i as u32, candidate.count as usize);
+            if cfg.join.emits_right() {
+                emitted.extend(copies.clone());
+            }
+            // The first match of a stored row: remembered, and a semi join's left row emitted.
+            if cfg.join.tracks(other)
+                && !candidate.matched
+                && marked.insert((&keys[row], candidate.bucket, &candidate.sub_key))
+            {
+                if semi_probe {
+                    semi_rows.extend(copies);
+                }
+                self.store
+                    .set_current_key(&keys[row], StateShardId(shards[row]));
+                self.store
+                    .set_current_namespace(&encode_timestamp(candidate.bucket));
+                self.store.put(
+                    STATES[other],
+                    &candidate.sub_key,
+                    &encode_payload(candidate.count, true),
+                )?;
+            }
+        }
+        let encoded = encode_rows(batch.columns()).map_err(state_error)?;
+        let mut semi_own: Vec<u32> = Vec::new();
+        for &row in &arriving {
+            let r = row as usize;
+            if side == 0 && matched[r] && cfg.join == JoinKind::Semi {
+                semi_own.push(row);
             }
             // Kept while a row of the other side still to come may match it.
+            let time = times.value(r);
             let bound = time.saturating_add(if side == 0 { cfg.upper } else { -cfg.lower });
             if bound > self.watermark {
-                let namespace = encode_timestamp(self.bucket_of(time));
-                self.store.set_current_key(key, shard);
-                self.store.set_current_namespace(&namespace);
+                let shard = StateShardId(shards[r]);
+                self.store.set_current_key(&keys[r], shard);
+                self.store
+                    .set_current_namespace(&encode_timestamp(self.bucket_of(time)));
                 let mut sub_key = encode_timestamp(time).to_vec();
-                sub_key.extend_from_slice(&encoded[row]);
+                sub_key.extend_from_slice(&encoded[r]);
                 let (count, was_matched) = match self.store.get(STATES[side], &sub_key)? {
                     Some(payload) => decode_payload(&payload)?,
                     None => (0, false),
@@ -225,21 +274,26 @@ impl IntervalJoinOperator {
                 self.store.put(
                     STATES[side],
                     &sub_key,
-                    &encode_payload(count.saturating_add(1), was_matched || matched),
+                    &encode_payload(count.saturating_add(1), was_matched || matched[r]),
                 )?;
                 self.live.insert(shard.0);
-            } else if !matched && cfg.join.pads(side) {
-                padded.push(row as u32);
+            } else if !matched[r] && cfg.join.pads(side) {
+                padded.push(row);
             }
         }
-        if dropped > 0 {
-            self.dropped.fetch_add(dropped, Ordering::Relaxed);
-        }
-        if !own_rows.is_empty() {
-            let own = take_rows(batch.columns(), &own_rows)?;
-            let refs: Vec<&[u8]> = other_rows.iter().map(Vec::as_slice).collect();
-            let others = decode_rows(&self.types[other], &refs).map_err(state_error)?;
-            out.emit(self.assemble(side, own, Some(others), own_rows.len())?);
+        if let Some(pairs) = &pairs {
+            let left_width = cfg.inputs[0].fields().len();
+            if !emitted.is_empty() {
+                let columns = take_rows(pairs.columns(), &emitted)?;
+                out.emit(
+                    RecordBatch::try_new(Arc::clone(&cfg.output), columns)
+                        .map_err(|e| Error::arrow("assembling joined rows", e))?,
+                );
+            }
+            if !semi_rows.is_empty() {
+                let left = take_rows(&pairs.columns()[..left_width], &semi_rows)?;
+                out.emit(self.assemble(0, left, None, semi_rows.len())?);
+            }
         }
         if !padded.is_empty() {
             let own = take_rows(batch.columns(), &padded)?;
@@ -249,12 +303,31 @@ impl IntervalJoinOperator {
             let own = take_rows(batch.columns(), &semi_own)?;
             out.emit(self.assemble(0, own, None, semi_own.len())?);
         }
-        if !semi_rows.is_empty() {
-            let refs: Vec<&[u8]> = semi_rows.iter().map(Vec::as_slice).collect();
-            let own = decode_rows(&self.types[0], &refs).map_err(state_error)?;
-            out.emit(self.assemble(0, own, None, semi_rows.len())?);
-        }
         Ok(())
+    }
+
+    /// The candidate pairs as a batch of [`IntervalJoinConfig::pair`]: the arriving rows of
+    /// `side` and the stored rows of the other side they met.
+    fn pairs(
+        &self,
+        side: usize,
+        batch: &RecordBatch,
+        candidates: &[Candidate],
+    ) -> Result<RecordBatch> {
+        let rows: Vec<u32> = candidates.iter().map(|c| c.row).collect();
+        let own = take_rows(batch.columns(), &rows)?;
+        let stored = candidates
+            .iter()
+            .map(|c| split_sub_key(&c.sub_key).map(|(_, columns)| columns))
+            .collect::<Result<Vec<_>>>()?;
+        let others = decode_rows(&self.types[1 - side], &stored).map_err(state_error)?;
+        let columns = if side == 0 {
+            [own, others].concat()
+        } else {
+            [others, own].concat()
+        };
+        RecordBatch::try_new(Arc::clone(&self.cfg.pair), columns)
+            .map_err(|e| Error::arrow("assembling candidate pairs", e))
     }
 
     /// An output batch of `side`'s columns `own` and the other side's `others` (nulls when
@@ -388,6 +461,35 @@ impl Operator for IntervalJoinOperator {
     fn on_end_of_input(&mut self, out: &mut Output) -> Result<()> {
         self.process_watermark(Watermark(weir_api::EventTimeMs(i64::MAX)), out)
     }
+}
+
+/// A stored row of the other side within an arriving row's bounds.
+struct Candidate {
+    /// The arriving row, in its batch.
+    row: u32,
+    /// Where the stored row is: its time bucket (namespace) and sub-key.
+    bucket: i64,
+    sub_key: Vec<u8>,
+    /// How many such rows are stored, and whether one of them matched before.
+    count: u32,
+    matched: bool,
+}
+
+/// Where `condition` is true over `pairs` (false and NULL do not match).
+fn evaluate(condition: &dyn PhysicalExpr, pairs: &RecordBatch) -> Result<Vec<bool>> {
+    let value = condition
+        .evaluate(pairs)
+        .and_then(|v| v.into_array(pairs.num_rows()))
+        .map_err(|e| Error::Internal(format!("evaluating the join condition: {e}")))?;
+    let mask = value.as_boolean_opt().ok_or_else(|| {
+        Error::Internal(format!(
+            "the join condition returned {} instead of Boolean",
+            value.data_type()
+        ))
+    })?;
+    Ok((0..mask.len())
+        .map(|i| mask.is_valid(i) && mask.value(i))
+        .collect())
 }
 
 fn take_rows(columns: &[ArrayRef], rows: &[u32]) -> Result<Vec<ArrayRef>> {

@@ -5,9 +5,9 @@
 //!
 //! DataFusion gives the equi-keys as the join's `on` pairs and everything else as its filter.
 //! The filter's conjuncts that compare the two sides' time attributes, each maybe shifted by an
-//! interval, become the bounds of `right.time - left.time`; what is left is a residual
-//! condition, a filter after the join (inner joins only: on an outer join it would decide
-//! which rows are padded).
+//! interval, become the bounds of `right.time - left.time`; what is left is the join's
+//! `condition`, evaluated on each pair within the bounds (on an outer join it decides which
+//! rows are padded, as in Flink).
 
 use super::{Stream, Translator, quote, unalias};
 use crate::error::Result;
@@ -242,13 +242,6 @@ impl Translator<'_> {
                 ));
             }
         };
-        if !residual.is_empty() && kind != "inner" {
-            return Err(self.unsupported_at(
-                "JOIN",
-                "a condition other than keys and time bounds on an outer join",
-                "move it to a WHERE after the join, or into a subquery of one side",
-            ));
-        }
         // Each side reaches the join with its plan's columns and what the join reads (computed
         // keys, a window time the query does not select) and nothing else, so columns another
         // query reads from the same source cannot collide; the right side's get names of their
@@ -289,6 +282,37 @@ impl Translator<'_> {
         };
         let renamed: Vec<String> = right.columns.iter().map(rename).collect();
         let right_keys: Vec<String> = right_keys.iter().map(rename).collect();
+        // The rest of an interval join's condition is the operator's: it decides which pairs
+        // match, so on an outer join which rows are padded. After a join with a bounded table
+        // it is a filter, on an inner join only.
+        let condition = match &how {
+            How::Interval { .. } if !residual.is_empty() => {
+                let both = left_schema
+                    .join(right_schema)
+                    .map_err(|e| self.here().invalid(e.to_string()))?;
+                let pair = Stream {
+                    node: String::new(),
+                    columns: left.columns.iter().chain(&renamed).cloned().collect(),
+                    marker: false,
+                    scan: None,
+                    rowtimes: Vec::new(),
+                    window: None,
+                };
+                let predicate = std::mem::take(&mut residual)
+                    .into_iter()
+                    .reduce(Expr::and)
+                    .unwrap_or_else(|| datafusion::logical_expr::lit(true));
+                Some(self.sql(&predicate, &both, &pair)?)
+            }
+            _ => None,
+        };
+        if !residual.is_empty() && kind != "inner" {
+            return Err(self.unsupported_at(
+                "JOIN",
+                "a condition other than keys on an outer join with a bounded table",
+                "move it to a WHERE after the join, or into a subquery of one side",
+            ));
+        }
         // An interval join's rows keep both times as time attributes: a pair is emitted
         // with both at or after the output watermark (the operator holds it back by the
         // bounds' reach), so a window can follow. A window join's rows are results of their
@@ -314,6 +338,18 @@ impl Translator<'_> {
                 upper,
             } => {
                 let name = self.next_name("interval_join");
+                let mut options = serde_json::json!({
+                    "join": kind,
+                    "left_keys": left_keys,
+                    "right_keys": right_keys,
+                    "left_time": left_time,
+                    "right_time": rename(&right_time),
+                    "lower": lower,
+                    "upper": upper,
+                });
+                if let Some(condition) = condition {
+                    options["condition"] = serde_json::json!(condition);
+                }
                 self.job.operator_of_inputs(
                     &name,
                     "interval_join",
@@ -321,15 +357,7 @@ impl Translator<'_> {
                         (left.node.clone(), left_keys.clone()),
                         (right_node, right_keys.clone()),
                     ],
-                    serde_json::json!({
-                        "join": kind,
-                        "left_keys": left_keys,
-                        "right_keys": right_keys,
-                        "left_time": left_time,
-                        "right_time": rename(&right_time),
-                        "lower": lower,
-                        "upper": upper,
-                    }),
+                    options,
                 );
                 name
             }

@@ -9,18 +9,16 @@
 //! is smaller wins, so the choice does not depend on arrival order. State per key stays after
 //! its row was emitted (the done mark), as in Flink without a state TTL.
 
-use crate::pending::PendingShards;
-use crate::shard_progress::ShardProgress;
+use crate::waiting::Waiting;
 use arrow::array::{Array, ArrayRef, Int64Array};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use serde::Deserialize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use weir_api::state::{NamespaceRange, StateDescriptor, Value};
+use weir_api::state::{StateDescriptor, Value};
 use weir_api::{
-    Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
-    Result, StateAddress, StateShardId, TaskContext, Watermark, decode_options,
+    Error, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result, StateAddress,
+    StateShardId, TaskContext, Watermark, decode_options,
 };
 use weir_plan::key_hash;
 use weir_state::row_codec::{decode_rows, encode_rows};
@@ -30,7 +28,7 @@ use weir_state::timers::{decode_timestamp, encode_timestamp};
 const BEST: &str = "dedup.best";
 /// Namespace = the best row's time, key = its key, payload = the row: what the watermark emits.
 const PENDING: &str = "dedup.pending";
-/// The operator's watermark, for a restore ([`ShardProgress`]).
+/// The operator's watermark, for a restore (kept by [`Waiting`]).
 const WATERMARK: &str = "dedup.watermark";
 
 /// The job-spec options of `dedup_first`.
@@ -56,12 +54,7 @@ impl OperatorFactory for DedupFactory {
         let input = crate::expr::single_input("dedup_first", spec.operator_id, spec.input_schemas)?;
         let path = spec.options_path;
         let column = |name: &str, option: &str| {
-            input.index_of(name).map_err(|_| {
-                Error::config(
-                    format!("{path}.{option}"),
-                    format!("no column `{name}` in the input"),
-                )
-            })
+            crate::expr::column_index(&input, name, &format!("{path}.{option}"))
         };
         if options.keys.is_empty() {
             return Err(Error::config(
@@ -142,7 +135,6 @@ impl PreparedOperator for PreparedDedup {
         for name in [BEST, PENDING] {
             store.register(StateDescriptor::<Value<Vec<u8>>>::new(name).spec())?;
         }
-        let progress = ShardProgress::new(ctx, store.as_mut(), WATERMARK)?;
         Ok(Box::new(DedupOperator {
             cfg: Arc::clone(&self.0),
             types: self
@@ -152,15 +144,7 @@ impl PreparedOperator for PreparedDedup {
                 .iter()
                 .map(|f| f.data_type().clone())
                 .collect(),
-            store,
-            shard_count: ctx.state_shard_count.unwrap_or(1),
-            progress,
-            watermark: i64::MIN,
-            emitted: i64::MIN,
-            split_watermark: i64::MIN,
-            pending: PendingShards::default(),
-            started: false,
-            dropped: Arc::clone(&ctx.dropped_rows),
+            waiting: Waiting::new(ctx, store, PENDING, WATERMARK)?,
         }))
     }
 }
@@ -169,35 +153,11 @@ impl PreparedOperator for PreparedDedup {
 struct DedupOperator {
     cfg: Arc<DedupConfig>,
     types: Vec<DataType>,
-    store: Box<dyn KeyedStateStore>,
-    shard_count: u32,
-    /// The operator's watermark, kept for a restore.
-    progress: ShardProgress,
-    watermark: i64,
-    /// The watermark emitted last.
-    emitted: i64,
-    split_watermark: i64,
-    /// Shards holding rows not emitted yet.
-    pending: PendingShards,
-    started: bool,
-    dropped: Arc<AtomicU64>,
+    /// The state, the watermarks and the keys whose best row waits for the watermark.
+    waiting: Waiting,
 }
 
 impl DedupOperator {
-    /// Finds the shards with pending rows and a restored watermark, once.
-    fn start(&mut self) -> Result<()> {
-        if self.started {
-            return Ok(());
-        }
-        self.started = true;
-        self.pending =
-            PendingShards::restored(self.progress.live_shards(self.store.as_mut(), &[PENDING])?);
-        if let Some([w]) = self.progress.restore(self.store.as_mut())? {
-            self.watermark = w;
-        }
-        Ok(())
-    }
-
     /// Emits `rows` (encoded), with the row number column when asked for.
     fn emit(&self, rows: &[Vec<u8>], out: &mut Output) -> Result<()> {
         if rows.is_empty() {
@@ -222,7 +182,7 @@ impl Operator for DedupOperator {
         batch: RecordBatch,
         _out: &mut Output,
     ) -> Result<()> {
-        self.start()?;
+        let behind = self.waiting.late_bound()?;
         if batch.num_rows() == 0 {
             return Ok(());
         }
@@ -234,11 +194,12 @@ impl Operator for DedupOperator {
             .iter()
             .map(|&i| Arc::clone(batch.column(i)))
             .collect();
-        let shards = key_hash::shard_ids(&key_columns, self.shard_count)
+        let shards = key_hash::shard_ids(&key_columns, self.waiting.shard_count)
             .map_err(|e| Error::Internal(format!("hashing dedup keys: {e}")))?;
         let keys = encode_rows(&key_columns).map_err(state_error)?;
         let rows = encode_rows(batch.columns()).map_err(state_error)?;
-        let behind = self.watermark.max(self.split_watermark);
+        let store = self.waiting.store.as_mut();
+        let mut noted: Vec<(u32, i64)> = Vec::new();
         let mut dropped = 0_u64;
         for row in 0..batch.num_rows() {
             if times.is_null(row) || times.value(row) <= behind {
@@ -247,9 +208,9 @@ impl Operator for DedupOperator {
             }
             let time = times.value(row);
             let shard = StateShardId(shards[row]);
-            self.store.set_current_key(&keys[row], shard);
-            self.store.set_current_namespace(&[]);
-            let best = self.store.get(BEST, &[])?;
+            store.set_current_key(&keys[row], shard);
+            store.set_current_namespace(&[]);
+            let best = store.get(BEST, &[])?;
             let replace = match best.as_deref() {
                 None => None,
                 Some([1, ..]) => continue,
@@ -270,26 +231,27 @@ impl Operator for DedupOperator {
                     namespace: &namespace,
                     key: &keys[row],
                 };
-                self.store.remove_at(PENDING, address, &[])?;
+                store.remove_at(PENDING, address, &[])?;
             }
             let mut payload = vec![0_u8];
             payload.extend_from_slice(&encode_timestamp(time));
             payload.extend_from_slice(&rows[row]);
-            self.store.set_current_key(&keys[row], shard);
-            self.store.set_current_namespace(&[]);
-            self.store.put(BEST, &[], &payload)?;
+            store.set_current_key(&keys[row], shard);
+            store.set_current_namespace(&[]);
+            store.put(BEST, &[], &payload)?;
             let namespace = encode_timestamp(time);
             let address = StateAddress {
                 shard,
                 namespace: &namespace,
                 key: &keys[row],
             };
-            self.store.put_at(PENDING, address, &[], &rows[row])?;
-            self.pending.note(shard.0, time);
+            store.put_at(PENDING, address, &[], &rows[row])?;
+            noted.push((shard.0, time));
         }
-        if dropped > 0 {
-            self.dropped.fetch_add(dropped, Ordering::Relaxed);
+        for (shard, time) in noted {
+            self.waiting.note(shard, time);
         }
+        self.waiting.drop_late(dropped);
         Ok(())
     }
 
@@ -299,47 +261,34 @@ impl Operator for DedupOperator {
         watermark: Watermark,
         _out: &mut Output,
     ) -> Result<()> {
-        self.split_watermark = watermark.0.0;
+        self.waiting.set_split_watermark(watermark);
         Ok(())
     }
 
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Output) -> Result<()> {
-        self.start()?;
-        let w = watermark.0.0;
-        if w <= self.emitted {
-            return Ok(());
-        }
-        self.watermark = self.watermark.max(w);
-        let until = (w != i64::MAX).then(|| encode_timestamp(w.saturating_add(1)));
         let mut first: Vec<Vec<u8>> = Vec::new();
-        for shard in self.pending.due(w) {
-            let range = NamespaceRange::new(&[], until.as_ref().map(|u| &u[..]));
-            for entry in self.store.scan(PENDING, StateShardId(shard), range, None)? {
-                let address = StateAddress {
-                    shard: StateShardId(shard),
-                    namespace: &entry.namespace,
+        let advanced = self.waiting.advance(watermark, |store, shard, entries| {
+            for entry in entries {
+                // The key's row is out: its later rows are duplicates.
+                let done = StateAddress {
+                    shard,
+                    namespace: &[],
                     key: &entry.key,
                 };
-                self.store.remove_at(PENDING, address, &[])?;
-                let done = StateAddress {
-                    namespace: &[],
-                    ..address
-                };
-                self.store.put_at(BEST, done, &[], &[1])?;
+                store.put_at(BEST, done, &[], &[1])?;
                 first.push(entry.payload);
             }
-            self.pending
-                .refresh(self.store.as_mut(), PENDING, shard, w)?;
+            Ok(())
+        })?;
+        if advanced {
+            self.emit(&first, out)?;
+            out.emit_watermark(watermark);
         }
-        self.emit(&first, out)?;
-        self.emitted = w;
-        out.emit_watermark(watermark);
         Ok(())
     }
 
     fn on_barrier(&mut self, _barrier: weir_api::Barrier, _out: &mut Output) -> Result<()> {
-        self.start()?;
-        self.progress.save(self.store.as_mut(), &[self.watermark])
+        self.waiting.save()
     }
 
     fn on_end_of_input(&mut self, out: &mut Output) -> Result<()> {

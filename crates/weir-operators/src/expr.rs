@@ -289,6 +289,25 @@ pub(crate) fn datafusion_message(err: &DataFusionError) -> String {
     err.strip_backtrace()
 }
 
+/// The index of column `name` of `input`; else a config error at `path` that lists the input's
+/// columns.
+pub(crate) fn column_index(
+    input: &arrow::datatypes::Schema,
+    name: &str,
+    path: &str,
+) -> Result<usize, Error> {
+    input.index_of(name).map_err(|_| {
+        let names: Vec<&str> = input.fields().iter().map(|f| f.name().as_str()).collect();
+        Error::config(
+            path,
+            format!(
+                "no column `{name}` in the input; columns: {}",
+                names.join(", ")
+            ),
+        )
+    })
+}
+
 /// The one input schema of a single-input operator.
 pub(crate) fn single_input(
     kind: &str,

@@ -49,6 +49,7 @@ mod source_columns;
 mod source_prune;
 pub mod table_join;
 mod union;
+mod waiting;
 pub mod window;
 pub mod window_top_n;
 pub mod window_tvf;

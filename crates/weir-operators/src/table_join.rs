@@ -102,12 +102,11 @@ impl OperatorFactory for TableJoinFactory {
         .enumerate()
         {
             for name in names {
-                keys[side].push(schema.index_of(name).map_err(|_| {
-                    Error::config(
-                        format!("{path}.{option}"),
-                        format!("no column `{name}` in input {side}"),
-                    )
-                })?);
+                keys[side].push(crate::expr::column_index(
+                    schema,
+                    name,
+                    &format!("{path}.{option}"),
+                )?);
             }
         }
         for (i, (&s, &t)) in keys[0].iter().zip(&keys[1]).enumerate() {

@@ -12,8 +12,7 @@
 //! numbers and dropped from state. Rows whose window had already reached that point (behind the
 //! operator's watermark, or their split's) are late: dropped and counted.
 
-use crate::pending::PendingShards;
-use crate::shard_progress::ShardProgress;
+use crate::waiting::Waiting;
 use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, UInt32Array};
 use arrow::compute::SortOptions;
 use arrow::compute::take;
@@ -22,11 +21,10 @@ use arrow::row::{RowConverter, Rows, SortField};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use weir_api::state::{NamespaceRange, StateDescriptor, Value};
+use weir_api::state::{StateDescriptor, Value};
 use weir_api::{
-    Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
-    Result, StateAddress, StateShardId, TaskContext, Watermark, decode_options,
+    Error, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result, StateAddress,
+    StateShardId, TaskContext, Watermark, decode_options,
 };
 use weir_plan::key_hash;
 use weir_state::row_codec::{decode_rows, encode_rows};
@@ -35,7 +33,7 @@ use weir_state::timers::encode_timestamp;
 /// Namespace = the window's last millisecond (`end - 1`), key = the partition key, payload =
 /// the best rows so far ([`encode_entries`]).
 const TOP: &str = "top_n.rows";
-/// The operator's watermark, for a restore ([`ShardProgress`]).
+/// The operator's watermark, for a restore (kept by [`Waiting`]).
 const WATERMARK: &str = "top_n.watermark";
 /// The largest N: one state entry holds a partition's N rows.
 pub const MAX_LIMIT: u32 = 10_000;
@@ -86,12 +84,7 @@ impl OperatorFactory for WindowTopNFactory {
             crate::expr::single_input("window_top_n", spec.operator_id, spec.input_schemas)?;
         let path = spec.options_path;
         let column = |name: &str, option: &str| {
-            input.index_of(name).map_err(|_| {
-                Error::config(
-                    format!("{path}.{option}"),
-                    format!("no column `{name}` in the input"),
-                )
-            })
+            crate::expr::column_index(&input, name, &format!("{path}.{option}"))
         };
         if options.keys.is_empty() {
             return Err(Error::config(
@@ -224,21 +217,12 @@ impl PreparedOperator for PreparedTopN {
     fn create(&self, ctx: &TaskContext) -> Result<Box<dyn Operator>> {
         let mut store = ctx.keyed_state()?;
         store.register(StateDescriptor::<Value<Vec<u8>>>::new(TOP).spec())?;
-        let progress = ShardProgress::new(ctx, store.as_mut(), WATERMARK)?;
         let converter = RowConverter::new(self.0.sort_fields.clone())
             .map_err(|e| Error::arrow("ranking rows", e))?;
         Ok(Box::new(TopNOperator {
             cfg: Arc::clone(&self.0),
             converter,
-            store,
-            shard_count: ctx.state_shard_count.unwrap_or(1),
-            progress,
-            watermark: i64::MIN,
-            emitted: i64::MIN,
-            split_watermark: i64::MIN,
-            pending: PendingShards::default(),
-            started: false,
-            dropped: Arc::clone(&ctx.dropped_rows),
+            waiting: Waiting::new(ctx, store, TOP, WATERMARK)?,
         }))
     }
 }
@@ -251,34 +235,11 @@ type Entry = (Vec<u8>, Vec<u8>);
 struct TopNOperator {
     cfg: Arc<TopNConfig>,
     converter: RowConverter,
-    store: Box<dyn KeyedStateStore>,
-    shard_count: u32,
-    progress: ShardProgress,
-    watermark: i64,
-    /// The watermark emitted last.
-    emitted: i64,
-    split_watermark: i64,
-    /// Shards holding rows not emitted yet.
-    pending: PendingShards,
-    started: bool,
-    dropped: Arc<AtomicU64>,
+    /// The state, the watermarks and the partitions whose rows wait for their window's end.
+    waiting: Waiting,
 }
 
 impl TopNOperator {
-    /// Finds the shards with pending windows and a restored watermark, once.
-    fn start(&mut self) -> Result<()> {
-        if self.started {
-            return Ok(());
-        }
-        self.started = true;
-        self.pending =
-            PendingShards::restored(self.progress.live_shards(self.store.as_mut(), &[TOP])?);
-        if let Some([w]) = self.progress.restore(self.store.as_mut())? {
-            self.watermark = w;
-        }
-        Ok(())
-    }
-
     /// The rows of the batch that can still be among their partition's first N, grouped by
     /// partition: each group's own first N and the rows that tie with its N-th.
     fn candidates(
@@ -317,24 +278,6 @@ impl TopNOperator {
         }
         out
     }
-
-    /// Emits `ranked` rows (encoded) with their row numbers.
-    fn emit(&self, ranked: &mut Vec<(Vec<u8>, i64)>, out: &mut Output) -> Result<()> {
-        if ranked.is_empty() {
-            return Ok(());
-        }
-        let refs: Vec<&[u8]> = ranked.iter().map(|(row, _)| row.as_slice()).collect();
-        let mut columns = decode_rows(&self.cfg.types, &refs).map_err(state_error)?;
-        if self.cfg.row_number {
-            let numbers: Int64Array = ranked.iter().map(|(_, n)| Some(*n)).collect();
-            columns.push(Arc::new(numbers) as ArrayRef);
-        }
-        let batch = RecordBatch::try_new(Arc::clone(&self.cfg.output), columns)
-            .map_err(|e| Error::arrow("assembling ranked rows", e))?;
-        out.emit(batch);
-        ranked.clear();
-        Ok(())
-    }
 }
 
 impl Operator for TopNOperator {
@@ -344,7 +287,7 @@ impl Operator for TopNOperator {
         batch: RecordBatch,
         _out: &mut Output,
     ) -> Result<()> {
-        self.start()?;
+        let behind = self.waiting.late_bound()?;
         if batch.num_rows() == 0 {
             return Ok(());
         }
@@ -354,16 +297,13 @@ impl Operator for TopNOperator {
             cfg.input.field(cfg.window_end).name(),
         )?;
         // A window's last millisecond; the window is late once the watermark reached it.
-        let behind = self.watermark.max(self.split_watermark);
         let last_ms: Vec<i64> = ends.values().iter().map(|e| e.saturating_sub(1)).collect();
         let on_time: Vec<u32> = (0..batch.num_rows())
             .filter(|&r| ends.is_valid(r) && last_ms[r] > behind)
             .map(|r| r as u32)
             .collect();
-        let late = batch.num_rows() - on_time.len();
-        if late > 0 {
-            self.dropped.fetch_add(late as u64, Ordering::Relaxed);
-        }
+        self.waiting
+            .drop_late((batch.num_rows() - on_time.len()) as u64);
         if on_time.is_empty() {
             return Ok(());
         }
@@ -373,7 +313,7 @@ impl Operator for TopNOperator {
             .map(|&i| Arc::clone(batch.column(i)))
             .collect();
         let keys = encode_rows(&key_columns).map_err(state_error)?;
-        let shards = key_hash::shard_ids(&key_columns, self.shard_count)
+        let shards = key_hash::shard_ids(&key_columns, self.waiting.shard_count)
             .map_err(|e| Error::Internal(format!("hashing top-N keys: {e}")))?;
         let sort_columns: Vec<ArrayRef> = cfg
             .order
@@ -395,7 +335,8 @@ impl Operator for TopNOperator {
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| Error::arrow("selecting top-N candidates", e))?;
         let encoded = encode_rows(&taken).map_err(state_error)?;
-        let row_of: HashMap<u32, usize> = picked.iter().enumerate().map(|(i, &r)| (r, i)).collect();
+        // `encoded` holds the groups' rows in the order of `picked`: group by group.
+        let mut encoded_rows = encoded.into_iter();
         for ((last, first), group) in groups {
             let shard = StateShardId(shards[first]);
             let namespace = encode_timestamp(last);
@@ -404,24 +345,20 @@ impl Operator for TopNOperator {
                 namespace: &namespace,
                 key: &keys[first],
             };
-            let mut entries = match self.store.get_at(TOP, address, &[])? {
+            let store = self.waiting.store.as_mut();
+            let mut entries = match store.get_at(TOP, address, &[])? {
                 Some(payload) => decode_entries(&payload)?,
                 None => Vec::new(),
             };
             let before = entries.clone();
-            for row in group {
-                let encoded_row = &encoded[row_of[&row]];
-                entries.push((
-                    sort.row(row as usize).as_ref().to_vec(),
-                    encoded_row.clone(),
-                ));
+            for (row, encoded_row) in group.iter().zip(encoded_rows.by_ref()) {
+                entries.push((sort.row(*row as usize).as_ref().to_vec(), encoded_row));
             }
             entries.sort();
             entries.truncate(cfg.limit);
             if entries != before {
-                self.store
-                    .put_at(TOP, address, &[], &encode_entries(&entries))?;
-                self.pending.note(shard.0, last);
+                store.put_at(TOP, address, &[], &encode_entries(&entries))?;
+                self.waiting.note(shard.0, last);
             }
         }
         Ok(())
@@ -433,51 +370,56 @@ impl Operator for TopNOperator {
         watermark: Watermark,
         _out: &mut Output,
     ) -> Result<()> {
-        self.split_watermark = watermark.0.0;
+        self.waiting.set_split_watermark(watermark);
         Ok(())
     }
 
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Output) -> Result<()> {
-        self.start()?;
-        let w = watermark.0.0;
-        if w <= self.emitted {
-            return Ok(());
-        }
-        self.watermark = self.watermark.max(w);
-        let until = (w != i64::MAX).then(|| encode_timestamp(w.saturating_add(1)));
+        let cfg = Arc::clone(&self.cfg);
         let mut ranked: Vec<(Vec<u8>, i64)> = Vec::new();
-        for shard in self.pending.due(w) {
-            let range = NamespaceRange::new(&[], until.as_ref().map(|u| &u[..]));
-            for entry in self.store.scan(TOP, StateShardId(shard), range, None)? {
-                let address = StateAddress {
-                    shard: StateShardId(shard),
-                    namespace: &entry.namespace,
-                    key: &entry.key,
-                };
-                self.store.remove_at(TOP, address, &[])?;
+        let advanced = self.waiting.advance(watermark, |_, _, entries| {
+            for entry in entries {
                 for (n, (_, row)) in decode_entries(&entry.payload)?.into_iter().enumerate() {
                     ranked.push((row, n as i64 + 1));
                 }
                 if ranked.len() >= EMIT_ROWS {
-                    self.emit(&mut ranked, out)?;
+                    emit(&cfg, &mut ranked, out)?;
                 }
             }
-            self.pending.refresh(self.store.as_mut(), TOP, shard, w)?;
+            Ok(())
+        })?;
+        if advanced {
+            emit(&cfg, &mut ranked, out)?;
+            out.emit_watermark(watermark);
         }
-        self.emit(&mut ranked, out)?;
-        self.emitted = w;
-        out.emit_watermark(watermark);
         Ok(())
     }
 
     fn on_barrier(&mut self, _barrier: weir_api::Barrier, _out: &mut Output) -> Result<()> {
-        self.start()?;
-        self.progress.save(self.store.as_mut(), &[self.watermark])
+        self.waiting.save()
     }
 
     fn on_end_of_input(&mut self, out: &mut Output) -> Result<()> {
         self.process_watermark(Watermark(weir_api::EventTimeMs(i64::MAX)), out)
     }
+}
+
+/// Emits `ranked` rows (encoded) with their row numbers.
+fn emit(cfg: &TopNConfig, ranked: &mut Vec<(Vec<u8>, i64)>, out: &mut Output) -> Result<()> {
+    if ranked.is_empty() {
+        return Ok(());
+    }
+    let refs: Vec<&[u8]> = ranked.iter().map(|(row, _)| row.as_slice()).collect();
+    let mut columns = decode_rows(&cfg.types, &refs).map_err(state_error)?;
+    if cfg.row_number {
+        let numbers: Int64Array = ranked.iter().map(|(_, n)| Some(*n)).collect();
+        columns.push(Arc::new(numbers) as ArrayRef);
+    }
+    let batch = RecordBatch::try_new(Arc::clone(&cfg.output), columns)
+        .map_err(|e| Error::arrow("assembling ranked rows", e))?;
+    out.emit(batch);
+    ranked.clear();
+    Ok(())
 }
 
 /// A partition's ranked rows as one state payload: per entry, the sort key's and the row's

@@ -44,12 +44,11 @@ impl OperatorFactory for WindowTvfFactory {
         let options: WindowTvfOptions = decode_options(spec.options, spec.options_path)?;
         let input = crate::expr::single_input("window_tvf", spec.operator_id, spec.input_schemas)?;
         let path = spec.options_path;
-        let time = input.index_of(&options.time_column).map_err(|_| {
-            Error::config(
-                format!("{path}.time_column"),
-                format!("no column `{}` in the input", options.time_column),
-            )
-        })?;
+        let time = crate::expr::column_index(
+            &input,
+            &options.time_column,
+            &format!("{path}.time_column"),
+        )?;
         let time_zone = match input.field(time).data_type() {
             DataType::Int64 => None,
             DataType::Timestamp(_, tz) => tz.clone(),

@@ -120,13 +120,8 @@ impl IntervalJoinConfig {
                 ),
             ));
         };
-        let column = |schema: &Schema, name: &str, option: &str| -> Result<usize> {
-            schema.index_of(name).map_err(|_| {
-                Error::config(
-                    format!("{path}.{option}"),
-                    format!("no column `{name}` in the input ({})", names(schema)),
-                )
-            })
+        let column = |schema: &Schema, name: &str, option: &str| {
+            crate::expr::column_index(schema, name, &format!("{path}.{option}"))
         };
         if options.left_keys.is_empty() || options.left_keys.len() != options.right_keys.len() {
             return Err(Error::config(
@@ -244,15 +239,6 @@ impl IntervalJoinConfig {
             .saturating_add(1)
             .max(1000)
     }
-}
-
-fn names(schema: &Schema) -> String {
-    schema
-        .fields()
-        .iter()
-        .map(|f| f.name().as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 #[cfg(test)]

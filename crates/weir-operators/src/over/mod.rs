@@ -136,12 +136,7 @@ impl OverFactory {
                 output: DataType::Int64,
             });
         };
-        let column = input.index_of(name).map_err(|_| {
-            Error::config(
-                format!("{path}.column"),
-                format!("no column `{name}` in the input"),
-            )
-        })?;
+        let column = crate::expr::column_index(input, name, &format!("{path}.column"))?;
         let data_type = input.field(column).data_type().clone();
         let integer = data_type.is_integer() && data_type != DataType::UInt64;
         let float = matches!(data_type, DataType::Float32 | DataType::Float64);
@@ -185,12 +180,7 @@ impl OperatorFactory for OverFactory {
             crate::expr::single_input("over_aggregate", spec.operator_id, spec.input_schemas)?;
         let path = spec.options_path;
         let column = |name: &str, option: &str| {
-            input.index_of(name).map_err(|_| {
-                Error::config(
-                    format!("{path}.{option}"),
-                    format!("no column `{name}` in the input"),
-                )
-            })
+            crate::expr::column_index(&input, name, &format!("{path}.{option}"))
         };
         let keys = options
             .keys

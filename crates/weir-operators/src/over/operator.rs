@@ -4,19 +4,17 @@
 //! namespace = the row's time ([`encode_timestamp`]), key = the partition key (row codec),
 //! sub-key = the row (row codec), payload = how many such rows arrived (`u32`, little endian).
 //! `over.history` holds each partition's [`History`]; `over.watermark` the operator's watermark
-//! ([`ShardProgress`]).
+//! (kept by [`Waiting`]).
 
 use super::frame::{Acc, Function, History, Kind};
 use super::{FrameSpec, MAX_FRAME_ROWS, OverConfig};
-use crate::pending::PendingShards;
-use crate::shard_progress::ShardProgress;
+use crate::waiting::Waiting;
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{Float64Type, Int64Type};
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use weir_api::state::{Map, NamespaceRange, ScannedEntry, StateDescriptor, Value};
+use weir_api::state::{Map, ScannedEntry, StateDescriptor, Value};
 use weir_api::{
     Error, KeyedStateStore, Operator, Output, Result, StateAddress, StateShardId, TaskContext,
     Watermark,
@@ -32,17 +30,8 @@ const WATERMARK: &str = "over.watermark";
 /// A running `over_aggregate`.
 pub(super) struct OverOperator {
     cfg: Arc<OverConfig>,
-    store: Box<dyn KeyedStateStore>,
-    shard_count: u32,
-    progress: ShardProgress,
-    watermark: i64,
-    /// The watermark emitted last.
-    emitted: i64,
-    split_watermark: i64,
-    /// Shards holding rows not emitted yet.
-    pending: PendingShards,
-    started: bool,
-    dropped: Arc<AtomicU64>,
+    /// The state, the watermarks and the shards whose rows wait for the watermark.
+    waiting: Waiting,
 }
 
 impl OverOperator {
@@ -50,33 +39,10 @@ impl OverOperator {
         let mut store = ctx.keyed_state()?;
         store.register(StateDescriptor::<Map<Vec<u8>, Vec<u8>>>::new(PENDING).spec())?;
         store.register(StateDescriptor::<Value<Vec<u8>>>::new(HISTORY).spec())?;
-        let progress = ShardProgress::new(ctx, store.as_mut(), WATERMARK)?;
         Ok(Self {
             cfg,
-            store,
-            shard_count: ctx.state_shard_count.unwrap_or(1),
-            progress,
-            watermark: i64::MIN,
-            emitted: i64::MIN,
-            split_watermark: i64::MIN,
-            pending: PendingShards::default(),
-            started: false,
-            dropped: Arc::clone(&ctx.dropped_rows),
+            waiting: Waiting::new(ctx, store, PENDING, WATERMARK)?,
         })
-    }
-
-    /// Finds the shards with pending rows and a restored watermark, once.
-    fn start(&mut self) -> Result<()> {
-        if self.started {
-            return Ok(());
-        }
-        self.started = true;
-        self.pending =
-            PendingShards::restored(self.progress.live_shards(self.store.as_mut(), &[PENDING])?);
-        if let Some([w]) = self.progress.restore(self.store.as_mut())? {
-            self.watermark = w;
-        }
-        Ok(())
     }
 
     /// The partition keys and state shards of a batch's rows (one empty key without
@@ -95,147 +61,145 @@ impl OverOperator {
             .map(|&i| Arc::clone(batch.column(i)))
             .collect();
         let keys = encode_rows(&columns).map_err(state_error)?;
-        let shards = key_hash::shard_ids(&columns, self.shard_count)
+        let shards = key_hash::shard_ids(&columns, self.waiting.shard_count)
             .map_err(|e| Error::Internal(format!("hashing OVER partition keys: {e}")))?;
         Ok((keys, shards))
     }
+}
 
-    /// Aggregates the rows of `entries` (one shard's rows the watermark passed, in time, key
-    /// and row order) over their frames, emits them, and removes them from the pending rows.
-    fn fire(&mut self, shard: u32, entries: Vec<ScannedEntry>, out: &mut Output) -> Result<()> {
-        let cfg = Arc::clone(&self.cfg);
-        let shard_id = StateShardId(shard);
-        // One output row per arrived row: an entry of `n` identical rows gives `n`.
-        let mut rows: Vec<&[u8]> = Vec::new();
-        let mut groups: Vec<(usize, usize, i64, &[u8])> = Vec::new();
-        for e in &entries {
-            let address = StateAddress {
-                shard: shard_id,
-                namespace: &e.namespace,
-                key: &e.key,
-            };
-            self.store.remove_at(PENDING, address, &e.sub_key)?;
-            let count = e
-                .payload
-                .first_chunk::<4>()
-                .map(|c| u32::from_le_bytes(*c))
-                .ok_or_else(|| state_error("a pending row without its count"))?;
-            let ts = decode_timestamp(&e.namespace).map_err(state_error)?;
-            let begin = rows.len();
-            rows.extend(std::iter::repeat_n(e.sub_key.as_slice(), count as usize));
-            match groups.last_mut() {
-                Some(g) if g.2 == ts && g.3 == e.key.as_slice() => g.1 = rows.len(),
-                _ => groups.push((begin, rows.len(), ts, &e.key)),
-            }
+/// Aggregates the rows of `entries` (one shard's rows the watermark passed, taken from the
+/// pending rows, in time, key and row order) over their frames and emits them; the partitions'
+/// histories are in `store`.
+fn fire(
+    cfg: &OverConfig,
+    store: &mut dyn KeyedStateStore,
+    shard_id: StateShardId,
+    entries: Vec<ScannedEntry>,
+    out: &mut Output,
+) -> Result<()> {
+    // One output row per arrived row: an entry of `n` identical rows gives `n`.
+    let mut rows: Vec<&[u8]> = Vec::new();
+    let mut groups: Vec<(usize, usize, i64, &[u8])> = Vec::new();
+    for e in &entries {
+        let count = e
+            .payload
+            .first_chunk::<4>()
+            .map(|c| u32::from_le_bytes(*c))
+            .ok_or_else(|| state_error("a pending row without its count"))?;
+        let ts = decode_timestamp(&e.namespace).map_err(state_error)?;
+        let begin = rows.len();
+        rows.extend(std::iter::repeat_n(e.sub_key.as_slice(), count as usize));
+        match groups.last_mut() {
+            Some(g) if g.2 == ts && g.3 == e.key.as_slice() => g.1 = rows.len(),
+            _ => groups.push((begin, rows.len(), ts, &e.key)),
         }
-        if rows.is_empty() {
-            return Ok(());
+    }
+    if rows.is_empty() {
+        return Ok(());
+    }
+    let columns = decode_rows(&cfg.types, &rows).map_err(state_error)?;
+    // Each aggregate's argument as `i64` values or `f64` bits.
+    let mut args: Vec<Option<ArgValues>> = Vec::with_capacity(cfg.aggregates.len());
+    for a in &cfg.aggregates {
+        args.push(match a.column {
+            None => None,
+            Some(c) => Some(ArgValues::new(&columns[c], a)?),
+        });
+    }
+    let value = |a: usize, row: usize| -> Option<i64> {
+        match &args[a] {
+            None => Some(0),
+            Some(v) => v.get(row),
         }
-        let columns = decode_rows(&cfg.types, &rows).map_err(state_error)?;
-        // Each aggregate's argument as `i64` values or `f64` bits.
-        let mut args: Vec<Option<ArgValues>> = Vec::with_capacity(cfg.aggregates.len());
-        for a in &cfg.aggregates {
-            args.push(match a.column {
-                None => None,
-                Some(c) => Some(ArgValues::new(&columns[c], a)?),
-            });
-        }
-        let value = |a: usize, row: usize| -> Option<i64> {
-            match &args[a] {
-                None => Some(0),
-                Some(v) => v.get(row),
+    };
+    let n_aggs = cfg.aggregates.len();
+    let bounded = matches!(
+        cfg.frame,
+        FrameSpec::Rows { preceding: Some(_) } | FrameSpec::Range { preceding: Some(_) }
+    );
+    let mut results: Vec<Vec<Option<i64>>> = vec![Vec::with_capacity(rows.len()); n_aggs];
+    let mut histories: HashMap<&[u8], History> = HashMap::new();
+    for &(begin, end, ts, key) in &groups {
+        let history = match histories.entry(key) {
+            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let address = StateAddress {
+                    shard: shard_id,
+                    namespace: &[],
+                    key,
+                };
+                let h = match store.get_at(HISTORY, address, &[])? {
+                    Some(bytes) => History::decode(&bytes, n_aggs)?,
+                    None => History::empty(bounded, n_aggs),
+                };
+                v.insert(h)
             }
         };
-        let n_aggs = cfg.aggregates.len();
-        let bounded = matches!(
-            cfg.frame,
-            FrameSpec::Rows { preceding: Some(_) } | FrameSpec::Range { preceding: Some(_) }
-        );
-        let mut results: Vec<Vec<Option<i64>>> = vec![Vec::with_capacity(rows.len()); n_aggs];
-        let mut histories: HashMap<&[u8], History> = HashMap::new();
-        for &(begin, end, ts, key) in &groups {
-            let history = match histories.entry(key) {
-                std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-                std::collections::hash_map::Entry::Vacant(v) => {
-                    let address = StateAddress {
-                        shard: shard_id,
-                        namespace: &[],
-                        key,
-                    };
-                    let h = match self.store.get_at(HISTORY, address, &[])? {
-                        Some(bytes) => History::decode(&bytes, n_aggs)?,
-                        None => History::empty(bounded, n_aggs),
-                    };
-                    v.insert(h)
-                }
-            };
-            match (cfg.frame, history) {
-                (FrameSpec::Rows { preceding: Some(n) }, History::Rows(frame)) => {
-                    for row in begin..end {
-                        frame.push_back((ts, (0..n_aggs).map(|a| value(a, row)).collect()));
-                        while frame.len() as u64 > n + 1 {
-                            frame.pop_front();
-                        }
-                        let accs = fold(&cfg, frame.iter().map(|(_, v)| v.as_slice()));
-                        push_results(&cfg, &accs, &mut results, 1);
-                    }
-                }
-                (FrameSpec::Range { preceding: Some(d) }, History::Rows(frame)) => {
-                    for row in begin..end {
-                        frame.push_back((ts, (0..n_aggs).map(|a| value(a, row)).collect()));
-                    }
-                    let oldest = ts.saturating_sub(d.as_i64());
-                    while frame.front().is_some_and(|(t, _)| *t < oldest) {
+        match (cfg.frame, history) {
+            (FrameSpec::Rows { preceding: Some(n) }, History::Rows(frame)) => {
+                for row in begin..end {
+                    frame.push_back((ts, (0..n_aggs).map(|a| value(a, row)).collect()));
+                    while frame.len() as u64 > n + 1 {
                         frame.pop_front();
                     }
-                    if frame.len() > MAX_FRAME_ROWS {
-                        return Err(Error::Internal(format!(
-                            "a RANGE frame of one partition holds {} rows at time {ts}; at most \
-                             {MAX_FRAME_ROWS} are supported (use a shorter range or a finer \
-                             PARTITION BY)",
-                            frame.len()
-                        )));
-                    }
-                    let accs = fold(&cfg, frame.iter().map(|(_, v)| v.as_slice()));
-                    push_results(&cfg, &accs, &mut results, end - begin);
+                    let accs = fold(cfg, frame.iter().map(|(_, v)| v.as_slice()));
+                    push_results(cfg, &accs, &mut results, 1);
                 }
-                (FrameSpec::Rows { preceding: None }, History::Running(accs)) => {
-                    for row in begin..end {
-                        for (a, acc) in accs.iter_mut().enumerate() {
-                            acc.add(cfg.aggregates[a].kind, value(a, row));
-                        }
-                        push_results(&cfg, accs, &mut results, 1);
-                    }
-                }
-                (FrameSpec::Range { preceding: None }, History::Running(accs)) => {
-                    for row in begin..end {
-                        for (a, acc) in accs.iter_mut().enumerate() {
-                            acc.add(cfg.aggregates[a].kind, value(a, row));
-                        }
-                    }
-                    push_results(&cfg, accs, &mut results, end - begin);
-                }
-                _ => return Err(state_error("a history of another frame")),
             }
+            (FrameSpec::Range { preceding: Some(d) }, History::Rows(frame)) => {
+                for row in begin..end {
+                    frame.push_back((ts, (0..n_aggs).map(|a| value(a, row)).collect()));
+                }
+                let oldest = ts.saturating_sub(d.as_i64());
+                while frame.front().is_some_and(|(t, _)| *t < oldest) {
+                    frame.pop_front();
+                }
+                if frame.len() > MAX_FRAME_ROWS {
+                    return Err(Error::Internal(format!(
+                        "a RANGE frame of one partition holds {} rows at time {ts}; at most \
+                         {MAX_FRAME_ROWS} are supported (use a shorter range or a finer \
+                         PARTITION BY)",
+                        frame.len()
+                    )));
+                }
+                let accs = fold(cfg, frame.iter().map(|(_, v)| v.as_slice()));
+                push_results(cfg, &accs, &mut results, end - begin);
+            }
+            (FrameSpec::Rows { preceding: None }, History::Running(accs)) => {
+                for row in begin..end {
+                    for (a, acc) in accs.iter_mut().enumerate() {
+                        acc.add(cfg.aggregates[a].kind, value(a, row));
+                    }
+                    push_results(cfg, accs, &mut results, 1);
+                }
+            }
+            (FrameSpec::Range { preceding: None }, History::Running(accs)) => {
+                for row in begin..end {
+                    for (a, acc) in accs.iter_mut().enumerate() {
+                        acc.add(cfg.aggregates[a].kind, value(a, row));
+                    }
+                }
+                push_results(cfg, accs, &mut results, end - begin);
+            }
+            _ => return Err(state_error("a history of another frame")),
         }
-        for (key, history) in &histories {
-            let address = StateAddress {
-                shard: shard_id,
-                namespace: &[],
-                key,
-            };
-            self.store
-                .put_at(HISTORY, address, &[], &history.encode())?;
-        }
-        let mut output = columns;
-        for (a, values) in results.into_iter().enumerate() {
-            output.push(result_array(&cfg.aggregates[a], values)?);
-        }
-        let batch = RecordBatch::try_new(Arc::clone(&cfg.output), output)
-            .map_err(|e| Error::arrow("assembling OVER results", e))?;
-        out.emit(batch);
-        Ok(())
     }
+    for (key, history) in &histories {
+        let address = StateAddress {
+            shard: shard_id,
+            namespace: &[],
+            key,
+        };
+        store.put_at(HISTORY, address, &[], &history.encode())?;
+    }
+    let mut output = columns;
+    for (a, values) in results.into_iter().enumerate() {
+        output.push(result_array(&cfg.aggregates[a], values)?);
+    }
+    let batch = RecordBatch::try_new(Arc::clone(&cfg.output), output)
+        .map_err(|e| Error::arrow("assembling OVER results", e))?;
+    out.emit(batch);
+    Ok(())
 }
 
 /// An aggregate's argument over the fired rows, in its computing type.
@@ -307,7 +271,7 @@ impl Operator for OverOperator {
         batch: RecordBatch,
         _out: &mut Output,
     ) -> Result<()> {
-        self.start()?;
+        let behind = self.waiting.late_bound()?;
         if batch.num_rows() == 0 {
             return Ok(());
         }
@@ -318,7 +282,6 @@ impl Operator for OverOperator {
         )?;
         let (keys, shards) = self.keys(&batch)?;
         let rows = encode_rows(batch.columns()).map_err(state_error)?;
-        let behind = self.watermark.max(self.split_watermark);
         let mut dropped = 0_u64;
         for row in 0..batch.num_rows() {
             if times.is_null(row) || times.value(row) <= behind {
@@ -331,24 +294,23 @@ impl Operator for OverOperator {
                 namespace: &namespace,
                 key: &keys[row],
             };
-            let count = match self.store.get_at(PENDING, address, &rows[row])? {
+            let store = self.waiting.store.as_mut();
+            let count = match store.get_at(PENDING, address, &rows[row])? {
                 Some(p) => p
                     .first_chunk::<4>()
                     .map(|c| u32::from_le_bytes(*c))
                     .ok_or_else(|| state_error("a pending row without its count"))?,
                 None => 0,
             };
-            self.store.put_at(
+            store.put_at(
                 PENDING,
                 address,
                 &rows[row],
                 &count.saturating_add(1).to_le_bytes(),
             )?;
-            self.pending.note(shards[row], times.value(row));
+            self.waiting.note(shards[row], times.value(row));
         }
-        if dropped > 0 {
-            self.dropped.fetch_add(dropped, Ordering::Relaxed);
-        }
+        self.waiting.drop_late(dropped);
         Ok(())
     }
 
@@ -358,35 +320,23 @@ impl Operator for OverOperator {
         watermark: Watermark,
         _out: &mut Output,
     ) -> Result<()> {
-        self.split_watermark = watermark.0.0;
+        self.waiting.set_split_watermark(watermark);
         Ok(())
     }
 
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Output) -> Result<()> {
-        self.start()?;
-        let w = watermark.0.0;
-        if w <= self.emitted {
-            return Ok(());
+        let cfg = Arc::clone(&self.cfg);
+        let advanced = self.waiting.advance(watermark, |store, shard, entries| {
+            fire(&cfg, store, shard, entries, out)
+        })?;
+        if advanced {
+            out.emit_watermark(watermark);
         }
-        self.watermark = self.watermark.max(w);
-        let until = (w != i64::MAX).then(|| encode_timestamp(w.saturating_add(1)));
-        for shard in self.pending.due(w) {
-            let range = NamespaceRange::new(&[], until.as_ref().map(|u| &u[..]));
-            let entries = self.store.scan(PENDING, StateShardId(shard), range, None)?;
-            if !entries.is_empty() {
-                self.fire(shard, entries, out)?;
-            }
-            self.pending
-                .refresh(self.store.as_mut(), PENDING, shard, w)?;
-        }
-        self.emitted = w;
-        out.emit_watermark(watermark);
         Ok(())
     }
 
     fn on_barrier(&mut self, _barrier: weir_api::Barrier, _out: &mut Output) -> Result<()> {
-        self.start()?;
-        self.progress.save(self.store.as_mut(), &[self.watermark])
+        self.waiting.save()
     }
 
     fn on_end_of_input(&mut self, out: &mut Output) -> Result<()> {

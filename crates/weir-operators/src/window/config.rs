@@ -2,6 +2,7 @@
 
 use super::aggregate::AggregateSet;
 use super::assign::WindowKind;
+use crate::expr::column_index;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef, TimeUnit};
 use datafusion::functions_aggregate::average::avg_udaf;
 use datafusion::functions_aggregate::count::count_udaf;
@@ -163,19 +164,6 @@ pub struct WindowConfig {
     pub late_schema: SchemaRef,
     /// The time zone of `window_start`/`window_end` (that of a Timestamp time column).
     pub time_zone: Option<Arc<str>>,
-}
-
-fn column_index(input: &Schema, name: &str, path: &str) -> Result<usize> {
-    input.index_of(name).map_err(|_| {
-        let names: Vec<&str> = input.fields().iter().map(|f| f.name().as_str()).collect();
-        Error::config(
-            path,
-            format!(
-                "no column `{name}` in the input; columns: {}",
-                names.join(", ")
-            ),
-        )
-    })
 }
 
 impl WindowConfig {

@@ -6,36 +6,41 @@
 # Usage: scripts/crash-soak.sh [KILLS] [ROUND]
 #   KILLS  kills per round of the harness (default 300); WEIR_CRASH_SEED fixes the kill schedule
 #   ROUND  file  (default) crates/weir-cli/tests/crash.rs: a windowed job into Parquet files
+#          joins  crates/weir-cli/tests/crash/joins.rs: an interval join, a deduplication, an
+#                 OVER aggregation, a window Top-N and cascading windows into Parquet files
 #          kafka  crates/weir-cli/tests/kafka_crash.rs: a Kafka-to-Kafka exactly-once job on a
 #                 real broker (needs Java 17+ and the broker's jars, fetched once with Maven)
-#          all    both, one after the other
+#          all    all three, one after the other
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/weir-target}"
 mkdir -p "$CARGO_TARGET_DIR"
 kills="${1:-300}"
 round="${2:-file}"
+# Each entry: the test binary and the name filter of the test in it.
 case "$round" in
-file) tests=(crash) ;;
-kafka) tests=(kafka_crash) ;;
-all) tests=(crash kafka_crash) ;;
+file) tests=("crash killed_and_restored_runs") ;;
+joins) tests=("crash killed_and_restored_joins") ;;
+kafka) tests=("kafka_crash kafka") ;;
+all) tests=("crash killed_and_restored_runs" "crash killed_and_restored_joins" "kafka_crash kafka") ;;
 *)
-    echo "crash soak: unknown round '$round' (file, kafka or all)" >&2
+    echo "crash soak: unknown round '$round' (file, joins, kafka or all)" >&2
     exit 2
     ;;
 esac
 log="$(mktemp "${TMPDIR:-/tmp}/weir-crash-soak.XXXXXX")"
 trap 'rm -f "$log"' EXIT
 status=0
-for test in "${tests[@]}"; do
-    WEIR_CRASH_KILLS="$kills" cargo test -p weir-cli --test "$test" -- --nocapture 2>&1 \
+for entry in "${tests[@]}"; do
+    read -r test filter <<<"$entry"
+    WEIR_CRASH_KILLS="$kills" cargo test -p weir-cli --test "$test" "$filter" -- --nocapture 2>&1 \
         | tee -a "$log" || status=$?
 done
 echo
-if summary="$(grep -E '^(kafka )?crash harness: [0-9]+ kills' "$log")"; then
+if summary="$(grep -E '^(kafka |joins )?crash harness: [0-9]+ kills' "$log")"; then
     echo "$summary"
 else
     echo "crash soak: no summary line; the harness failed before the end (see above)" >&2
 fi
-grep -E '^(kafka )?crash harness: seed' "$log" || true
+grep -E '^(kafka |joins )?crash harness: seed' "$log" || true
 exit "$status"

@@ -7,7 +7,9 @@
 //! end of time), they are joined and emitted, and every later stream row is joined as it comes.
 //! So every stream row sees the whole table, whatever the timing of the two inputs, and the
 //! result does not depend on it. The output watermark is held until the table has ended.
-//! `left` keeps stream rows without a match, padded with nulls; NULL keys never match.
+//! `left` keeps stream rows without a match, padded with nulls; `semi` emits each stream row
+//! that has a match once and `anti` each one that has none, with the stream's columns only.
+//! NULL keys never match.
 //!
 //! State layout: `table_join.table` and `table_join.waiting` are map states, key = the join
 //! key (row codec), sub-key = the row (row codec), payload = how many such rows arrived
@@ -45,13 +47,25 @@ pub enum TableJoinKind {
     Inner,
     /// Also stream rows without one, the table's columns null.
     Left,
+    /// Each stream row with a match, once, with the stream's columns only (`EXISTS`, `IN`).
+    Semi,
+    /// Each stream row without a match, with the stream's columns only (`NOT EXISTS`).
+    Anti,
+}
+
+impl TableJoinKind {
+    /// Whether the output has the table's columns (not for semi and anti joins).
+    fn emits_table(self) -> bool {
+        matches!(self, TableJoinKind::Inner | TableJoinKind::Left)
+    }
 }
 
 /// The job-spec options of `table_join`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TableJoinOptions {
-    /// `inner` (default) or `left` (stream rows without a match are kept).
+    /// `inner` (default), `left` (stream rows without a match are kept), `semi` (stream rows
+    /// with a match, once) or `anti` (stream rows without one).
     #[serde(default)]
     pub join: TableJoinKind,
     /// Key columns of the stream (input 0).
@@ -119,7 +133,12 @@ impl OperatorFactory for TableJoinFactory {
             }
         }
         let mut fields: Vec<Field> = stream.fields().iter().map(|f| f.as_ref().clone()).collect();
-        for f in table.fields() {
+        let table_fields = if options.join.emits_table() {
+            table.fields().iter().collect()
+        } else {
+            Vec::new()
+        };
+        for f in table_fields {
             if fields.iter().any(|g| g.name() == f.name()) {
                 return Err(Error::config(
                     path,
@@ -202,7 +221,7 @@ struct TableJoinOperator {
 }
 
 /// A batch's rows as state keys: per row, its key (`None` when a key column is null), shard and
-/// encoded row.
+/// encoded row (only where the rows are kept).
 struct Keyed {
     keys: Vec<Option<Vec<u8>>>,
     shards: Vec<u32>,
@@ -221,7 +240,7 @@ impl TableJoinOperator {
         Ok(())
     }
 
-    fn keyed(&self, batch: &RecordBatch, side: usize) -> Result<Keyed> {
+    fn keyed(&self, batch: &RecordBatch, side: usize, with_rows: bool) -> Result<Keyed> {
         let columns: Vec<ArrayRef> = self.cfg.keys[side]
             .iter()
             .map(|&i| Arc::clone(batch.column(i)))
@@ -234,7 +253,11 @@ impl TableJoinOperator {
             .enumerate()
             .map(|(row, key)| columns.iter().all(|c| c.is_valid(row)).then_some(key))
             .collect();
-        let rows = encode_rows(batch.columns()).map_err(state_error)?;
+        let rows = if with_rows {
+            encode_rows(batch.columns()).map_err(state_error)?
+        } else {
+            Vec::new()
+        };
         Ok(Keyed { keys, shards, rows })
     }
 
@@ -283,14 +306,21 @@ impl TableJoinOperator {
                 Some(key) => self.table_rows(key, keyed.shards[row])?,
                 None => Arc::new(Vec::new()),
             };
-            for m in matches.iter() {
-                stream_rows.push(row as u32);
-                table_index.push(Some(table_rows.len() as u32));
-                table_rows.push(m.clone());
-            }
-            if matches.is_empty() && self.cfg.join == TableJoinKind::Left {
-                stream_rows.push(row as u32);
-                table_index.push(None);
+            match self.cfg.join {
+                TableJoinKind::Inner | TableJoinKind::Left => {
+                    for m in matches.iter() {
+                        stream_rows.push(row as u32);
+                        table_index.push(Some(table_rows.len() as u32));
+                        table_rows.push(m.clone());
+                    }
+                    if matches.is_empty() && self.cfg.join == TableJoinKind::Left {
+                        stream_rows.push(row as u32);
+                        table_index.push(None);
+                    }
+                }
+                TableJoinKind::Semi if !matches.is_empty() => stream_rows.push(row as u32),
+                TableJoinKind::Anti if matches.is_empty() => stream_rows.push(row as u32),
+                TableJoinKind::Semi | TableJoinKind::Anti => {}
             }
         }
         if stream_rows.is_empty() {
@@ -304,7 +334,9 @@ impl TableJoinOperator {
             .collect::<std::result::Result<Vec<_>, _>>()
             .map_err(|e| Error::arrow("selecting joined stream rows", e))?;
         let rows = indices.len();
-        if table_rows.is_empty() {
+        if !self.cfg.join.emits_table() {
+            // The stream's columns alone.
+        } else if table_rows.is_empty() {
             columns.extend(self.cfg.types[1].iter().map(|t| new_null_array(t, rows)));
         } else {
             let refs: Vec<&[u8]> = table_rows.iter().map(Vec::as_slice).collect();
@@ -361,7 +393,7 @@ impl TableJoinOperator {
             ));
             let batch = RecordBatch::try_new(schema, columns)
                 .map_err(|e| Error::arrow("rebuilding waiting stream rows", e))?;
-            let keyed = self.keyed(&batch, 0)?;
+            let keyed = self.keyed(&batch, 0, false)?;
             self.join(&batch, &keyed, out)?;
         }
         Ok(())
@@ -374,7 +406,8 @@ impl Operator for TableJoinOperator {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        let keyed = self.keyed(&batch, input)?;
+        // Rows are encoded only to be kept: the table's, and stream rows that wait for it.
+        let keyed = self.keyed(&batch, input, input == 1 || !self.table_ended)?;
         if input == 1 {
             // A NULL key matches nothing: such table rows are not kept.
             for row in 0..batch.num_rows() {
@@ -389,7 +422,7 @@ impl Operator for TableJoinOperator {
             return self.join(&batch, &keyed, out);
         }
         for row in 0..batch.num_rows() {
-            // A NULL key waits too: a left join emits it padded.
+            // A NULL key waits too: a left join emits it padded, an anti join as it is.
             let key = keyed.keys[row].as_deref().unwrap_or(&[]);
             self.add(WAITING, key, keyed.shards[row], &keyed.rows[row])?;
         }

@@ -205,11 +205,13 @@ impl Translator<'_> {
                     .unwrap_or_default();
                 let bounded = [self.is_bounded(&join.left), self.is_bounded(&join.right)];
                 let table = match kind {
+                    "semi" | "anti" if bounded[1] => 1,
                     "semi" | "anti" => {
                         return Err(self.unsupported_at(
                             "EXISTS",
-                            "a semi or anti join with a bounded table",
-                            "join the table (LEFT JOIN) and filter on its key being NULL or not",
+                            "a semi or anti join of a bounded table with a stream",
+                            "a table row's match may come with any later stream row; filter the \
+                             stream by the table instead (the table in the subquery)",
                         ));
                     }
                     "inner" if bounded[1] => 1,
@@ -227,7 +229,11 @@ impl Translator<'_> {
                 };
                 How::Table {
                     stream: 1 - table,
-                    outer: kind != "inner",
+                    join: match kind {
+                        "semi" | "anti" => kind,
+                        "inner" => "inner",
+                        _ => "left",
+                    },
                 }
             }
             _ => {
@@ -309,7 +315,7 @@ impl Translator<'_> {
         if !residual.is_empty() && kind != "inner" {
             return Err(self.unsupported_at(
                 "JOIN",
-                "a condition other than keys on an outer join with a bounded table",
+                "a condition other than keys on an outer, semi or anti join with a bounded table",
                 "move it to a WHERE after the join, or into a subquery of one side",
             ));
         }
@@ -361,7 +367,7 @@ impl Translator<'_> {
                 );
                 name
             }
-            How::Table { stream, outer } => {
+            How::Table { stream, join } => {
                 let name = self.next_name("table_join");
                 let mut inputs = [
                     (left.node.clone(), left_keys.clone()),
@@ -372,7 +378,7 @@ impl Translator<'_> {
                 }
                 let [(_, stream_keys), (_, table_keys)] = &inputs;
                 let options = serde_json::json!({
-                    "join": if outer { "left" } else { "inner" },
+                    "join": join,
                     "stream_keys": stream_keys,
                     "table_keys": table_keys,
                 });
@@ -443,8 +449,9 @@ enum How {
         upper: i64,
     },
     /// A `table_join` of a stream with a bounded table; `stream` is the stream's side (0
-    /// left); `outer` keeps its unmatched rows.
-    Table { stream: usize, outer: bool },
+    /// left); `join` the operator's kind (`inner`, `left`: the stream's unmatched rows too,
+    /// `semi`, `anti`).
+    Table { stream: usize, join: &'static str },
 }
 
 /// `columns` without repeats, in their order.

@@ -10,10 +10,12 @@
 //! its row was emitted (the done mark), as in Flink without a state TTL.
 
 use crate::waiting::Waiting;
-use arrow::array::{Array, ArrayRef, Int64Array};
+use arrow::array::{Array, ArrayRef, Int64Array, UInt32Array};
+use arrow::compute::take;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use serde::Deserialize;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use weir_api::state::{StateDescriptor, Value};
 use weir_api::{
@@ -30,6 +32,11 @@ const BEST: &str = "dedup.best";
 const PENDING: &str = "dedup.pending";
 /// The operator's watermark, for a restore (kept by [`Waiting`]).
 const WATERMARK: &str = "dedup.watermark";
+/// A key's earliest time in a batch and its rows at that time.
+type Earliest = (i64, Vec<u32>);
+
+/// Keys known done kept in memory (so their duplicates need no state lookup).
+const DONE_KEYS: usize = 1 << 20;
 
 /// The job-spec options of `dedup_first`.
 #[derive(Debug, Clone, Deserialize)]
@@ -145,6 +152,7 @@ impl PreparedOperator for PreparedDedup {
                 .map(|f| f.data_type().clone())
                 .collect(),
             waiting: Waiting::new(ctx, store, PENDING, WATERMARK)?,
+            done: HashSet::new(),
         }))
     }
 }
@@ -155,6 +163,9 @@ struct DedupOperator {
     types: Vec<DataType>,
     /// The state, the watermarks and the keys whose best row waits for the watermark.
     waiting: Waiting,
+    /// Keys whose first row is out (their later rows are duplicates), as their state says;
+    /// emptied when it holds [`DONE_KEYS`].
+    done: HashSet<Vec<u8>>,
 }
 
 impl DedupOperator {
@@ -197,61 +208,104 @@ impl Operator for DedupOperator {
         let shards = key_hash::shard_ids(&key_columns, self.waiting.shard_count)
             .map_err(|e| Error::Internal(format!("hashing dedup keys: {e}")))?;
         let keys = encode_rows(&key_columns).map_err(state_error)?;
-        let rows = encode_rows(batch.columns()).map_err(state_error)?;
-        let store = self.waiting.store.as_mut();
-        let mut noted: Vec<(u32, i64)> = Vec::new();
+        // Of a key's on-time rows in this batch only the earliest can be its first row: each
+        // key is looked up in state once per batch, and not at all once its row is out.
+        let mut earliest: HashMap<&[u8], Earliest> = HashMap::new();
         let mut dropped = 0_u64;
-        for row in 0..batch.num_rows() {
+        for (row, key) in keys.iter().enumerate() {
             if times.is_null(row) || times.value(row) <= behind {
                 dropped += 1;
                 continue;
             }
+            if self.done.contains(key) {
+                continue;
+            }
             let time = times.value(row);
-            let shard = StateShardId(shards[row]);
-            store.set_current_key(&keys[row], shard);
+            let entry = earliest.entry(key.as_slice()).or_insert((time, Vec::new()));
+            if time < entry.0 {
+                *entry = (time, Vec::new());
+            }
+            if time == entry.0 {
+                entry.1.push(row as u32);
+            }
+        }
+        self.waiting.drop_late(dropped);
+        if earliest.is_empty() {
+            return Ok(());
+        }
+        let earliest: Vec<(&[u8], Earliest)> = earliest.into_iter().collect();
+        // Only the candidates' rows are encoded (ties are broken by the encoded row), in the
+        // order of `earliest`.
+        let picked = UInt32Array::from_iter_values(
+            earliest
+                .iter()
+                .flat_map(|(_, (_, rows))| rows.iter().copied()),
+        );
+        let taken = batch
+            .columns()
+            .iter()
+            .map(|c| take(c.as_ref(), &picked, None))
+            .collect::<std::result::Result<Vec<_>, _>>()
+            .map_err(|e| Error::arrow("selecting first-row candidates", e))?;
+        let mut encoded = encode_rows(&taken).map_err(state_error)?.into_iter();
+        let store = self.waiting.store.as_mut();
+        let mut noted: Vec<(u32, i64)> = Vec::new();
+        for (key, (time, candidates)) in earliest {
+            let shard = StateShardId(shards[candidates[0] as usize]);
+            let row = encoded
+                .by_ref()
+                .take(candidates.len())
+                .min()
+                .ok_or_else(|| state_error("a key without a candidate row"))?;
+            store.set_current_key(key, shard);
             store.set_current_namespace(&[]);
             let best = store.get(BEST, &[])?;
             let replace = match best.as_deref() {
                 None => None,
-                Some([1, ..]) => continue,
+                Some([1, ..]) => {
+                    if self.done.len() >= DONE_KEYS {
+                        self.done.clear();
+                    }
+                    self.done.insert(key.to_vec());
+                    continue;
+                }
                 Some([0, rest @ ..]) if rest.len() >= 8 => {
                     let (at, old) = rest.split_at(8);
                     let at = decode_timestamp(at).map_err(state_error)?;
-                    if (time, rows[row].as_slice()) >= (at, old) {
+                    if (time, row.as_slice()) >= (at, old) {
                         continue;
                     }
-                    Some((at, old.to_vec()))
+                    Some(at)
                 }
                 Some(_) => return Err(state_error("a corrupt dedup entry")),
             };
-            if let Some((at, _)) = replace {
+            if let Some(at) = replace {
                 let namespace = encode_timestamp(at);
                 let address = StateAddress {
                     shard,
                     namespace: &namespace,
-                    key: &keys[row],
+                    key,
                 };
                 store.remove_at(PENDING, address, &[])?;
             }
             let mut payload = vec![0_u8];
             payload.extend_from_slice(&encode_timestamp(time));
-            payload.extend_from_slice(&rows[row]);
-            store.set_current_key(&keys[row], shard);
+            payload.extend_from_slice(&row);
+            store.set_current_key(key, shard);
             store.set_current_namespace(&[]);
             store.put(BEST, &[], &payload)?;
             let namespace = encode_timestamp(time);
             let address = StateAddress {
                 shard,
                 namespace: &namespace,
-                key: &keys[row],
+                key,
             };
-            store.put_at(PENDING, address, &[], &rows[row])?;
+            store.put_at(PENDING, address, &[], &row)?;
             noted.push((shard.0, time));
         }
         for (shard, time) in noted {
             self.waiting.note(shard, time);
         }
-        self.waiting.drop_late(dropped);
         Ok(())
     }
 
@@ -276,6 +330,10 @@ impl Operator for DedupOperator {
                     key: &entry.key,
                 };
                 store.put_at(BEST, done, &[], &[1])?;
+                if self.done.len() >= DONE_KEYS {
+                    self.done.clear();
+                }
+                self.done.insert(entry.key);
                 first.push(entry.payload);
             }
             Ok(())

@@ -1,19 +1,24 @@
 //! Flink's date-time functions that take a format, `TO_TIMESTAMP(string, format)`,
-//! `DATE_FORMAT(timestamp, format)` and `UNIX_TIMESTAMP(string[, format])`, whose formats are
-//! Java's (`yyyy-MM-dd HH:mm:ss.SSS`). DataFusion's functions of the same names (`DATE_FORMAT`
+//! `DATE_FORMAT(timestamp, format)`, `UNIX_TIMESTAMP(string[, format])` and
+//! `FROM_UNIXTIME(seconds[, format])`, whose formats are Java's (`yyyy-MM-dd HH:mm:ss.SSS`). DataFusion's functions of the same names (`DATE_FORMAT`
 //! is its `to_char`) take chrono's (`%Y-%m-%d %H:%M:%S%.3f`): a literal format without `%` is
 //! read as Java's and translated, one with `%` is passed on as chrono's, so both kinds of
 //! script run.
 
-use arrow::datatypes::{DataType, FieldRef};
+use arrow::array::{Array, StringArray, new_null_array};
+use arrow::compute::cast;
+use arrow::datatypes::{DataType, Field, FieldRef, TimeUnit};
+use arrow::util::display::{ArrayFormatter, FormatOptions};
 use datafusion::common::{Result, ScalarValue, exec_err, plan_err};
 use datafusion::config::ConfigOptions;
 use datafusion::logical_expr::{
     ColumnarValue, ReturnFieldArgs, ScalarFunctionArgs, ScalarUDF, ScalarUDFImpl, Signature,
+    TypeSignature, Volatility,
 };
 use std::sync::Arc;
 
-/// `TO_TIMESTAMP`, `DATE_FORMAT` and `UNIX_TIMESTAMP` reading Java formats, ready to register.
+/// `TO_TIMESTAMP`, `DATE_FORMAT`, `UNIX_TIMESTAMP` and `FROM_UNIXTIME` reading Java formats,
+/// ready to register.
 pub(crate) fn format_functions() -> Vec<Arc<ScalarUDF>> {
     use datafusion::functions::datetime;
     // The session's options reach them through `with_updated_config` when they are registered.
@@ -28,7 +33,81 @@ pub(crate) fn format_functions() -> Vec<Arc<ScalarUDF>> {
             datetime::to_timestamp_seconds(&config),
             Cast::EpochSeconds,
         ),
+        Arc::new(ScalarUDF::new_from_impl(FromUnixtime::new())),
     ]
+}
+
+/// Flink's `FROM_UNIXTIME(seconds[, format])`: epoch seconds as text in a Java format
+/// (`yyyy-MM-dd HH:mm:ss` when left out), in UTC. It replaces DataFusion's function of that
+/// name, which returns a `TIMESTAMP`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct FromUnixtime {
+    signature: Signature,
+}
+
+impl FromUnixtime {
+    fn new() -> Self {
+        Self {
+            signature: Signature::one_of(
+                vec![
+                    TypeSignature::Exact(vec![DataType::Int64]),
+                    TypeSignature::Exact(vec![DataType::Int64, DataType::Utf8]),
+                ],
+                Volatility::Immutable,
+            ),
+        }
+    }
+}
+
+impl ScalarUDFImpl for FromUnixtime {
+    fn name(&self) -> &str {
+        "from_unixtime"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, _arg_types: &[DataType]) -> Result<DataType> {
+        Ok(DataType::Utf8)
+    }
+
+    fn return_field_from_args(&self, args: ReturnFieldArgs<'_>) -> Result<FieldRef> {
+        if let Some(Some(ScalarValue::Utf8(Some(f)))) = args.scalar_arguments.get(1) {
+            chrono_format(f)?;
+        }
+        Ok(Arc::new(Field::new(self.name(), DataType::Utf8, true)))
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let format = match args.args.get(1) {
+            None => "%Y-%m-%d %H:%M:%S".to_owned(),
+            Some(ColumnarValue::Scalar(ScalarValue::Utf8(Some(f)))) => chrono_format(f)?,
+            Some(ColumnarValue::Scalar(ScalarValue::Utf8(None))) => {
+                let rows = args.number_rows;
+                return Ok(ColumnarValue::Array(new_null_array(&DataType::Utf8, rows)));
+            }
+            Some(_) => return exec_err!("from_unixtime: the format is a literal string"),
+        };
+        let [seconds, ..] = args.args.as_slice() else {
+            return exec_err!("from_unixtime takes epoch seconds");
+        };
+        let seconds = seconds.to_array(args.number_rows)?;
+        let times = cast(&seconds, &DataType::Timestamp(TimeUnit::Second, None))?;
+        let options = FormatOptions::new()
+            .with_timestamp_format(Some(&format))
+            .with_null("");
+        let formatter = ArrayFormatter::try_new(times.as_ref(), &options)?;
+        let text: StringArray = (0..times.len())
+            .map(|i| {
+                times
+                    .is_valid(i)
+                    .then(|| formatter.value(i).try_to_string())
+                    .transpose()
+            })
+            .collect::<std::result::Result<_, _>>()?;
+        Ok(ColumnarValue::Array(Arc::new(text)))
+    }
 }
 
 /// What is done to the wrapped function's result.

@@ -5,7 +5,7 @@
 //! which rows are late depends on the input alone. That is how windows cascade (a window over
 //! a window aggregation's `window_time`) and follow a join.
 
-use super::Translator;
+use super::{Translator, quote};
 use crate::error::Result;
 use crate::tvf::WindowTvfTable;
 use arrow::datatypes::DataType;
@@ -74,42 +74,43 @@ impl Translator<'_> {
                 .position(|f| f.name() == name)
                 .and_then(|i| stream.columns.get(i).cloned())
         };
-        let time = physical(&tvf.time_column)
-            .filter(|t| stream.rowtimes.contains(t))
-            .ok_or_else(|| {
-                self.unsupported_at(
-                    &tvf.time_column,
-                    &format!(
-                        "DESCRIPTOR({}) over the view `{}`, where it is not a time attribute",
-                        tvf.time_column, tvf.table
-                    ),
-                    "a window over a view needs one of its time attributes: a table's \
+        if !physical(&tvf.time_column).is_some_and(|t| stream.rowtimes.contains(&t)) {
+            return Err(self.unsupported_at(
+                &tvf.time_column,
+                &format!(
+                    "DESCRIPTOR({}) over the view `{}`, where it is not a time attribute",
+                    tvf.time_column, tvf.table
+                ),
+                "a window over a view needs one of its time attributes: a table's \
                      WATERMARK column, the window_time of a window aggregation grouped by it, \
                      or a time of an interval join, selected unchanged",
-                )
-            })?;
-        let partition_by = tvf
-            .partition_by
+            ));
+        }
+        for c in &tvf.partition_by {
+            if physical(c).is_none() {
+                return Err(self.here().invalid(format!(
+                    "PARTITION BY {c}: no such column in `{}`",
+                    tvf.table
+                )));
+            }
+        }
+        // The view's rows under the view's column names, and nothing else: the physical
+        // columns behind them may have other names (a renamed `window_start` keeps its own), and
+        // the window adds `window_start` and `window_end` of its own.
+        let expressions = fields
             .iter()
-            .map(|c| {
-                physical(c).ok_or_else(|| {
-                    self.here().invalid(format!(
-                        "PARTITION BY {c}: no such column in `{}`",
-                        tvf.table
-                    ))
-                })
-            })
-            .collect::<Result<_>>()?;
+            .zip(&stream.columns)
+            .map(|(f, c)| format!("{} AS {}", quote(c), quote(f.name())))
+            .collect();
+        let node = self.project(&stream.node, expressions);
         Ok(WindowInput {
-            node: stream.node,
-            columns: stream
-                .columns
+            node,
+            columns: fields
                 .iter()
-                .cloned()
-                .zip(fields.iter().map(|f| f.data_type().clone()))
+                .map(|f| (f.name().clone(), f.data_type().clone()))
                 .collect(),
-            time,
-            partition_by,
+            time: tvf.time_column.clone(),
+            partition_by: tvf.partition_by.clone(),
             table: None,
         })
     }

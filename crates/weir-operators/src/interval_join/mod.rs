@@ -11,6 +11,7 @@
 //! two time buckets), so no row emitted later is behind it.
 
 mod config;
+mod occupancy;
 mod operator;
 
 pub use config::{IntervalJoinConfig, IntervalJoinOptions, JoinKind};

@@ -9,6 +9,7 @@
 //! the operator's ([`ShardProgress`]), so a restore judges rows as the run before it did.
 
 use super::config::{IntervalJoinConfig, JoinKind};
+use super::occupancy::Occupancy;
 use crate::shard_progress::ShardProgress;
 use arrow::array::{Array, ArrayRef, AsArray, UInt32Array, new_null_array};
 use arrow::compute::take;
@@ -53,6 +54,8 @@ pub struct IntervalJoinOperator {
     started: bool,
     dropped: Arc<AtomicU64>,
     types: [Vec<DataType>; 2],
+    /// Which (side, key, bucket) may hold rows: reads of the state skip the rest.
+    occupancy: Occupancy,
 }
 
 impl IntervalJoinOperator {
@@ -89,6 +92,7 @@ impl IntervalJoinOperator {
             started: false,
             dropped: Arc::clone(&ctx.dropped_rows),
             types,
+            occupancy: Occupancy::new(),
         })
     }
 
@@ -103,6 +107,19 @@ impl IntervalJoinOperator {
             self.input_watermarks = [left, right];
             self.watermark = both;
             self.emitted = self.output_watermark(both);
+        }
+        // Restored rows are counted in the filter before any probe.
+        for (side, state) in STATES.iter().enumerate() {
+            for shard in self.live.clone() {
+                let entries =
+                    self.store
+                        .scan(state, StateShardId(shard), NamespaceRange::ALL, None)?;
+                for entry in entries {
+                    let bucket = decode_timestamp(&entry.namespace).map_err(state_error)?;
+                    let (count, _) = decode_payload(&entry.payload)?;
+                    self.occupancy.add(side, &entry.key, bucket, count);
+                }
+            }
         }
         Ok(())
     }
@@ -181,6 +198,9 @@ impl IntervalJoinOperator {
             let time = times.value(row);
             let (lo, hi) = (time.saturating_add(lo_reach), time.saturating_add(hi_reach));
             for bucket in self.bucket_of(lo)..=self.bucket_of(hi) {
+                if !self.occupancy.may_hold(other, &keys[row], bucket) {
+                    continue;
+                }
                 self.store
                     .set_current_key(&keys[row], StateShardId(shards[row]));
                 self.store.set_current_namespace(&encode_timestamp(bucket));
@@ -262,12 +282,17 @@ impl IntervalJoinOperator {
             let bound = time.saturating_add(if side == 0 { cfg.upper } else { -cfg.lower });
             if bound > self.watermark {
                 let shard = StateShardId(shards[r]);
+                let bucket = self.bucket_of(time);
                 self.store.set_current_key(&keys[r], shard);
-                self.store
-                    .set_current_namespace(&encode_timestamp(self.bucket_of(time)));
+                self.store.set_current_namespace(&encode_timestamp(bucket));
                 let mut sub_key = encode_timestamp(time).to_vec();
                 sub_key.extend_from_slice(&encoded[r]);
-                let (count, was_matched) = match self.store.get(STATES[side], &sub_key)? {
+                let stored = if self.occupancy.may_hold(side, &keys[r], bucket) {
+                    self.store.get(STATES[side], &sub_key)?
+                } else {
+                    None
+                };
+                let (count, was_matched) = match stored {
                     Some(payload) => decode_payload(&payload)?,
                     None => (0, false),
                 };
@@ -276,6 +301,7 @@ impl IntervalJoinOperator {
                     &sub_key,
                     &encode_payload(count.saturating_add(1), was_matched || matched[r]),
                 )?;
+                self.occupancy.add(side, &keys[r], bucket, 1);
                 self.live.insert(shard.0);
             } else if !matched[r] && cfg.join.pads(side) {
                 padded.push(row);
@@ -385,6 +411,8 @@ impl IntervalJoinOperator {
                     };
                     self.store.remove_at(state, at, &entry.sub_key)?;
                     let (count, matched) = decode_payload(&entry.payload)?;
+                    let bucket = decode_timestamp(&entry.namespace).map_err(state_error)?;
+                    self.occupancy.remove(side, &entry.key, bucket, count);
                     if self.cfg.join.pads(side) && !matched {
                         let (_, columns) = split_sub_key(&entry.sub_key)?;
                         for _ in 0..count {

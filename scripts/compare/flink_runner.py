@@ -14,14 +14,12 @@ import importlib.metadata
 import json
 import os
 import re
-import string
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-QUERY_DIR = HERE / "queries"
+import templates
 
 # Format options of the bids table per format. Flink's CSV format (2.3) cannot skip a header
 # line, so for CSV the header becomes a row of NULLs that the `bids` view drops
@@ -88,16 +86,14 @@ def parquet_jars(directory):
     return jars, missing
 
 
-def flink_script(query, fmt, data_file, sink_options, out_path):
-    """Writes the Flink SQL script of one query, format and sink into out_path."""
-    bids = string.Template((QUERY_DIR / "bids.flink.sql").read_text()).substitute(
-        bids_path=str(data_file), bids_format=fmt, bids_options=FORMAT_OPTIONS[fmt]
+def flink_script(query, fmt, data_file, auctions_file, sink_options, out_path):
+    """Writes the Flink SQL script of one query, format and sink (templates.py) into out_path;
+    the auctions file is the bounded table of `enrichment`, in the same format."""
+    return templates.render(
+        "flink", query, out_path, bids_path=data_file, bids_format=fmt,
+        bids_options=FORMAT_OPTIONS[fmt], sink_options=sink_options,
+        auctions_path=auctions_file, auctions_format=fmt, auctions_options=FORMAT_OPTIONS[fmt],
     )
-    body = string.Template((QUERY_DIR / f"{query}.flink.sql").read_text()).substitute(
-        sink_options=sink_options
-    )
-    out_path.write_text(bids + "\n" + body)
-    return out_path
 
 
 def run_flink(script, parallelism, jars, watermark_interval_ms=None):

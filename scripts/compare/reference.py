@@ -47,6 +47,7 @@ windows are a loop over each key's rows in file order (the keys are independent)
 compare.py; `python3 reference.py --self-test` runs its small tests.
 """
 
+import heapq
 import re
 
 import numpy as np
@@ -183,6 +184,29 @@ def _group(columns, key_names, value_aggs):
             reduce = np.add if fn == "sum" else np.maximum
             out[name] = reduce.reduceat(gathered[col], starts).astype(np.int64, copy=False)
     return out
+
+
+
+def _key_time(keys, times, margin=0):
+    """One int64 per row ordered as (key, time), with `margin` around the times so that
+    `composite +- margin` never reaches into the next or previous key."""
+    if len(keys) == 0:
+        return np.empty(0, dtype=np.int64)
+    t0 = int(times.min()) - margin - 1
+    width = int(times.max()) - t0 + margin + 1
+    k0 = int(keys.min())
+    if (int(keys.max()) - k0 + 1) * float(width) >= 2.0**62:
+        raise ValueError("the keys and times do not fit one int64")
+    return (keys - k0) * width + (times - t0)
+
+
+def _expand_runs(lo, hi):
+    """Every pair (i, j) with j in [lo[i], hi[i]), as two int64 arrays: i ascending, then j."""
+    counts = np.maximum(hi - lo, 0)
+    total = int(counts.sum())
+    i = np.repeat(np.arange(len(lo)), counts)
+    firsts = np.cumsum(counts) - counts  # where each i's pairs start in the output
+    return i, lo[i] + (np.arange(total) - firsts[i])
 
 
 def hop(key_name, keys, times, prices, before, size, slide):
@@ -331,24 +355,12 @@ def interval_self_join(key_name, rows, before, lower, upper, lower_inclusive, up
     out_names = [key_name] + [f"a_{names[c]}" for c in others] + [f"b_{names[c]}" for c in others]
     if len(t) == 0:
         return {name: np.empty(0, dtype=np.int64) for name in out_names}, 2 * late
-    # One int64 per row, (key, time) in order, with a margin of the bounds around the times so
-    # that `composite + bound` never reaches into the next key.
-    margin = max(abs(lower), abs(upper)) + 1
-    t0 = int(t.min()) - margin
-    width = int(t.max()) - t0 + margin + 1
-    k0 = int(keys.min())
-    if (int(keys.max()) - k0 + 1) * float(width) >= 2.0**62:
-        raise ValueError("interval_self_join: the keys and times do not fit one int64")
-    composite = (keys - k0) * width + (t - t0)
+    composite = _key_time(keys, t, max(abs(lower), abs(upper)))
     order = np.argsort(composite, kind="stable")
     composite = composite[order]
     lo = np.searchsorted(composite, composite + lower, side="left" if lower_inclusive else "right")
     hi = np.searchsorted(composite, composite + upper, side="right" if upper_inclusive else "left")
-    counts = np.maximum(hi - lo, 0)
-    total = int(counts.sum())
-    a = np.repeat(np.arange(len(composite)), counts)  # positions in `order` of each pair's a
-    firsts = np.cumsum(counts) - counts  # where each a's pairs start in the output
-    b = lo[a] + (np.arange(total) - firsts[a])  # ... and the position of its b
+    a, b = _expand_runs(lo, hi)  # positions in `order` of each pair's a and b
     a_rows = order[a]
     b_rows = order[b]
     selected = {c: np.asarray(rows[c], dtype=np.int64)[on_time] for c in others}
@@ -431,10 +443,188 @@ def window_top_n(key_name, keys, times, prices, before, size, n):
     return result, late, notes
 
 
-def compute(spec, rows, before):
+
+def window_join(key_name, rows, before, size, left, right):
+    """Tumbling windows of `size` on two sides, the rows of channel `left` and of channel
+    `right` (rows["channel"] codes), joined on the window and `key_name`. A row whose window's
+    last millisecond is at or behind the watermark before it (`start + size - 1 <= watermark`)
+    is late on each side that reads it: dropped and joined with nothing. Result columns:
+    window_start, window_end, the key, then l_<c> and r_<c> for bidder, price and time.
+
+    Vectorized as the interval join: the right side's on-time rows sorted by (key, window);
+    each left row's partners are a run of that order found by two binary searches."""
+    times = np.asarray(rows["date_time"], dtype=np.int64)
+    keys = np.asarray(rows[key_name], dtype=np.int64)
+    start = np.floor_divide(times, size) * size
+    on_time = start + size - 1 > before
+    sides = []
+    late = 0
+    for code in (left, right):
+        reads = np.asarray(rows["channel"]) == code
+        late += int(np.count_nonzero(reads & ~on_time))
+        sides.append(np.flatnonzero(reads & on_time))
+    composite = _key_time(keys, start)
+    l_rows, r_rows = sides
+    r_order = r_rows[np.argsort(composite[r_rows], kind="stable")]
+    r_sorted = composite[r_order]
+    lo = np.searchsorted(r_sorted, composite[l_rows], side="left")
+    hi = np.searchsorted(r_sorted, composite[l_rows], side="right")
+    a, b = _expand_runs(lo, hi)
+    li, ri = l_rows[a], r_order[b]
+    result = {"window_start": start[li], "window_end": start[li] + size, key_name: keys[li]}
+    for prefix, idx in (("l", li), ("r", ri)):
+        for c, name in (("bidder", "bidder"), ("price", "price"), ("date_time", "time")):
+            result[f"{prefix}_{name}"] = np.asarray(rows[c], dtype=np.int64)[idx]
+    return result, late
+
+
+def over(key_name, rows, before, frame, preceding, late_rule="watermark"):
+    """`COUNT(*)`, `SUM(price)`, `MAX(price)` OVER (PARTITION BY key ORDER BY time ...) for every
+    row that is not late (`time > watermark` before it; the late rows are dropped). frame
+    `rows`: the row and the `preceding` rows before it; `range`: the rows at most `preceding` ms
+    older, and every row of the same time (its peers). Every row's frame is every on-time row
+    of its key up to it in time order, however they arrived (a row is emitted when the
+    watermark passes its time, after which no row of that time or earlier is on time). Rows of
+    one key and time are taken in (bidder, price) order in a ROWS frame; Weir takes them by
+    their encoded row, so the notes count such ties. Result columns: auction, bidder, price,
+    date_time, bids, total, max_price.
+
+    late_rule `flink`: Flink's rows and frames instead (flink_over_kept): the rows Flink keeps,
+    each frame within its key's rows since the state was last cleared.
+
+    Vectorized: the kept rows sorted by (partition, time); each row's frame is a run [lo, hi)
+    of that order; the sums are differences of a running sum, the maxima a loop over the
+    frame's offsets (at most the longest frame)."""
+    times = np.asarray(rows["date_time"], dtype=np.int64)
+    keys = np.asarray(rows[key_name], dtype=np.int64)
+    if late_rule == "watermark":
+        keep = np.flatnonzero(times > before)
+        part = keys[keep]
+    elif late_rule == "flink":
+        kept, epoch = flink_over_kept(keys, times, before, frame, preceding)
+        keep = np.flatnonzero(kept)
+        part = (keys[keep] - keys.min()) * (int(epoch.max()) + 1) + epoch[keep]
+    else:
+        raise ValueError(f"unknown late rule {late_rule!r}")
+    late = int(len(times) - len(keep))
+    cols = {c: np.asarray(rows[c], dtype=np.int64)[keep]
+            for c in ("auction", "bidder", "price", "date_time")}
+    ties = [c for c in ("bidder", "price") if c != key_name]
+    order = np.lexsort(tuple(cols[c] for c in reversed(ties)) + (cols["date_time"], part))
+    cols = {c: v[order] for c, v in cols.items()}
+    k, t, p = part[order], cols["date_time"], cols["price"]
+    m = len(k)
+    pos = np.arange(m)
+    notes = []
+    if frame == "rows":
+        change = np.concatenate(([True], k[1:] != k[:-1])) if m else np.zeros(0, dtype=bool)
+        group_start = np.maximum.accumulate(np.where(change, pos, 0)) if m else pos
+        lo, hi = np.maximum(pos - preceding, group_start), pos + 1
+        tied = int(np.count_nonzero((k[1:] == k[:-1]) & (t[1:] == t[:-1]))) if m else 0
+        if tied:
+            notes.append(f"{tied:,} rows share their key and time with the row before them: "
+                         "the reference orders them by (bidder, price), Weir by encoded row, "
+                         "Flink as they arrive")
+    elif frame == "range":
+        composite = _key_time(k, t, preceding)
+        lo = np.searchsorted(composite, composite - preceding, side="left")
+        hi = np.searchsorted(composite, composite, side="right")
+    else:
+        raise ValueError(f"unknown OVER frame {frame!r}")
+    running = np.concatenate(([0], np.cumsum(p)))
+    count = hi - lo
+    max_price = np.full(m, np.iinfo(np.int64).min, dtype=np.int64)
+    for j in range(int(count.max()) if m else 0):
+        idx = hi - 1 - j
+        inside = idx >= lo
+        np.maximum(max_price, np.where(inside, p[np.maximum(idx, 0)], max_price), out=max_price)
+    result = dict(cols)
+    result.update({"bids": count.astype(np.int64), "total": running[hi] - running[lo],
+                   "max_price": max_price})
+    return result, late, notes
+
+
+def flink_over_kept(keys, times, before, frame, preceding):
+    """The rows Flink 2.3's event-time OVER with a bounded frame keeps, and the epoch of each
+    (how often its key's state had been cleared before it): (bool array, int64 array).
+
+    Flink (RowTimeRowsBoundedPrecedingFunction, RowTimeRangeBoundedPrecedingFunction) does not
+    compare a row with the watermark: it keeps a row whose time is above its key's
+    `lastTriggeringTs`, the time of the key's last event-time timer that fired (0 before the
+    first), and registers a timer at the row's time; a timer fires when the watermark reaches
+    it. The RANGE function also registers a cleanup timer at `time + 1.5 * preceding + 1`
+    whenever its current one is below `time + preceding + 1`; when the current cleanup timer
+    fires it clears the key's state, `lastTriggeringTs` included (so any later row of the key
+    is kept, however late), and a superseded cleanup timer that fires counts as a trigger.
+    Rows kept after a clear never see the rows before it in their frames (their aggregates
+    start from nothing), hence the epochs. Simulated per key in file order with the watermark
+    before each row (`before`: every earlier watermark has reached the operator)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    n = len(keys)
+    order = np.argsort(keys, kind="stable")  # by key, file order within a key
+    bounds = np.flatnonzero(np.diff(keys[order])) + 1
+    starts = np.concatenate(([0], bounds)).tolist()
+    ends = np.concatenate((bounds, [n])).tolist()
+    ts_all = np.asarray(times, dtype=np.int64)[order].tolist()
+    wm_all = np.asarray(before, dtype=np.int64)[order].tolist()
+    kept = [False] * n
+    epochs = [0] * n
+    cleans = frame == "range"
+    min_clean, clean_at = preceding + 1, int(preceding * 1.5) + 1
+    for a, b in zip(starts, ends):
+        timers, pending = [], set()
+        last, current, epoch = 0, None, 0
+        for i in range(a, b):
+            ts, wm = ts_all[i], wm_all[i]
+            while timers and timers[0] <= wm:
+                fired = heapq.heappop(timers)
+                pending.discard(fired)
+                if current is not None and current <= fired:
+                    last, current, epoch = 0, None, epoch + 1  # the state cleared
+                else:
+                    last = fired
+            if ts <= last:
+                continue
+            kept[i], epochs[i] = True, epoch
+            new = [ts]
+            if cleans and (current is None or current < ts + min_clean):
+                current = ts + clean_at
+                new.append(current)
+            for timer in new:
+                if timer not in pending:
+                    pending.add(timer)
+                    heapq.heappush(timers, timer)
+    out_kept = np.zeros(n, dtype=bool)
+    out_epoch = np.zeros(n, dtype=np.int64)
+    out_kept[order] = kept
+    out_epoch[order] = epochs
+    return out_kept, out_epoch
+
+
+def enrichment(key_name, rows, table, table_key):
+    """Every row joined with the row of `table` (a dict of arrays, the bounded dimension) whose
+    `table_key` equals its `key_name`; rows without one are left out (an inner join). No row
+    is late: the join does not look at time. Result columns: auction, bidder, price, date_time,
+    then the table's other columns."""
+    ids = np.asarray(table[table_key], dtype=np.int64)
+    if len(np.unique(ids)) != len(ids):
+        raise ValueError(f"enrichment: the table's {table_key} is not unique")
+    order = np.argsort(ids, kind="stable")
+    keys = np.asarray(rows[key_name], dtype=np.int64)
+    at = np.minimum(np.searchsorted(ids[order], keys), max(len(ids) - 1, 0))
+    match = np.flatnonzero(ids[order][at] == keys) if len(ids) else np.zeros(0, dtype=np.int64)
+    result = {c: np.asarray(rows[c], dtype=np.int64)[match]
+              for c in ("auction", "bidder", "price", "date_time")}
+    for c, values in table.items():
+        if c != table_key:
+            result[c] = np.asarray(values)[order[at[match]]]
+    return result, 0
+
+def compute(spec, rows, before, tables=None):
     """The result of one query spec (compare.py's REFERENCE) over rows (dict of int64 arrays
     in file order) with the emitted watermarks `before`: (columns, rows dropped as late,
-    notes), the notes a list of remarks worth showing (ties the reference had to break)."""
+    notes), the notes a list of remarks worth showing (ties the reference had to break).
+    tables: the bounded tables by name (dicts of arrays), for the joins with one."""
     kind = spec["kind"]
     if kind == "hop":
         return hop(spec["key"], rows[spec["key"]], rows["date_time"], rows["price"], before,
@@ -453,6 +643,14 @@ def compute(spec, rows, before):
     if kind == "window_top_n":
         return window_top_n(spec["key"], rows[spec["key"]], rows["date_time"], rows["price"],
                             before, spec["size"], spec["n"])
+    if kind == "window_join":
+        return window_join(spec["key"], rows, before, spec["size"], spec["left"],
+                           spec["right"]) + ([],)
+    if kind == "over":
+        return over(spec["key"], rows, before, spec["frame"], spec["preceding"],
+                    spec.get("late_rule", "watermark"))
+    if kind == "enrichment":
+        return enrichment(spec["key"], rows, tables[spec["table"]], spec["table_key"]) + ([],)
     raise ValueError(f"unknown reference kind {kind!r}")
 
 
@@ -581,6 +779,77 @@ def _self_test():
         got = sorted(zip(res["window_start"].tolist(), res["auction"].tolist(),
                          res["bids"].tolist(), res["total"].tolist(), res["rn"].tolist()))
         assert got == want, (got, want)
+    # Window join of channels 0 and 1, tumbling 10, watermark 2 ms behind on every advance:
+    # (ts, key, channel) a=(3,1,0) b=(5,1,1) c=(12,1,1) d=(25,1,0) e=(8,1,1) f=(9,1,0) g=(27,1,1):
+    # e (window [0,10), last ms 9 <= watermark 22) and f are late on their sides; pairs a-b and
+    # d-g.
+    wj = {"date_time": np.array([3, 5, 12, 25, 8, 9, 27]), "auction": np.ones(7, dtype=np.int64),
+          "channel": np.array([0, 1, 1, 0, 1, 0, 1]), "bidder": np.arange(7),
+          "price": np.zeros(7, dtype=np.int64)}
+    wm, _ = emitted_before(wj["date_time"], 2, 1)
+    res, dropped = window_join("auction", wj, wm, 10, 0, 1)
+    got = sorted(zip(res["window_start"].tolist(), res["l_bidder"].tolist(),
+                     res["r_bidder"].tolist()))
+    assert got == [(0, 0, 1), (20, 3, 6)] and dropped == 2, (got, dropped)
+    # OVER: rows 10 and 10 are peers of a RANGE frame (both get both); 30 is 20 after them.
+    ov = {"date_time": np.array([10, 10, 30, 20]), "auction": np.ones(4, dtype=np.int64),
+          "bidder": np.array([2, 1, 3, 4]), "price": np.array([5, 7, 1, 9])}
+    wm = np.array([I64_MIN, I64_MIN, I64_MIN, 25])  # 20 comes behind the watermark: late
+    res, dropped, _ = over("auction", ov, wm, "range", 20)
+    got = list(zip(res["date_time"].tolist(), res["bids"].tolist(), res["total"].tolist(),
+                   res["max_price"].tolist()))
+    assert got == [(10, 2, 12, 7), (10, 2, 12, 7), (30, 3, 13, 7)] and dropped == 1, got
+    res, dropped, notes = over("auction", ov, wm, "rows", 1)
+    got = list(zip(res["bidder"].tolist(), res["bids"].tolist(), res["total"].tolist()))
+    assert got == [(1, 1, 7), (2, 2, 12), (3, 2, 6)] and len(notes) == 1, got
+    # Enrichment: key 3 has no row in the table.
+    res, dropped = enrichment("auction", {"auction": np.array([2, 3, 1, 2]),
+                                          "bidder": np.zeros(4, dtype=np.int64),
+                                          "price": np.arange(4), "date_time": np.arange(4)},
+                              {"id": np.array([1, 2]), "name": np.array(["one", "two"])}, "id")
+    assert list(zip(res["price"].tolist(), res["name"].tolist())) == [
+        (0, "two"), (2, "one"), (3, "two")] and dropped == 0
+    # The window join and OVER against plain loops on random rows (some late).
+    for _ in range(100):
+        m = int(rng.integers(1, 80))
+        t = np.arange(m) * int(rng.integers(1, 4))
+        t = t - rng.integers(0, 30, size=m) * (rng.random(m) < 0.2)
+        r = {"date_time": t, "auction": rng.integers(0, 4, size=m),
+             "bidder": rng.integers(0, 3, size=m), "price": rng.integers(0, 20, size=m),
+             "channel": rng.integers(0, 3, size=m)}
+        wm, _ = emitted_before(t, int(rng.integers(0, 10)), int(rng.integers(0, 5)))
+        size = int(rng.integers(1, 12))
+        res, dropped = window_join("auction", r, wm, size, 0, 1)
+        on = [(t[i] // size * size + size - 1 > wm[i]) for i in range(m)]
+        side = {c: [i for i in range(m) if r["channel"][i] == c and on[i]] for c in (0, 1)}
+        want = sorted((int(t[i] // size * size), int(r["auction"][i]), int(r["bidder"][i]),
+                       int(t[i]), int(r["bidder"][j]), int(t[j]))
+                      for i in side[0] for j in side[1]
+                      if r["auction"][i] == r["auction"][j] and t[i] // size == t[j] // size)
+        got = sorted(zip(res["window_start"].tolist(), res["auction"].tolist(),
+                         res["l_bidder"].tolist(), res["l_time"].tolist(),
+                         res["r_bidder"].tolist(), res["r_time"].tolist()))
+        late = sum(1 for i in range(m) if r["channel"][i] in (0, 1) and not on[i])
+        assert got == want and dropped == late, (got, want)
+        n_pre = int(rng.integers(0, 6))
+        ok = [i for i in range(m) if t[i] > wm[i]]
+        for frame in ("rows", "range"):
+            res, dropped, _ = over("auction", r, wm, frame, n_pre)
+            want = []
+            for k in set(r["auction"][ok].tolist()):
+                part = sorted((int(t[j]), int(r["bidder"][j]), int(r["price"][j]))
+                              for j in ok if r["auction"][j] == k)
+                for x, (tt, b, pr) in enumerate(part):
+                    if frame == "rows":
+                        prices = [q[2] for q in part[max(0, x - n_pre):x + 1]]
+                    else:
+                        prices = [q[2] for q in part if tt - n_pre <= q[0] <= tt]
+                    want.append((k, tt, b, pr, len(prices), sum(prices), max(prices)))
+            got = sorted(zip(res["auction"].tolist(), res["date_time"].tolist(),
+                             res["bidder"].tolist(), res["price"].tolist(),
+                             res["bids"].tolist(), res["total"].tolist(),
+                             res["max_price"].tolist()))
+            assert got == sorted(want) and dropped == m - len(ok), (frame, got, sorted(want))
     assert watermark_spec("WATERMARK FOR ts AS ts - INTERVAL '5' SECOND") == (5000, 200)
     assert watermark_spec(
         "WATERMARK FOR ts AS ts - INTERVAL '250' MILLISECOND ) WITH ("

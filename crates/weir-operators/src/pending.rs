@@ -28,12 +28,14 @@ impl PendingShards {
         *e = (*e).min(time);
     }
 
-    /// The shards whose earliest waiting row is at or behind `watermark`.
-    pub(crate) fn due(&self, watermark: i64) -> Vec<u32> {
+    /// The shards whose earliest waiting row is at or behind `watermark`, each with that
+    /// earliest time (`i64::MIN` when not known since a restore): nothing waits before it, so a
+    /// scan can start there and skip the rows taken before.
+    pub(crate) fn due(&self, watermark: i64) -> Vec<(u32, i64)> {
         self.earliest
             .iter()
             .filter(|(_, t)| **t <= watermark)
-            .map(|(s, _)| *s)
+            .map(|(s, t)| (*s, *t))
             .collect()
     }
 

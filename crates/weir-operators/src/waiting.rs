@@ -135,9 +135,16 @@ impl Waiting {
         }
         self.watermark = self.watermark.max(w);
         let until = (w != i64::MAX).then(|| encode_timestamp(w.saturating_add(1)));
-        for shard in self.pending.due(w) {
+        for (shard, earliest) in self.pending.due(w) {
             let shard_id = StateShardId(shard);
-            let range = NamespaceRange::new(&[], until.as_ref().map(|u| &u[..]));
+            // The scan starts at the shard's earliest waiting row: the rows taken before
+            // (removed, but perhaps still in redb behind the journal's tombstones) are skipped.
+            let from = if earliest == i64::MIN {
+                Vec::new()
+            } else {
+                encode_timestamp(earliest).to_vec()
+            };
+            let range = NamespaceRange::new(&from, until.as_ref().map(|u| &u[..]));
             let entries = self.store.scan(self.state, shard_id, range, None)?;
             for entry in &entries {
                 let address = StateAddress {

@@ -15,6 +15,10 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use weir_api::{JobId, OperatorId, StateSpec, TaskId};
 
+/// Bytes of committed mutations the journal holds before [`RedbStateBackend::commit`] writes
+/// them to redb (keys, values and bookkeeping, approximately).
+pub const JOURNAL_BUDGET: usize = 32 << 20;
+
 /// The state format version this build reads and writes; stored in every file.
 pub const STATE_FORMAT_VERSION: u32 = 1;
 
@@ -67,8 +71,9 @@ pub(crate) struct Inner {
 /// Cloning is cheap and shares the same file and journal. The runtime calls [`commit`] when the
 /// output of a batch is acknowledged and [`rollback`] when it fails.
 ///
-/// Commits are not fsynced: they are visible to every later read and snapshot, and a crash
-/// loses them, which costs nothing because recovery never reads a task's file (it restores the
+/// Commits are not fsynced, and committed mutations wait in the journal until it outgrows
+/// [`JOURNAL_BUDGET`] or a sync or snapshot needs them in redb: they are visible to every later
+/// read and snapshot, and a crash loses them, which costs nothing because recovery never reads a task's file (it restores the
 /// checkpoint's segments into a new one). [`sync`] makes everything committed durable; the
 /// runtime calls it off the async workers at every checkpoint barrier and now and then
 /// between, which also lets redb reuse the pages that earlier commits freed.
@@ -86,7 +91,8 @@ impl std::fmt::Debug for RedbStateBackend {
         let inner = self.lock();
         f.debug_struct("RedbStateBackend")
             .field("path", &inner.path)
-            .field("staged", &inner.journal.len())
+            .field("staged", &inner.journal.pending_len())
+            .field("journal_bytes", &inner.journal.bytes())
             .finish()
     }
 }
@@ -203,88 +209,39 @@ impl RedbStateBackend {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Number of entry keys staged in the journal.
+    /// Number of entry keys the batch in progress staged since the last commit.
     pub fn staged_len(&self) -> usize {
-        self.lock().journal.len()
+        self.lock().journal.pending_len()
     }
 
-    /// Writes every staged mutation to redb in one write transaction, with the size accounting.
+    /// Commits the batch in progress: its staged mutations become committed state, seen by
+    /// every later read, read view and snapshot.
     ///
     /// Called by the runtime when the output of the batch that caused the mutations has been
-    /// acknowledged downstream. Either all mutations are committed or none. The commit is not
-    /// fsynced (redb's `Durability::None`): it is durable after the next [`sync`](Self::sync).
+    /// acknowledged downstream. Committed mutations wait in the journal and reach redb in one
+    /// write transaction when the journal outgrows [`JOURNAL_BUDGET`], at the next
+    /// [`sync`](Self::sync), or when a [`read_view`](Self::read_view) (a snapshot) is taken;
+    /// an entry stored and removed in between never costs a redb write. Writes are not
+    /// fsynced (redb's `Durability::None`): they are durable after the next sync.
     ///
     /// # Errors
     ///
-    /// [`StateError::Storage`] when redb fails; the journal is then kept, and the caller must
-    /// [`rollback`](Self::rollback) (the task fails and replays from its last acknowledged cut).
+    /// [`StateError::Storage`] when writing to redb fails; the journal is then kept, and the
+    /// caller must [`rollback`](Self::rollback) (the task fails and replays from its last
+    /// acknowledged cut).
     pub fn commit(&self) -> StateResult<()> {
         let mut inner = self.lock();
-        if inner.journal.len() == 0 {
-            return Ok(());
+        inner.journal.acknowledge();
+        if inner.journal.bytes() >= JOURNAL_BUDGET {
+            inner.write_journal()?;
         }
-        let staged = inner.journal.take();
-        inner.read = None;
-        let result = (|| {
-            let txn = inner.begin_write("committing the journal")?;
-            {
-                let mut entries = open(&txn, ENTRIES)?;
-                // The journal yields keys in order, so the entries of one (shard, state) come in
-                // one run: decode a key only where a run starts, and sum the run's deltas.
-                let mut runs: Vec<(Vec<u8>, (i128, i128))> = Vec::new();
-                let mut run_prefix: Vec<u8> = Vec::new();
-                for (key, outcome) in &staged {
-                    if run_prefix.is_empty() || !key.starts_with(&run_prefix) {
-                        let parts = EntryKey::decode(key)?;
-                        run_prefix = layout::state_prefix(
-                            parts.job,
-                            parts.operator,
-                            parts.shard,
-                            parts.state,
-                        );
-                        runs.push((
-                            layout::state_id_key(parts.job, parts.operator, parts.state),
-                            (0, 0),
-                        ));
-                    }
-                    let old = match outcome {
-                        Staged::Put(stored) => entries.insert(key.as_slice(), stored.as_slice()),
-                        Staged::Delete => entries.remove(key.as_slice()),
-                    }
-                    .map_err(|e| StateError::storage("committing the journal", e))?
-                    .map(|g| g.value().len());
-                    let Some((_, delta)) = runs.last_mut() else {
-                        return Err(StateError::corrupt("a journal run without a state"));
-                    };
-                    if let Some(old_len) = old {
-                        delta.0 -= 1;
-                        delta.1 -= (key.len() + old_len) as i128;
-                    }
-                    if let Staged::Put(stored) = outcome {
-                        delta.0 += 1;
-                        delta.1 += (key.len() + stored.len()) as i128;
-                    }
-                }
-                let mut deltas: HashMap<Vec<u8>, (i128, i128)> = HashMap::new();
-                for (id, (d_entries, d_bytes)) in runs {
-                    let total = deltas.entry(id).or_default();
-                    total.0 += d_entries;
-                    total.1 += d_bytes;
-                }
-                apply_size_deltas(&txn, deltas)?;
-            }
-            txn.commit()
-                .map_err(|e| StateError::storage("committing the journal", e))
-        })();
-        if result.is_err() {
-            inner.journal.restore(staged);
-        }
-        result
+        Ok(())
     }
 
     /// Whether a commit happened since the last [`sync`](Self::sync).
     pub fn needs_sync(&self) -> bool {
-        self.lock().unsynced
+        let inner = self.lock();
+        inner.unsynced || inner.journal.has_acknowledged()
     }
 
     /// Makes every commit so far durable: one empty redb write transaction with
@@ -298,6 +255,7 @@ impl RedbStateBackend {
     pub fn sync(&self) -> StateResult<()> {
         let db = {
             let mut inner = self.lock();
+            inner.write_journal()?;
             if !inner.unsynced {
                 return Ok(());
             }
@@ -315,19 +273,22 @@ impl RedbStateBackend {
         result
     }
 
-    /// Drops every staged mutation: redb keeps exactly what the last commit left.
+    /// Drops the mutations the batch in progress staged: the state is exactly what the last
+    /// commit left.
     pub fn rollback(&self) {
-        self.lock().journal.clear();
+        self.lock().journal.rollback();
     }
 
     /// Removes every committed entry whose TTL deadline is at or before `now_ms`, in one write
-    /// transaction, and returns how many were removed. Staged mutations are not touched.
+    /// transaction, and returns how many were removed. The batch in progress's mutations are
+    /// not touched.
     ///
     /// # Errors
     ///
     /// [`StateError::Storage`] when redb fails.
     pub fn purge_expired(&self, now_ms: u64) -> StateResult<u64> {
         let mut inner = self.lock();
+        inner.write_journal()?;
         inner.read = None;
         let ctx = "purging expired state";
         let txn = inner.begin_write(ctx)?;
@@ -376,13 +337,16 @@ impl RedbStateBackend {
     /// A point-in-time view of committed state for snapshots and inspection.
     ///
     /// The view is a redb read transaction: an MVCC snapshot that does not block commits, which
-    /// keep going while a snapshot writer iterates the view. It never sees staged mutations.
+    /// keep going while a snapshot writer iterates the view. It sees every committed mutation
+    /// (the journal's committed part is written to redb first) and none of the batch in
+    /// progress.
     ///
     /// # Errors
     ///
     /// [`StateError::Storage`] when redb fails.
     pub fn read_view(&self) -> StateResult<StateReadView> {
-        let inner = self.lock();
+        let mut inner = self.lock();
+        inner.write_journal()?;
         let txn = inner
             .db
             .begin_read()
@@ -426,6 +390,8 @@ impl RedbStateBackend {
     /// version against the stored registration, and runs a registered migration when needed.
     pub(crate) fn register(&self, job: &str, operator: &str, spec: &StateSpec) -> StateResult<()> {
         let mut inner = self.lock();
+        // A migration rewrites redb's entries: committed mutations must be there first.
+        inner.write_journal()?;
         let id = layout::state_id_key(job, operator, &spec.name);
         let stored: Option<StateSpec> = match inner.committed_registry()?.get(id.as_slice()) {
             Ok(Some(g)) => Some(serde_json::from_slice(g.value()).map_err(|e| {
@@ -488,7 +454,87 @@ impl RedbStateBackend {
     }
 }
 
+impl Drop for Inner {
+    /// Writes what was committed but is still in the journal, so the file holds every commit
+    /// (the batch in progress's mutations are dropped, as a rollback would).
+    fn drop(&mut self) {
+        self.journal.rollback();
+        if let Err(e) = self.write_journal() {
+            tracing::warn!(path = %self.path.display(), error = %e,
+                "writing committed state to redb on close failed");
+        }
+    }
+}
+
 impl Inner {
+    /// Writes the journal's committed mutations to redb in one write transaction, with the size
+    /// accounting; the batch in progress's mutations stay staged. On failure the journal is
+    /// kept as it was.
+    fn write_journal(&mut self) -> StateResult<()> {
+        if !self.journal.has_acknowledged() {
+            return Ok(());
+        }
+        let (staged, current) = self.journal.take_acknowledged();
+        self.read = None;
+        let result = (|| {
+            let txn = self.begin_write("committing the journal")?;
+            {
+                let mut entries = open(&txn, ENTRIES)?;
+                // The journal yields keys in order, so the entries of one (shard, state) come in
+                // one run: decode a key only where a run starts, and sum the run's deltas.
+                let mut runs: Vec<(Vec<u8>, (i128, i128))> = Vec::new();
+                let mut run_prefix: Vec<u8> = Vec::new();
+                for (key, outcome) in &staged {
+                    if run_prefix.is_empty() || !key.starts_with(&run_prefix) {
+                        let parts = EntryKey::decode(key)?;
+                        run_prefix = layout::state_prefix(
+                            parts.job,
+                            parts.operator,
+                            parts.shard,
+                            parts.state,
+                        );
+                        runs.push((
+                            layout::state_id_key(parts.job, parts.operator, parts.state),
+                            (0, 0),
+                        ));
+                    }
+                    let old = match outcome {
+                        Staged::Put(stored) => entries.insert(key.as_slice(), stored.as_slice()),
+                        Staged::Delete => entries.remove(key.as_slice()),
+                        Staged::Absent => continue,
+                    }
+                    .map_err(|e| StateError::storage("committing the journal", e))?
+                    .map(|g| g.value().len());
+                    let Some((_, delta)) = runs.last_mut() else {
+                        return Err(StateError::corrupt("a journal run without a state"));
+                    };
+                    if let Some(old_len) = old {
+                        delta.0 -= 1;
+                        delta.1 -= (key.len() + old_len) as i128;
+                    }
+                    if let Staged::Put(stored) = outcome {
+                        delta.0 += 1;
+                        delta.1 += (key.len() + stored.len()) as i128;
+                    }
+                }
+                let mut deltas: HashMap<Vec<u8>, (i128, i128)> = HashMap::new();
+                for (id, (d_entries, d_bytes)) in runs {
+                    let total = deltas.entry(id).or_default();
+                    total.0 += d_entries;
+                    total.1 += d_bytes;
+                }
+                apply_size_deltas(&txn, deltas)?;
+            }
+            txn.commit()
+                .map_err(|e| StateError::storage("committing the journal", e))
+        })();
+        self.journal.restage(current);
+        if result.is_err() {
+            self.journal.restore(staged);
+        }
+        result
+    }
+
     /// A write transaction whose commit is not fsynced (see [`RedbStateBackend::sync`]).
     fn begin_write(&mut self, context: &str) -> StateResult<WriteTransaction> {
         let mut txn = self
@@ -532,11 +578,49 @@ impl Inner {
     pub(crate) fn lookup(&mut self, key: &[u8]) -> StateResult<Option<Vec<u8>>> {
         match self.journal.get(key) {
             Some(Staged::Put(stored)) => return Ok(Some(stored.clone())),
-            Some(Staged::Delete) => return Ok(None),
+            Some(Staged::Delete | Staged::Absent) => return Ok(None),
             None => {}
         }
         let table = self.committed_entries()?;
         let found = table
+            .get(key)
+            .map_err(|e| StateError::storage("reading state", e))?;
+        Ok(found.map(|g| g.value().to_vec()))
+    }
+
+    /// Removes an entry; `true` when it held a live value. The removal of an entry that only
+    /// the journal holds is staged as [`Staged::Absent`], which the next write skips: rows
+    /// stored and removed between two writes never reach redb.
+    pub(crate) fn remove(&mut self, key: Vec<u8>, now_ms: u64) -> StateResult<bool> {
+        let live = |stored: &[u8]| -> StateResult<bool> {
+            Ok(!layout::is_expired(
+                layout::decode_stored(stored)?.0,
+                now_ms,
+            ))
+        };
+        let existed = match self.journal.get(&key) {
+            Some(Staged::Delete | Staged::Absent) => return Ok(false),
+            Some(Staged::Put(stored)) => live(stored)?,
+            None => match self.committed_get(&key)? {
+                Some(stored) => live(&stored)?,
+                None => return Ok(false),
+            },
+        };
+        let outcome = if matches!(self.journal.get(&key), Some(Staged::Put(_)))
+            && self.committed_get(&key)?.is_none()
+        {
+            Staged::Absent
+        } else {
+            Staged::Delete
+        };
+        self.journal.stage(key, outcome);
+        Ok(existed)
+    }
+
+    /// The stored value redb holds for an entry (committed data only).
+    fn committed_get(&mut self, key: &[u8]) -> StateResult<Option<Vec<u8>>> {
+        let found = self
+            .committed_entries()?
             .get(key)
             .map_err(|e| StateError::storage("reading state", e))?;
         Ok(found.map(|g| g.value().to_vec()))
@@ -573,7 +657,7 @@ impl Inner {
         for (k, outcome) in self.journal.with_prefix(prefix) {
             let value = match outcome {
                 Staged::Put(stored) => Some(stored.clone()),
-                Staged::Delete => None,
+                Staged::Delete | Staged::Absent => None,
             };
             merged.insert(k.clone(), value);
         }
@@ -709,6 +793,7 @@ impl RedbStateBackend {
         entries: &[(Vec<u8>, Vec<u8>)],
     ) -> StateResult<Option<StateSpec>> {
         let mut inner = self.lock();
+        inner.write_journal()?;
         inner.read = None;
         let ctx = "restoring a state segment";
         let id = layout::state_id_key(job, operator, &spec.name);

@@ -4,7 +4,8 @@
 //! This crate owns:
 //! - the key layout ([`layout`]) and the value codec ([`codec`], postcard);
 //! - [`RedbStateBackend`]: one redb file per task, a stored format version, the execution-local
-//!   journal ([`RedbStateBackend::commit`] / [`RedbStateBackend::rollback`]), TTL purging,
+//!   journal ([`RedbStateBackend::commit`] / [`RedbStateBackend::rollback`]; committed
+//!   mutations are written to redb in bulk, up to [`JOURNAL_BUDGET`] at a time), TTL purging,
 //!   size accounting and schema migrations;
 //! - [`RedbKeyedStore`]: one operator's [`weir_api::KeyedStateStore`];
 //! - the typed handles ([`KeyedStateExt`]: [`ValueState`], [`MapState`], [`ListState`],
@@ -69,7 +70,8 @@ pub mod timers;
 mod view;
 
 pub use backend::{
-    Migration, MigrationFn, RedbStateBackend, STATE_FORMAT_VERSION, StateSize, task_state_file,
+    JOURNAL_BUDGET, Migration, MigrationFn, RedbStateBackend, STATE_FORMAT_VERSION, StateSize,
+    task_state_file,
 };
 pub use clock::{ManualClock, StateClock, SystemClock};
 pub use error::{StateError, StateResult};

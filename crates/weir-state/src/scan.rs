@@ -69,7 +69,7 @@ pub(crate) fn lookup_range(
             }
             let stored = match outcome {
                 Staged::Put(stored) => Some(stored.clone()),
-                Staged::Delete => None,
+                Staged::Delete | Staged::Absent => None,
             };
             (key.clone(), stored)
         };

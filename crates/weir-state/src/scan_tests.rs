@@ -220,7 +220,7 @@ fn model_scan(
 }
 
 #[test]
-fn scan_matches_a_model_under_random_puts_removes_commits_and_rollbacks() -> TestResult {
+fn scan_matches_a_model_under_random_puts_removes_commits_writes_and_rollbacks() -> TestResult {
     let dir = tempfile::tempdir()?;
     let backend = open(dir.path(), &ManualClock::new(0));
     let mut s = store(&backend, "op");
@@ -228,7 +228,7 @@ fn scan_matches_a_model_under_random_puts_removes_commits_and_rollbacks() -> Tes
     let mut rng = SplitMix(7);
     let mut committed: BTreeMap<ModelKey, Vec<u8>> = BTreeMap::new();
     let mut current = committed.clone();
-    for step in 0..3_000 {
+    for step in 0..10_000 {
         let shard = rng.below(2) as u32;
         let (ns, key, sub) = (rng.short_bytes(), rng.short_bytes(), rng.short_bytes());
         let address = at(shard, &ns, &key);
@@ -236,6 +236,10 @@ fn scan_matches_a_model_under_random_puts_removes_commits_and_rollbacks() -> Tes
             0 => {
                 backend.commit()?;
                 committed = current.clone();
+                if rng.below(2) == 0 {
+                    // Writes the committed mutations to redb.
+                    backend.sync()?;
+                }
             }
             1 => {
                 backend.rollback();
@@ -245,6 +249,10 @@ fn scan_matches_a_model_under_random_puts_removes_commits_and_rollbacks() -> Tes
                 let payload = step.to_string().into_bytes();
                 s.put_at("m", address, &sub, &payload)?;
                 current.insert((shard, ns.clone(), key.clone(), sub.clone()), payload);
+            }
+            19 => {
+                // Writes the committed mutations to redb in the middle of a batch.
+                backend.read_view()?;
             }
             _ => {
                 let existed = s.remove_at("m", address, &sub)?;

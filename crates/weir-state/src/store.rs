@@ -175,12 +175,7 @@ impl RedbKeyedStore {
     fn remove_entry(&mut self, entry_key: Vec<u8>) -> StateResult<bool> {
         let mut inner = self.backend.lock();
         let now = inner.clock.now_ms();
-        let existed = match inner.lookup(&entry_key)? {
-            Some(stored) => !layout::is_expired(layout::decode_stored(&stored)?.0, now),
-            None => false,
-        };
-        inner.journal.stage(entry_key, Staged::Delete);
-        Ok(existed)
+        inner.remove(entry_key, now)
     }
 
     fn entries_impl(&mut self, state: &str) -> StateResult<Vec<(Vec<u8>, Vec<u8>)>> {

@@ -67,20 +67,22 @@ impl OverOperator {
     }
 }
 
-/// Aggregates the rows of `entries` (one shard's rows the watermark passed, taken from the
-/// pending rows, in time, key and row order) over their frames and emits them; the partitions'
+/// Aggregates the rows the watermark passed (per shard, taken from the pending rows in time,
+/// key and row order) over their frames and emits them in one batch; the partitions'
 /// histories are in `store`.
 fn fire(
     cfg: &OverConfig,
     store: &mut dyn KeyedStateStore,
-    shard_id: StateShardId,
-    entries: Vec<ScannedEntry>,
+    fired: &[(StateShardId, Vec<ScannedEntry>)],
     out: &mut Output,
 ) -> Result<()> {
     // One output row per arrived row: an entry of `n` identical rows gives `n`.
     let mut rows: Vec<&[u8]> = Vec::new();
-    let mut groups: Vec<(usize, usize, i64, &[u8])> = Vec::new();
-    for e in &entries {
+    let mut groups: Vec<(usize, usize, i64, &[u8], StateShardId)> = Vec::new();
+    for (e, shard_id) in fired
+        .iter()
+        .flat_map(|(shard, entries)| entries.iter().map(move |e| (e, *shard)))
+    {
         let count = e
             .payload
             .first_chunk::<4>()
@@ -90,8 +92,8 @@ fn fire(
         let begin = rows.len();
         rows.extend(std::iter::repeat_n(e.sub_key.as_slice(), count as usize));
         match groups.last_mut() {
-            Some(g) if g.2 == ts && g.3 == e.key.as_slice() => g.1 = rows.len(),
-            _ => groups.push((begin, rows.len(), ts, &e.key)),
+            Some(g) if g.2 == ts && g.3 == e.key.as_slice() && g.4 == shard_id => g.1 = rows.len(),
+            _ => groups.push((begin, rows.len(), ts, &e.key, shard_id)),
         }
     }
     if rows.is_empty() {
@@ -118,9 +120,9 @@ fn fire(
         FrameSpec::Rows { preceding: Some(_) } | FrameSpec::Range { preceding: Some(_) }
     );
     let mut results: Vec<Vec<Option<i64>>> = vec![Vec::with_capacity(rows.len()); n_aggs];
-    let mut histories: HashMap<&[u8], History> = HashMap::new();
-    for &(begin, end, ts, key) in &groups {
-        let history = match histories.entry(key) {
+    let mut histories: HashMap<(StateShardId, &[u8]), History> = HashMap::new();
+    for &(begin, end, ts, key, shard_id) in &groups {
+        let history = match histories.entry((shard_id, key)) {
             std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
             std::collections::hash_map::Entry::Vacant(v) => {
                 let address = StateAddress {
@@ -184,9 +186,9 @@ fn fire(
             _ => return Err(state_error("a history of another frame")),
         }
     }
-    for (key, history) in &histories {
+    for ((shard_id, key), history) in &histories {
         let address = StateAddress {
-            shard: shard_id,
+            shard: *shard_id,
             namespace: &[],
             key,
         };
@@ -325,10 +327,23 @@ impl Operator for OverOperator {
     }
 
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Output) -> Result<()> {
+        // The due shards' rows go out together, in batches of about EMIT_ROWS rows.
         let cfg = Arc::clone(&self.cfg);
+        let mut fired = Vec::new();
+        let mut waiting_rows = 0;
         let advanced = self.waiting.advance(watermark, |store, shard, entries| {
-            fire(&cfg, store, shard, entries, out)
+            waiting_rows += entries.len();
+            fired.push((shard, entries));
+            if waiting_rows >= EMIT_ROWS {
+                fire(&cfg, store, &fired, out)?;
+                fired.clear();
+                waiting_rows = 0;
+            }
+            Ok(())
         })?;
+        if !fired.is_empty() {
+            fire(&self.cfg, self.waiting.store.as_mut(), &fired, out)?;
+        }
         if advanced {
             out.emit_watermark(watermark);
         }
@@ -343,6 +358,9 @@ impl Operator for OverOperator {
         self.process_watermark(Watermark(weir_api::EventTimeMs(i64::MAX)), out)
     }
 }
+
+/// Rows (pending entries) gathered from the due shards before they are aggregated and emitted.
+const EMIT_ROWS: usize = 8192;
 
 fn state_error(e: impl std::fmt::Display) -> Error {
     Error::Internal(format!("over aggregation state: {e}"))

@@ -591,30 +591,33 @@ impl Inner {
     /// Removes an entry; `true` when it held a live value. The removal of an entry that only
     /// the journal holds is staged as [`Staged::Absent`], which the next write skips: rows
     /// stored and removed between two writes never reach redb.
-    pub(crate) fn remove(&mut self, key: Vec<u8>, now_ms: u64) -> StateResult<bool> {
-        let live = |stored: &[u8]| -> StateResult<bool> {
-            Ok(!layout::is_expired(
-                layout::decode_stored(stored)?.0,
-                now_ms,
-            ))
-        };
-        let existed = match self.journal.get(&key) {
+    pub(crate) fn remove(&mut self, key: Vec<u8>) -> StateResult<bool> {
+        // Whether the entry held a live value, and whether redb holds one (when known).
+        let (existed, in_redb) = match self.journal.get(&key) {
             Some(Staged::Delete | Staged::Absent) => return Ok(false),
-            Some(Staged::Put(stored)) => live(stored)?,
+            Some(Staged::Put(stored)) => (self.is_live(stored)?, None),
             None => match self.committed_get(&key)? {
-                Some(stored) => live(&stored)?,
+                Some(stored) => (self.is_live(&stored)?, Some(true)),
                 None => return Ok(false),
             },
         };
-        let outcome = if matches!(self.journal.get(&key), Some(Staged::Put(_)))
-            && self.committed_get(&key)?.is_none()
-        {
-            Staged::Absent
-        } else {
+        let in_redb = match in_redb {
+            Some(known) => known,
+            None => self.committed_get(&key)?.is_some(),
+        };
+        let outcome = if in_redb {
             Staged::Delete
+        } else {
+            Staged::Absent
         };
         self.journal.stage(key, outcome);
         Ok(existed)
+    }
+
+    /// Whether a stored value is not expired (the clock is read only for one with an expiry).
+    fn is_live(&self, stored: &[u8]) -> StateResult<bool> {
+        let expiry = layout::decode_stored(stored)?.0;
+        Ok(expiry == 0 || !layout::is_expired(expiry, self.clock.now_ms()))
     }
 
     /// The stored value redb holds for an entry (committed data only).

@@ -61,6 +61,9 @@ pub(crate) struct Journal {
     /// For each key the batch in progress touched first: its outcome before (`None`: no
     /// outcome staged, redb's value stands).
     undo: Vec<(Vec<u8>, Option<Staged>)>,
+    /// Keys the batch in progress staged [`Staged::Absent`] for, to drop at its
+    /// acknowledgement.
+    absent: Vec<Vec<u8>>,
     /// Approximate bytes held: keys, values and [`ENTRY_OVERHEAD`] per key.
     bytes: usize,
 }
@@ -69,6 +72,9 @@ impl Journal {
     /// Stages an outcome of the batch in progress, replacing any earlier one for the key.
     pub(crate) fn stage(&mut self, key: Vec<u8>, outcome: Staged) {
         let added = outcome.len();
+        if outcome == Staged::Absent {
+            self.absent.push(key.clone());
+        }
         match self.staged.entry(key) {
             MapEntry::Vacant(v) => {
                 self.bytes += v.key().len() + added + ENTRY_OVERHEAD;
@@ -137,7 +143,8 @@ impl Journal {
     /// [`Staged::Absent`] outcomes are dropped: with redb holding no value, no outcome says
     /// the same, and scans no longer step over them.
     pub(crate) fn acknowledge(&mut self) {
-        for (key, _) in std::mem::take(&mut self.undo) {
+        self.undo.clear();
+        for key in std::mem::take(&mut self.absent) {
             if let MapEntry::Occupied(o) = self.staged.entry(key)
                 && o.get().outcome == Staged::Absent
             {
@@ -203,6 +210,7 @@ impl Journal {
     /// Takes the batch in progress's outcomes out (with their undo), leaving only acknowledged
     /// ones.
     fn take_current(&mut self) -> Outcomes {
+        self.absent.clear();
         let mut current = Vec::with_capacity(self.undo.len());
         for (key, prev) in std::mem::take(&mut self.undo) {
             if let Some(slot) = self.staged.remove(&key) {

@@ -149,10 +149,23 @@ impl<'a> EntryKey<'a> {
         })
     }
 
-    /// Encodes the components back into an entry key.
+    /// Encodes the components back into an entry key, in one allocation of the exact size.
     pub fn encode(&self) -> Vec<u8> {
-        let prefix = state_prefix(self.job, self.operator, self.shard, self.state);
-        let mut out = key_prefix(&prefix, self.namespace, self.key);
+        let len = 5 * 4
+            + 4
+            + self.job.len()
+            + self.operator.len()
+            + self.state.len()
+            + self.namespace.len()
+            + self.key.len()
+            + self.sub_key.len();
+        let mut out = Vec::with_capacity(len);
+        push(&mut out, self.job.as_bytes());
+        push(&mut out, self.operator.as_bytes());
+        out.extend_from_slice(&self.shard.0.to_be_bytes());
+        push(&mut out, self.state.as_bytes());
+        push(&mut out, self.namespace);
+        push(&mut out, self.key);
         out.extend_from_slice(self.sub_key);
         out
     }

@@ -5,7 +5,6 @@ use crate::error::{StateError, StateResult};
 use crate::journal::Staged;
 use crate::layout;
 use crate::scan;
-use std::collections::HashMap;
 use weir_api::{
     KeyedStateStore, NamespaceRange, ScannedEntry, StateAddress, StateShardId, StateSpec,
 };
@@ -24,7 +23,8 @@ pub struct RedbKeyedStore {
     shard: StateShardId,
     namespace: Vec<u8>,
     key: Option<Vec<u8>>,
-    states: HashMap<String, StateSpec>,
+    /// Registered states: an operator has a few, so a scan beats hashing the name.
+    states: Vec<StateSpec>,
     /// The entry-key prefix of the last state accessed for the current key and namespace: a
     /// get followed by a put of the same state builds it once.
     prefix_cache: Option<(String, Vec<u8>)>,
@@ -39,7 +39,7 @@ impl RedbKeyedStore {
             shard: StateShardId(0),
             namespace: Vec::new(),
             key: None,
-            states: HashMap::new(),
+            states: Vec::new(),
             prefix_cache: None,
         }
     }
@@ -52,7 +52,8 @@ impl RedbKeyedStore {
     /// The TTL of a registered state, or an error for an unregistered one.
     fn ttl_of(&self, state: &str) -> StateResult<Option<u64>> {
         self.states
-            .get(state)
+            .iter()
+            .find(|spec| spec.name == state)
             .map(|spec| spec.ttl_ms)
             .ok_or_else(|| StateError::UnknownState {
                 operator: self.operator.clone(),
@@ -61,36 +62,54 @@ impl RedbKeyedStore {
     }
 
     /// The layout prefix of the current key in `state` (append a sub-key for an entry key).
-    fn current_prefix(&mut self, state: &str) -> StateResult<Vec<u8>> {
-        if let Some((cached_state, prefix)) = &self.prefix_cache
-            && cached_state == state
-        {
-            return Ok(prefix.clone());
+    fn current_prefix(&mut self, state: &str) -> StateResult<&[u8]> {
+        let cached = self
+            .prefix_cache
+            .as_ref()
+            .is_some_and(|(cached_state, _)| cached_state == state);
+        if !cached {
+            let key = self
+                .key
+                .as_deref()
+                .ok_or_else(|| StateError::NoCurrentKey {
+                    operator: self.operator.clone(),
+                })?;
+            let state_prefix = layout::state_prefix(&self.job, &self.operator, self.shard, state);
+            let prefix = layout::key_prefix(&state_prefix, &self.namespace, key);
+            self.prefix_cache = Some((state.to_owned(), prefix));
         }
-        let key = self
-            .key
-            .as_deref()
-            .ok_or_else(|| StateError::NoCurrentKey {
-                operator: self.operator.clone(),
-            })?;
-        let state_prefix = layout::state_prefix(&self.job, &self.operator, self.shard, state);
-        let prefix = layout::key_prefix(&state_prefix, &self.namespace, key);
-        self.prefix_cache = Some((state.to_owned(), prefix.clone()));
-        Ok(prefix)
+        match &self.prefix_cache {
+            Some((_, prefix)) => Ok(prefix),
+            None => Err(StateError::corrupt("the current key's prefix was not kept")),
+        }
+    }
+
+    /// The entry key of `sub_key` of the current key in `state`, in one allocation.
+    fn current_entry_key(&mut self, state: &str, sub_key: &[u8]) -> StateResult<Vec<u8>> {
+        let prefix = self.current_prefix(state)?;
+        let mut entry_key = Vec::with_capacity(prefix.len() + sub_key.len());
+        entry_key.extend_from_slice(prefix);
+        entry_key.extend_from_slice(sub_key);
+        Ok(entry_key)
     }
 
     /// The entry key of `sub_key` at an explicit address in `state`.
     fn entry_key_at(&self, state: &str, at: StateAddress<'_>, sub_key: &[u8]) -> Vec<u8> {
-        let state_prefix = layout::state_prefix(&self.job, &self.operator, at.shard, state);
-        let mut entry_key = layout::key_prefix(&state_prefix, at.namespace, at.key);
-        entry_key.extend_from_slice(sub_key);
-        entry_key
+        layout::EntryKey {
+            job: &self.job,
+            operator: &self.operator,
+            shard: at.shard,
+            state,
+            namespace: at.namespace,
+            key: at.key,
+            sub_key,
+        }
+        .encode()
     }
 
     fn get_impl(&mut self, state: &str, sub_key: &[u8]) -> StateResult<Option<Vec<u8>>> {
         let ttl = self.ttl_of(state)?;
-        let mut entry_key = self.current_prefix(state)?;
-        entry_key.extend_from_slice(sub_key);
+        let entry_key = self.current_entry_key(state, sub_key)?;
         self.get_entry(ttl, entry_key)
     }
 
@@ -107,11 +126,16 @@ impl RedbKeyedStore {
 
     fn get_entry(&mut self, ttl: Option<u64>, entry_key: Vec<u8>) -> StateResult<Option<Vec<u8>>> {
         let mut inner = self.backend.lock();
-        let now = inner.clock.now_ms();
         let Some(stored) = inner.lookup(&entry_key)? else {
             return Ok(None);
         };
         let (expiry, payload) = layout::decode_stored(&stored)?;
+        // The clock is read only where an expiry is involved.
+        let now = if expiry != 0 || ttl.is_some() {
+            inner.clock.now_ms()
+        } else {
+            0
+        };
         if layout::is_expired(expiry, now) {
             inner.journal.stage(entry_key, Staged::Delete);
             return Ok(None);
@@ -126,8 +150,7 @@ impl RedbKeyedStore {
 
     fn put_impl(&mut self, state: &str, sub_key: &[u8], payload: &[u8]) -> StateResult<()> {
         let ttl = self.ttl_of(state)?;
-        let mut entry_key = self.current_prefix(state)?;
-        entry_key.extend_from_slice(sub_key);
+        let entry_key = self.current_entry_key(state, sub_key)?;
         self.put_entry(ttl, entry_key, payload);
         Ok(())
     }
@@ -156,8 +179,7 @@ impl RedbKeyedStore {
 
     fn remove_impl(&mut self, state: &str, sub_key: &[u8]) -> StateResult<bool> {
         self.ttl_of(state)?;
-        let mut entry_key = self.current_prefix(state)?;
-        entry_key.extend_from_slice(sub_key);
+        let entry_key = self.current_entry_key(state, sub_key)?;
         self.remove_entry(entry_key)
     }
 
@@ -173,14 +195,12 @@ impl RedbKeyedStore {
     }
 
     fn remove_entry(&mut self, entry_key: Vec<u8>) -> StateResult<bool> {
-        let mut inner = self.backend.lock();
-        let now = inner.clock.now_ms();
-        inner.remove(entry_key, now)
+        self.backend.lock().remove(entry_key)
     }
 
     fn entries_impl(&mut self, state: &str) -> StateResult<Vec<(Vec<u8>, Vec<u8>)>> {
         let ttl = self.ttl_of(state)?;
-        let prefix = self.current_prefix(state)?;
+        let prefix = self.current_prefix(state)?.to_vec();
         let mut inner = self.backend.lock();
         let now = inner.clock.now_ms();
         let mut out = Vec::new();
@@ -243,7 +263,7 @@ impl RedbKeyedStore {
 
     fn clear_impl(&mut self, state: &str) -> StateResult<()> {
         self.ttl_of(state)?;
-        let prefix = self.current_prefix(state)?;
+        let prefix = self.current_prefix(state)?.to_vec();
         let mut inner = self.backend.lock();
         for (entry_key, _) in inner.lookup_prefix(&prefix)? {
             inner.journal.stage(entry_key, Staged::Delete);
@@ -252,11 +272,12 @@ impl RedbKeyedStore {
     }
 
     fn register_impl(&mut self, spec: &StateSpec) -> StateResult<()> {
-        if self.states.get(&spec.name) == Some(spec) {
+        if self.states.iter().any(|s| s == spec) {
             return Ok(());
         }
         self.backend.register(&self.job, &self.operator, spec)?;
-        self.states.insert(spec.name.clone(), spec.clone());
+        self.states.retain(|s| s.name != spec.name);
+        self.states.push(spec.clone());
         Ok(())
     }
 }

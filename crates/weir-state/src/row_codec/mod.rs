@@ -77,12 +77,37 @@ pub fn encode_rows(columns: &[ArrayRef]) -> StateResult<Vec<Vec<u8>>> {
             c.len()
         )));
     }
-    let mut rows: Vec<Vec<u8>> = (0..len).map(|_| vec![ROW_CODEC_VERSION]).collect();
+    // Each row's buffer is sized once, from the columns' average encoded width, so encoding
+    // rarely grows it.
+    let width = 1 + columns.iter().map(average_width).sum::<usize>();
+    let mut rows: Vec<Vec<u8>> = (0..len)
+        .map(|_| {
+            let mut row = Vec::with_capacity(width);
+            row.push(ROW_CODEC_VERSION);
+            row
+        })
+        .collect();
     let mut sinks: Vec<&mut Vec<u8>> = rows.iter_mut().collect();
     for column in columns {
         encode::encode_column(column.as_ref(), &mut sinks)?;
     }
     Ok(rows)
+}
+
+/// About how many bytes a value of `column` takes encoded, on average (a guess for types
+/// other than fixed-width ones and strings).
+fn average_width(column: &ArrayRef) -> usize {
+    use arrow::array::AsArray;
+    let len = column.len().max(1);
+    match column.data_type() {
+        DataType::Utf8 => column.as_string_opt::<i32>().map_or(16, |a| {
+            let offsets = a.value_offsets();
+            let bytes =
+                offsets.last().copied().unwrap_or(0) - offsets.first().copied().unwrap_or(0);
+            5 + usize::try_from(bytes).unwrap_or(0) / len
+        }),
+        dt => 1 + dt.primitive_width().unwrap_or(15),
+    }
 }
 
 /// Decodes rows written by [`encode_rows`] into one array per type, of exactly those types.

@@ -1,6 +1,7 @@
 //! The redb backend: one database file per task, its tables, the journal commit and purging.
 
 use crate::clock::StateClock;
+use crate::committed_keys::CommittedKeys;
 use crate::error::{StateError, StateResult};
 use crate::journal::{Journal, Staged};
 use crate::layout::{self, EntryKey};
@@ -63,6 +64,8 @@ pub(crate) struct Inner {
     read: Option<ReadTable>,
     /// A write transaction committed since the last durable commit.
     unsynced: bool,
+    /// The key prefixes the entries table may hold: lookups of others skip redb.
+    committed_keys: CommittedKeys,
 }
 
 /// The keyed-state backend of one task: one redb file, one journal shared by the task's
@@ -183,16 +186,20 @@ impl RedbStateBackend {
                 .map_err(|e| StateError::storage(ctx(), e))?;
         }
         txn.commit().map_err(|e| StateError::storage(ctx(), e))?;
+        let mut inner = Inner {
+            db: Arc::new(db),
+            path: path.to_path_buf(),
+            clock,
+            journal: Journal::default(),
+            migrations: HashMap::new(),
+            read: None,
+            unsynced: false,
+            committed_keys: CommittedKeys::new(),
+        };
+        // A file opened again may hold entries already.
+        inner.rebuild_committed_keys()?;
         Ok(Self {
-            inner: Arc::new(Mutex::new(Inner {
-                db: Arc::new(db),
-                path: path.to_path_buf(),
-                clock,
-                journal: Journal::default(),
-                migrations: HashMap::new(),
-                read: None,
-                unsynced: false,
-            })),
+            inner: Arc::new(Mutex::new(inner)),
         })
     }
 
@@ -499,7 +506,10 @@ impl Inner {
                         ));
                     }
                     let old = match outcome {
-                        Staged::Put(stored) => entries.insert(key.as_slice(), stored.as_slice()),
+                        Staged::Put(stored) => {
+                            self.committed_keys.add_entry(key);
+                            entries.insert(key.as_slice(), stored.as_slice())
+                        }
                         Staged::Delete => entries.remove(key.as_slice()),
                         Staged::Absent => continue,
                     }
@@ -531,8 +541,25 @@ impl Inner {
         self.journal.restage(current);
         if result.is_err() {
             self.journal.restore(staged);
+            return result;
         }
-        result
+        if self.committed_keys.is_full() {
+            self.rebuild_committed_keys()?;
+        }
+        Ok(())
+    }
+
+    /// Sizes the filter of key prefixes afresh from the committed entries table.
+    fn rebuild_committed_keys(&mut self) -> StateResult<()> {
+        let ctx = "indexing the committed state keys";
+        let table = self.committed_entries()?;
+        let mut keys = Vec::new();
+        for item in table.iter().map_err(|e| StateError::storage(ctx, e))? {
+            let (k, _) = item.map_err(|e| StateError::storage(ctx, e))?;
+            keys.push(k.value().to_vec());
+        }
+        self.committed_keys = CommittedKeys::rebuild(keys.iter().map(Vec::as_slice));
+        Ok(())
     }
 
     /// A write transaction whose commit is not fsynced (see [`RedbStateBackend::sync`]).
@@ -581,6 +608,9 @@ impl Inner {
             Some(Staged::Delete | Staged::Absent) => return Ok(None),
             None => {}
         }
+        if !self.committed_keys.may_hold_entry(key) {
+            return Ok(None);
+        }
         let table = self.committed_entries()?;
         let found = table
             .get(key)
@@ -622,6 +652,9 @@ impl Inner {
 
     /// The stored value redb holds for an entry (committed data only).
     fn committed_get(&mut self, key: &[u8]) -> StateResult<Option<Vec<u8>>> {
+        if !self.committed_keys.may_hold_entry(key) {
+            return Ok(None);
+        }
         let found = self
             .committed_entries()?
             .get(key)
@@ -642,20 +675,23 @@ impl Inner {
             .map_err(|e| StateError::storage("scanning state", e))
     }
 
-    /// Every `(entry key, stored value)` starting with `prefix`, journal merged over redb.
+    /// Every `(entry key, stored value)` starting with `prefix`, a key prefix (state,
+    /// namespace and key: [`layout::key_prefix`]), journal merged over redb.
     pub(crate) fn lookup_prefix(&mut self, prefix: &[u8]) -> StateResult<Vec<(Vec<u8>, Vec<u8>)>> {
         let mut merged: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>> =
             std::collections::BTreeMap::new();
-        let table = self.committed_entries()?;
-        let range = table
-            .range::<&[u8]>(prefix..)
-            .map_err(|e| StateError::storage("scanning state", e))?;
-        for item in range {
-            let (k, v) = item.map_err(|e| StateError::storage("scanning state", e))?;
-            if !k.value().starts_with(prefix) {
-                break;
+        if self.committed_keys.may_hold(prefix) {
+            let table = self.committed_entries()?;
+            let range = table
+                .range::<&[u8]>(prefix..)
+                .map_err(|e| StateError::storage("scanning state", e))?;
+            for item in range {
+                let (k, v) = item.map_err(|e| StateError::storage("scanning state", e))?;
+                if !k.value().starts_with(prefix) {
+                    break;
+                }
+                merged.insert(k.value().to_vec(), Some(v.value().to_vec()));
             }
-            merged.insert(k.value().to_vec(), Some(v.value().to_vec()));
         }
         for (k, outcome) in self.journal.with_prefix(prefix) {
             let value = match outcome {
@@ -849,6 +885,7 @@ impl RedbStateBackend {
                     .map_err(|e| StateError::storage(ctx, e))?;
             }
             for (key, stored) in entries {
+                inner.committed_keys.add_entry(key);
                 if !key.starts_with(&prefix) {
                     return Err(StateError::corrupt(
                         "a restored entry lies outside its segment's state range",
@@ -870,6 +907,10 @@ impl RedbStateBackend {
             apply_size_deltas(&txn, deltas)?;
         }
         txn.commit().map_err(|e| StateError::storage(ctx, e))?;
+        inner.read = None;
+        if inner.committed_keys.is_full() {
+            inner.rebuild_committed_keys()?;
+        }
         Ok(previous)
     }
 }

@@ -171,6 +171,20 @@ impl<'a> EntryKey<'a> {
     }
 }
 
+/// The bytes of an entry key before its sub-key (job, operator, shard, state, namespace and
+/// key): what [`key_prefix`] builds for the same components. `None` when the bytes do not
+/// follow the layout.
+pub(crate) fn key_prefix_of(entry_key: &[u8]) -> Option<&[u8]> {
+    let mut rest = entry_key;
+    take_component(&mut rest, "job id").ok()?;
+    take_component(&mut rest, "operator id").ok()?;
+    take_u32(&mut rest, "shard").ok()?;
+    for what in ["state name", "namespace", "key"] {
+        take_component(&mut rest, what).ok()?;
+    }
+    Some(&entry_key[..entry_key.len() - rest.len()])
+}
+
 fn take_u32(rest: &mut &[u8], what: &str) -> StateResult<u32> {
     let Some((head, tail)) = rest.split_first_chunk::<4>() else {
         return Err(StateError::corrupt(format!(

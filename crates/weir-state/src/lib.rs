@@ -54,6 +54,7 @@
 mod backend;
 mod clock;
 pub mod codec;
+mod committed_keys;
 mod error;
 mod handle;
 mod image;

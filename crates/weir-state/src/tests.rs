@@ -543,3 +543,51 @@ fn handles_can_move_to_other_threads() {
     assert_send::<crate::StateReadView>();
     assert_send::<crate::EntryScan>();
 }
+
+/// The filter of keys redb holds never hides one: 70,000 keys (more than its first size
+/// holds, so it is rebuilt) written to redb, then read, updated, removed and read again, also
+/// after the file is opened anew; and keys only the journal held are found too.
+#[test]
+fn every_key_written_to_redb_is_found_through_the_filter_and_its_rebuilds() -> TestResult {
+    let dir = tempfile::tempdir()?;
+    let path = dir.path().join("t.redb");
+    let clock = ManualClock::new(1_000);
+    let keys: Vec<String> = (0..70_000).map(|i| format!("user-{i:06}")).collect();
+    {
+        let backend = open(&path, &clock)?;
+        let mut s = store(&backend, "job", "op");
+        s.register(count().spec())?;
+        for (i, key) in keys.iter().enumerate() {
+            set_key(&mut s, key);
+            s.value_state(&count())?.update(&(i as u64))?;
+        }
+        backend.commit()?;
+        backend.sync()?;
+        // Every key is in redb now; the journal is empty.
+        for (i, key) in keys.iter().enumerate().step_by(7) {
+            set_key(&mut s, key);
+            assert_eq!(s.value_state(&count())?.value()?, Some(i as u64), "{key}");
+        }
+        // Removals of keys redb holds must reach redb; keys only the journal holds are found.
+        for key in keys.iter().step_by(2) {
+            set_key(&mut s, key);
+            s.value_state(&count())?.clear()?;
+        }
+        set_key(&mut s, "journal-only");
+        s.value_state(&count())?.update(&7)?;
+        backend.commit()?;
+        backend.sync()?;
+        assert_eq!(s.value_state(&count())?.value()?, Some(7));
+    }
+    let backend = open(&path, &clock)?;
+    let mut s = store(&backend, "job", "op");
+    s.register(count().spec())?;
+    for (i, key) in keys.iter().enumerate() {
+        set_key(&mut s, key);
+        let expected = (i % 2 == 1).then_some(i as u64);
+        assert_eq!(s.value_state(&count())?.value()?, expected, "{key}");
+    }
+    set_key(&mut s, "journal-only");
+    assert_eq!(s.value_state(&count())?.value()?, Some(7));
+    Ok(())
+}

@@ -7,7 +7,7 @@
 //! (side, key, bucket) hashes to it. A zero means no such row is stored; a collision only costs
 //! a read that finds nothing. Its size does not grow with the state.
 
-use std::hash::{DefaultHasher, Hash, Hasher};
+use twox_hash::XxHash64;
 
 /// Counters per filter: 4 MiB of `u32`s.
 const SLOTS: usize = 1 << 20;
@@ -25,12 +25,11 @@ impl Occupancy {
         }
     }
 
+    /// The counter of (side, key, bucket): xxHash64 of the key, seeded with the bucket and the
+    /// side (a hash per probe, so a fast one).
     fn slot(side: usize, key: &[u8], bucket: i64) -> usize {
-        let mut hasher = DefaultHasher::new();
-        side.hash(&mut hasher);
-        key.hash(&mut hasher);
-        bucket.hash(&mut hasher);
-        (hasher.finish() as usize) & (SLOTS - 1)
+        let seed = (bucket as u64).rotate_left(1) ^ side as u64;
+        (XxHash64::oneshot(seed, key) as usize) & (SLOTS - 1)
     }
 
     /// Whether rows of `side` with `key` in `bucket` may be stored.

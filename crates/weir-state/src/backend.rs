@@ -553,12 +553,12 @@ impl Inner {
     fn rebuild_committed_keys(&mut self) -> StateResult<()> {
         let ctx = "indexing the committed state keys";
         let table = self.committed_entries()?;
-        let mut keys = Vec::new();
+        let mut rebuild = CommittedKeys::rebuild();
         for item in table.iter().map_err(|e| StateError::storage(ctx, e))? {
             let (k, _) = item.map_err(|e| StateError::storage(ctx, e))?;
-            keys.push(k.value().to_vec());
+            rebuild.add(k.value());
         }
-        self.committed_keys = CommittedKeys::rebuild(keys.iter().map(Vec::as_slice));
+        self.committed_keys = rebuild.finish();
         Ok(())
     }
 

@@ -102,33 +102,60 @@ impl CommittedKeys {
             .is_some_and(|bits| self.added * BITS_PER_PREFIX > bits.len() * 64)
     }
 
-    /// The filter of a table holding `entry_keys` (in key order, as redb yields them), with room
-    /// for as many prefixes again.
-    pub(crate) fn rebuild<'a>(entry_keys: impl Iterator<Item = &'a [u8]>) -> Self {
-        let mut hashes = Vec::new();
-        let mut last: Option<&[u8]> = None;
-        for key in entry_keys {
-            let Some(prefix) = crate::layout::key_prefix_of(key) else {
-                return Self {
-                    bits: None,
-                    added: 0,
-                };
-            };
-            // Entries of one key are adjacent: hash each prefix once.
-            if last != Some(prefix) {
-                hashes.push(Self::hash(prefix));
-                last = Some(prefix);
+    /// Starts the filter of a table: feed it the table's entry keys with
+    /// [`Rebuild::add`] in key order (as redb yields them), then [`Rebuild::finish`].
+    pub(crate) fn rebuild() -> Rebuild {
+        Rebuild {
+            hashes: Vec::new(),
+            gave_up: false,
+        }
+    }
+}
+
+/// A filter being rebuilt from a table: the hashes of its distinct key prefixes, 8 bytes
+/// each, never the keys themselves, and no more of them than [`MAX_BITS`] can filter.
+pub(crate) struct Rebuild {
+    hashes: Vec<u64>,
+    /// A key outside the layout, or too many prefixes: the filter will not filter.
+    gave_up: bool,
+}
+
+impl Rebuild {
+    /// The next entry key of the table.
+    pub(crate) fn add(&mut self, entry_key: &[u8]) {
+        if self.gave_up {
+            return;
+        }
+        let Some(prefix) = crate::layout::key_prefix_of(entry_key) else {
+            self.give_up();
+            return;
+        };
+        // Entries of one key are adjacent: each prefix is counted once.
+        let hash = CommittedKeys::hash(prefix);
+        if self.hashes.last() != Some(&hash) {
+            self.hashes.push(hash);
+            if self.hashes.len() * 2 * BITS_PER_PREFIX > MAX_BITS {
+                self.give_up();
             }
         }
-        let wanted = hashes.len().saturating_mul(2 * BITS_PER_PREFIX);
-        if wanted > MAX_BITS {
-            return Self {
+    }
+
+    fn give_up(&mut self) {
+        self.gave_up = true;
+        self.hashes = Vec::new();
+    }
+
+    /// The filter, with room for as many prefixes again as the table holds.
+    pub(crate) fn finish(self) -> CommittedKeys {
+        if self.gave_up {
+            return CommittedKeys {
                 bits: None,
                 added: 0,
             };
         }
-        let mut filter = Self::with_bits(wanted.next_power_of_two().max(MIN_BITS));
-        for hash in hashes {
+        let wanted = self.hashes.len() * 2 * BITS_PER_PREFIX;
+        let mut filter = CommittedKeys::with_bits(wanted.next_power_of_two().max(MIN_BITS));
+        for hash in self.hashes {
             filter.add_hash(hash);
         }
         filter
@@ -189,7 +216,11 @@ mod tests {
             filter.add_entry(key);
         }
         assert!(filter.is_full());
-        let rebuilt = CommittedKeys::rebuild(keys.iter().map(Vec::as_slice));
+        let mut rebuild = CommittedKeys::rebuild();
+        for key in &keys {
+            rebuild.add(key);
+        }
+        let rebuilt = rebuild.finish();
         assert!(!rebuilt.is_full());
         assert!(keys.iter().all(|k| rebuilt.may_hold_entry(k)));
     }

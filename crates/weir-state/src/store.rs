@@ -266,7 +266,8 @@ impl RedbKeyedStore {
         let prefix = self.current_prefix(state)?.to_vec();
         let mut inner = self.backend.lock();
         for (entry_key, _) in inner.lookup_prefix(&prefix)? {
-            inner.journal.stage(entry_key, Staged::Delete);
+            // A delete where redb holds the entry, nothing where only the journal did.
+            inner.remove(entry_key)?;
         }
         Ok(())
     }

@@ -138,20 +138,43 @@ async fn interval_joins_equal_a_sequential_reference_at_every_parallelism_and_sp
     assert!(late > 400, "the files have late rows ({late})");
     assert!(inner.len() > 10_000, "pairs match ({})", inner.len());
     assert!(left.len() > inner.len(), "some orders match nothing");
-    for (parallelism, split) in [(1, None), (2, None), (4, None), (2, Some("65536"))] {
+    // The rows wait in memory (the default budget), in keyed state (budget 0: written after
+    // each batch) or in both (a budget that a few batches outgrow).
+    let runs = [
+        (1, None, None),
+        (2, None, None),
+        (4, None, None),
+        (2, Some("65536"), None),
+        (2, None, Some(0)),
+        (2, None, Some(60_000)),
+    ];
+    for (parallelism, split, buffer_bytes) in runs {
         let output = tempfile::tempdir().expect("tempdir");
         let sql = job(input.path(), output.path(), parallelism, split);
         let engine = Engine::new();
-        let compiled = engine
+        let mut compiled = engine
             .compile_sql(&sql, "join.sql")
             .await
             .expect("compiles");
+        if let Some(bytes) = buffer_bytes {
+            let joins = compiled
+                .spec
+                .operators
+                .iter_mut()
+                .filter(|o| o.type_name == "interval_join");
+            let mut count = 0;
+            for join in joins {
+                join.options["buffer_bytes"] = serde_json::json!(bytes);
+                count += 1;
+            }
+            assert_eq!(count, 2, "both joins get the budget");
+        }
         let summary = engine
             .run(&compiled.spec, Some("join.sql"))
             .await
             .expect("runs");
         let dropped: u64 = summary.metrics.operators.iter().map(|o| o.dropped).sum();
-        let what = format!("parallelism {parallelism}, split {split:?}");
+        let what = format!("parallelism {parallelism}, split {split:?}, buffer {buffer_bytes:?}");
         assert_eq!(dropped, 2 * late as u64, "late rows, {what}");
         let got_inner = format_rows(&read_parquet_dir(&output.path().join("inner_out")));
         assert!(got_inner == inner, "inner join differs, {what}");

@@ -72,6 +72,19 @@ pub struct IntervalJoinOptions {
     /// which rows are padded, as an `ON` condition does.
     #[serde(default)]
     pub condition: Option<String>,
+    /// The memory, in bytes, one subtask's arriving rows may take before they are written
+    /// into keyed state (they are at every checkpoint barrier anyway); 0 writes each batch's
+    /// rows at once. Default [`DEFAULT_BUFFER_BYTES`].
+    #[serde(default = "default_buffer_bytes")]
+    pub buffer_bytes: u64,
+}
+
+/// The default of [`IntervalJoinOptions::buffer_bytes`]: 32 MiB, so that a join whose sides
+/// run far apart in event time keeps most of its rows in keyed state, not in memory.
+pub const DEFAULT_BUFFER_BYTES: u64 = 32 << 20;
+
+fn default_buffer_bytes() -> u64 {
+    DEFAULT_BUFFER_BYTES
 }
 
 /// The options resolved against the inputs.
@@ -98,6 +111,8 @@ pub struct IntervalJoinConfig {
     pub pair: SchemaRef,
     /// The planned `condition`.
     pub condition: Option<Arc<dyn PhysicalExpr>>,
+    /// See [`IntervalJoinOptions::buffer_bytes`].
+    pub buffer_bytes: usize,
 }
 
 impl IntervalJoinConfig {
@@ -214,6 +229,7 @@ impl IntervalJoinConfig {
             output: Arc::new(Schema::new(fields)),
             pair,
             condition,
+            buffer_bytes: usize::try_from(options.buffer_bytes).unwrap_or(usize::MAX),
         })
     }
 

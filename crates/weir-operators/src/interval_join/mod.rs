@@ -10,6 +10,7 @@
 //! The output watermark stays behind the input's by the bounds' reach (and, with padding,
 //! two time buckets), so no row emitted later is behind it.
 
+mod buffer;
 mod config;
 mod occupancy;
 mod operator;

@@ -1,6 +1,11 @@
 //! One subtask of an interval join: each side's rows kept in keyed state until the watermark
 //! passes their bound, each arriving row matched against the other side's.
 //!
+//! Arriving rows wait in memory ([`SideBuffer`]) until a checkpoint barrier, or until the
+//! buffers outgrow their budget; then they are written into keyed state, where probes find
+//! them too. A restore finds every row in state, since each barrier flushed the buffers first.
+//! The budget is the `buffer_bytes` option, for both sides of one instance.
+//!
 //! State layout (one map state per side, `interval_join.left` / `.right`): key = the join key
 //! (row codec), namespace = the row's time bucket ([`encode_timestamp`] of `time / bucket`),
 //! sub-key = the row's time ([`encode_timestamp`]) and its columns (row codec), payload = how
@@ -8,11 +13,12 @@
 //! Identical rows share one entry. `interval_join.watermarks` keeps both inputs' watermarks and
 //! the operator's ([`ShardProgress`]), so a restore judges rows as the run before it did.
 
+use super::buffer::{Arrivals, RowRef, SideBuffer};
 use super::config::{IntervalJoinConfig, JoinKind};
 use super::occupancy::Occupancy;
 use crate::shard_progress::ShardProgress;
 use arrow::array::{Array, ArrayRef, AsArray, UInt32Array, new_null_array};
-use arrow::compute::take;
+use arrow::compute::{concat, take};
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
 use datafusion::physical_expr::PhysicalExpr;
@@ -54,8 +60,10 @@ pub struct IntervalJoinOperator {
     started: bool,
     dropped: Arc<AtomicU64>,
     types: [Vec<DataType>; 2],
-    /// Which (side, key, bucket) may hold rows: reads of the state skip the rest.
+    /// Which (side, key, bucket) may hold rows in state: reads of the state skip the rest.
     occupancy: Occupancy,
+    /// Per side, the rows that arrived since the last flush into state.
+    buffers: [SideBuffer; 2],
 }
 
 impl IntervalJoinOperator {
@@ -93,6 +101,7 @@ impl IntervalJoinOperator {
             dropped: Arc::clone(&ctx.dropped_rows),
             types,
             occupancy: Occupancy::new(),
+            buffers: [SideBuffer::default(), SideBuffer::default()],
         })
     }
 
@@ -177,9 +186,11 @@ impl IntervalJoinOperator {
             0 => (cfg.lower, cfg.upper),
             _ => (cfg.upper.saturating_neg(), cfg.lower.saturating_neg()),
         };
-        // 1. The arriving rows on time with a key, and their candidates.
+        // 1. The arriving rows on time with a key, and their candidates: the buffered ones
+        // first, then those in state.
         let mut arriving: Vec<u32> = Vec::new();
         let mut candidates: Vec<Candidate> = Vec::new();
+        let mut stored: Vec<Candidate> = Vec::new();
         let mut padded: Vec<u32> = Vec::new();
         let mut dropped = 0_u64;
         for row in 0..rows {
@@ -197,7 +208,14 @@ impl IntervalJoinOperator {
             arriving.push(row as u32);
             let time = times.value(row);
             let (lo, hi) = (time.saturating_add(lo_reach), time.saturating_add(hi_reach));
-            for bucket in self.bucket_of(lo)..=self.bucket_of(hi) {
+            let buckets = self.bucket_of(lo)..=self.bucket_of(hi);
+            self.buffers[other].probe(&keys[row], buckets.clone(), (lo, hi), |at| {
+                candidates.push(Candidate {
+                    row: row as u32,
+                    found: Found::Buffered(at),
+                });
+            });
+            for bucket in buckets {
                 if !self.occupancy.may_hold(other, &keys[row], bucket) {
                     continue;
                 }
@@ -210,12 +228,14 @@ impl IntervalJoinOperator {
                         continue;
                     }
                     let (count, matched) = decode_payload(&payload)?;
-                    candidates.push(Candidate {
+                    stored.push(Candidate {
                         row: row as u32,
-                        bucket,
-                        sub_key,
-                        count,
-                        matched,
+                        found: Found::Stored {
+                            bucket,
+                            sub_key,
+                            count,
+                            matched,
+                        },
                     });
                 }
             }
@@ -223,6 +243,7 @@ impl IntervalJoinOperator {
         if dropped > 0 {
             self.dropped.fetch_add(dropped, Ordering::Relaxed);
         }
+        candidates.append(&mut stored);
         // 2. The candidate pairs, left columns then right, and which of them match.
         let semi_probe = side == 1 && cfg.join == JoinKind::Semi;
         let pairs = if !candidates.is_empty()
@@ -247,31 +268,47 @@ impl IntervalJoinOperator {
             }
             let row = candidate.row as usize;
             matched[row] = true;
-            let copies = std::iter::repeat_n(i as u32, candidate.count as usize);
-            if cfg.join.emits_right() {
-                emitted.extend(copies.clone());
-            }
-            // The first match of a stored row: remembered, and a semi join's left row emitted.
-            if cfg.join.tracks(other)
-                && !candidate.matched
-                && marked.insert((&keys[row], candidate.bucket, &candidate.sub_key))
-            {
-                if semi_probe {
-                    semi_rows.extend(copies);
+            match &candidate.found {
+                Found::Buffered(at) => {
+                    if cfg.join.emits_right() {
+                        emitted.push(i as u32);
+                    }
+                    // The first match of a buffered row: remembered, and a semi join's left
+                    // row emitted.
+                    if cfg.join.tracks(other) && self.buffers[other].mark(*at) && semi_probe {
+                        semi_rows.push(i as u32);
+                    }
                 }
-                self.store
-                    .set_current_key(&keys[row], StateShardId(shards[row]));
-                self.store
-                    .set_current_namespace(&encode_timestamp(candidate.bucket));
-                self.store.put(
-                    STATES[other],
-                    &candidate.sub_key,
-                    &encode_payload(candidate.count, true),
-                )?;
+                Found::Stored {
+                    bucket,
+                    sub_key,
+                    count,
+                    matched: was_matched,
+                } => {
+                    let copies = std::iter::repeat_n(i as u32, *count as usize);
+                    if cfg.join.emits_right() {
+                        emitted.extend(copies.clone());
+                    }
+                    // The first match of a stored row: remembered, and a semi join's left row
+                    // emitted.
+                    if cfg.join.tracks(other)
+                        && !was_matched
+                        && marked.insert((&keys[row], *bucket, sub_key))
+                    {
+                        if semi_probe {
+                            semi_rows.extend(copies);
+                        }
+                        self.store
+                            .set_current_key(&keys[row], StateShardId(shards[row]));
+                        self.store.set_current_namespace(&encode_timestamp(*bucket));
+                        self.store
+                            .put(STATES[other], sub_key, &encode_payload(*count, true))?;
+                    }
+                }
             }
         }
-        let encoded = encode_rows(batch.columns()).map_err(state_error)?;
         let mut semi_own: Vec<u32> = Vec::new();
+        let mut kept: Vec<u32> = Vec::new();
         for &row in &arriving {
             let r = row as usize;
             if side == 0 && matched[r] && cfg.join == JoinKind::Semi {
@@ -281,31 +318,24 @@ impl IntervalJoinOperator {
             let time = times.value(r);
             let bound = time.saturating_add(if side == 0 { cfg.upper } else { -cfg.lower });
             if bound > self.watermark {
-                let shard = StateShardId(shards[r]);
-                let bucket = self.bucket_of(time);
-                self.store.set_current_key(&keys[r], shard);
-                self.store.set_current_namespace(&encode_timestamp(bucket));
-                let mut sub_key = encode_timestamp(time).to_vec();
-                sub_key.extend_from_slice(&encoded[r]);
-                let stored = if self.occupancy.may_hold(side, &keys[r], bucket) {
-                    self.store.get(STATES[side], &sub_key)?
-                } else {
-                    None
-                };
-                let (count, was_matched) = match stored {
-                    Some(payload) => decode_payload(&payload)?,
-                    None => (0, false),
-                };
-                self.store.put(
-                    STATES[side],
-                    &sub_key,
-                    &encode_payload(count.saturating_add(1), was_matched || matched[r]),
-                )?;
-                self.occupancy.add(side, &keys[r], bucket, 1);
-                self.live.insert(shard.0);
+                kept.push(row);
             } else if !matched[r] && cfg.join.pads(side) {
                 padded.push(row);
             }
+        }
+        if !kept.is_empty() {
+            let bucket = self.bucket;
+            self.buffers[side].insert(
+                &Arrivals {
+                    batch,
+                    rows: &kept,
+                    keys: &keys,
+                    shards: &shards,
+                    times: times.values(),
+                    matched: &matched,
+                },
+                |time| time.div_euclid(bucket),
+            )?;
         }
         if let Some(pairs) = &pairs {
             let left_width = cfg.inputs[0].fields().len();
@@ -329,6 +359,64 @@ impl IntervalJoinOperator {
             let own = take_rows(batch.columns(), &semi_own)?;
             out.emit(self.assemble(0, own, None, semi_own.len())?);
         }
+        if self.buffers[0].bytes() + self.buffers[1].bytes() > cfg.buffer_bytes {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes both sides' buffered rows into keyed state and empties the buffers.
+    fn flush(&mut self) -> Result<()> {
+        for side in 0..2 {
+            if self.buffers[side].is_empty() {
+                continue;
+            }
+            for chunk in self.buffers[side].drain() {
+                let encoded = encode_rows(chunk.batch.columns()).map_err(state_error)?;
+                for row in chunk.rows {
+                    let at = StateAddress {
+                        shard: StateShardId(row.shard),
+                        namespace: &encode_timestamp(row.bucket),
+                        key: &row.key,
+                    };
+                    self.store_row(side, at, row.time, &encoded[row.row as usize], row.matched)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Adds one row of `side` (its time and encoded columns) to the state entry at `at`,
+    /// whose namespace is the row's bucket.
+    fn store_row(
+        &mut self,
+        side: usize,
+        at: StateAddress<'_>,
+        time: i64,
+        columns: &[u8],
+        matched: bool,
+    ) -> Result<()> {
+        let bucket = decode_timestamp(at.namespace).map_err(state_error)?;
+        let mut sub_key = Vec::with_capacity(8 + columns.len());
+        sub_key.extend_from_slice(&encode_timestamp(time));
+        sub_key.extend_from_slice(columns);
+        let stored = if self.occupancy.may_hold(side, at.key, bucket) {
+            self.store.get_at(STATES[side], at, &sub_key)?
+        } else {
+            None
+        };
+        let (count, was_matched) = match stored {
+            Some(payload) => decode_payload(&payload)?,
+            None => (0, false),
+        };
+        self.store.put_at(
+            STATES[side],
+            at,
+            &sub_key,
+            &encode_payload(count.saturating_add(1), was_matched || matched),
+        )?;
+        self.occupancy.add(side, at.key, bucket, 1);
+        self.live.insert(at.shard.0);
         Ok(())
     }
 
@@ -342,11 +430,29 @@ impl IntervalJoinOperator {
     ) -> Result<RecordBatch> {
         let rows: Vec<u32> = candidates.iter().map(|c| c.row).collect();
         let own = take_rows(batch.columns(), &rows)?;
-        let stored = candidates
-            .iter()
-            .map(|c| split_sub_key(&c.sub_key).map(|(_, columns)| columns))
-            .collect::<Result<Vec<_>>>()?;
-        let others = decode_rows(&self.types[1 - side], &stored).map_err(state_error)?;
+        // Buffered candidates come first (see `join_batch`), so the two parts line up.
+        let mut buffered: Vec<RowRef> = Vec::new();
+        let mut stored: Vec<&[u8]> = Vec::new();
+        for candidate in candidates {
+            match &candidate.found {
+                Found::Buffered(at) => buffered.push(*at),
+                Found::Stored { sub_key, .. } => stored.push(split_sub_key(sub_key)?.1),
+            }
+        }
+        let from_state = || decode_rows(&self.types[1 - side], &stored).map_err(state_error);
+        let others = match (buffered.is_empty(), stored.is_empty()) {
+            (true, _) => from_state()?,
+            (false, true) => self.buffers[1 - side].columns(&buffered)?,
+            (false, false) => {
+                let first = self.buffers[1 - side].columns(&buffered)?;
+                first
+                    .iter()
+                    .zip(from_state()?)
+                    .map(|(a, b)| concat(&[a.as_ref(), b.as_ref()]))
+                    .collect::<std::result::Result<Vec<_>, _>>()
+                    .map_err(|e| Error::arrow("gathering candidate rows", e))?
+            }
+        };
         let columns = if side == 0 {
             [own, others].concat()
         } else {
@@ -396,6 +502,11 @@ impl IntervalJoinOperator {
             };
             if until.is_some_and(|u| u <= self.evicted_below[side]) {
                 continue;
+            }
+            let unmatched = self.buffers[side].evict(until, self.cfg.join.pads(side))?;
+            if let Some(own) = unmatched {
+                let rows = own.first().map_or(0, |c| c.len());
+                out.emit(self.assemble(side, own, None, rows)?);
             }
             let from = encode_timestamp(self.evicted_below[side]);
             let until_bytes = until.map(encode_timestamp);
@@ -478,6 +589,8 @@ impl Operator for IntervalJoinOperator {
 
     fn on_barrier(&mut self, _barrier: weir_api::Barrier, _out: &mut Output) -> Result<()> {
         self.start()?;
+        // The checkpoint holds every row: the buffered ones go into state first.
+        self.flush()?;
         let values = [
             self.input_watermarks[0],
             self.input_watermarks[1],
@@ -491,16 +604,25 @@ impl Operator for IntervalJoinOperator {
     }
 }
 
-/// A stored row of the other side within an arriving row's bounds.
+/// A row of the other side within an arriving row's bounds.
 struct Candidate {
     /// The arriving row, in its batch.
     row: u32,
-    /// Where the stored row is: its time bucket (namespace) and sub-key.
-    bucket: i64,
-    sub_key: Vec<u8>,
-    /// How many such rows are stored, and whether one of them matched before.
-    count: u32,
-    matched: bool,
+    found: Found,
+}
+
+/// Where a candidate is kept.
+enum Found {
+    /// In the other side's buffer.
+    Buffered(RowRef),
+    /// In keyed state: its time bucket (namespace) and sub-key, how many such rows are stored,
+    /// and whether one of them matched before.
+    Stored {
+        bucket: i64,
+        sub_key: Vec<u8>,
+        count: u32,
+        matched: bool,
+    },
 }
 
 /// Where `condition` is true over `pairs` (false and NULL do not match).

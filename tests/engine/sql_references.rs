@@ -88,6 +88,20 @@ fn reference(orders: &[Row], shipments: &[Row]) -> (Vec<String>, Vec<String>, us
     (inner, left, late_o + late_s)
 }
 
+/// Sets the `buffer_bytes` option of every operator of type `type_name`; how many there are.
+fn set_buffer_bytes(spec: &mut weir::plan::JobSpec, type_name: &str, bytes: u64) -> usize {
+    let operators = spec
+        .operators
+        .iter_mut()
+        .filter(|o| o.type_name == type_name);
+    let mut count = 0;
+    for operator in operators {
+        operator.options["buffer_bytes"] = serde_json::json!(bytes);
+        count += 1;
+    }
+    count
+}
+
 fn csv(rows: &[Row]) -> String {
     let mut text = String::from("k,v,ts\n");
     for (k, v, t) in rows {
@@ -157,17 +171,8 @@ async fn interval_joins_equal_a_sequential_reference_at_every_parallelism_and_sp
             .await
             .expect("compiles");
         if let Some(bytes) = buffer_bytes {
-            let joins = compiled
-                .spec
-                .operators
-                .iter_mut()
-                .filter(|o| o.type_name == "interval_join");
-            let mut count = 0;
-            for join in joins {
-                join.options["buffer_bytes"] = serde_json::json!(bytes);
-                count += 1;
-            }
-            assert_eq!(count, 2, "both joins get the budget");
+            let set = set_buffer_bytes(&mut compiled.spec, "interval_join", bytes);
+            assert_eq!(set, 2, "both joins get the budget");
         }
         let summary = engine
             .run(&compiled.spec, Some("join.sql"))
@@ -369,7 +374,17 @@ async fn over_aggregates_equal_a_sequential_reference_at_every_parallelism_and_s
     let expected = over(&orders, 10_000 * OOO_MS, 10_000 * 1_000);
     let late = orders.len() - expected.len();
     assert!(late > 100, "the file has late rows ({late})");
-    for (parallelism, split) in [(1, ""), (2, ""), (4, ""), (2, ", 'split-size' = '16384'")] {
+    // The rows and histories stay in memory (the default budget), go to keyed state after
+    // each batch (budget 0) or now and then (a budget a few batches outgrow).
+    let runs = [
+        (1, "", None),
+        (2, "", None),
+        (4, "", None),
+        (2, ", 'split-size' = '16384'", None),
+        (2, "", Some(0)),
+        (1, "", Some(100_000)),
+    ];
+    for (parallelism, split, buffer_bytes) in runs {
         let output = tempfile::tempdir().expect("tempdir");
         let sql = format!(
             "SET 'parallelism' = '{parallelism}';\n\
@@ -388,15 +403,19 @@ async fn over_aggregates_equal_a_sequential_reference_at_every_parallelism_and_s
             output.path().display()
         );
         let engine = Engine::new();
-        let compiled = engine
+        let mut compiled = engine
             .compile_sql(&sql, "over.sql")
             .await
             .expect("compiles");
+        if let Some(bytes) = buffer_bytes {
+            let set = set_buffer_bytes(&mut compiled.spec, "over_aggregate", bytes);
+            assert_eq!(set, 2, "both OVER operators get the budget");
+        }
         let summary = engine
             .run(&compiled.spec, Some("over.sql"))
             .await
             .expect("runs");
-        let what = format!("parallelism {parallelism}, split {split:?}");
+        let what = format!("parallelism {parallelism}, split {split:?}, buffer {buffer_bytes:?}");
         // Each of the two stacked OVER operators drops the late rows.
         let dropped: u64 = summary.metrics.operators.iter().map(|o| o.dropped).sum();
         assert_eq!(dropped, late as u64, "late rows, {what}");

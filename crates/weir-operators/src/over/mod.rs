@@ -3,13 +3,15 @@
 //! aggregates over its frame, when the watermark passes its time (so every earlier row of its
 //! partition is known). See docs/sql.md for the user's view.
 //!
-//! Rows wait in keyed state (a map per partition key and time) until the watermark passes them;
+//! Rows wait in memory, and in keyed state (a map per partition key and time) from the next
+//! checkpoint barrier or once memory outgrows `buffer_bytes`, until the watermark passes them;
 //! then each partition's rows are taken in time order (rows of one time in the order of their
 //! encoded row, so the result does not depend on arrival order) and folded with the partition's
 //! history. Rows at or behind the watermark (or their split's) are late:
 //! dropped and counted, as Flink drops them.
 
 mod frame;
+mod memory;
 mod operator;
 
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -38,6 +40,18 @@ pub struct OverOptions {
     pub frame: FrameSpec,
     /// The aggregates, each a column added to the row.
     pub aggregates: Vec<OverAggregate>,
+    /// The memory, in bytes, one subtask's waiting rows and cached partition histories may
+    /// take before they are written into keyed state (they are at every checkpoint barrier
+    /// anyway); 0 writes each batch's rows at once. Default 32 MiB.
+    #[serde(default = "default_buffer_bytes")]
+    pub buffer_bytes: u64,
+}
+
+/// The default of [`OverOptions::buffer_bytes`]: 32 MiB.
+pub const DEFAULT_BUFFER_BYTES: u64 = 32 << 20;
+
+fn default_buffer_bytes() -> u64 {
+    DEFAULT_BUFFER_BYTES
 }
 
 /// The frame: the rows before the current row its aggregates cover, the current row included.
@@ -100,6 +114,7 @@ struct OverConfig {
     time: usize,
     frame: FrameSpec,
     aggregates: Vec<Resolved>,
+    buffer_bytes: usize,
 }
 
 impl OverFactory {
@@ -238,6 +253,7 @@ impl OperatorFactory for OverFactory {
             time,
             frame: options.frame,
             aggregates,
+            buffer_bytes: usize::try_from(options.buffer_bytes).unwrap_or(usize::MAX),
         }))))
     }
 }

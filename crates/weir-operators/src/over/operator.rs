@@ -1,5 +1,9 @@
 //! One subtask of an OVER aggregation.
 //!
+//! Arriving rows wait in memory ([`PendingRows`]) and the partitions' histories are cached there
+//! ([`Histories`]); both are written into keyed state at every checkpoint barrier and whenever
+//! they outgrow the `buffer_bytes` budget, so the state below holds everything at a barrier.
+//!
 //! State layout: `over.pending` (a map state) holds the rows the watermark has not passed:
 //! namespace = the row's time ([`encode_timestamp`]), key = the partition key (row codec),
 //! sub-key = the row (row codec), payload = how many such rows arrived (`u32`, little endian).
@@ -7,21 +11,21 @@
 //! (kept by [`Waiting`]).
 
 use super::frame::{Acc, Function, History, Kind};
+use super::memory::{Arrived, DueRow, Histories, PendingRows, sort_due};
 use super::{FrameSpec, MAX_FRAME_ROWS, OverConfig};
 use crate::waiting::Waiting;
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch};
 use arrow::compute::cast;
 use arrow::datatypes::{Float64Type, Int64Type};
-use std::collections::HashMap;
 use std::sync::Arc;
-use weir_api::state::{Map, ScannedEntry, StateDescriptor, Value};
+use weir_api::state::{Map, StateDescriptor, Value};
 use weir_api::{
     Error, KeyedStateStore, Operator, Output, Result, StateAddress, StateShardId, TaskContext,
     Watermark,
 };
 use weir_plan::key_hash;
 use weir_state::row_codec::{decode_rows, encode_rows};
-use weir_state::timers::{decode_timestamp, encode_timestamp};
+use weir_state::timers::encode_timestamp;
 
 const PENDING: &str = "over.pending";
 const HISTORY: &str = "over.history";
@@ -30,8 +34,12 @@ const WATERMARK: &str = "over.watermark";
 /// A running `over_aggregate`.
 pub(super) struct OverOperator {
     cfg: Arc<OverConfig>,
-    /// The state, the watermarks and the shards whose rows wait for the watermark.
+    /// The state, the watermarks and the shards whose rows wait for the watermark in state.
     waiting: Waiting,
+    /// The rows that wait for the watermark in memory.
+    pending: PendingRows,
+    /// The partitions' histories read or changed since the cache was last emptied.
+    histories: Histories,
 }
 
 impl OverOperator {
@@ -42,7 +50,42 @@ impl OverOperator {
         Ok(Self {
             cfg,
             waiting: Waiting::new(ctx, store, PENDING, WATERMARK)?,
+            pending: PendingRows::default(),
+            histories: Histories::new(HISTORY),
         })
+    }
+
+    /// Writes the rows waiting in memory into the pending state (adding to the count of an
+    /// identical row there) and the changed histories into theirs.
+    fn flush(&mut self) -> Result<()> {
+        let store = self.waiting.store.as_mut();
+        let mut noted: Vec<(u32, i64)> = Vec::new();
+        for (time, row) in self.pending.drain() {
+            let namespace = encode_timestamp(time);
+            let address = StateAddress {
+                shard: StateShardId(row.shard),
+                namespace: &namespace,
+                key: &row.key,
+            };
+            let count = match store.get_at(PENDING, address, &row.row)? {
+                Some(p) => p
+                    .first_chunk::<4>()
+                    .map(|c| u32::from_le_bytes(*c))
+                    .ok_or_else(|| state_error("a pending row without its count"))?,
+                None => 0,
+            };
+            store.put_at(
+                PENDING,
+                address,
+                &row.row,
+                &count.saturating_add(1).to_le_bytes(),
+            )?;
+            noted.push((row.shard, time));
+        }
+        for (shard, time) in noted {
+            self.waiting.note(shard, time);
+        }
+        self.histories.write(self.waiting.store.as_mut())
     }
 
     /// The partition keys and state shards of a batch's rows (one empty key without
@@ -67,13 +110,14 @@ impl OverOperator {
     }
 }
 
-/// Aggregates the rows the watermark passed (per shard, taken from the pending rows in time,
-/// key and row order) over their frames and emits them in one batch; the partitions'
-/// histories are in `store`.
+/// Aggregates the rows the watermark passed (per shard, each shard's rows in [`sort_due`]'s
+/// order) over their frames and emits them in one batch; the partitions' histories come from
+/// `histories`, which reads those it lacks from `store`.
 fn fire(
     cfg: &OverConfig,
     store: &mut dyn KeyedStateStore,
-    fired: &[(StateShardId, Vec<ScannedEntry>)],
+    histories: &mut Histories,
+    fired: &[(StateShardId, Vec<DueRow>)],
     out: &mut Output,
 ) -> Result<()> {
     // One output row per arrived row: an entry of `n` identical rows gives `n`.
@@ -83,17 +127,13 @@ fn fire(
         .iter()
         .flat_map(|(shard, entries)| entries.iter().map(move |e| (e, *shard)))
     {
-        let count = e
-            .payload
-            .first_chunk::<4>()
-            .map(|c| u32::from_le_bytes(*c))
-            .ok_or_else(|| state_error("a pending row without its count"))?;
-        let ts = decode_timestamp(&e.namespace).map_err(state_error)?;
         let begin = rows.len();
-        rows.extend(std::iter::repeat_n(e.sub_key.as_slice(), count as usize));
+        rows.extend(std::iter::repeat_n(e.row.as_slice(), e.count as usize));
         match groups.last_mut() {
-            Some(g) if g.2 == ts && g.3 == e.key.as_slice() && g.4 == shard_id => g.1 = rows.len(),
-            _ => groups.push((begin, rows.len(), ts, &e.key, shard_id)),
+            Some(g) if g.2 == e.time && g.3 == e.key.as_slice() && g.4 == shard_id => {
+                g.1 = rows.len();
+            }
+            _ => groups.push((begin, rows.len(), e.time, &e.key, shard_id)),
         }
     }
     if rows.is_empty() {
@@ -120,23 +160,14 @@ fn fire(
         FrameSpec::Rows { preceding: Some(_) } | FrameSpec::Range { preceding: Some(_) }
     );
     let mut results: Vec<Vec<Option<i64>>> = vec![Vec::with_capacity(rows.len()); n_aggs];
-    let mut histories: HashMap<(StateShardId, &[u8]), History> = HashMap::new();
     for &(begin, end, ts, key, shard_id) in &groups {
-        let history = match histories.entry((shard_id, key)) {
-            std::collections::hash_map::Entry::Occupied(o) => o.into_mut(),
-            std::collections::hash_map::Entry::Vacant(v) => {
-                let address = StateAddress {
-                    shard: shard_id,
-                    namespace: &[],
-                    key,
-                };
-                let h = match store.get_at(HISTORY, address, &[])? {
-                    Some(bytes) => History::decode(&bytes, n_aggs)?,
-                    None => History::empty(bounded, n_aggs),
-                };
-                v.insert(h)
-            }
-        };
+        let history = histories.get_mut(
+            store,
+            shard_id,
+            key,
+            || History::empty(bounded, n_aggs),
+            |bytes| History::decode(bytes, n_aggs),
+        )?;
         match (cfg.frame, history) {
             (FrameSpec::Rows { preceding: Some(n) }, History::Rows(frame)) => {
                 for row in begin..end {
@@ -185,14 +216,7 @@ fn fire(
             }
             _ => return Err(state_error("a history of another frame")),
         }
-    }
-    for ((shard_id, key), history) in &histories {
-        let address = StateAddress {
-            shard: *shard_id,
-            namespace: &[],
-            key,
-        };
-        store.put_at(HISTORY, address, &[], &history.encode())?;
+        histories.recount(key);
     }
     let mut output = columns;
     for (a, values) in results.into_iter().enumerate() {
@@ -285,34 +309,26 @@ impl Operator for OverOperator {
         let (keys, shards) = self.keys(&batch)?;
         let rows = encode_rows(batch.columns()).map_err(state_error)?;
         let mut dropped = 0_u64;
-        for row in 0..batch.num_rows() {
+        for (row, (key, encoded)) in keys.into_iter().zip(rows).enumerate() {
             if times.is_null(row) || times.value(row) <= behind {
                 dropped += 1;
                 continue;
             }
-            let namespace = encode_timestamp(times.value(row));
-            let address = StateAddress {
-                shard: StateShardId(shards[row]),
-                namespace: &namespace,
-                key: &keys[row],
-            };
-            let store = self.waiting.store.as_mut();
-            let count = match store.get_at(PENDING, address, &rows[row])? {
-                Some(p) => p
-                    .first_chunk::<4>()
-                    .map(|c| u32::from_le_bytes(*c))
-                    .ok_or_else(|| state_error("a pending row without its count"))?,
-                None => 0,
-            };
-            store.put_at(
-                PENDING,
-                address,
-                &rows[row],
-                &count.saturating_add(1).to_le_bytes(),
-            )?;
-            self.waiting.note(shards[row], times.value(row));
+            self.pending.push(
+                times.value(row),
+                Arrived {
+                    shard: shards[row],
+                    key,
+                    row: encoded,
+                },
+            );
         }
         self.waiting.drop_late(dropped);
+        if self.pending.bytes() + self.histories.bytes() > cfg.buffer_bytes {
+            self.flush()?;
+            self.histories
+                .write_and_clear(self.waiting.store.as_mut())?;
+        }
         Ok(())
     }
 
@@ -327,22 +343,48 @@ impl Operator for OverOperator {
     }
 
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Output) -> Result<()> {
-        // The due shards' rows go out together, in batches of about EMIT_ROWS rows.
+        // The due shards' rows, from state and from memory, go out together, in batches of
+        // about EMIT_ROWS rows. No row in memory is at or behind a watermark already emitted
+        // (it would have been late), so taking them first is right even when nothing advances.
         let cfg = Arc::clone(&self.cfg);
-        let mut fired = Vec::new();
+        let mut memory = self.pending.take_through(watermark.0.0);
+        let histories = &mut self.histories;
+        let mut fired: Vec<(StateShardId, Vec<DueRow>)> = Vec::new();
         let mut waiting_rows = 0;
-        let advanced = self.waiting.advance(watermark, |store, shard, entries| {
-            waiting_rows += entries.len();
-            fired.push((shard, entries));
+        let mut add = |store: &mut dyn KeyedStateStore,
+                       shard: StateShardId,
+                       mut rows: Vec<DueRow>,
+                       fired: &mut Vec<(StateShardId, Vec<DueRow>)>|
+         -> Result<()> {
+            sort_due(&mut rows);
+            waiting_rows += rows.len();
+            fired.push((shard, rows));
             if waiting_rows >= EMIT_ROWS {
-                fire(&cfg, store, &fired, out)?;
+                fire(&cfg, store, histories, fired, out)?;
                 fired.clear();
                 waiting_rows = 0;
             }
             Ok(())
+        };
+        let advanced = self.waiting.advance(watermark, |store, shard, entries| {
+            let mut rows = entries
+                .into_iter()
+                .map(DueRow::from_entry)
+                .collect::<Result<Vec<_>>>()?;
+            if let Some(mine) = memory.remove(&shard.0) {
+                rows.extend(mine);
+            }
+            add(store, shard, rows, &mut fired)
         })?;
+        let store = self.waiting.store.as_mut();
+        for (shard, rows) in std::mem::take(&mut memory) {
+            add(store, StateShardId(shard), rows, &mut fired)?;
+        }
         if !fired.is_empty() {
-            fire(&self.cfg, self.waiting.store.as_mut(), &fired, out)?;
+            fire(&self.cfg, store, &mut self.histories, &fired, out)?;
+        }
+        if self.histories.bytes() > self.cfg.buffer_bytes {
+            self.histories.write_and_clear(store)?;
         }
         if advanced {
             out.emit_watermark(watermark);
@@ -351,6 +393,8 @@ impl Operator for OverOperator {
     }
 
     fn on_barrier(&mut self, _barrier: weir_api::Barrier, _out: &mut Output) -> Result<()> {
+        // The checkpoint holds every row and history: memory's go into state first.
+        self.flush()?;
         self.waiting.save()
     }
 
@@ -362,6 +406,6 @@ impl Operator for OverOperator {
 /// Rows (pending entries) gathered from the due shards before they are aggregated and emitted.
 const EMIT_ROWS: usize = 8192;
 
-fn state_error(e: impl std::fmt::Display) -> Error {
+pub(super) fn state_error(e: impl std::fmt::Display) -> Error {
     Error::Internal(format!("over aggregation state: {e}"))
 }

@@ -49,6 +49,10 @@ pub struct DedupOptions {
     /// A column to add with the row number (always 1), as the SQL query names it.
     #[serde(default)]
     pub row_number: Option<String>,
+    /// What happens to late rows: `{policy: drop}` (default) or `{policy: route}` (the side
+    /// output `late`).
+    #[serde(default)]
+    pub late: crate::late::RowLateOptions,
 }
 
 /// Creates `dedup_first` operators.
@@ -101,6 +105,7 @@ impl OperatorFactory for DedupFactory {
             key_names: options.keys,
             time,
             row_number: options.row_number.is_some(),
+            late: options.late.policy,
         }))))
     }
 }
@@ -118,11 +123,18 @@ struct DedupConfig {
     key_names: Vec<String>,
     time: usize,
     row_number: bool,
+    late: crate::late::RowLatePolicy,
 }
 
 impl PreparedOperator for PreparedDedup {
     fn output_schema(&self) -> SchemaRef {
         Arc::clone(&self.0.output)
+    }
+
+    fn side_outputs(&self) -> Vec<weir_api::SideOutput> {
+        crate::late::late_output(self.0.late, crate::late::LATE_OUTPUT, &self.0.input)
+            .into_iter()
+            .collect()
     }
 
     fn describe(&self) -> String {
@@ -153,6 +165,10 @@ impl PreparedOperator for PreparedDedup {
                 .collect(),
             waiting: Waiting::new(ctx, store, PENDING, WATERMARK)?,
             done: HashSet::new(),
+            late: crate::late::LateRows::new(
+                crate::late::routed_schema(self.0.late, &self.0.input),
+                ctx,
+            ),
         }))
     }
 }
@@ -166,6 +182,8 @@ struct DedupOperator {
     /// Keys whose first row is out (their later rows are duplicates), as their state says;
     /// emptied when it holds [`DONE_KEYS`].
     done: HashSet<Vec<u8>>,
+    /// Where late rows go.
+    late: crate::late::LateRows,
 }
 
 impl DedupOperator {
@@ -187,12 +205,7 @@ impl DedupOperator {
 }
 
 impl Operator for DedupOperator {
-    fn process_batch(
-        &mut self,
-        _input: usize,
-        batch: RecordBatch,
-        _out: &mut Output,
-    ) -> Result<()> {
+    fn process_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
         let behind = self.waiting.late_bound()?;
         if batch.num_rows() == 0 {
             return Ok(());
@@ -211,10 +224,12 @@ impl Operator for DedupOperator {
         // Of a key's on-time rows in this batch only the earliest can be its first row: each
         // key is looked up in state once per batch, and not at all once its row is out.
         let mut earliest: HashMap<&[u8], Earliest> = HashMap::new();
-        let mut dropped = 0_u64;
+        let taken: Vec<bool> = (0..batch.num_rows())
+            .map(|row| times.is_valid(row) && times.value(row) > behind)
+            .collect();
+        self.late.handle(&batch, &times, &taken, out)?;
         for (row, key) in keys.iter().enumerate() {
-            if times.is_null(row) || times.value(row) <= behind {
-                dropped += 1;
+            if !taken[row] {
                 continue;
             }
             if self.done.contains(key) {
@@ -229,7 +244,6 @@ impl Operator for DedupOperator {
                 entry.1.push(row as u32);
             }
         }
-        self.waiting.drop_late(dropped);
         if earliest.is_empty() {
             return Ok(());
         }

@@ -40,6 +40,7 @@ mod filter;
 mod flink_formats;
 mod flink_functions;
 pub mod interval_join;
+pub mod late;
 mod mapped_source;
 pub mod over;
 mod pending;

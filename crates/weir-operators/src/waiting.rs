@@ -6,8 +6,6 @@
 
 use crate::pending::PendingShards;
 use crate::shard_progress::ShardProgress;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use weir_api::state::{NamespaceRange, ScannedEntry};
 use weir_api::{KeyedStateStore, Result, StateAddress, StateShardId, TaskContext, Watermark};
 use weir_state::timers::encode_timestamp;
@@ -33,8 +31,6 @@ pub(crate) struct Waiting {
     pending: PendingShards,
     /// Whether a restored watermark and the shards with rows were looked for.
     started: bool,
-    /// The job's count of dropped rows.
-    dropped: Arc<AtomicU64>,
 }
 
 impl Waiting {
@@ -60,7 +56,6 @@ impl Waiting {
             split_watermark: i64::MIN,
             pending: PendingShards::default(),
             started: false,
-            dropped: Arc::clone(&ctx.dropped_rows),
         })
     }
 
@@ -93,13 +88,6 @@ impl Waiting {
     /// A row of time `time` now waits in `shard`.
     pub(crate) fn note(&mut self, shard: u32, time: i64) {
         self.pending.note(shard, time);
-    }
-
-    /// Counts `rows` late rows as dropped.
-    pub(crate) fn drop_late(&self, rows: u64) {
-        if rows > 0 {
-            self.dropped.fetch_add(rows, Ordering::Relaxed);
-        }
     }
 
     /// The rows that follow were read behind their split's watermark `watermark`.

@@ -56,6 +56,10 @@ pub struct TopNOptions {
     /// A column to add with each row's number in its partition, 1 to `limit`.
     #[serde(default)]
     pub row_number: Option<String>,
+    /// What happens to late rows: `{policy: drop}` (default) or `{policy: route}` (the side
+    /// output `late`).
+    #[serde(default)]
+    pub late: crate::late::RowLateOptions,
 }
 
 /// One `ORDER BY` item.
@@ -167,6 +171,7 @@ impl OperatorFactory for WindowTopNFactory {
             sort_fields: fields,
             limit: options.limit as usize,
             row_number: options.row_number.is_some(),
+            late: options.late.policy,
         }))))
     }
 }
@@ -188,11 +193,18 @@ struct TopNConfig {
     sort_fields: Vec<SortField>,
     limit: usize,
     row_number: bool,
+    late: crate::late::RowLatePolicy,
 }
 
 impl PreparedOperator for PreparedTopN {
     fn output_schema(&self) -> SchemaRef {
         Arc::clone(&self.0.output)
+    }
+
+    fn side_outputs(&self) -> Vec<weir_api::SideOutput> {
+        crate::late::late_output(self.0.late, crate::late::LATE_OUTPUT, &self.0.input)
+            .into_iter()
+            .collect()
     }
 
     fn describe(&self) -> String {
@@ -223,6 +235,10 @@ impl PreparedOperator for PreparedTopN {
             cfg: Arc::clone(&self.0),
             converter,
             waiting: Waiting::new(ctx, store, TOP, WATERMARK)?,
+            late: crate::late::LateRows::new(
+                crate::late::routed_schema(self.0.late, &self.0.input),
+                ctx,
+            ),
         }))
     }
 }
@@ -237,6 +253,8 @@ struct TopNOperator {
     converter: RowConverter,
     /// The state, the watermarks and the partitions whose rows wait for their window's end.
     waiting: Waiting,
+    /// Where late rows go.
+    late: crate::late::LateRows,
 }
 
 impl TopNOperator {
@@ -281,12 +299,7 @@ impl TopNOperator {
 }
 
 impl Operator for TopNOperator {
-    fn process_batch(
-        &mut self,
-        _input: usize,
-        batch: RecordBatch,
-        _out: &mut Output,
-    ) -> Result<()> {
+    fn process_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
         let behind = self.waiting.late_bound()?;
         if batch.num_rows() == 0 {
             return Ok(());
@@ -298,12 +311,14 @@ impl Operator for TopNOperator {
         )?;
         // A window's last millisecond; the window is late once the watermark reached it.
         let last_ms: Vec<i64> = ends.values().iter().map(|e| e.saturating_sub(1)).collect();
+        let taken: Vec<bool> = (0..batch.num_rows())
+            .map(|r| ends.is_valid(r) && last_ms[r] > behind)
+            .collect();
+        self.late.handle(&batch, &ends, &taken, out)?;
         let on_time: Vec<u32> = (0..batch.num_rows())
-            .filter(|&r| ends.is_valid(r) && last_ms[r] > behind)
+            .filter(|&r| taken[r])
             .map(|r| r as u32)
             .collect();
-        self.waiting
-            .drop_late((batch.num_rows() - on_time.len()) as u64);
         if on_time.is_empty() {
             return Ok(());
         }

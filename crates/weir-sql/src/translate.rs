@@ -21,6 +21,7 @@ use datafusion::sql::unparser::expr_to_sql;
 use std::any::Any;
 
 mod join;
+mod late;
 mod over;
 mod rank;
 mod window_input;
@@ -819,24 +820,8 @@ impl<'a> Translator<'a> {
         if key_names.is_empty() {
             self.job.set_parallelism(&node, 1);
         }
-        if let Some(sink) = &self.settings.late_sink {
-            // The late table's columns, by name, from the window's input and the reason.
-            let wanted = self.job.sink_columns(sink, self.here())?;
-            let mut expressions = Vec::with_capacity(wanted.len());
-            for column in &wanted {
-                if !window_input.contains(column) && column != "__weir_late_reason" {
-                    return Err(self.here().invalid(format!(
-                        "late rows of this query have the columns {} and __weir_late_reason; \
-                         the late table `{sink}` also wants `{column}`",
-                        window_input.join(", ")
-                    )));
-                }
-                expressions.push(quote(column));
-            }
-            let project = self.project(&format!("{node}.late"), expressions);
-            let name = self.next_name(&format!("{sink}_late"));
-            self.job.sink(&name, sink, &project, self.here())?;
-        }
+        // The late table's columns, by name, from the window's input and the reason.
+        self.route_late(&format!("{node}.late"), &late::same_names(&window_input))?;
         // The window emits keys, window_start, window_end, aggregates; the plan's columns are
         // the GROUP BY items in their order, then the aggregates.
         let marker = self.settings.late_policy.as_deref() == Some("update");

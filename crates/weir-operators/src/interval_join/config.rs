@@ -77,7 +77,16 @@ pub struct IntervalJoinOptions {
     /// rows at once. Default [`DEFAULT_BUFFER_BYTES`].
     #[serde(default = "default_buffer_bytes")]
     pub buffer_bytes: u64,
+    /// What happens to late rows of either input: `{policy: drop}` (default) or
+    /// `{policy: route}` (the side outputs [`LATE_LEFT`] and [`LATE_RIGHT`]).
+    #[serde(default)]
+    pub late: crate::late::RowLateOptions,
 }
+
+/// The side output of the left input's late rows (policy route).
+pub const LATE_LEFT: &str = "late_left";
+/// The side output of the right input's late rows (policy route).
+pub const LATE_RIGHT: &str = "late_right";
 
 /// The default of [`IntervalJoinOptions::buffer_bytes`]: 32 MiB, so that a join whose sides
 /// run far apart in event time keeps most of its rows in keyed state, not in memory.
@@ -113,6 +122,8 @@ pub struct IntervalJoinConfig {
     pub condition: Option<Arc<dyn PhysicalExpr>>,
     /// See [`IntervalJoinOptions::buffer_bytes`].
     pub buffer_bytes: usize,
+    /// What happens to late rows.
+    pub late: crate::late::RowLatePolicy,
 }
 
 impl IntervalJoinConfig {
@@ -230,6 +241,7 @@ impl IntervalJoinConfig {
             pair,
             condition,
             buffer_bytes: usize::try_from(options.buffer_bytes).unwrap_or(usize::MAX),
+            late: options.late.policy,
         })
     }
 

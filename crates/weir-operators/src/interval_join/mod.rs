@@ -15,13 +15,15 @@ mod config;
 mod occupancy;
 mod operator;
 
-pub use config::{IntervalJoinConfig, IntervalJoinOptions, JoinKind};
+pub use config::{IntervalJoinConfig, IntervalJoinOptions, JoinKind, LATE_LEFT, LATE_RIGHT};
 pub use operator::IntervalJoinOperator;
 
 use crate::expr::{ExprCompiler, SharedSession};
 use arrow::datatypes::SchemaRef;
 use std::sync::Arc;
-use weir_api::{Operator, OperatorFactory, OperatorSpec, PreparedOperator, Result, TaskContext};
+use weir_api::{
+    Operator, OperatorFactory, OperatorSpec, PreparedOperator, Result, SideOutput, TaskContext,
+};
 
 /// Creates `interval_join` operators from job-spec options.
 #[derive(Debug, Default)]
@@ -57,6 +59,16 @@ pub struct PreparedIntervalJoin {
 impl PreparedOperator for PreparedIntervalJoin {
     fn output_schema(&self) -> SchemaRef {
         Arc::clone(&self.cfg.output)
+    }
+
+    fn side_outputs(&self) -> Vec<SideOutput> {
+        let late = |name: &str, side: usize| {
+            crate::late::late_output(self.cfg.late, name, &self.cfg.inputs[side])
+        };
+        late(LATE_LEFT, 0)
+            .into_iter()
+            .chain(late(LATE_RIGHT, 1))
+            .collect()
     }
 
     fn describe(&self) -> String {

@@ -16,6 +16,7 @@
 use super::buffer::{Arrivals, RowRef, SideBuffer};
 use super::config::{IntervalJoinConfig, JoinKind};
 use super::occupancy::Occupancy;
+use crate::late::{LateRows, routed_schema};
 use crate::shard_progress::ShardProgress;
 use arrow::array::{Array, ArrayRef, AsArray, UInt32Array, new_null_array};
 use arrow::compute::{concat, take};
@@ -24,7 +25,6 @@ use arrow::record_batch::RecordBatch;
 use datafusion::physical_expr::PhysicalExpr;
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use weir_api::state::{Map, NamespaceRange, StateDescriptor};
 use weir_api::{
     Error, KeyedStateStore, Operator, Output, Result, StateAddress, StateShardId, TaskContext,
@@ -58,7 +58,8 @@ pub struct IntervalJoinOperator {
     /// Shards holding rows (owned shards this instance wrote to or restored).
     live: BTreeSet<u32>,
     started: bool,
-    dropped: Arc<AtomicU64>,
+    /// Per input, where its late rows go.
+    late: [LateRows; 2],
     types: [Vec<DataType>; 2],
     /// Which (side, key, bucket) may hold rows in state: reads of the state skip the rest.
     occupancy: Occupancy,
@@ -85,6 +86,9 @@ impl IntervalJoinOperator {
                 .map(|f| f.data_type().clone())
                 .collect()
         });
+        let late = [0, 1].map(|side| {
+            LateRows::new(routed_schema(cfg.late, &cfg.inputs[side]), ctx).at_output(side)
+        });
         Ok(Self {
             bucket: cfg.bucket_ms(),
             cfg,
@@ -98,7 +102,7 @@ impl IntervalJoinOperator {
             evicted_below: [i64::MIN; 2],
             live: BTreeSet::new(),
             started: false,
-            dropped: Arc::clone(&ctx.dropped_rows),
+            late,
             types,
             occupancy: Occupancy::new(),
             buffers: [SideBuffer::default(), SideBuffer::default()],
@@ -192,10 +196,12 @@ impl IntervalJoinOperator {
         let mut candidates: Vec<Candidate> = Vec::new();
         let mut stored: Vec<Candidate> = Vec::new();
         let mut padded: Vec<u32> = Vec::new();
-        let mut dropped = 0_u64;
+        let taken: Vec<bool> = (0..rows)
+            .map(|row| times.is_valid(row) && times.value(row) > behind)
+            .collect();
+        self.late[side].handle(batch, &times, &taken, out)?;
         for row in 0..rows {
-            if times.is_null(row) || times.value(row) <= behind {
-                dropped += 1;
+            if !taken[row] {
                 continue;
             }
             if key_columns.iter().any(|c| c.is_null(row)) {
@@ -239,9 +245,6 @@ impl IntervalJoinOperator {
                     });
                 }
             }
-        }
-        if dropped > 0 {
-            self.dropped.fetch_add(dropped, Ordering::Relaxed);
         }
         candidates.append(&mut stored);
         // 2. The candidate pairs, left columns then right, and which of them match.

@@ -45,6 +45,10 @@ pub struct OverOptions {
     /// anyway); 0 writes each batch's rows at once. Default 32 MiB.
     #[serde(default = "default_buffer_bytes")]
     pub buffer_bytes: u64,
+    /// What happens to late rows: `{policy: drop}` (default) or `{policy: route}` (the side
+    /// output `late`).
+    #[serde(default)]
+    pub late: crate::late::RowLateOptions,
 }
 
 /// The default of [`OverOptions::buffer_bytes`]: 32 MiB.
@@ -115,6 +119,7 @@ struct OverConfig {
     frame: FrameSpec,
     aggregates: Vec<Resolved>,
     buffer_bytes: usize,
+    late: crate::late::RowLatePolicy,
 }
 
 impl OverFactory {
@@ -254,6 +259,7 @@ impl OperatorFactory for OverFactory {
             frame: options.frame,
             aggregates,
             buffer_bytes: usize::try_from(options.buffer_bytes).unwrap_or(usize::MAX),
+            late: options.late.policy,
         }))))
     }
 }
@@ -265,6 +271,12 @@ pub struct PreparedOver(Arc<OverConfig>);
 impl PreparedOperator for PreparedOver {
     fn output_schema(&self) -> SchemaRef {
         Arc::clone(&self.0.output)
+    }
+
+    fn side_outputs(&self) -> Vec<weir_api::SideOutput> {
+        crate::late::late_output(self.0.late, crate::late::LATE_OUTPUT, &self.0.input)
+            .into_iter()
+            .collect()
     }
 
     fn describe(&self) -> String {

@@ -40,6 +40,8 @@ pub(super) struct OverOperator {
     pending: PendingRows,
     /// The partitions' histories read or changed since the cache was last emptied.
     histories: Histories,
+    /// Where late rows go.
+    late: crate::late::LateRows,
 }
 
 impl OverOperator {
@@ -48,10 +50,11 @@ impl OverOperator {
         store.register(StateDescriptor::<Map<Vec<u8>, Vec<u8>>>::new(PENDING).spec())?;
         store.register(StateDescriptor::<Value<Vec<u8>>>::new(HISTORY).spec())?;
         Ok(Self {
-            cfg,
             waiting: Waiting::new(ctx, store, PENDING, WATERMARK)?,
             pending: PendingRows::default(),
             histories: Histories::new(HISTORY),
+            late: crate::late::LateRows::new(crate::late::routed_schema(cfg.late, &cfg.input), ctx),
+            cfg,
         })
     }
 
@@ -291,12 +294,7 @@ fn result_array(aggregate: &super::Resolved, values: Vec<Option<i64>>) -> Result
 }
 
 impl Operator for OverOperator {
-    fn process_batch(
-        &mut self,
-        _input: usize,
-        batch: RecordBatch,
-        _out: &mut Output,
-    ) -> Result<()> {
+    fn process_batch(&mut self, _input: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
         let behind = self.waiting.late_bound()?;
         if batch.num_rows() == 0 {
             return Ok(());
@@ -308,10 +306,12 @@ impl Operator for OverOperator {
         )?;
         let (keys, shards) = self.keys(&batch)?;
         let rows = encode_rows(batch.columns()).map_err(state_error)?;
-        let mut dropped = 0_u64;
+        let taken: Vec<bool> = (0..batch.num_rows())
+            .map(|row| times.is_valid(row) && times.value(row) > behind)
+            .collect();
+        self.late.handle(&batch, &times, &taken, out)?;
         for (row, (key, encoded)) in keys.into_iter().zip(rows).enumerate() {
-            if times.is_null(row) || times.value(row) <= behind {
-                dropped += 1;
+            if !taken[row] {
                 continue;
             }
             self.pending.push(
@@ -323,7 +323,6 @@ impl Operator for OverOperator {
                 },
             );
         }
-        self.waiting.drop_late(dropped);
         if self.pending.bytes() + self.histories.bytes() > cfg.buffer_bytes {
             self.flush()?;
             self.histories

@@ -19,14 +19,7 @@ use weir_api::{DurationMs, Error, Result};
 
 /// Name of the boolean column that marks a re-emitted, corrected window result (policy update).
 pub const UPDATE_MARKER: &str = "__weir_window_update";
-/// Name of the column that says why a row went to the late side output (policy route).
-pub const LATE_REASON: &str = "__weir_late_reason";
-/// Reason of a row whose windows had all fired (plus allowed lateness) when it arrived.
-pub const REASON_LATE: &str = "late";
-/// Reason of a row without an event time.
-pub const REASON_NULL_TIME: &str = "null event time";
-/// Name of the side output holding late rows (policy route).
-pub const LATE_OUTPUT: &str = "late";
+pub use crate::late::{LATE_OUTPUT, LATE_REASON, REASON_LATE, REASON_NULL_TIME};
 
 /// The options of a `window` operator, as written in a job spec.
 #[derive(Debug, Clone, Deserialize)]
@@ -253,9 +246,6 @@ impl WindowConfig {
                 ));
             }
         }
-        let mut late_fields: Vec<Field> =
-            input.fields().iter().map(|f| f.as_ref().clone()).collect();
-        late_fields.push(Field::new(LATE_REASON, DataType::Utf8, false));
 
         Ok(Self {
             time_index,
@@ -267,7 +257,7 @@ impl WindowConfig {
             policy: options.late.policy,
             allowed_lateness: options.late.allowed_lateness.as_i64(),
             output_schema: Arc::new(Schema::new(fields)),
-            late_schema: Arc::new(Schema::new(late_fields)),
+            late_schema: crate::late::late_schema(input),
             time_zone,
         })
     }

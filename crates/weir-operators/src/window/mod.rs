@@ -16,6 +16,7 @@ mod reference_tests;
 #[cfg(test)]
 mod tests;
 
+pub use crate::late::LateRows;
 pub use aggregate::{AggregateSet, GroupSpace};
 pub use assign::{Assigned, WindowKind, assign_windows};
 pub use config::{
@@ -24,7 +25,6 @@ pub use config::{
 };
 pub(crate) use image::owned_shards;
 pub use image::{ImageWindows, RestoredWindows, WindowId, WindowState};
-pub use output::LateRows;
 pub use session::SessionWindowOperator;
 pub use time_window::TimeWindowOperator;
 
@@ -131,7 +131,9 @@ impl PreparedOperator for PreparedWindow {
         }
         let state = WindowState::new(ctx)?;
         let restored = WindowState::restore(ctx, &self.cfg)?;
-        let late = LateRows::new(&self.cfg, ctx);
+        let route =
+            (self.cfg.policy == LatePolicyKind::Route).then(|| Arc::clone(&self.cfg.late_schema));
+        let late = LateRows::new(route, ctx);
         Ok(match self.cfg.kind {
             WindowKind::Session { gap } => Box::new(SessionWindowOperator::new(
                 Arc::clone(&self.cfg),

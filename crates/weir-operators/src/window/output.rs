@@ -1,15 +1,13 @@
-//! What window operators emit: result batches and late rows.
+//! What window operators emit: result batches (their late rows: [`crate::late`]).
 
-use super::config::{LatePolicyKind, REASON_LATE, REASON_NULL_TIME, WindowConfig};
+use super::config::{LatePolicyKind, WindowConfig};
 use super::image::WindowId;
 use arrow::array::{
-    Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, StringArray, TimestampMillisecondArray,
-    UInt32Array,
+    Array, ArrayRef, BooleanArray, Int64Array, RecordBatch, TimestampMillisecondArray, UInt32Array,
 };
-use arrow::compute::{filter_record_batch, take};
+use arrow::compute::take;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use weir_api::{Error, Output, Result, TaskContext};
+use weir_api::{Error, Result};
 
 /// `take` of every column by the same indices.
 pub(crate) fn take_all(columns: &[ArrayRef], rows: &UInt32Array) -> Result<Vec<ArrayRef>> {
@@ -69,75 +67,4 @@ pub(crate) fn result_batch_bounds(
     }
     RecordBatch::try_new(Arc::clone(&cfg.output_schema), columns)
         .map_err(|e| Error::arrow("building a window result", e))
-}
-
-/// Hands rows no window took to the late policy: the side output with a reason (route), or a
-/// count of dropped rows (drop, update); counts the late rows that updated a result (update).
-#[derive(Debug)]
-pub struct LateRows {
-    route: Option<Arc<arrow::datatypes::Schema>>,
-    dropped: Arc<AtomicU64>,
-    routed: Arc<AtomicU64>,
-    updated: Arc<AtomicU64>,
-}
-
-impl LateRows {
-    /// Late rows of an operator with `cfg`, counted in `ctx`'s dropped, routed and updated
-    /// late-row counters.
-    pub fn new(cfg: &WindowConfig, ctx: &TaskContext) -> Self {
-        Self {
-            route: (cfg.policy == LatePolicyKind::Route).then(|| Arc::clone(&cfg.late_schema)),
-            dropped: Arc::clone(&ctx.dropped_rows),
-            routed: Arc::clone(&ctx.late_routed_rows),
-            updated: Arc::clone(&ctx.late_updated_rows),
-        }
-    }
-
-    /// `rows` late rows of one batch went into results already emitted (update policy).
-    pub(crate) fn note_updated(&self, rows: usize) {
-        if rows > 0 {
-            self.updated.fetch_add(rows as u64, Ordering::Relaxed);
-        }
-    }
-
-    /// Routes or drops the rows of `batch` with `taken[row] == false`: those with a null event
-    /// time and those whose every window had closed.
-    pub(crate) fn handle(
-        &self,
-        batch: &RecordBatch,
-        times: &Int64Array,
-        taken: &[bool],
-        out: &mut Output,
-    ) -> Result<()> {
-        let late = taken.iter().filter(|t| !**t).count();
-        if late == 0 {
-            return Ok(());
-        }
-        let Some(schema) = &self.route else {
-            self.dropped.fetch_add(late as u64, Ordering::Relaxed);
-            return Ok(());
-        };
-        let mask: BooleanArray = taken.iter().map(|t| Some(!t)).collect();
-        let rows = filter_record_batch(batch, &mask)
-            .map_err(|e| Error::arrow("selecting late rows", e))?;
-        let reasons: StringArray = taken
-            .iter()
-            .enumerate()
-            .filter(|(_, t)| !**t)
-            .map(|(i, _)| {
-                Some(if times.is_null(i) {
-                    REASON_NULL_TIME
-                } else {
-                    REASON_LATE
-                })
-            })
-            .collect();
-        let mut columns = rows.columns().to_vec();
-        columns.push(Arc::new(reasons));
-        let routed = RecordBatch::try_new(Arc::clone(schema), columns)
-            .map_err(|e| Error::arrow("building late rows", e))?;
-        out.emit_side(0, routed);
-        self.routed.fetch_add(late as u64, Ordering::Relaxed);
-        Ok(())
-    }
 }

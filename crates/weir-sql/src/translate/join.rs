@@ -356,6 +356,10 @@ impl Translator<'_> {
                 if let Some(condition) = condition {
                     options["condition"] = serde_json::json!(condition);
                 }
+                let late = self.row_late_option("JOIN", "a join")?;
+                if let Some(late) = &late {
+                    options["late"] = late.clone();
+                }
                 self.job.operator_of_inputs(
                     &name,
                     "interval_join",
@@ -365,6 +369,17 @@ impl Translator<'_> {
                     ],
                     options,
                 );
+                if late.is_some() {
+                    // Each input's late rows under the names its own table gives them.
+                    let left_columns = super::late::same_names(&left_physical);
+                    self.route_late(&format!("{name}.late_left"), &left_columns)?;
+                    let right_columns: Vec<(String, String)> = right_physical
+                        .iter()
+                        .cloned()
+                        .zip(right_names.iter().cloned())
+                        .collect();
+                    self.route_late(&format!("{name}.late_right"), &right_columns)?;
+                }
                 name
             }
             How::Table { stream, join } => {

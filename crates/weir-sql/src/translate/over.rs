@@ -110,13 +110,16 @@ impl Translator<'_> {
             } else {
                 self.next_name("over")
             };
+            // Only the first operator can meet late rows: the others get rows it emitted
+            // before the watermark passed them.
+            let late_columns = (n == 0).then_some(input.columns.as_slice());
             node = self.over_operator(
                 name,
                 &node,
                 (partition, order, frame),
                 aggregates,
                 &physical,
-                &input.rowtimes,
+                (&input.rowtimes, late_columns),
             )?;
         }
         let mut columns = input.columns;
@@ -140,7 +143,7 @@ impl Translator<'_> {
         (partition, order, frame): (&[Expr], &[datafusion::logical_expr::SortExpr], &WindowFrame),
         aggregates: Vec<serde_json::Value>,
         physical: &dyn Fn(&Expr) -> Option<String>,
-        rowtimes: &[String],
+        (rowtimes, late_columns): (&[String], Option<&[String]>),
     ) -> Result<String> {
         let keys = partition
             .iter()
@@ -167,20 +170,28 @@ impl Translator<'_> {
         })?;
         let frame = self.frame(frame)?;
         let partition = (!keys.is_empty()).then(|| keys.clone());
-        self.job.operator(
-            &node,
-            "over_aggregate",
-            from,
-            partition,
-            serde_json::json!({
-                "keys": keys,
-                "time": time,
-                "frame": frame,
-                "aggregates": aggregates,
-            }),
-        );
+        let mut options = serde_json::json!({
+            "keys": keys,
+            "time": time,
+            "frame": frame,
+            "aggregates": aggregates,
+        });
+        let late = match late_columns {
+            Some(columns) => self
+                .row_late_option("OVER", "an OVER aggregation")?
+                .map(|late| (late, columns)),
+            None => None,
+        };
+        if let Some((late, _)) = &late {
+            options["late"] = late.clone();
+        }
+        self.job
+            .operator(&node, "over_aggregate", from, partition, options);
         if keys.is_empty() {
             self.job.set_parallelism(&node, 1);
+        }
+        if let Some((_, columns)) = late {
+            self.route_late(&format!("{node}.late"), &super::late::same_names(columns))?;
         }
         Ok(node)
     }

@@ -146,19 +146,33 @@ impl Translator<'_> {
                     )
                 })?;
             let node = self.next_name("window_top_n");
+            let mut options = serde_json::json!({
+                "keys": keys,
+                "window_end": bounds.end,
+                "order_by": order_by,
+                "limit": limit,
+                "row_number": ROW_NUMBER,
+            });
+            // After a window aggregation no row is late (the window routed or dropped them);
+            // after a window table function a row whose window had ended is.
+            let late = match bounds.time {
+                Some(_) => self.row_late_option("ROW_NUMBER", "a window Top-N")?,
+                None => None,
+            };
+            if let Some(late) = &late {
+                options["late"] = late.clone();
+            }
             self.job.operator(
                 &node,
                 "window_top_n",
                 &input.node,
                 Some(keys.clone()),
-                serde_json::json!({
-                    "keys": keys,
-                    "window_end": bounds.end,
-                    "order_by": order_by,
-                    "limit": limit,
-                    "row_number": ROW_NUMBER,
-                }),
+                options,
             );
+            if late.is_some() {
+                let columns = super::late::same_names(&input.columns);
+                self.route_late(&format!("{node}.late"), &columns)?;
+            }
             let mut columns = input.columns;
             columns.push(ROW_NUMBER.to_owned());
             return Ok(Stream {
@@ -200,13 +214,23 @@ impl Translator<'_> {
             )
         })?;
         let node = self.next_name("dedup_first");
+        let mut options =
+            serde_json::json!({ "keys": keys, "time": time, "row_number": ROW_NUMBER });
+        let late = self.row_late_option("ROW_NUMBER", "a deduplication")?;
+        if let Some(late) = &late {
+            options["late"] = late.clone();
+        }
         self.job.operator(
             &node,
             "dedup_first",
             &input.node,
             Some(keys.clone()),
-            serde_json::json!({ "keys": keys, "time": time, "row_number": ROW_NUMBER }),
+            options,
         );
+        if late.is_some() {
+            let columns = super::late::same_names(&input.columns);
+            self.route_late(&format!("{node}.late"), &columns)?;
+        }
         let mut columns = input.columns;
         columns.push(ROW_NUMBER.to_owned());
         Ok(Stream {

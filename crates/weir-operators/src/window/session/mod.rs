@@ -16,8 +16,9 @@ mod parts;
 
 use super::config::{LatePolicyKind, WindowConfig};
 use super::image::{RestoredWindows, WindowState};
-use super::output::{LateRows, take_all};
+use super::output::take_all;
 use crate::event_time::event_times_ms;
+use crate::late::LateRows;
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array};
 use arrow::row::{RowConverter, Rows, SortField};
 use datafusion::common::HashMap;

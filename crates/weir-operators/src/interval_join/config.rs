@@ -74,7 +74,7 @@ pub struct IntervalJoinOptions {
     pub condition: Option<String>,
     /// The memory, in bytes, one subtask's arriving rows may take before they are written
     /// into keyed state (they are at every checkpoint barrier anyway); 0 writes each batch's
-    /// rows at once. Default [`DEFAULT_BUFFER_BYTES`].
+    /// rows at once. Default 32 MiB.
     #[serde(default = "default_buffer_bytes")]
     pub buffer_bytes: u64,
     /// What happens to late rows of either input: `{policy: drop}` (default) or

@@ -155,7 +155,12 @@ pub fn hash_keys(columns: &[ArrayRef]) -> Result<Vec<u64>> {
             ),
         });
     }
-    let mut hashes = vec![0_u64; rows];
+    // Zeroed by writing, not by `calloc`: a large calloc'd buffer can come back as the
+    // kernel's shared zero page, and the fold's read-then-write of each hash then costs a
+    // copy-on-write fault per page with a TLB shootdown across every core (a fifth of a
+    // windowed job's time when batches are large).
+    let mut hashes = Vec::with_capacity(rows);
+    hashes.resize(rows, 0_u64);
     let mut scratch = Vec::new();
     for (index, column) in columns.iter().enumerate() {
         hash_column::<true>(column.as_ref(), &mut hashes, &mut scratch)

@@ -44,9 +44,15 @@ impl Barrier {
 /// against the last watermark before it. Marks let a source hand on whole batches where the
 /// watermark advances every few hundred rows, instead of cutting them into slivers, while
 /// which rows are late stays exactly what it is when each advance travels on its own.
+///
+/// A source whose rows are judged against their own split's watermark (`lateness: split`)
+/// also marks where that split watermark moves ([`WatermarkMarks::push_split`]): `(row, w)`
+/// means the rows from `row` on were read behind split watermark `w`, as a
+/// [`StreamMessage::SplitWatermark`] before them would say.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct WatermarkMarks {
     marks: Vec<(usize, Watermark)>,
+    splits: Vec<(usize, Watermark)>,
 }
 
 impl WatermarkMarks {
@@ -59,16 +65,28 @@ impl WatermarkMarks {
     /// the row of the last one replaces its watermark; a watermark not above the last one is no
     /// advance and is ignored.
     pub fn push(&mut self, row: usize, watermark: Watermark) {
-        match self.marks.last_mut() {
-            Some((_, last)) if watermark <= *last => {}
-            Some((last_row, last)) if row <= *last_row => *last = watermark,
-            _ => self.marks.push((row, watermark)),
-        }
+        push_increasing(&mut self.marks, row, watermark);
     }
 
-    /// Whether the watermark does not move inside the batch.
+    /// The rows from `row` on were read behind split watermark `watermark`; the same rules as
+    /// [`WatermarkMarks::push`].
+    pub fn push_split(&mut self, row: usize, watermark: Watermark) {
+        push_increasing(&mut self.splits, row, watermark);
+    }
+
+    /// Whether neither the watermark nor the split watermark moves inside the batch.
     pub fn is_empty(&self) -> bool {
-        self.marks.is_empty()
+        self.marks.is_empty() && self.splits.is_empty()
+    }
+
+    /// The split watermark advances, in order: `(row, watermark)`.
+    pub fn splits(&self) -> impl ExactSizeIterator<Item = (usize, Watermark)> + '_ {
+        self.splits.iter().copied()
+    }
+
+    /// The split watermark after the batch, when it moved inside it.
+    pub fn last_split(&self) -> Option<Watermark> {
+        self.splits.last().map(|(_, w)| *w)
     }
 
     /// The number of advances.
@@ -93,21 +111,40 @@ impl WatermarkMarks {
         for (row, w) in self.iter() {
             out.push(kept_before(row), w);
         }
+        for (row, w) in self.splits() {
+            out.push_split(kept_before(row), w);
+        }
         out
+    }
+
+    /// Every advance in row order, `(row, is_split, watermark)`; at one row the watermark's
+    /// before the split watermark's.
+    pub fn in_row_order(&self) -> Vec<(usize, bool, Watermark)> {
+        let mut all: Vec<(usize, bool, Watermark)> = self
+            .iter()
+            .map(|(row, w)| (row, false, w))
+            .chain(self.splits().map(|(row, w)| (row, true, w)))
+            .collect();
+        all.sort_by_key(|(row, split, _)| (*row, *split));
+        all
     }
 
     /// The batch cut at its marks, in order: runs of rows (zero-copy slices, never empty) and
     /// the watermarks between them; what the batch means, one piece at a time.
     pub fn pieces(&self, batch: &RecordBatch) -> Vec<Piece> {
-        let mut pieces = Vec::with_capacity(2 * self.marks.len() + 1);
+        let mut pieces = Vec::with_capacity(2 * (self.marks.len() + self.splits.len()) + 1);
         let rows = batch.num_rows();
         let mut start = 0;
-        for (row, w) in self.iter() {
+        for (row, split, w) in self.in_row_order() {
             let row = row.clamp(start, rows);
             if row > start {
                 pieces.push(Piece::Rows(batch.slice(start, row - start)));
             }
-            pieces.push(Piece::Watermark(w));
+            pieces.push(if split {
+                Piece::SplitWatermark(w)
+            } else {
+                Piece::Watermark(w)
+            });
             start = row;
         }
         if start < rows {
@@ -124,6 +161,18 @@ pub enum Piece {
     Rows(RecordBatch),
     /// The watermark advanced.
     Watermark(Watermark),
+    /// The rows that follow were read behind this split watermark.
+    SplitWatermark(Watermark),
+}
+
+/// Appends `(row, watermark)` to increasing marks: a mark at (or, wrongly, before) the row of the
+/// last one replaces its watermark; a watermark not above the last one is ignored.
+fn push_increasing(marks: &mut Vec<(usize, Watermark)>, row: usize, watermark: Watermark) {
+    match marks.last_mut() {
+        Some((_, last)) if watermark <= *last => {}
+        Some((last_row, last)) if row <= *last_row => *last = watermark,
+        _ => marks.push((row, watermark)),
+    }
 }
 
 /// One message on a channel. A channel delivers its messages in the order they were sent.
@@ -200,8 +249,30 @@ mod tests {
             .map(|p| match p {
                 Piece::Rows(b) => format!("rows {}", b.num_rows()),
                 Piece::Watermark(w) => format!("wm {}", w.0.0),
+                Piece::SplitWatermark(w) => format!("split {}", w.0.0),
             })
             .collect();
         assert_eq!(shape, ["wm 1", "rows 2", "wm 2", "rows 3", "wm 3"]);
+        m.push_split(2, at(1));
+        m.push_split(4, at(2));
+        assert_eq!(m.last_split(), Some(at(2)));
+        let shape: Vec<String> = m
+            .pieces(&batch)
+            .iter()
+            .map(|p| match p {
+                Piece::Rows(b) => format!("rows {}", b.num_rows()),
+                Piece::Watermark(w) => format!("wm {}", w.0.0),
+                Piece::SplitWatermark(w) => format!("split {}", w.0.0),
+            })
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                "wm 1", "rows 2", "wm 2", "split 1", "rows 2", "split 2", "rows 1", "wm 3"
+            ]
+        );
+        let halved = m.remap(|row| row / 2);
+        let splits: Vec<(usize, i64)> = halved.splits().map(|(r, w)| (r, w.0.0)).collect();
+        assert_eq!(splits, [(1, 1), (2, 2)], "split marks are remapped too");
     }
 }

@@ -234,7 +234,8 @@ pub trait Operator: Send {
 
 /// [`Operator::process_marked_batch`]'s default, for an operator that handles some batches with
 /// marks whole and the others piece by piece: the batch cut at its marks, each run of rows
-/// handed to [`Operator::process_batch`] and each advance to [`Operator::process_watermark`].
+/// handed to [`Operator::process_batch`], each advance to [`Operator::process_watermark`] and
+/// each split watermark mark to [`Operator::process_split_watermark`].
 ///
 /// # Errors
 /// The first error of those calls.
@@ -249,6 +250,7 @@ pub fn process_in_pieces<O: Operator + ?Sized>(
         match piece {
             Piece::Rows(rows) => op.process_batch(input, rows, out)?,
             Piece::Watermark(w) => op.process_watermark(w, out)?,
+            Piece::SplitWatermark(w) => op.process_split_watermark(input, w, out)?,
         }
     }
     Ok(())

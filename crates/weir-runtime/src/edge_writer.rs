@@ -63,17 +63,17 @@ impl EdgeWriter {
         Ok(())
     }
 
-    /// Sends a batch inside which the watermark advances at `marks` (never empty): every
-    /// channel gets the rows meant for it with the marks remapped to them, and a channel that
-    /// gets no rows gets the last watermark alone.
+    /// Sends a batch inside which the watermark (or the split watermark) advances at `marks`:
+    /// every channel gets the rows meant for it with the marks remapped to them, and a channel
+    /// that gets no rows gets the last watermark and the last split watermark alone.
     pub(crate) async fn send_marked(
         &mut self,
         batch: RecordBatch,
         marks: &WatermarkMarks,
     ) -> Result<(), SendError> {
-        let Some(last) = marks.last() else {
+        if marks.is_empty() {
             return self.send_batch(batch).await;
-        };
+        }
         let marked = |batch, marks: WatermarkMarks| {
             if marks.is_empty() {
                 StreamMessage::Data(batch)
@@ -81,6 +81,13 @@ impl EdgeWriter {
                 StreamMessage::MarkedData(batch, marks)
             }
         };
+        // What a channel without rows is told: where the watermarks stand after the batch.
+        let without_rows: Vec<StreamMessage> = marks
+            .last()
+            .map(StreamMessage::Watermark)
+            .into_iter()
+            .chain(marks.last_split().map(StreamMessage::SplitWatermark))
+            .collect();
         match &mut self.distribution {
             Distribution::Single => {
                 send(
@@ -93,12 +100,13 @@ impl EdgeWriter {
             Distribution::RoundRobin(rr) => {
                 let chosen = rr.next_output();
                 for (i, s) in self.senders.iter().enumerate() {
-                    let message = if i == chosen {
-                        marked(batch.clone(), marks.clone())
+                    if i == chosen {
+                        send(&self.metrics, s, marked(batch.clone(), marks.clone())).await?;
                     } else {
-                        StreamMessage::Watermark(last)
-                    };
-                    send(&self.metrics, s, message).await?;
+                        for message in &without_rows {
+                            send(&self.metrics, s, message.clone()).await?;
+                        }
+                    }
                 }
             }
             Distribution::Broadcast => {
@@ -111,11 +119,16 @@ impl EdgeWriter {
                     .partition_marked(&batch, marks)
                     .map_err(SendError::Partition)?;
                 for (i, (part, marks)) in parts.into_iter().enumerate() {
-                    let message = match part {
-                        Some(part) => marked(part, marks),
-                        None => StreamMessage::Watermark(last),
-                    };
-                    send(&self.metrics, &self.senders[i], message).await?;
+                    match part {
+                        Some(part) => {
+                            send(&self.metrics, &self.senders[i], marked(part, marks)).await?;
+                        }
+                        None => {
+                            for message in &without_rows {
+                                send(&self.metrics, &self.senders[i], message.clone()).await?;
+                            }
+                        }
+                    }
                 }
             }
         }

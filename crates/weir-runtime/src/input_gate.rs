@@ -288,11 +288,20 @@ impl InputGate {
                 combined.push(row, m);
             }
         }
+        // The split watermarks inside the batch are the channel's own: they pass unchanged,
+        // and the last is what the channel's next rows are behind.
+        for (row, w) in marks.splits() {
+            combined.push_split(row, w);
+        }
         let behind = self.channels[i].split_watermark;
         if self.split_watermarks.len() <= input {
             self.split_watermarks.resize(input + 1, Watermark::NONE);
         }
         let changed = std::mem::replace(&mut self.split_watermarks[input], behind);
+        if let Some(last) = marks.last_split() {
+            self.channels[i].split_watermark = last;
+            self.split_watermarks[input] = last;
+        }
         Ok(GateEvent::Data {
             input,
             batch,

@@ -10,7 +10,7 @@ use arrow::array::{ArrayRef, UInt32Array};
 use arrow::compute::take_record_batch;
 use arrow::datatypes::Schema;
 use arrow::record_batch::RecordBatch;
-use weir_api::{Error, WatermarkMarks};
+use weir_api::{Error, Watermark, WatermarkMarks};
 use weir_plan::key_hash;
 
 /// Routes the rows of a batch to the downstream subtasks that own their keys' state shards.
@@ -139,9 +139,16 @@ impl HashPartitioner {
         marks: &WatermarkMarks,
     ) -> Result<Vec<(Option<RecordBatch>, WatermarkMarks)>, Error> {
         let mut remapped = vec![WatermarkMarks::new(); self.num_partitions];
+        let push = |m: &mut WatermarkMarks, row: usize, split: bool, w: Watermark| {
+            if split {
+                m.push_split(row, w);
+            } else {
+                m.push(row, w);
+            }
+        };
         if batch.num_rows() == 0 {
-            for (_, w) in marks.iter() {
-                remapped.iter_mut().for_each(|m| m.push(0, w));
+            for (_, split, w) in marks.in_row_order() {
+                remapped.iter_mut().for_each(|m| push(m, 0, split, w));
             }
             return Ok(vec![None; self.num_partitions]
                 .into_iter()
@@ -152,14 +159,14 @@ impl HashPartitioner {
         // Rows before each mark, per owner, in one pass over the owners.
         let mut before = vec![0_usize; self.num_partitions];
         let mut next_row = 0;
-        for (row, w) in marks.iter() {
+        for (row, split, w) in marks.in_row_order() {
             let row = row.min(owners.len());
             for &owner in &owners[next_row.min(row)..row] {
                 before[owner as usize] += 1;
             }
             next_row = next_row.max(row);
             for (m, &b) in remapped.iter_mut().zip(&before) {
-                m.push(b, w);
+                push(m, b, split, w);
             }
         }
         let parts = self.gather(batch, &owners, &counts)?;

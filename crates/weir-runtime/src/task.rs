@@ -98,7 +98,7 @@ enum Item {
 
 /// A batch of head input `input` inside which its own watermark advances at `input_marks` and
 /// the gate's at `marks`, as the items that mean the same one at a time: runs of rows, then at
-/// each mark the input's advance before the gate's.
+/// each mark the input's advance before the gate's, and the split watermark after both.
 fn input_pieces(
     input: usize,
     batch: &RecordBatch,
@@ -109,6 +109,7 @@ fn input_pieces(
         .iter()
         .map(|(row, w)| (row, 0, w))
         .chain(marks.iter().map(|(row, w)| (row, 1, w)))
+        .chain(marks.splits().map(|(row, w)| (row, 2, w)))
         .collect();
     cuts.sort_by_key(|(row, order, _)| (*row, *order));
     let mut items = Vec::with_capacity(2 * cuts.len() + 1);
@@ -119,10 +120,10 @@ fn input_pieces(
             items.push(Item::Batch(input, batch.slice(start, row - start)));
             start = row;
         }
-        items.push(if order == 0 {
-            Item::InputWatermark(input, w)
-        } else {
-            Item::Watermark(w)
+        items.push(match order {
+            0 => Item::InputWatermark(input, w),
+            1 => Item::Watermark(w),
+            _ => Item::SplitWatermark(input, w),
         });
     }
     if start < batch.num_rows() {
@@ -380,6 +381,10 @@ impl ChainTask {
                     link.metrics.add_out(&batch);
                     if let Some(w) = marks.last() {
                         self.send_to_side_outputs(pos, StreamMessage::Watermark(w))
+                            .await?;
+                    }
+                    if let Some(w) = marks.last_split() {
+                        self.send_to_side_outputs(pos, StreamMessage::SplitWatermark(w))
                             .await?;
                     }
                     queue.push_back((pos + 1, Item::Marked(0, batch, marks)));

@@ -13,10 +13,14 @@ struct Feed {
     cuts: Vec<usize>,
     /// Batches are cut every `batch` rows.
     batch: usize,
+    /// Whether the marks also carry a split watermark, `max(ts of rows 0..cut) - 10` after
+    /// each cut: ahead of the watermark, as a split's own can be (`lateness: split`).
+    split: bool,
 }
 
 fn feed() -> impl Strategy<Value = Feed> {
-    (1_usize..300, 1_usize..40, 1_usize..120, any::<u64>()).prop_map(|(n, every, batch, seed)| {
+    let shape = (1_usize..300, 1_usize..40, 1_usize..120, any::<u64>(), any::<bool>());
+    shape.prop_map(|(n, every, batch, seed, split)| {
         let mut state = seed | 1;
         let mut next = move |m: u64| {
             state ^= state << 13;
@@ -39,7 +43,12 @@ fn feed() -> impl Strategy<Value = Feed> {
         let cuts = (1..=n)
             .filter(|i| i % every == 0 || next(10) == 0)
             .collect();
-        Feed { rows, cuts, batch }
+        Feed {
+            rows,
+            cuts,
+            batch,
+            split,
+        }
     })
 }
 
@@ -74,6 +83,9 @@ fn marked(f: &Feed) -> Vec<Step> {
                 marks.push(cut - first, Watermark(EventTimeMs(w)));
                 last = w;
             }
+            if f.split {
+                marks.push_split(cut - first, Watermark(EventTimeMs(w + 10)));
+            }
         }
         steps.push(Step::Marked(rows_batch(b), marks));
     }
@@ -93,6 +105,7 @@ fn pieces(steps: &[Step]) -> Vec<Step> {
                 .map(|p| match p {
                     Piece::Rows(r) => Step::Rows(r),
                     Piece::Watermark(w) => Step::Wm(w.0.0),
+                    Piece::SplitWatermark(w) => Step::SplitWm(w.0.0),
                 })
                 .collect(),
             s => vec![s.clone()],

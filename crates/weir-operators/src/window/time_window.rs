@@ -287,20 +287,42 @@ impl Operator for TimeWindowOperator {
         marks: &WatermarkMarks,
         out: &mut Output,
     ) -> Result<()> {
-        let Some(last) = marks.last() else {
+        if marks.is_empty() {
             return self.process_batch(input, batch, out);
-        };
+        }
         if self.cfg.policy != LatePolicyKind::Drop {
             return process_in_pieces(self, input, batch, marks, out);
         }
-        let mut bounds = vec![self.watermark; batch.num_rows()];
+        // Each row's late bound: the watermark before it, or the split watermark before it
+        // when that is ahead (`lateness: split`), as if the batch came in pieces.
+        let rows = batch.num_rows();
+        let mut bounds = vec![self.watermark; rows];
         for (row, w) in marks.iter() {
             if let Some(tail) = bounds.get_mut(row..) {
                 tail.fill(w.0.0);
             }
         }
+        let mut split = self.split_watermark;
+        let mut start = 0;
+        for (row, w) in marks
+            .splits()
+            .chain(std::iter::once((rows, Watermark::NONE)))
+        {
+            let end = row.clamp(start, rows);
+            for bound in &mut bounds[start..end] {
+                *bound = (*bound).max(split);
+            }
+            start = end;
+            split = split.max(w.0.0);
+        }
         self.add_rows(batch, Some(&bounds), out)?;
-        self.process_watermark(last, out)
+        if let Some(last) = marks.last_split() {
+            self.split_watermark = last.0.0;
+        }
+        match marks.last() {
+            Some(last) => self.process_watermark(last, out),
+            None => Ok(()),
+        }
     }
 
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Output) -> Result<()> {

@@ -202,7 +202,7 @@ impl SourceWatermarks {
             return Ok(steps);
         }
         // The split's own watermark before the batch: what its first rows are late against.
-        let mut behind = generator.emitted().unwrap_or(Watermark::NONE);
+        let behind = generator.emitted().unwrap_or(Watermark::NONE);
         let cuts = generator.cuts(&times);
         let mut steps = Vec::with_capacity(3 * cuts.len() + 3);
         // Activity first: a split rejoining after idleness holds the minimum again, and the
@@ -230,36 +230,38 @@ impl SourceWatermarks {
             }
             return Ok(steps);
         }
-        let mut start = 0;
+        // One message as well: the marks also say where the split's own watermark moves, so
+        // each row is still judged against the split watermark before it.
+        let rows = batch.num_rows();
+        let mut marks = WatermarkMarks::new();
         for cut in cuts {
-            self.rows(&mut steps, behind, batch.slice(start, cut.row_end - start));
-            start = cut.row_end;
-            behind = cut.watermark;
+            if cut.row_end < rows {
+                marks.push_split(cut.row_end, cut.watermark);
+            }
             if let Some(w) = self
                 .partitions
                 .on_data(key.clone(), Some(cut.watermark), now_ms)
             {
-                steps.push(SourceStep::Watermark(w));
+                marks.push(cut.row_end, w);
             }
         }
-        if start < batch.num_rows() {
-            self.rows(
-                &mut steps,
-                behind,
-                batch.slice(start, batch.num_rows() - start),
-            );
+        if rows == 0 {
+            steps.extend(marks.last().map(SourceStep::Watermark));
+            return Ok(steps);
         }
-        Ok(steps)
-    }
-
-    /// Appends `rows`, read behind their split's watermark `behind`: preceded by that split
-    /// watermark when lateness is per split and it differs from the one sent last.
-    fn rows(&mut self, steps: &mut Vec<SourceStep>, behind: Watermark, rows: RecordBatch) {
-        if self.per_split_lateness() && self.marker != Some(behind) {
+        if self.marker != Some(behind) {
             self.marker = Some(behind);
             steps.push(SourceStep::SplitWatermark(behind));
         }
-        steps.push(SourceStep::Rows(rows));
+        if let Some(last) = marks.last_split() {
+            self.marker = Some(last);
+        }
+        steps.push(if marks.is_empty() {
+            SourceStep::Rows(batch)
+        } else {
+            SourceStep::Marked(batch, marks)
+        });
+        Ok(steps)
     }
 
     /// `split` ended: it no longer holds the source back. Returns the source watermark if that
@@ -341,6 +343,7 @@ mod tests {
                     .map(|p| match p {
                         weir_api::Piece::Rows(r) => SourceStep::Rows(r),
                         weir_api::Piece::Watermark(w) => SourceStep::Watermark(w),
+                        weir_api::Piece::SplitWatermark(w) => SourceStep::SplitWatermark(w),
                     })
                     .collect(),
                 s => vec![s.clone()],
@@ -392,15 +395,22 @@ mod tests {
         let mut s = SourceWatermarks::new(&per_split, false);
         s.open_split("a", 0);
         s.open_split("b", 0);
-        let steps = s.on_batch("a", batch(vec![Some(100), Some(50), Some(200)]), 0);
+        let steps = s
+            .on_batch("a", batch(vec![Some(100), Some(50), Some(200)]), 0)
+            .expect("a");
         assert_eq!(
-            steps_text(&steps.expect("a")),
+            steps_text(&steps),
+            ["split -9223372036854775808", "marked 3 at "],
+            "one message: the split watermark moves inside the batch"
+        );
+        assert_eq!(
+            steps_text(&unmarked(&steps)),
             ["split -9223372036854775808", "rows 1", "split 99", "rows 2"],
             "b holds the source watermark back; a's own watermark moves after 100 and 200"
         );
         let steps = s.on_batch("b", batch(vec![Some(10)]), 0).expect("b");
         assert_eq!(
-            steps_text(&steps),
+            steps_text(&unmarked(&steps)),
             ["split -9223372036854775808", "rows 1", "wm 9"],
             "b's rows were read behind b's watermark, not a's"
         );

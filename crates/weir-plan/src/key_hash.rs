@@ -139,6 +139,8 @@ const CANONICAL_NAN_BITS: u64 = 0x7FF8_0000_0000_0000;
 /// # Errors
 /// [`Error::UnsupportedKeyType`] when a column's type has no defined encoding (the column is
 /// named by its index, `#i`); [`Error::Spec`] when the columns differ in length.
+// Zeroing by `resize` is the point here (see the comment on `hashes`), not an oversight.
+#[allow(clippy::slow_vector_initialization)]
 pub fn hash_keys(columns: &[ArrayRef]) -> Result<Vec<u64>> {
     let Some(first) = columns.first() else {
         return Ok(Vec::new());

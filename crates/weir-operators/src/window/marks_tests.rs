@@ -19,7 +19,13 @@ struct Feed {
 }
 
 fn feed() -> impl Strategy<Value = Feed> {
-    let shape = (1_usize..300, 1_usize..40, 1_usize..120, any::<u64>(), any::<bool>());
+    let shape = (
+        1_usize..300,
+        1_usize..40,
+        1_usize..120,
+        any::<u64>(),
+        any::<bool>(),
+    );
     shape.prop_map(|(n, every, batch, seed, split)| {
         let mut state = seed | 1;
         let mut next = move |m: u64| {

@@ -13,7 +13,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::hash::BuildHasherDefault;
 use twox_hash::XxHash64;
 use weir_api::state::ScannedEntry;
-use weir_api::{KeyedStateStore, Result, StateAddress, StateShardId};
+use weir_api::{Error, KeyedStateStore, Result, StateAddress, StateShardId};
 use weir_state::timers::decode_timestamp;
 
 /// A fast hash for partition keys (the job's data: a flood of colliding keys only slows the
@@ -39,9 +39,9 @@ impl DueRow {
             .payload
             .first_chunk::<4>()
             .map(|c| u32::from_le_bytes(*c))
-            .ok_or_else(|| super::operator::state_error("a pending row without its count"))?;
+            .ok_or_else(|| state_error("a pending row without its count"))?;
         Ok(Self {
-            time: decode_timestamp(&entry.namespace).map_err(super::operator::state_error)?,
+            time: decode_timestamp(&entry.namespace).map_err(state_error)?,
             key: entry.key,
             row: entry.sub_key,
             count,
@@ -184,7 +184,7 @@ impl Histories {
             );
         }
         let Some(cached) = self.map.get_mut(key) else {
-            return Err(super::operator::state_error("a cached history vanished"));
+            return Err(state_error("a cached history vanished"));
         };
         cached.dirty = true;
         Ok(&mut cached.history)
@@ -232,6 +232,11 @@ fn size_of(key: &[u8], history: &History) -> usize {
         History::Running(accs) => accs.len() * 48,
     };
     key.len() + ENTRY_OVERHEAD + rows
+}
+
+/// An error of the OVER aggregation's state (a corrupt entry, a lost cache line).
+pub(super) fn state_error(e: impl std::fmt::Display) -> Error {
+    Error::Internal(format!("over aggregation state: {e}"))
 }
 
 #[cfg(test)]

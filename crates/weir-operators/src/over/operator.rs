@@ -11,7 +11,7 @@
 //! (kept by [`Waiting`]).
 
 use super::frame::{Acc, Function, History, Kind};
-use super::memory::{Arrived, DueRow, Histories, PendingRows, sort_due};
+use super::memory::{Arrived, DueRow, Histories, PendingRows, sort_due, state_error};
 use super::{FrameSpec, MAX_FRAME_ROWS, OverConfig};
 use crate::waiting::Waiting;
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch};
@@ -404,7 +404,3 @@ impl Operator for OverOperator {
 
 /// Rows (pending entries) gathered from the due shards before they are aggregated and emitted.
 const EMIT_ROWS: usize = 8192;
-
-pub(super) fn state_error(e: impl std::fmt::Display) -> Error {
-    Error::Internal(format!("over aggregation state: {e}"))
-}

@@ -234,6 +234,18 @@ mod tests {
         assert_eq!(got, [(1, 20), (2, 30)]);
     }
 
+    /// The pieces of `batch` cut at `m`, as words.
+    fn pieces_of(m: &WatermarkMarks, batch: &RecordBatch) -> Vec<String> {
+        m.pieces(batch)
+            .iter()
+            .map(|p| match p {
+                Piece::Rows(b) => format!("rows {}", b.num_rows()),
+                Piece::Watermark(w) => format!("wm {}", w.0.0),
+                Piece::SplitWatermark(w) => format!("split {}", w.0.0),
+            })
+            .collect()
+    }
+
     #[test]
     fn pieces_are_the_rows_between_the_marks() {
         let batch =
@@ -243,28 +255,12 @@ mod tests {
         m.push(0, at(1));
         m.push(2, at(2));
         m.push(5, at(3));
-        let shape: Vec<String> = m
-            .pieces(&batch)
-            .iter()
-            .map(|p| match p {
-                Piece::Rows(b) => format!("rows {}", b.num_rows()),
-                Piece::Watermark(w) => format!("wm {}", w.0.0),
-                Piece::SplitWatermark(w) => format!("split {}", w.0.0),
-            })
-            .collect();
+        let shape = pieces_of(&m, &batch);
         assert_eq!(shape, ["wm 1", "rows 2", "wm 2", "rows 3", "wm 3"]);
         m.push_split(2, at(1));
         m.push_split(4, at(2));
         assert_eq!(m.last_split(), Some(at(2)));
-        let shape: Vec<String> = m
-            .pieces(&batch)
-            .iter()
-            .map(|p| match p {
-                Piece::Rows(b) => format!("rows {}", b.num_rows()),
-                Piece::Watermark(w) => format!("wm {}", w.0.0),
-                Piece::SplitWatermark(w) => format!("split {}", w.0.0),
-            })
-            .collect();
+        let shape = pieces_of(&m, &batch);
         assert_eq!(
             shape,
             [

@@ -489,6 +489,54 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn split_marks_pass_unchanged_and_leave_their_channel_behind_the_last() {
+        let (a, rx_a) = mpsc::channel(8);
+        let (b, rx_b) = mpsc::channel(8);
+        let mut g = InputGate::new(vec![InputChannel::new(rx_a, 0), InputChannel::new(rx_b, 0)]);
+        let at = |t| Watermark(EventTimeMs(t));
+        let mut marks = WatermarkMarks::new();
+        marks.push_split(0, at(50));
+        marks.push_split(1, at(70));
+        a.send(StreamMessage::MarkedData(batch(1), marks))
+            .await
+            .expect("send");
+        match g.next().await.expect("event") {
+            GateEvent::Data {
+                split_watermark,
+                marks,
+                ..
+            } => {
+                assert_eq!(split_watermark, None, "nothing was told before");
+                let splits: Vec<(usize, i64)> = marks.splits().map(|(r, w)| (r, w.0.0)).collect();
+                assert_eq!(
+                    splits,
+                    [(0, 50), (1, 70)],
+                    "the channel's own marks, unchanged"
+                );
+                assert!(
+                    marks.iter().next().is_none(),
+                    "b holds the gate's watermark"
+                );
+            }
+            other => panic!("not data: {other:?}"),
+        }
+        let told = |e: GateEvent| match e {
+            GateEvent::Data {
+                split_watermark, ..
+            } => split_watermark.map(|w| w.0.0),
+            other => panic!("not data: {other:?}"),
+        };
+        b.send(StreamMessage::Data(batch(2))).await.expect("send");
+        assert_eq!(told(g.next().await.expect("b")), Some(i64::MIN));
+        a.send(StreamMessage::Data(batch(3))).await.expect("send");
+        assert_eq!(
+            told(g.next().await.expect("a")),
+            Some(70),
+            "a's next rows are behind its last split mark"
+        );
+    }
+
+    #[tokio::test]
     async fn a_gate_reporting_input_watermarks_tells_each_inputs_own_advance_first() {
         let (txs, g) = gate(2);
         let mut g = g.with_input_watermarks();

@@ -426,6 +426,41 @@ mod tests {
     }
 
     #[test]
+    fn split_marks_follow_each_part_like_watermark_marks() {
+        let keys: Vec<Option<i64>> = (0..40).map(|k| Some(k % 5)).collect();
+        let owner_of_shard = [0, 1, 2, 0, 1, 2, 0, 1];
+        let partitioner =
+            HashPartitioner::try_new(vec![0], owner_of_shard.to_vec(), 3).expect("valid");
+        let at = |w| weir_api::Watermark(weir_api::EventTimeMs(w));
+        let mut marks = WatermarkMarks::new();
+        marks.push(10, at(5));
+        marks.push_split(3, at(7));
+        marks.push_split(23, at(15));
+        let parts = partitioner
+            .partition_marked(&batch(&keys), &marks)
+            .expect("partition");
+        for (subtask, (_, part_marks)) in parts.iter().enumerate() {
+            let rows_of = |r: usize| {
+                (0..r)
+                    .filter(|&row| expected_owner(keys[row], &owner_of_shard) as usize == subtask)
+                    .count()
+            };
+            let splits: Vec<(usize, i64)> = part_marks.splits().map(|(r, w)| (r, w.0.0)).collect();
+            assert_eq!(
+                splits,
+                [(rows_of(3), 7), (rows_of(23), 15)],
+                "subtask {subtask}"
+            );
+            let got: Vec<(usize, i64)> = part_marks.iter().map(|(r, w)| (r, w.0.0)).collect();
+            assert_eq!(got, [(rows_of(10), 5)], "subtask {subtask}");
+        }
+        let empty = partitioner
+            .partition_marked(&batch(&[]), &marks)
+            .expect("empty");
+        assert!(empty.iter().all(|(_, m)| m.last_split() == Some(at(15))));
+    }
+
+    #[test]
     fn empty_batch_gives_no_output() {
         let partitioner = HashPartitioner::try_new(vec![0], vec![0, 1], 2).expect("valid");
         let parts = partitioner.partition(&batch(&[])).expect("partition");

@@ -204,19 +204,22 @@ impl SideBuffer {
         }
     }
 
-    /// The columns of the buffered rows `rows`, in that order.
-    pub(super) fn columns(&self, rows: &[RowRef]) -> Result<Vec<ArrayRef>> {
+    /// The columns of the buffered rows `rows` (chunk, row in the chunk), in that order.
+    pub(super) fn columns(
+        &self,
+        rows: impl IntoIterator<Item = (u32, u32)>,
+    ) -> Result<Vec<ArrayRef>> {
         // The chunks the rows come from, numbered in order of first use.
         let mut sources: Vec<u32> = Vec::new();
         let mut positions: HashMap<u32, usize, KeyHasher> = HashMap::default();
         let indices: Vec<(usize, usize)> = rows
-            .iter()
-            .map(|at| {
-                let source = *positions.entry(at.chunk).or_insert_with(|| {
-                    sources.push(at.chunk);
+            .into_iter()
+            .map(|(chunk, row)| {
+                let source = *positions.entry(chunk).or_insert_with(|| {
+                    sources.push(chunk);
                     sources.len() - 1
                 });
-                (source, at.row as usize)
+                (source, row as usize)
             })
             .collect();
         let batches = sources
@@ -255,7 +258,7 @@ impl SideBuffer {
             None => BTreeMap::new(),
         };
         let gone = std::mem::replace(&mut self.buckets, kept);
-        let mut pad: Vec<RowRef> = Vec::new();
+        let mut pad: Vec<(u32, u32)> = Vec::new();
         let mut ids: Vec<u32> = Vec::new();
         for bucket in gone.into_values() {
             for (key, rows) in &bucket.keys {
@@ -268,20 +271,18 @@ impl SideBuffer {
         if unmatched {
             for &id in &ids {
                 if let Some(Some(chunk)) = self.chunks.get(id as usize) {
-                    pad.extend(chunk.matched.iter().enumerate().filter(|(_, m)| !**m).map(
-                        |(row, _)| RowRef {
-                            chunk: id,
-                            row: row as u32,
-                            time: 0,
-                        },
-                    ));
+                    pad.extend(
+                        (0..chunk.matched.len() as u32)
+                            .filter(|&row| !chunk.matched[row as usize])
+                            .map(|row| (id, row)),
+                    );
                 }
             }
         }
         let columns = if pad.is_empty() {
             None
         } else {
-            Some(self.columns(&pad)?)
+            Some(self.columns(pad)?)
         };
         for id in ids {
             if let Some(chunk) = self.chunks.get_mut(id as usize).and_then(Option::take) {
@@ -378,7 +379,9 @@ mod tests {
         if found.is_empty() {
             return Vec::new();
         }
-        let columns = buffer.columns(&found).unwrap();
+        let columns = buffer
+            .columns(found.iter().map(|at| (at.chunk, at.row)))
+            .unwrap();
         let k = columns[0].as_primitive::<Int64Type>();
         let t = columns[1].as_primitive::<Int64Type>();
         let mut rows: Vec<(i64, i64)> = (0..k.len()).map(|i| (k.value(i), t.value(i))).collect();

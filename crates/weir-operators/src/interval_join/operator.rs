@@ -434,20 +434,20 @@ impl IntervalJoinOperator {
         let rows: Vec<u32> = candidates.iter().map(|c| c.row).collect();
         let own = take_rows(batch.columns(), &rows)?;
         // Buffered candidates come first (see `join_batch`), so the two parts line up.
-        let mut buffered: Vec<RowRef> = Vec::new();
+        let mut buffered: Vec<(u32, u32)> = Vec::new();
         let mut stored: Vec<&[u8]> = Vec::new();
         for candidate in candidates {
             match &candidate.found {
-                Found::Buffered(at) => buffered.push(*at),
+                Found::Buffered(at) => buffered.push((at.chunk, at.row)),
                 Found::Stored { sub_key, .. } => stored.push(split_sub_key(sub_key)?.1),
             }
         }
         let from_state = || decode_rows(&self.types[1 - side], &stored).map_err(state_error);
         let others = match (buffered.is_empty(), stored.is_empty()) {
             (true, _) => from_state()?,
-            (false, true) => self.buffers[1 - side].columns(&buffered)?,
+            (false, true) => self.buffers[1 - side].columns(buffered)?,
             (false, false) => {
-                let first = self.buffers[1 - side].columns(&buffered)?;
+                let first = self.buffers[1 - side].columns(buffered)?;
                 first
                     .iter()
                     .zip(from_state()?)

@@ -94,6 +94,11 @@ impl PreparedSink for BlackholeSink {
         vec![SinkCapability::Idempotent]
     }
 
+    /// Changes are discarded like any other row.
+    fn accepts_changes(&self) -> bool {
+        true
+    }
+
     fn describe(&self) -> String {
         match self.rows_per_second {
             Some(rate) => format!("blackhole: at most {rate} rows/s"),

@@ -50,6 +50,7 @@
 mod csv_reader;
 mod csv_record;
 mod csv_unquoted;
+mod envelope;
 mod epoch;
 mod inference;
 mod json_flat;
@@ -73,6 +74,7 @@ mod split_tests;
 mod test_support;
 mod text_numbers;
 
+pub use envelope::Envelope;
 pub use options::{
     DEFAULT_BATCH_SIZE, DEFAULT_BYTES_PER_FILE, DEFAULT_ROWS_PER_FILE, FileFormat, FileSinkOptions,
     FileSourceOptions, ParquetCompression,

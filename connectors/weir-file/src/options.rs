@@ -221,6 +221,11 @@ pub struct FileSinkOptions {
     /// Parquet only: the compression codec (default `snappy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<ParquetCompression>,
+    /// JSON only: write each row with its kind in a changelog envelope (`debezium` or
+    /// `changelog`), which lets the sink take an updating stream. Unset: rows are written as
+    /// they are, and an updating input is refused.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub envelope: Option<crate::envelope::Envelope>,
 }
 
 fn default_rows_per_file() -> u64 {
@@ -248,6 +253,18 @@ impl FileSinkOptions {
             return Err(Error::config(
                 format!("{path}.bytes_per_file"),
                 "must be at least 1",
+            ));
+        }
+        if let Some(envelope) = self.envelope
+            && self.format != FileFormat::Json
+        {
+            return Err(Error::config(
+                format!("{path}.envelope"),
+                format!(
+                    "a changelog envelope ({}) is written as JSON lines, but the format is {}",
+                    envelope.sql_name(),
+                    self.format
+                ),
             ));
         }
         if self.compression.is_some() && self.format != FileFormat::Parquet {

@@ -31,6 +31,8 @@ enum Encoder {
         out: Box<BufWriter>,
         format: FileFormat,
         header_pending: bool,
+        /// JSON: write null fields as `null` instead of leaving them out.
+        explicit_nulls: bool,
     },
 }
 
@@ -68,6 +70,7 @@ impl PartFile {
         schema: &SchemaRef,
         compression: ParquetCompression,
         upload_bytes: usize,
+        explicit_nulls: bool,
     ) -> Result<Self> {
         let out = BufWriter::with_capacity(store, path, upload_bytes).with_max_concurrency(4);
         let encoder = match format {
@@ -89,6 +92,7 @@ impl PartFile {
                 out: Box::new(out),
                 format,
                 header_pending: true,
+                explicit_nulls,
             },
         };
         Ok(Self {
@@ -128,8 +132,9 @@ impl PartFile {
                 out,
                 format,
                 header_pending,
+                explicit_nulls,
             } => {
-                let encoded = encode_text(*format, batch, *header_pending)
+                let encoded = encode_text(*format, batch, *header_pending, *explicit_nulls)
                     .map_err(|e| Error::arrow(format!("encoding `{}`", self.id), e))?;
                 *header_pending = false;
                 self.text_bytes += encoded.len() as u64;
@@ -182,11 +187,13 @@ fn write_error(id: &str, err: parquet::errors::ParquetError) -> Error {
     Error::external("parquet", format!("writing `{id}`"), err, false)
 }
 
-/// One batch as CSV (with the header when `header` is set) or JSON lines.
+/// One batch as CSV (with the header when `header` is set) or JSON lines (null fields written
+/// as `null` when `explicit_nulls` is set, left out otherwise).
 fn encode_text(
     format: FileFormat,
     batch: &RecordBatch,
     header: bool,
+    explicit_nulls: bool,
 ) -> Result<Vec<u8>, arrow::error::ArrowError> {
     match format {
         FileFormat::Csv => {
@@ -197,7 +204,9 @@ fn encode_text(
             Ok(writer.into_inner())
         }
         FileFormat::Json | FileFormat::Parquet => {
-            let mut writer = arrow::json::LineDelimitedWriter::new(Vec::new());
+            let mut writer = arrow::json::WriterBuilder::new()
+                .with_explicit_nulls(explicit_nulls)
+                .build::<_, arrow::json::writer::LineDelimited>(Vec::new());
             writer.write(batch)?;
             writer.finish()?;
             Ok(writer.into_inner())

@@ -116,10 +116,14 @@ impl SinkFactory for FileSinkFactory {
                 Err(e) => return Err(store_error(format!("checking `{}`", options.path), e)),
             }
         }
+        let written = match options.envelope {
+            Some(envelope) => envelope.schema(&input_schema),
+            None => input_schema,
+        };
         Ok(Arc::new(FileSink {
             location,
             options,
-            schema: input_schema,
+            schema: written,
             upload_bytes: self.upload_bytes,
         }))
     }
@@ -143,7 +147,14 @@ impl PreparedSink for FileSink {
     }
 
     fn describe(&self) -> String {
-        format!("file: {} {}", self.options.format, self.location.given())
+        match self.options.envelope {
+            Some(envelope) => format!("file: {} {}", envelope.sql_name(), self.location.given()),
+            None => format!("file: {} {}", self.options.format, self.location.given()),
+        }
+    }
+
+    fn accepts_changes(&self) -> bool {
+        self.options.envelope.is_some()
     }
 
     fn touches(&self) -> Vec<weir_api::Touch> {
@@ -242,6 +253,7 @@ impl FileSinkWriter {
             &self.schema,
             self.options.compression.unwrap_or_default(),
             self.upload_bytes,
+            self.options.envelope.is_some(),
         )?;
         Ok((part, staged))
     }
@@ -278,6 +290,10 @@ async fn staged_size(location: &FileLocation, staged: &str) -> Result<u64> {
 #[async_trait::async_trait]
 impl SinkWriter for FileSinkWriter {
     async fn write_batch(&mut self, batch: RecordBatch) -> Result<()> {
+        let batch = match self.options.envelope {
+            Some(envelope) => envelope.wrap(&batch, &self.schema)?,
+            None => batch,
+        };
         let mut offset = 0;
         while offset < batch.num_rows() {
             let part = match &mut self.current {

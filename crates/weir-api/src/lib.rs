@@ -23,6 +23,7 @@
 //! ```
 
 mod capability;
+pub mod changelog;
 mod context;
 mod duration;
 mod error;
@@ -42,6 +43,7 @@ mod touch;
 mod watermark;
 
 pub use capability::{Boundedness, SemanticMode, SinkCapability, SourceCapability};
+pub use changelog::{ROW_KIND_COLUMN, RowKind};
 pub use context::{SinkStaging, StateBackendHandle, TaskContext};
 pub use duration::DurationMs;
 pub use error::{EXCERPT_CHARS, Error, ErrorKind, RecordLocation, Result, excerpt};

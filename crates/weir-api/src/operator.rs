@@ -309,6 +309,14 @@ pub trait PreparedOperator: Send + Sync + std::fmt::Debug {
         self.key_columns().map(|keys| vec![keys])
     }
 
+    /// Whether the operator handles an updating input ([`crate::changelog`]): rows that carry
+    /// a row kind, some of which retract earlier rows. Validation refuses to connect an
+    /// updating stream to an operator that answers `false` (the default), since it would take
+    /// retractions for new rows.
+    fn accepts_changes(&self) -> bool {
+        false
+    }
+
     /// Whether the operator's output can depend on event time: on the watermarks it is sent,
     /// or on which rows are late. A source with a watermark whose rows reach only operators
     /// that answer `false` (filters, projections, unions) is read side by side like a source

@@ -91,6 +91,13 @@ pub trait PreparedSink: Send + Sync + std::fmt::Debug {
     /// One line for plan output, e.g. `file: parquet out/`.
     fn describe(&self) -> String;
 
+    /// Whether the sink writes an updating input ([`crate::changelog`]) as changes (a
+    /// changelog format, an upsert). Validation refuses to connect an updating stream to a
+    /// sink that answers `false` (the default), which would write retractions as new rows.
+    fn accepts_changes(&self) -> bool {
+        false
+    }
+
     /// The local paths and remote places this sink writes (its directory, object store prefix
     /// and endpoint, brokers), known without I/O. Default: nothing (a blackhole).
     fn touches(&self) -> Vec<crate::Touch> {

@@ -93,6 +93,10 @@ impl PreparedOperator for PreparedFilter {
         format!("filter: {}", self.text.trim())
     }
 
+    fn accepts_changes(&self) -> bool {
+        true
+    }
+
     fn reads_event_time(&self) -> bool {
         false
     }

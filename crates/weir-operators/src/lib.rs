@@ -9,6 +9,8 @@
 //!   partition in event-time order (SQL's `OVER` windows).
 //! - [`table_join::TableJoinFactory`] (`table_join`): a stream joined on keys with a bounded
 //!   table read in full first.
+//! - [`group_aggregate::GroupAggregateFactory`] (`group_aggregate`): aggregates per key
+//!   without a window; its results are updating rows (`+I`, `-U`, `+U`, `-D`).
 //! - [`dedup::DedupFactory`] (`dedup_first`): the first row of each key in event-time order.
 //! - [`window_tvf::WindowTvfFactory`] (`window_tvf`): each row once per tumbling, sliding or
 //!   cumulating window it belongs to, with the window's bounds.
@@ -39,6 +41,7 @@ mod expr;
 mod filter;
 mod flink_formats;
 mod flink_functions;
+pub mod group_aggregate;
 pub mod interval_join;
 pub mod late;
 mod mapped_source;

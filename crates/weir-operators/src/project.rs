@@ -92,9 +92,16 @@ impl OperatorFactory for ProjectFactory {
             fields.push(compiled.field);
             paths.push(path);
         }
+        // An updating stream's row kinds pass through, whether an expression names them or not.
+        let carry = weir_api::changelog::row_kind_index(&input)
+            .filter(|_| !first_with_name.contains_key(weir_api::ROW_KIND_COLUMN));
+        if carry.is_some() {
+            fields.push(Arc::new(weir_api::changelog::row_kind_field()));
+        }
         let output = Arc::new(Schema::new_with_metadata(fields, input.metadata().clone()));
         Ok(Arc::new(PreparedProject {
             output,
+            carry,
             exprs: exprs.into(),
             texts: options.expressions.into(),
             paths: paths.into(),
@@ -106,6 +113,8 @@ impl OperatorFactory for ProjectFactory {
 #[derive(Debug)]
 struct PreparedProject {
     output: SchemaRef,
+    /// The input's row kind column, appended to the output unchanged (an updating stream).
+    carry: Option<usize>,
     exprs: Arc<[Arc<dyn PhysicalExpr>]>,
     texts: Arc<[String]>,
     paths: Arc<[String]>,
@@ -121,6 +130,10 @@ impl PreparedOperator for PreparedProject {
         format!("project: {}", items.join(", "))
     }
 
+    fn accepts_changes(&self) -> bool {
+        true
+    }
+
     fn reads_event_time(&self) -> bool {
         false
     }
@@ -128,6 +141,7 @@ impl PreparedOperator for PreparedProject {
     fn create(&self, _ctx: &TaskContext) -> Result<Box<dyn Operator>> {
         Ok(Box::new(ProjectOperator {
             output: Arc::clone(&self.output),
+            carry: self.carry,
             exprs: Arc::clone(&self.exprs),
             texts: Arc::clone(&self.texts),
             paths: Arc::clone(&self.paths),
@@ -138,6 +152,7 @@ impl PreparedOperator for PreparedProject {
 /// One subtask's projection: evaluates the planned expressions on each batch.
 struct ProjectOperator {
     output: SchemaRef,
+    carry: Option<usize>,
     exprs: Arc<[Arc<dyn PhysicalExpr>]>,
     texts: Arc<[String]>,
     paths: Arc<[String]>,
@@ -187,6 +202,9 @@ impl ProjectOperator {
                 )));
             }
             columns.push(column);
+        }
+        if let Some(kinds) = self.carry {
+            columns.push(Arc::clone(batch.column(kinds)));
         }
         let options = RecordBatchOptions::new().with_row_count(Some(rows));
         RecordBatch::try_new_with_options(Arc::clone(&self.output), columns, &options)
@@ -247,6 +265,38 @@ mod tests {
         let batch = batches.remove(0);
         assert_eq!(batch.schema(), prepared.output_schema());
         batch
+    }
+
+    #[test]
+    fn row_kinds_pass_through_a_projection_that_does_not_name_them() {
+        use arrow::array::Int8Array;
+        let plain = input();
+        let mut fields: Vec<_> = plain.schema().fields().iter().cloned().collect();
+        fields.push(Arc::new(weir_api::changelog::row_kind_field()));
+        let mut columns = plain.columns().to_vec();
+        let kinds: ArrayRef = Arc::new(Int8Array::from(vec![2_i8; plain.num_rows()]));
+        columns.push(Arc::clone(&kinds));
+        let updating = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("batch");
+        let id = OperatorId::new("p");
+        let options = serde_json::json!({ "expressions": ["auction + 1 AS next"] });
+        let prepared = ProjectFactory::new()
+            .prepare(&OperatorSpec {
+                operator_id: &id,
+                options: &options,
+                options_path: "operators[0].options",
+                input_schemas: &[updating.schema()],
+            })
+            .expect("prepares");
+        let schema = prepared.output_schema();
+        let names: Vec<&str> = schema.fields().iter().map(|f| f.name().as_str()).collect();
+        assert_eq!(names, ["next", weir_api::ROW_KIND_COLUMN]);
+        let mut op = prepared.create(&test_ctx()).expect("creates");
+        let mut out = Output::new();
+        op.process_batch(0, updating, &mut out).expect("projects");
+        let Some(Emitted::Data { batch, .. }) = out.drain().next() else {
+            panic!("no batch");
+        };
+        assert_eq!(batch.column(1), &kinds);
     }
 
     #[test]

@@ -76,6 +76,10 @@ impl PreparedOperator for PreparedUnion {
         "union".into()
     }
 
+    fn accepts_changes(&self) -> bool {
+        true
+    }
+
     fn reads_event_time(&self) -> bool {
         false
     }

@@ -361,6 +361,24 @@ impl PreparedJob {
                         input_schemas: &input_schemas,
                     })
                     .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+                if !op.accepts_changes()
+                    && let Some(k) = input_schemas
+                        .iter()
+                        .position(|s| weir_api::changelog::row_kind_index(s).is_some())
+                {
+                    return Err(self.prepare_error(
+                        format!("{}.inputs[{k}]", node.origin),
+                        weir_api::Error::config(
+                            format!("{}.inputs[{k}]", node.origin),
+                            format!(
+                                "`{id}` ({}) reads an updating stream (its rows insert, \
+                                 retract and replace results), which this operator cannot \
+                                 take: it would count retractions as new rows",
+                                node.type_name
+                            ),
+                        ),
+                    ));
+                }
                 self.schemas.insert((id.clone(), None), op.output_schema());
                 for side in op.side_outputs() {
                     self.schemas
@@ -393,10 +411,26 @@ impl PreparedJob {
                         ));
                     }
                 };
+                let updating = weir_api::changelog::row_kind_index(&input_schema).is_some();
                 let sink = factory
                     .prepare(connector_spec, input_schema)
                     .await
                     .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+                if updating && !sink.accepts_changes() {
+                    return Err(self.prepare_error(
+                        node.origin.clone(),
+                        weir_api::Error::config(
+                            &node.origin,
+                            format!(
+                                "sink `{id}` ({}) writes only inserts, but its input is an \
+                                 updating stream (its rows insert, retract and replace \
+                                 results); write it with a changelog format \
+                                 (`debezium-json`, `changelog-json`)",
+                                sink.describe()
+                            ),
+                        ),
+                    ));
+                }
                 PreparedNode::Sink(sink)
             }
         };

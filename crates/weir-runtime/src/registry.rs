@@ -75,6 +75,10 @@ impl Registry {
         r.register_operator("window", Arc::new(WindowFactory));
         r.register_operator("dedup_first", Arc::new(weir_operators::dedup::DedupFactory));
         r.register_operator(
+            "group_aggregate",
+            Arc::new(weir_operators::group_aggregate::GroupAggregateFactory),
+        );
+        r.register_operator(
             "over_aggregate",
             Arc::new(weir_operators::over::OverFactory),
         );

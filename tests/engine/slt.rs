@@ -18,7 +18,7 @@
 //!
 //! [sqllogictest]: https://www.sqlite.org/sqllogictest/doc/trunk/about.wiki
 
-use crate::support::read_parquet_dir;
+use crate::support::read_sink_dir;
 use sqllogictest::{DBOutput, DefaultColumnType, QueryExpect, Record, StatementExpect};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -156,7 +156,7 @@ impl WeirDb {
             if registered.contains(&name) {
                 continue;
             }
-            let batches = read_parquet_dir(Path::new(path));
+            let batches = read_sink_dir(Path::new(path));
             let schema = batches
                 .first()
                 .map(|b| b.schema())

@@ -36,6 +36,16 @@ enum Encoder {
     },
 }
 
+/// How a part file's rows are encoded.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Encoding {
+    pub(crate) format: FileFormat,
+    /// Parquet's codec.
+    pub(crate) compression: ParquetCompression,
+    /// JSON: null fields written as `null` rather than left out (changelog envelopes).
+    pub(crate) explicit_nulls: bool,
+}
+
 /// A part file being written.
 pub(crate) struct PartFile {
     /// The file's name in messages.
@@ -66,12 +76,15 @@ impl PartFile {
         store: Arc<dyn ObjectStore>,
         path: Path,
         id: String,
-        format: FileFormat,
+        encoding: Encoding,
         schema: &SchemaRef,
-        compression: ParquetCompression,
         upload_bytes: usize,
-        explicit_nulls: bool,
     ) -> Result<Self> {
+        let Encoding {
+            format,
+            compression,
+            explicit_nulls,
+        } = encoding;
         let out = BufWriter::with_capacity(store, path, upload_bytes).with_max_concurrency(4);
         let encoder = match format {
             FileFormat::Parquet => {

@@ -249,11 +249,13 @@ impl FileSinkWriter {
             self.location.store().clone(),
             self.location.child(&name)?,
             self.location.display(&name),
-            self.options.format,
+            crate::part_file::Encoding {
+                format: self.options.format,
+                compression: self.options.compression.unwrap_or_default(),
+                explicit_nulls: self.options.envelope.is_some(),
+            },
             &self.schema,
-            self.options.compression.unwrap_or_default(),
             self.upload_bytes,
-            self.options.envelope.is_some(),
         )?;
         Ok((part, staged))
     }

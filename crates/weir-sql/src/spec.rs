@@ -406,6 +406,24 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
             keys.join(", ")
         )));
     }
+    if connector.spec == "file"
+        && let Some(format) = out.get("format").and_then(|f| f.as_str())
+        && let Some(envelope) = match format {
+            "debezium-json" => Some("debezium"),
+            "changelog-json" => Some("changelog"),
+            _ => None,
+        }
+    {
+        if role == Role::Read {
+            return Err(table.here.invalid(format!(
+                "table `{}`: reading '{format}' files is not supported; a filesystem table in \
+                 a changelog format can only be written",
+                table.name
+            )));
+        }
+        out.insert("format".to_owned(), serde_json::json!("json"));
+        out.insert("envelope".to_owned(), serde_json::json!(envelope));
+    }
     if role == Role::Write
         && let Some(c) = table
             .columns
@@ -647,6 +665,31 @@ impl JobBuilder {
             "options": options,
         }));
         Ok(())
+    }
+
+    /// `None` when table `table` can be written updating results (a changelog format, a
+    /// blackhole); otherwise what its sink is, for the error that refuses them.
+    pub(crate) fn inserts_only(&self, table: &str, here: &Here) -> Result<Option<String>> {
+        let t = self
+            .tables
+            .get(table)
+            .ok_or_else(|| here.invalid(format!("no table `{table}`")))?;
+        let (connector, options) = connector_options(&t.def, Role::Write)?;
+        let takes_changes = match connector {
+            "blackhole" => true,
+            "file" => options.get("envelope").is_some(),
+            _ => false,
+        };
+        if takes_changes {
+            return Ok(None);
+        }
+        let format = option(&t.def, "format")
+            .or_else(|| option(&t.def, "value.format"))
+            .unwrap_or("none");
+        Ok(Some(format!(
+            "connector '{}', format '{format}'",
+            option(&t.def, "connector").unwrap_or(connector)
+        )))
     }
 
     /// An operator node reading `input` (hash-partitioned on `hash` when given).

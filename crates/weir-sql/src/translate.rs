@@ -20,6 +20,8 @@ use datafusion::logical_expr::{Expr, LogicalPlan, WriteOp};
 use datafusion::sql::unparser::expr_to_sql;
 use std::any::Any;
 
+mod aggregates;
+mod group;
 mod join;
 mod late;
 mod over;
@@ -41,6 +43,8 @@ struct Stream {
     /// The physical stream also carries the window update marker (late policy `update`),
     /// which the plan does not know; an INSERT can write it to a column of that name.
     marker: bool,
+    /// Whether the rows are final (inserts) or changes of results that update.
+    changes: Changes,
     /// The table scan ([`JobBuilder::scan`]) whose rows these are, unchanged but maybe
     /// filtered: a filter on them tells the source what it may skip.
     scan: Option<usize>,
@@ -52,6 +56,41 @@ struct Stream {
     /// The physical columns that hold the rows' window bounds (after a window table function
     /// or a window aggregation, carried through filters and projections that keep both).
     window: Option<Bounds>,
+}
+
+/// What a stream's rows are, as Flink's changelog modes: inserts only, or changes (`+I`, `-U`,
+/// `+U`, `-D`, in the physical row kind column) of results that update.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Changes {
+    /// Every row is final: an insert.
+    InsertOnly,
+    /// The rows insert, retract and replace results.
+    Updating {
+        /// The physical columns no two current results share (the group keys), as far as they
+        /// survived the projections since; `None` when they did not.
+        key: Option<Vec<String>>,
+        /// The keyword and name of the construct whose results update, for errors.
+        since: (&'static str, &'static str),
+    },
+}
+
+impl Changes {
+    fn is_updating(&self) -> bool {
+        matches!(self, Changes::Updating { .. })
+    }
+
+    /// The same changes after a projection that renames columns (`None`: dropped).
+    fn renamed(&self, rename: impl Fn(&str) -> Option<String>) -> Self {
+        match self {
+            Changes::InsertOnly => Changes::InsertOnly,
+            Changes::Updating { key, since } => Changes::Updating {
+                key: key
+                    .as_ref()
+                    .and_then(|k| k.iter().map(|c| rename(c)).collect()),
+                since: *since,
+            },
+        }
+    }
 }
 
 /// The physical columns of a stream's window bounds.
@@ -167,6 +206,20 @@ impl<'a> Translator<'a> {
         }
         let table = dml.table_name.table().to_owned();
         let mut input = self.plan(&dml.input)?;
+        if let Changes::Updating { since, .. } = &input.changes
+            && let Some(sink) = self.job.inserts_only(&table, self.here())?
+        {
+            return Err(self.unsupported_at(
+                since.0,
+                &format!("INSERT INTO {table} of updating results"),
+                &format!(
+                    "the results of {} change as rows arrive, and `{table}` ({sink}) writes only \
+                     inserts; declare it with 'format' = 'debezium-json' or 'changelog-json', or \
+                     aggregate over a window",
+                    since.1
+                ),
+            ));
+        }
         let sink_columns = self.job.sink_columns(&table, self.here())?;
         // The update marker goes to the table's column of that name, if it has one.
         if input.marker
@@ -209,6 +262,7 @@ impl<'a> Translator<'a> {
             node,
             columns: sink_columns,
             marker: false,
+            changes: Changes::InsertOnly,
             scan: None,
             rowtimes: Vec::new(),
             window: None,
@@ -249,6 +303,7 @@ impl<'a> Translator<'a> {
                     node,
                     columns,
                     marker: false,
+                    changes: Changes::InsertOnly,
                     scan: Some(scan),
                     rowtimes,
                     window: None,
@@ -286,6 +341,7 @@ impl<'a> Translator<'a> {
                     node,
                     columns: input.columns,
                     marker: input.marker,
+                    changes: input.changes.clone(),
                     scan: input.scan,
                     rowtimes: input.rowtimes,
                     window: input.window,
@@ -316,6 +372,7 @@ impl<'a> Translator<'a> {
                         node: input.node,
                         columns,
                         marker: input.marker,
+                        changes: input.changes.clone(),
                         scan: input.scan,
                         rowtimes,
                         window,
@@ -372,10 +429,17 @@ impl<'a> Translator<'a> {
                             .map(|(_, to)| to.clone())
                     })
                 });
+                let changes = input.changes.renamed(|c| {
+                    passed
+                        .iter()
+                        .find(|(from, _)| from == c)
+                        .map(|(_, to)| to.clone())
+                });
                 Ok(Stream {
                     node,
                     columns: names,
                     marker: input.marker,
+                    changes,
                     scan: None,
                     rowtimes,
                     window,
@@ -396,14 +460,35 @@ impl<'a> Translator<'a> {
                         }
                     })
                     .collect();
+                let mut streams = Vec::with_capacity(union.inputs.len());
                 for input in &union.inputs {
-                    let stream = self.plan(input)?;
-                    let expressions: Vec<String> = stream
+                    streams.push(self.plan(input)?);
+                }
+                let updating =
+                    streams
+                        .iter()
+                        .find(|s| s.changes.is_updating())
+                        .map(|s| match &s.changes {
+                            Changes::Updating { since, .. } => Changes::Updating {
+                                key: None,
+                                since: *since,
+                            },
+                            Changes::InsertOnly => Changes::InsertOnly,
+                        });
+                for stream in streams {
+                    let mut expressions: Vec<String> = stream
                         .columns
                         .iter()
                         .zip(&names)
                         .map(|(from, to)| format!("{} AS {}", quote(from), quote(to)))
                         .collect();
+                    if updating.is_some() && !stream.changes.is_updating() {
+                        // Every input of a union has the same columns: inserts say so.
+                        expressions.push(format!(
+                            "arrow_cast(0, 'Int8') AS {}",
+                            weir_api::ROW_KIND_COLUMN
+                        ));
+                    }
                     let node = self.project(&stream.node, expressions);
                     inputs.push(node);
                 }
@@ -413,6 +498,7 @@ impl<'a> Translator<'a> {
                     node,
                     columns: names,
                     marker: false,
+                    changes: updating.unwrap_or(Changes::InsertOnly),
                     scan: None,
                     rowtimes: Vec::new(),
                     window: None,
@@ -430,11 +516,13 @@ impl<'a> Translator<'a> {
             }
             LogicalPlan::Join(join) => self.join(join),
             LogicalPlan::Window(w) => self.over(w),
+            LogicalPlan::Distinct(datafusion::logical_expr::Distinct::All(input)) => {
+                self.distinct(input)
+            }
             LogicalPlan::Distinct(_) => Err(self.unsupported_at(
                 "DISTINCT",
-                "SELECT DISTINCT",
-                "distinct rows of an unbounded stream need an update-capable sink; group by a \
-                 window instead",
+                "SELECT DISTINCT ON",
+                "keep the first or last row of each key with ROW_NUMBER() instead",
             )),
             LogicalPlan::EmptyRelation(_) | LogicalPlan::Values(_) => Err(self.unsupported_at(
                 "VALUES",
@@ -489,16 +577,18 @@ impl<'a> Translator<'a> {
                     let any = provider.as_ref() as &dyn Any;
                     match any.downcast_ref::<WindowTvfTable>() {
                         Some(_) => break (scan, provider.clone()),
-                        None => return Err(self.non_windowed()),
+                        None => return self.group_aggregate(agg),
                     }
                 }
-                _ => return Err(self.non_windowed()),
+                _ => return self.group_aggregate(agg),
             }
         };
         let (scan, provider) = tvf;
         let any = provider.as_ref() as &dyn Any;
         let Some(tvf_table) = any.downcast_ref::<WindowTvfTable>() else {
-            return Err(self.non_windowed());
+            return Err(self
+                .here()
+                .invalid("a window table function that is not one"));
         };
         let input = self.window_input(tvf_table)?;
         // The TVF's columns: the input's, then the (not yet existing) window bounds.
@@ -535,6 +625,7 @@ impl<'a> Translator<'a> {
             node: source,
             columns,
             marker: false,
+            changes: Changes::InsertOnly,
             scan: None,
             rowtimes: Vec::new(),
             window: None,
@@ -639,104 +730,12 @@ impl<'a> Translator<'a> {
         }
 
         // Aggregates.
-        let mut aggregates = Vec::new();
-        let mut args: Vec<(String, Expr)> = Vec::new();
-        for (a, field) in agg
-            .aggr_expr
-            .iter()
-            .zip(agg.schema.fields().iter().skip(agg.group_expr.len()))
-        {
-            let Expr::AggregateFunction(f) = unalias(a) else {
-                return Err(self.here().invalid(format!("unexpected aggregate `{a}`")));
-            };
-            let function = f.func.name().to_ascii_lowercase();
-            if !["count", "sum", "min", "max", "avg"].contains(&function.as_str()) {
-                return Err(self.unsupported_at(
-                    f.func.name(),
-                    &format!("the aggregate {}", f.func.name()),
-                    "windows compute COUNT, SUM, MIN, MAX and AVG (and COUNT(DISTINCT) of \
-                     integers)",
-                ));
-            }
-            if !f.params.order_by.is_empty() {
-                return Err(self.unsupported_at(
-                    f.func.name(),
-                    "an aggregate with ORDER BY",
-                    "the windows' aggregates do not depend on the order of their rows",
-                ));
-            }
-            // `agg(x) FILTER (WHERE c)` is `agg(CASE WHEN c THEN x END)`: every window
-            // aggregate skips nulls, so the rows where `c` is not true count for nothing.
-            let filtered = |arg: Expr| -> Result<Expr> {
-                match &f.params.filter {
-                    Some(c) => datafusion::logical_expr::when(c.as_ref().clone(), arg)
-                        .end()
-                        .map_err(|e| self.here().invalid(e.to_string())),
-                    None => Ok(arg),
-                }
-            };
-            let alias = if is_simple_name(field.name()) {
-                field.name().clone()
-            } else {
-                format!("_a{}", aggregates.len())
-            };
-            let star = datafusion::logical_expr::lit(1_i64);
-            let column = match f.params.args.as_slice() {
-                [Expr::Literal(..)] | []
-                    if function == "count" && !f.params.distinct && f.params.filter.is_none() =>
-                {
-                    None
-                }
-                [] if function == "count" => {
-                    let name = format!("__arg{}", args.len());
-                    args.push((
-                        name.clone(),
-                        self.substitute(&filtered(star)?, in_schema, &exprs)?,
-                    ));
-                    Some(name)
-                }
-                [arg] => {
-                    let arg = if f.params.filter.is_some()
-                        && function == "count"
-                        && !f.params.distinct
-                        && matches!(arg, Expr::Literal(..))
-                    {
-                        star
-                    } else {
-                        arg.clone()
-                    };
-                    let mut e = self.substitute(&filtered(arg)?, in_schema, &exprs)?;
-                    // DataFusion widens SUM's FLOAT argument to DOUBLE; the window operator adds
-                    // FLOATs up in DOUBLE itself and returns FLOAT, as Flink does.
-                    if function == "sum"
-                        && let Expr::Cast(cast) = &e
-                        && let Expr::Column(c) = cast.expr.as_ref()
-                        && input.column_type(&c.name) == Some(&arrow::datatypes::DataType::Float32)
-                    {
-                        e = cast.expr.as_ref().clone();
-                    }
-                    let name = format!("__arg{}", args.len());
-                    args.push((name.clone(), e));
-                    Some(name)
-                }
-                _ => {
-                    return Err(self.unsupported_at(
-                        f.func.name(),
-                        &format!("{} with several arguments", f.func.name()),
-                        "aggregate one column",
-                    ));
-                }
-            };
-            let mut spec = serde_json::json!({ "function": function, "as": alias });
-            if let Some(column) = column {
-                spec["column"] = serde_json::json!(column);
-            }
-            if f.params.distinct {
-                spec["distinct"] = serde_json::json!(true);
-            }
-            aggregates.push(spec);
-            out_columns.push(alias);
-        }
+        let float32 =
+            |name: &str| input.column_type(name) == Some(&arrow::datatypes::DataType::Float32);
+        let calls = self.aggregate_calls(agg, &exprs, &float32, true)?;
+        let mut aggregates = calls.specs;
+        let args = calls.args;
+        out_columns.extend(calls.names);
 
         if aggregates.is_empty() {
             // Windows of groups alone (`GROUP BY window_start, window_end, k` selecting no
@@ -830,6 +829,7 @@ impl<'a> Translator<'a> {
                 node,
                 columns: out_columns,
                 marker,
+                changes: Changes::InsertOnly,
                 scan: None,
                 rowtimes: Vec::new(),
                 window: Some(Bounds::aggregated()),
@@ -851,6 +851,7 @@ impl<'a> Translator<'a> {
             node,
             columns: out_columns,
             marker,
+            changes: Changes::InsertOnly,
             scan: None,
             rowtimes: if marker {
                 Vec::new()
@@ -859,16 +860,6 @@ impl<'a> Translator<'a> {
             },
             window: Some(Bounds::assigned()),
         })
-    }
-
-    fn non_windowed(&self) -> crate::error::SqlError {
-        self.unsupported_at(
-            "GROUP",
-            "an aggregate without a window",
-            "an unbounded stream never ends, so a plain GROUP BY never has a final result; \
-             aggregate over TABLE(TUMBLE(...)), HOP, CUMULATE or SESSION and GROUP BY \
-             window_start, window_end",
-        )
     }
 
     /// Replaces the columns of `expr` (over `schema`) with the expressions `exprs` gives them.

@@ -322,28 +322,18 @@ impl Acc {
     pub(crate) fn apply(&mut self, agg: &Aggregate, input: &Input, row: usize, sign: i64) {
         match (self, input) {
             (Acc::Count(n), Input::Rows) => *n += sign,
-            (Acc::Count(n), Input::Valid(column)) => {
-                if column.is_valid(row) {
-                    *n += sign;
-                }
+            (Acc::Count(n), Input::Valid(column)) if column.is_valid(row) => *n += sign,
+            (Acc::Int { sum, n }, Input::Int(values)) if values.is_valid(row) => {
+                *sum = sum.wrapping_add(values.value(row).wrapping_mul(sign));
+                *n += sign;
             }
-            (Acc::Int { sum, n }, Input::Int(values)) => {
-                if values.is_valid(row) {
-                    *sum = sum.wrapping_add(values.value(row).wrapping_mul(sign));
-                    *n += sign;
-                }
+            (Acc::Float { sum, n }, Input::Float(values)) if values.is_valid(row) => {
+                *sum += values.value(row) * sign as f64;
+                *n += sign;
             }
-            (Acc::Float { sum, n }, Input::Float(values)) => {
-                if values.is_valid(row) {
-                    *sum += values.value(row) * sign as f64;
-                    *n += sign;
-                }
-            }
-            (Acc::Decimal { sum, n }, Input::Decimal(values)) => {
-                if values.is_valid(row) {
-                    *sum = sum.wrapping_add(values.value(row).wrapping_mul(i128::from(sign)));
-                    *n += sign;
-                }
+            (Acc::Decimal { sum, n }, Input::Decimal(values)) if values.is_valid(row) => {
+                *sum = sum.wrapping_add(values.value(row).wrapping_mul(i128::from(sign)));
+                *n += sign;
             }
             (Acc::Values(values), Input::Keys(keys)) => {
                 let Some(key) = &keys[row] else {

@@ -9,7 +9,7 @@
 //! `condition`, evaluated on each pair within the bounds (on an outer join it decides which
 //! rows are padded, as in Flink).
 
-use super::{Stream, Translator, quote, unalias};
+use super::{Changes, Stream, Translator, quote, unalias};
 use crate::error::Result;
 use datafusion::common::tree_node::{TreeNode, TreeNodeRecursion};
 use datafusion::common::{DFSchema, ScalarValue};
@@ -53,8 +53,8 @@ impl Translator<'_> {
                 ));
             }
         };
-        let mut left = self.plan(&join.left)?;
-        let mut right = self.plan(&join.right)?;
+        let mut left = self.final_rows(&join.left, "JOIN", "a join")?;
+        let mut right = self.final_rows(&join.right, "JOIN", "a join")?;
         let (left_schema, right_schema) = (join.left.schema(), join.right.schema());
         // Equi-keys: a column of each side, or an expression (DataFusion's coercion casts a
         // key to the other's type) computed into a column of its own first.
@@ -300,6 +300,7 @@ impl Translator<'_> {
                     node: String::new(),
                     columns: left.columns.iter().chain(&renamed).cloned().collect(),
                     marker: false,
+                    changes: Changes::InsertOnly,
                     scan: None,
                     rowtimes: Vec::new(),
                     window: None,
@@ -410,6 +411,7 @@ impl Translator<'_> {
             node: name,
             columns,
             marker: false,
+            changes: Changes::InsertOnly,
             scan: None,
             rowtimes,
             window: None,

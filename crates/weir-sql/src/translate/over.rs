@@ -2,7 +2,7 @@
 //! Flink's OVER aggregation, as an `over_aggregate` operator: every row once, with its
 //! aggregates, when the watermark passes its time.
 
-use super::{Stream, Translator, unalias};
+use super::{Changes, Stream, Translator, unalias};
 use crate::error::Result;
 use datafusion::common::ScalarValue;
 use datafusion::logical_expr::{
@@ -17,7 +17,7 @@ impl Translator<'_> {
     /// clause, each over the one before (DataFusion puts aggregates of the same partitioning
     /// and order into one window whatever their frames).
     pub(super) fn over(&mut self, window: &Window) -> Result<Stream> {
-        let input = self.plan(&window.input)?;
+        let input = self.final_rows(&window.input, "OVER", "an OVER aggregation")?;
         let in_schema = window.input.schema();
         let physical = |e: &Expr| -> Option<String> {
             let Expr::Column(c) = unalias(e) else {
@@ -128,6 +128,7 @@ impl Translator<'_> {
             node,
             columns,
             marker: false,
+            changes: Changes::InsertOnly,
             scan: None,
             rowtimes: input.rowtimes,
             window: input.window,

@@ -12,7 +12,7 @@
 //! Top-N without a window and keeping the last row change their results as rows arrive; they
 //! are refused with what to write instead (updating results are another construct).
 
-use super::{Stream, Translator, unalias};
+use super::{Changes, Stream, Translator, unalias};
 use crate::error::Result;
 use datafusion::common::{Column, ScalarValue};
 use datafusion::logical_expr::{BinaryExpr, Expr, Filter, LogicalPlan, Operator, Window};
@@ -79,7 +79,7 @@ impl Translator<'_> {
             ));
         };
         let params = &f.params;
-        let input = self.plan(&window.input)?;
+        let input = self.final_rows(&window.input, "ROW_NUMBER", "ROW_NUMBER()")?;
         let in_schema = window.input.schema();
         let physical = |e: &Expr| -> Option<String> {
             let Expr::Column(c) = unalias(e) else {
@@ -179,6 +179,7 @@ impl Translator<'_> {
                 node,
                 columns,
                 marker: false,
+                changes: Changes::InsertOnly,
                 scan: None,
                 rowtimes: Vec::new(),
                 window: Some(bounds),
@@ -237,6 +238,7 @@ impl Translator<'_> {
             node,
             columns,
             marker: false,
+            changes: Changes::InsertOnly,
             scan: None,
             rowtimes: input.rowtimes,
             window: None,

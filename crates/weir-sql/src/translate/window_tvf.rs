@@ -3,7 +3,7 @@
 //! `window_time`, as a `window_tvf` operator. What follows decides what the windows mean (a
 //! window Top-N, [`super::rank`]).
 
-use super::{Bounds, Stream, Translator};
+use super::{Bounds, Changes, Stream, Translator};
 use crate::error::Result;
 use crate::tvf::WindowTvfTable;
 use datafusion::logical_expr::TableScan;
@@ -54,6 +54,7 @@ impl Translator<'_> {
             node,
             columns,
             marker: false,
+            changes: Changes::InsertOnly,
             scan: None,
             rowtimes: Vec::new(),
             window: Some(Bounds::assigned()),

@@ -16,6 +16,8 @@
 //!   cumulating window it belongs to, with the window's bounds.
 //! - [`window_top_n::WindowTopNFactory`] (`window_top_n`): the first N rows of each window and
 //!   key in a given order, emitted when the window ends.
+//! - [`top_n::CurrentTopNFactory`] (`top_n`): the current first N rows of each key, as
+//!   updating rows.
 //! - [`window::WindowFactory`] (`window`): event-time windows with vectorized aggregates and
 //!   late-data policies (docs/windows.md).
 //! - [`with_computed_columns`]: sources' computed columns (`sources[i].computed`).
@@ -48,10 +50,12 @@ mod mapped_source;
 pub mod over;
 mod pending;
 mod project;
+mod ranking;
 mod shard_progress;
 mod source_columns;
 mod source_prune;
 pub mod table_join;
+pub mod top_n;
 mod union;
 mod waiting;
 pub mod window;

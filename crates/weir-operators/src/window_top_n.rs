@@ -14,12 +14,10 @@
 
 use crate::waiting::Waiting;
 use arrow::array::{Array, ArrayRef, Int64Array, RecordBatch, UInt32Array};
-use arrow::compute::SortOptions;
 use arrow::compute::take;
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
-use arrow::row::{RowConverter, Rows, SortField};
+use arrow::row::{RowConverter, SortField};
 use serde::Deserialize;
-use std::collections::HashMap;
 use std::sync::Arc;
 use weir_api::state::{StateDescriptor, Value};
 use weir_api::{
@@ -35,8 +33,7 @@ use weir_state::timers::encode_timestamp;
 const TOP: &str = "top_n.rows";
 /// The operator's watermark, for a restore (kept by [`Waiting`]).
 const WATERMARK: &str = "top_n.watermark";
-/// The largest N: one state entry holds a partition's N rows.
-pub const MAX_LIMIT: u32 = 10_000;
+pub use crate::ranking::{MAX_LIMIT, SortColumn};
 /// Rows per emitted batch when many windows end at once.
 const EMIT_ROWS: usize = 8192;
 
@@ -62,21 +59,6 @@ pub struct TopNOptions {
     pub late: crate::late::RowLateOptions,
 }
 
-/// One `ORDER BY` item.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SortColumn {
-    /// The column.
-    pub column: String,
-    /// Largest first.
-    #[serde(default)]
-    pub descending: bool,
-    /// Whether nulls come first; by default they count as larger than every value (last when
-    /// ascending, first when descending), as in Flink and DataFusion.
-    #[serde(default)]
-    pub nulls_first: Option<bool>,
-}
-
 /// Creates `window_top_n` operators.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct WindowTopNFactory;
@@ -96,21 +78,7 @@ impl OperatorFactory for WindowTopNFactory {
                 "name the partition columns (PARTITION BY window_start, window_end, ...)",
             ));
         }
-        if !(1..=MAX_LIMIT).contains(&options.limit) {
-            return Err(Error::config(
-                format!("{path}.limit"),
-                format!(
-                    "keep 1 to {MAX_LIMIT} rows per window, not {}",
-                    options.limit
-                ),
-            ));
-        }
-        if options.order_by.is_empty() {
-            return Err(Error::config(
-                format!("{path}.order_by"),
-                "name at least one column to rank the rows by",
-            ));
-        }
+        let limit = crate::ranking::check_limit(options.limit, path, "window")?;
         let keys = options
             .keys
             .iter()
@@ -126,26 +94,7 @@ impl OperatorFactory for WindowTopNFactory {
                 "the window end is a TIMESTAMP or BIGINT milliseconds",
             ));
         }
-        let mut order = Vec::with_capacity(options.order_by.len());
-        let mut fields = Vec::with_capacity(options.order_by.len());
-        for (i, sort) in options.order_by.iter().enumerate() {
-            let index = column(&sort.column, &format!("order_by[{i}].column"))?;
-            order.push(index);
-            fields.push(SortField::new_with_options(
-                input.field(index).data_type().clone(),
-                SortOptions {
-                    descending: sort.descending,
-                    nulls_first: sort.nulls_first.unwrap_or(sort.descending),
-                },
-            ));
-        }
-        // Checks that the sort columns' types can be ranked.
-        RowConverter::new(fields.clone()).map_err(|e| {
-            Error::config(
-                format!("{path}.order_by"),
-                format!("cannot rank by these: {e}"),
-            )
-        })?;
+        let (order, fields) = crate::ranking::sort_columns(&input, &options.order_by, path)?;
         let mut output: Vec<Field> = input.fields().iter().map(|f| f.as_ref().clone()).collect();
         if let Some(name) = &options.row_number {
             if input.index_of(name).is_ok() {
@@ -169,7 +118,7 @@ impl OperatorFactory for WindowTopNFactory {
             window_end,
             order,
             sort_fields: fields,
-            limit: options.limit as usize,
+            limit,
             row_number: options.row_number.is_some(),
             late: options.late.policy,
         }))))
@@ -243,9 +192,7 @@ impl PreparedOperator for PreparedTopN {
     }
 }
 
-/// One ranked row: its sort key (arrow's row format, so bytes compare in the ranking's order)
-/// and the row itself (weir's row codec), which breaks ties.
-type Entry = (Vec<u8>, Vec<u8>);
+use crate::ranking::{decode_entries, encode_entries};
 
 /// A running `window_top_n`.
 struct TopNOperator {
@@ -255,47 +202,6 @@ struct TopNOperator {
     waiting: Waiting,
     /// Where late rows go.
     late: crate::late::LateRows,
-}
-
-impl TopNOperator {
-    /// The rows of the batch that can still be among their partition's first N, grouped by
-    /// partition: each group's own first N and the rows that tie with its N-th.
-    fn candidates(
-        &self,
-        rows: &[u32],
-        last_ms: &[i64],
-        keys: &[Vec<u8>],
-        sort: &Rows,
-    ) -> Vec<((i64, usize), Vec<u32>)> {
-        let mut groups: HashMap<(i64, &[u8]), Vec<u32>> = HashMap::new();
-        let mut first: Vec<(i64, usize)> = Vec::new();
-        for &row in rows {
-            let r = row as usize;
-            let group = groups.entry((last_ms[r], &keys[r])).or_default();
-            if group.is_empty() {
-                first.push((last_ms[r], r));
-            }
-            group.push(row);
-        }
-        let limit = self.cfg.limit;
-        let mut out = Vec::with_capacity(first.len());
-        for (last, r) in first {
-            let Some(mut group) = groups.remove(&(last, keys[r].as_slice())) else {
-                continue;
-            };
-            group.sort_by(|&a, &b| sort.row(a as usize).cmp(&sort.row(b as usize)));
-            if group.len() > limit {
-                let nth = sort.row(group[limit - 1] as usize);
-                let ties = group[limit..]
-                    .iter()
-                    .take_while(|&&x| sort.row(x as usize) == nth)
-                    .count();
-                group.truncate(limit + ties);
-            }
-            out.push(((last, r), group));
-        }
-        out
-    }
 }
 
 impl Operator for TopNOperator {
@@ -339,7 +245,15 @@ impl Operator for TopNOperator {
             .converter
             .convert_columns(&sort_columns)
             .map_err(|e| Error::arrow("ranking rows", e))?;
-        let groups = self.candidates(&on_time, &last_ms, &keys, &sort);
+        let groups: Vec<((i64, usize), Vec<u32>)> = crate::ranking::candidates(
+            on_time.iter().copied(),
+            |r| (last_ms[r], keys[r].as_slice()),
+            &sort,
+            cfg.limit,
+        )
+        .into_iter()
+        .map(|(r, rows)| ((last_ms[r], r), rows))
+        .collect();
         // Encode only the candidates' rows.
         let picked: Vec<u32> = groups.iter().flat_map(|(_, g)| g.iter().copied()).collect();
         let indices = UInt32Array::from(picked.clone());
@@ -437,56 +351,6 @@ fn emit(cfg: &TopNConfig, ranked: &mut Vec<(Vec<u8>, i64)>, out: &mut Output) ->
     Ok(())
 }
 
-/// A partition's ranked rows as one state payload: per entry, the sort key's and the row's
-/// lengths (u32, little-endian) each before its bytes.
-fn encode_entries(entries: &[Entry]) -> Vec<u8> {
-    let size: usize = entries.iter().map(|(s, r)| 8 + s.len() + r.len()).sum();
-    let mut out = Vec::with_capacity(size);
-    for (sort, row) in entries {
-        for part in [sort, row] {
-            out.extend_from_slice(&(part.len() as u32).to_le_bytes());
-            out.extend_from_slice(part);
-        }
-    }
-    out
-}
-
-/// Reads [`encode_entries`]' payload back.
-fn decode_entries(mut payload: &[u8]) -> Result<Vec<Entry>> {
-    let part = |payload: &mut &[u8]| -> Result<Vec<u8>> {
-        let corrupt = || state_error("a corrupt top-N entry");
-        let (len, rest) = payload.split_first_chunk::<4>().ok_or_else(corrupt)?;
-        let len = u32::from_le_bytes(*len) as usize;
-        if rest.len() < len {
-            return Err(corrupt());
-        }
-        let (bytes, rest) = rest.split_at(len);
-        *payload = rest;
-        Ok(bytes.to_vec())
-    };
-    let mut entries = Vec::new();
-    while !payload.is_empty() {
-        let sort = part(&mut payload)?;
-        let row = part(&mut payload)?;
-        entries.push((sort, row));
-    }
-    Ok(entries)
-}
-
 fn state_error(e: impl std::fmt::Display) -> Error {
     Error::Internal(format!("top-N state: {e}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn entries_round_trip_and_a_cut_payload_is_an_error() {
-        let entries: Vec<Entry> = vec![(vec![1, 2], vec![9]), (vec![], vec![7, 7, 7])];
-        let payload = encode_entries(&entries);
-        assert_eq!(decode_entries(&payload).unwrap(), entries);
-        assert!(decode_entries(&payload[..payload.len() - 1]).is_err());
-        assert!(decode_entries(&[]).unwrap().is_empty());
-    }
 }

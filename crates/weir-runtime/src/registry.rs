@@ -74,6 +74,7 @@ impl Registry {
         r.register_operator("union", Arc::new(UnionFactory));
         r.register_operator("window", Arc::new(WindowFactory));
         r.register_operator("dedup_first", Arc::new(weir_operators::dedup::DedupFactory));
+        r.register_operator("top_n", Arc::new(weir_operators::top_n::CurrentTopNFactory));
         r.register_operator(
             "group_aggregate",
             Arc::new(weir_operators::group_aggregate::GroupAggregateFactory),

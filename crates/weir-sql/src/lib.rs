@@ -221,6 +221,7 @@ impl SqlCompiler {
                         prefix: format!("q{inserts}_"),
                         counter: 0,
                         row_number: None,
+                        numbered: Vec::new(),
                     };
                     translator.insert(&plan)?;
                 }

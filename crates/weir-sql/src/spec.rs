@@ -774,6 +774,15 @@ impl JobBuilder {
         }
     }
 
+    /// Sets option `key` of operator `name` to `value`.
+    pub(crate) fn set_option(&mut self, name: &str, key: &str, value: serde_json::Value) {
+        for op in &mut self.operators {
+            if op["name"] == name {
+                op["options"][key] = value.clone();
+            }
+        }
+    }
+
     /// The job spec of everything translated, with the settings.
     pub(crate) fn build(&self, settings: &Settings, file: &str) -> Result<JobSpec> {
         let job = settings.job.clone().unwrap_or_else(|| {

@@ -141,6 +141,9 @@ pub(crate) struct Translator<'a> {
     /// The `ROW_NUMBER()` window under a `rn <= N` filter being translated, and N: it becomes
     /// a `window_top_n` or `dedup_first` operator ([`Translator::rank`]).
     pub(crate) row_number: Option<(*const datafusion::logical_expr::Window, i64)>,
+    /// `top_n` operators whose row number no projection has dropped yet
+    /// ([`Translator::unnumbered`]).
+    pub(crate) numbered: Vec<String>,
 }
 
 fn is_simple_name(name: &str) -> bool {
@@ -364,6 +367,7 @@ impl<'a> Translator<'a> {
                     }
                 }
                 if columns.len() == projection.expr.len() {
+                    self.unnumbered(&input.node, columns.iter().map(String::as_str));
                     let mut rowtimes = input.rowtimes;
                     rowtimes.retain(|r| columns.contains(r));
                     // The physical columns stay as they are, the window's too.
@@ -409,6 +413,7 @@ impl<'a> Translator<'a> {
                     }
                     names.push(name);
                 }
+                self.unnumbered(&input.node, expressions.iter().map(String::as_str));
                 if input.marker {
                     expressions.push(UPDATE_MARKER.to_owned());
                 }

@@ -9,8 +9,11 @@
 //!   keeping the first row, a `dedup_first` operator that emits a key's first row once the
 //!   watermark passes it.
 //!
-//! Top-N without a window and keeping the last row change their results as rows arrive; they
-//! are refused with what to write instead (updating results are another construct).
+//! - otherwise (Top-N without a window, and deduplication keeping the last row: N = 1 ordered
+//!   by the time attribute descending): a `top_n` operator, whose results update as rows
+//!   arrive. Its row number is computed only where the query reads it: a projection that
+//!   drops it turns it off ([`Translator::unnumbered`]), and the operator then emits rows
+//!   entering and leaving the first N instead of every shifted position.
 
 use super::{Changes, Stream, Translator, unalias};
 use crate::error::Result;
@@ -18,7 +21,7 @@ use datafusion::common::{Column, ScalarValue};
 use datafusion::logical_expr::{BinaryExpr, Expr, Filter, LogicalPlan, Operator, Window};
 
 /// The column the rank operators add: the row number.
-const ROW_NUMBER: &str = "__weir_row_number";
+pub(super) const ROW_NUMBER: &str = "__weir_row_number";
 
 /// The largest N of a window Top-N (the `window_top_n` operator's limit: it keeps a window's N
 /// rows in one state entry).
@@ -185,35 +188,20 @@ impl Translator<'_> {
                 window: Some(bounds),
             });
         }
-        if kept != 1 {
-            return Err(self.unsupported_at(
-                "ROW_NUMBER",
-                "ROW_NUMBER() kept up to a number other than 1 (Top-N) without a window",
-                "the current top rows change as rows arrive, which needs updating results; \
-                 rank within windows (PARTITION BY window_start, window_end over a window \
-                 table function or aggregation) or keep the first row (= 1)",
-            ));
-        }
         let time = match params.order_by.as_slice() {
-            [sort] if sort.asc => physical(&sort.expr),
-            [sort] if !sort.asc => {
-                return Err(self.unsupported_at(
-                    "DESC",
-                    "keeping the last row (ORDER BY ... DESC)",
-                    "the last row of a key changes as rows arrive, which needs updating results; \
-                     keep the first row (ORDER BY the time attribute ASC), or the last row of \
-                     each window (PARTITION BY window_start, window_end)",
-                ));
+            [sort] if sort.asc && kept == 1 => {
+                physical(&sort.expr).filter(|t| input.rowtimes.contains(t))
             }
             _ => None,
         };
-        let time = time.filter(|t| input.rowtimes.contains(t)).ok_or_else(|| {
-            self.unsupported_at(
-                "ORDER",
-                "ROW_NUMBER() not ordered by the time attribute",
-                "order by the table's time attribute (its WATERMARK column) ascending",
-            )
-        })?;
+        let Some(time) = time else {
+            let order: Vec<(Option<String>, &datafusion::logical_expr::SortExpr)> = params
+                .order_by
+                .iter()
+                .map(|sort| (physical(&sort.expr), sort))
+                .collect();
+            return self.current_top_n(input, keys, &order, kept);
+        };
         let node = self.next_name("dedup_first");
         let mut options =
             serde_json::json!({ "keys": keys, "time": time, "row_number": ROW_NUMBER });
@@ -243,6 +231,94 @@ impl Translator<'_> {
             rowtimes: input.rowtimes,
             window: None,
         })
+    }
+}
+
+impl Translator<'_> {
+    /// `ROW_NUMBER() OVER (PARTITION BY keys ORDER BY ...) <= kept` over all rows so far: a
+    /// `top_n` operator, whose results update.
+    fn current_top_n(
+        &mut self,
+        input: Stream,
+        keys: Vec<String>,
+        order: &[(Option<String>, &datafusion::logical_expr::SortExpr)],
+        kept: i64,
+    ) -> Result<Stream> {
+        let mut order_by = Vec::with_capacity(order.len());
+        for (column, sort) in order {
+            let column = column.clone().ok_or_else(|| {
+                self.unsupported_at(
+                    "ORDER",
+                    "ORDER BY an expression in ROW_NUMBER()",
+                    "order by columns; compute the expression in a subquery first",
+                )
+            })?;
+            order_by.push(serde_json::json!({
+                "column": column,
+                "descending": !sort.asc,
+                "nulls_first": sort.nulls_first,
+            }));
+        }
+        if order_by.is_empty() {
+            return Err(self.unsupported_at(
+                "OVER",
+                "ROW_NUMBER() without ORDER BY",
+                "say which rows come first: ORDER BY a column",
+            ));
+        }
+        let limit = u32::try_from(kept)
+            .ok()
+            .filter(|n| *n <= MAX_TOP_N)
+            .ok_or_else(|| {
+                self.unsupported_at(
+                    "ROW_NUMBER",
+                    &format!("a Top-{kept}"),
+                    &format!("keep at most {MAX_TOP_N} rows per key"),
+                )
+            })?;
+        let node = self.next_name("top_n");
+        let options = serde_json::json!({
+            "keys": keys,
+            "order_by": order_by,
+            "limit": limit,
+            "row_number": ROW_NUMBER,
+        });
+        self.job
+            .operator(&node, "top_n", &input.node, Some(keys.clone()), options);
+        self.numbered.push(node.clone());
+        let mut columns = input.columns;
+        columns.push(ROW_NUMBER.to_owned());
+        let mut key = keys;
+        if limit > 1 {
+            key.push(ROW_NUMBER.to_owned());
+        }
+        Ok(Stream {
+            node,
+            columns,
+            marker: false,
+            changes: Changes::Updating {
+                key: Some(key),
+                since: ("ROW_NUMBER", "a Top-N without a window"),
+            },
+            scan: None,
+            rowtimes: Vec::new(),
+            window: None,
+        })
+    }
+
+    /// Turns off the row number of `top_n` operator `node` when `reads` (the physical columns
+    /// a projection over it reads, as SQL text or names) does not mention it: the operator then
+    /// emits only rows entering and leaving, not every shifted position.
+    pub(super) fn unnumbered<'t>(&mut self, node: &str, reads: impl IntoIterator<Item = &'t str>) {
+        if !self.numbered.iter().any(|n| n == node) {
+            return;
+        }
+        if reads.into_iter().any(|text| text.contains(ROW_NUMBER)) {
+            return;
+        }
+        self.job
+            .set_option(node, "row_number", serde_json::Value::Null);
+        self.numbered.retain(|n| n != node);
     }
 }
 

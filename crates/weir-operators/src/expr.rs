@@ -322,3 +322,24 @@ pub(crate) fn single_input(
         )),
     }
 }
+
+/// Where `condition` is true over `pairs` (false and NULL do not match).
+pub(crate) fn holds(
+    condition: &dyn PhysicalExpr,
+    pairs: &arrow::record_batch::RecordBatch,
+) -> weir_api::Result<Vec<bool>> {
+    let value = condition
+        .evaluate(pairs)
+        .and_then(|v| v.into_array(pairs.num_rows()))
+        .map_err(|e| weir_api::Error::Internal(format!("evaluating the join condition: {e}")))?;
+    use arrow::array::{Array, AsArray};
+    let mask = value.as_boolean_opt().ok_or_else(|| {
+        weir_api::Error::Internal(format!(
+            "the join condition returned {} instead of Boolean",
+            value.data_type()
+        ))
+    })?;
+    Ok((0..mask.len())
+        .map(|i| mask.is_valid(i) && mask.value(i))
+        .collect())
+}

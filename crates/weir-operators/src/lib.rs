@@ -51,10 +51,13 @@ pub mod over;
 mod pending;
 mod project;
 mod ranking;
+pub mod regular_join;
 mod shard_progress;
 mod source_columns;
 mod source_prune;
 pub mod table_join;
+#[cfg(test)]
+mod test_state;
 pub mod top_n;
 mod union;
 mod waiting;

@@ -91,6 +91,9 @@ impl Registry {
             "window_top_n",
             Arc::new(weir_operators::window_top_n::WindowTopNFactory),
         );
+        r.register_bound("regular_join", |s| {
+            Arc::new(weir_operators::regular_join::RegularJoinFactory::shared(s))
+        });
         r.register_bound("interval_join", |s| {
             Arc::new(weir_operators::interval_join::IntervalJoinFactory::shared(
                 s,

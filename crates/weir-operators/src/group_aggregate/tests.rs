@@ -3,51 +3,11 @@
 //! groups read back from keyed state by a new instance (a restore).
 
 use super::*;
+use crate::test_state::{Backend, ctx};
 use arrow::array::{Int8Array, Int64Array, StringArray};
 use arrow::datatypes::DataType;
 use std::collections::BTreeMap;
-use weir_api::{Emitted, JobId, OperatorId, StateBackendHandle, SubtaskIndex};
-use weir_state::{RedbStateBackend, SystemClock};
-
-/// A redb backend in a directory of its own, removed when dropped.
-#[derive(Debug)]
-struct Backend {
-    dir: std::path::PathBuf,
-    redb: RedbStateBackend,
-}
-
-impl Backend {
-    fn new(name: &str) -> Arc<Self> {
-        let dir = std::env::temp_dir().join(format!(
-            "weir-group-aggregate-{name}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).expect("temp dir");
-        let redb =
-            RedbStateBackend::open(&dir.join("state.redb"), Arc::new(SystemClock)).expect("redb");
-        Arc::new(Self { dir, redb })
-    }
-}
-
-impl Drop for Backend {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
-
-impl StateBackendHandle for Backend {
-    fn keyed_store(&self, job: &JobId, operator: &OperatorId) -> Result<Box<dyn KeyedStateStore>> {
-        Ok(Box::new(self.redb.keyed_store(job, operator)))
-    }
-}
-
-fn ctx(backend: &Arc<Backend>) -> TaskContext {
-    let mut ctx = TaskContext::new(JobId::new("j"), OperatorId::new("g"), SubtaskIndex(0), 1);
-    ctx.state = Some(Arc::clone(backend) as Arc<dyn StateBackendHandle>);
-    ctx.state_shard_count = Some(4);
-    ctx
-}
+use weir_api::{Emitted, OperatorId};
 
 fn input_schema(updating: bool) -> SchemaRef {
     let mut fields = vec![

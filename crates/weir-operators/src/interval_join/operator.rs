@@ -18,11 +18,10 @@ use super::config::{IntervalJoinConfig, JoinKind};
 use super::occupancy::Occupancy;
 use crate::late::{LateRows, routed_schema};
 use crate::shard_progress::ShardProgress;
-use arrow::array::{Array, ArrayRef, AsArray, UInt32Array, new_null_array};
+use arrow::array::{Array, ArrayRef, UInt32Array, new_null_array};
 use arrow::compute::{concat, take};
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
-use datafusion::physical_expr::PhysicalExpr;
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use weir_api::state::{Map, NamespaceRange, StateDescriptor};
@@ -257,7 +256,7 @@ impl IntervalJoinOperator {
             None
         };
         let holds = match (&cfg.condition, &pairs) {
-            (Some(condition), Some(pairs)) => evaluate(condition.as_ref(), pairs)?,
+            (Some(condition), Some(pairs)) => crate::expr::holds(condition.as_ref(), pairs)?,
             _ => vec![true; candidates.len()],
         };
         // 3. Emit and mark the pairs that match; keep or pad the arriving rows.
@@ -626,23 +625,6 @@ enum Found {
         count: u32,
         matched: bool,
     },
-}
-
-/// Where `condition` is true over `pairs` (false and NULL do not match).
-fn evaluate(condition: &dyn PhysicalExpr, pairs: &RecordBatch) -> Result<Vec<bool>> {
-    let value = condition
-        .evaluate(pairs)
-        .and_then(|v| v.into_array(pairs.num_rows()))
-        .map_err(|e| Error::Internal(format!("evaluating the join condition: {e}")))?;
-    let mask = value.as_boolean_opt().ok_or_else(|| {
-        Error::Internal(format!(
-            "the join condition returned {} instead of Boolean",
-            value.data_type()
-        ))
-    })?;
-    Ok((0..mask.len())
-        .map(|i| mask.is_valid(i) && mask.value(i))
-        .collect())
 }
 
 fn take_rows(columns: &[ArrayRef], rows: &[u32]) -> Result<Vec<ArrayRef>> {

@@ -53,8 +53,11 @@ impl Translator<'_> {
                 ));
             }
         };
-        let mut left = self.final_rows(&join.left, "JOIN", "a join")?;
-        let mut right = self.final_rows(&join.right, "JOIN", "a join")?;
+        let mut left = self.plan(&join.left)?;
+        let mut right = self.plan(&join.right)?;
+        // Updating inputs join only as a regular join: their rows are not final, so neither
+        // time bounds nor a table read first say when a row is done.
+        let updating = left.changes.is_updating() || right.changes.is_updating();
         let (left_schema, right_schema) = (join.left.schema(), join.right.schema());
         // Equi-keys: a column of each side, or an expression (DataFusion's coercion casts a
         // key to the other's type) computed into a column of its own first.
@@ -138,7 +141,9 @@ impl Translator<'_> {
         let mut upper: Option<i64> = None;
         let mut residual: Vec<Expr> = Vec::new();
         let window_join = window_times.is_some();
-        let times = if let Some((l, r, offset)) = window_times {
+        let times = if updating {
+            None
+        } else if let Some((l, r, offset)) = window_times {
             lower = Some(offset);
             upper = Some(offset);
             Some((l, r))
@@ -193,7 +198,7 @@ impl Translator<'_> {
                 lower,
                 upper,
             },
-            _ if self.is_bounded(&join.right) || self.is_bounded(&join.left) => {
+            _ if !updating && (self.is_bounded(&join.right) || self.is_bounded(&join.left)) => {
                 // A bounded table, read in full first: every condition but the keys is a
                 // filter after the join. The table's unmatched rows are never final while the
                 // stream goes on, so it is a side that is not padded; of two bounded sides, the
@@ -236,16 +241,22 @@ impl Translator<'_> {
                     },
                 }
             }
-            _ => {
+            _ if matches!(kind, "semi" | "anti") => {
                 return Err(self.unsupported_at(
-                    "JOIN",
-                    "a join of two streams without a time bound on both sides",
-                    "an interval join needs a time bound on both sides (b.ts BETWEEN a.ts - \
-                     INTERVAL ... AND a.ts + INTERVAL ...) on tables that declare a WATERMARK, \
-                     or a window join (two window TVFs joined on window_start and window_end), \
-                     or one side a bounded table (a file); a regular join of two unbounded \
-                     streams needs updating results, which Weir does not have yet",
+                    "EXISTS",
+                    "EXISTS, NOT EXISTS or IN over a stream without a time bound",
+                    "a regular semi or anti join is not there yet; bound the times (an \
+                     interval join) or filter by a bounded table",
                 ));
+            }
+            _ => {
+                // A regular join: every condition but the keys decides which pairs match.
+                residual = join
+                    .filter
+                    .as_ref()
+                    .map(|f| split_conjunction(f).into_iter().cloned().collect())
+                    .unwrap_or_default();
+                How::Regular
             }
         };
         // Each side reaches the join with its plan's columns and what the join reads (computed
@@ -258,7 +269,7 @@ impl Translator<'_> {
                 right_time,
                 ..
             } => (Some(left_time), Some(right_time)),
-            How::Table { .. } => (None, None),
+            How::Table { .. } | How::Regular => (None, None),
         };
         let left_physical = unique(left.columns.iter().chain(&left_keys).chain(left_time));
         let expressions = left_physical.iter().map(|c| quote(c)).collect();
@@ -292,7 +303,7 @@ impl Translator<'_> {
         // match, so on an outer join which rows are padded. After a join with a bounded table
         // it is a filter, on an inner join only.
         let condition = match &how {
-            How::Interval { .. } if !residual.is_empty() => {
+            How::Interval { .. } | How::Regular if !residual.is_empty() => {
                 let both = left_schema
                     .join(right_schema)
                     .map_err(|e| self.here().invalid(e.to_string()))?;
@@ -335,8 +346,9 @@ impl Translator<'_> {
                 .cloned()
                 .chain(right_time.map(rename))
                 .collect(),
-            How::Table { .. } => Vec::new(),
+            How::Table { .. } | How::Regular => Vec::new(),
         };
+        let regular = matches!(how, How::Regular);
         let name = match how {
             How::Interval {
                 left_time,
@@ -383,6 +395,27 @@ impl Translator<'_> {
                 }
                 name
             }
+            How::Regular => {
+                let name = self.next_name("regular_join");
+                let mut options = serde_json::json!({
+                    "join": kind,
+                    "left_keys": left_keys,
+                    "right_keys": right_keys,
+                });
+                if let Some(condition) = condition {
+                    options["condition"] = serde_json::json!(condition);
+                }
+                self.job.operator_of_inputs(
+                    &name,
+                    "regular_join",
+                    &[
+                        (left.node.clone(), left_keys.clone()),
+                        (right_node, right_keys.clone()),
+                    ],
+                    options,
+                );
+                name
+            }
             How::Table { stream, join } => {
                 let name = self.next_name("table_join");
                 let mut inputs = [
@@ -407,11 +440,21 @@ impl Translator<'_> {
         if !matches!(kind, "semi" | "anti") {
             columns.extend(renamed);
         }
+        // A regular join's results change unless both inputs are final and it is INNER: an
+        // outer join's padded rows are retracted when a match comes.
+        let changes = if regular && (updating || kind != "inner") {
+            Changes::Updating {
+                key: None,
+                since: ("JOIN", "a regular join"),
+            }
+        } else {
+            Changes::InsertOnly
+        };
         let stream = Stream {
             node: name,
             columns,
             marker: false,
-            changes: Changes::InsertOnly,
+            changes,
             scan: None,
             rowtimes,
             window: None,
@@ -465,6 +508,8 @@ enum How {
         lower: i64,
         upper: i64,
     },
+    /// A `regular_join`: equal keys at any distance in time, all of both inputs kept.
+    Regular,
     /// A `table_join` of a stream with a bounded table; `stream` is the stream's side (0
     /// left); `join` the operator's kind (`inner`, `left`: the stream's unmatched rows too,
     /// `semi`, `anti`).

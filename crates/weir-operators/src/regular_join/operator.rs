@@ -1,0 +1,321 @@
+//! A running `regular_join`: matching a batch against the other side's rows in keyed state,
+//! and what each row of it emits (see the module above).
+
+use super::{Config, ROWS};
+use arrow::array::{Array, ArrayRef, Int8Array, RecordBatch, UInt32Array, new_null_array};
+use arrow::compute::take;
+use std::collections::HashMap;
+use std::sync::Arc;
+use weir_api::changelog::RowKind;
+use weir_api::{Error, KeyedStateStore, Operator, Output, Result, StateShardId, Watermark};
+use weir_plan::key_hash;
+use weir_state::row_codec::{decode_rows, encode_rows};
+
+/// A distinct row of one side in state: its copies and how many rows of the other side it
+/// matches (kept on a padded side only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Count {
+    copies: i64,
+    matches: i64,
+}
+
+impl Count {
+    fn decode(payload: &[u8]) -> Result<Self> {
+        let bytes: [u8; 16] = payload
+            .try_into()
+            .map_err(|_| Error::Internal("regular join state: a corrupt row count".into()))?;
+        let (copies, matches) = bytes.split_at(8);
+        Ok(Self {
+            copies: i64::from_le_bytes(copies.try_into().unwrap_or_default()),
+            matches: i64::from_le_bytes(matches.try_into().unwrap_or_default()),
+        })
+    }
+
+    fn encode(self) -> [u8; 16] {
+        let mut out = [0_u8; 16];
+        out[..8].copy_from_slice(&self.copies.to_le_bytes());
+        out[8..].copy_from_slice(&self.matches.to_le_bytes());
+        out
+    }
+}
+
+/// A row of the other side, read from state for a key of the batch.
+struct Other {
+    row: Vec<u8>,
+    count: Count,
+    changed: bool,
+}
+
+/// One output row: a row of the batch, a row of the other side (either may be padding) and
+/// the kind.
+type Emit = (Option<u32>, Option<u32>, RowKind);
+
+/// A running `regular_join`.
+pub(crate) struct RegularJoinOperator {
+    cfg: Arc<Config>,
+    store: Box<dyn KeyedStateStore>,
+    shard_count: u32,
+}
+
+impl RegularJoinOperator {
+    pub(crate) fn new(cfg: Arc<Config>, store: Box<dyn KeyedStateStore>, shard_count: u32) -> Self {
+        Self {
+            cfg,
+            store,
+            shard_count,
+        }
+    }
+
+    /// The output batch of `emits`: `side`'s columns from `data`, the other side's from
+    /// `others` (decoded rows of state).
+    fn assemble(
+        &self,
+        side: usize,
+        data: &[ArrayRef],
+        others: &[ArrayRef],
+        emits: &[Emit],
+    ) -> Result<RecordBatch> {
+        let pick = |columns: &[ArrayRef], rows: UInt32Array| -> Result<Vec<ArrayRef>> {
+            columns
+                .iter()
+                .map(|c| {
+                    if c.is_empty() {
+                        Ok(new_null_array(c.data_type(), rows.len()))
+                    } else {
+                        take(c.as_ref(), &rows, None)
+                            .map_err(|e| Error::arrow("taking joined rows", e))
+                    }
+                })
+                .collect()
+        };
+        let own = pick(data, emits.iter().map(|e| e.0).collect())?;
+        let other = pick(others, emits.iter().map(|e| e.1).collect())?;
+        let mut columns = if side == 0 {
+            [own, other].concat()
+        } else {
+            [other, own].concat()
+        };
+        if self.cfg.updating {
+            columns.push(Arc::new(Int8Array::from_iter_values(
+                emits.iter().map(|e| e.2.as_i8()),
+            )));
+        }
+        RecordBatch::try_new(Arc::clone(&self.cfg.output), columns)
+            .map_err(|e| Error::arrow("assembling joined rows", e))
+    }
+}
+
+impl Operator for RegularJoinOperator {
+    fn process_batch(&mut self, input: usize, batch: RecordBatch, out: &mut Output) -> Result<()> {
+        let n = batch.num_rows();
+        if n == 0 {
+            return Ok(());
+        }
+        let cfg = Arc::clone(&self.cfg);
+        let side = input.min(1);
+        let other = 1 - side;
+        let (own_state, other_state) = (ROWS[side], ROWS[other]);
+        let kinds: Vec<RowKind> = match cfg.kinds[side] {
+            None => vec![RowKind::Insert; n],
+            Some(k) => {
+                let column = batch
+                    .column(k)
+                    .as_any()
+                    .downcast_ref::<Int8Array>()
+                    .ok_or_else(|| Error::Internal("a row kind column that is not Int8".into()))?;
+                column
+                    .values()
+                    .iter()
+                    .map(|&v| {
+                        RowKind::from_i8(v).ok_or_else(|| {
+                            Error::schema(weir_api::ROW_KIND_COLUMN, format!("row kind {v}"))
+                        })
+                    })
+                    .collect::<Result<_>>()?
+            }
+        };
+        let key_columns: Vec<ArrayRef> = cfg.keys[side]
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect();
+        let keys = encode_rows(&key_columns).map_err(state_error)?;
+        let shards = key_hash::shard_ids(&key_columns, self.shard_count)
+            .map_err(|e| Error::Internal(format!("hashing join keys: {e}")))?;
+        let data: Vec<ArrayRef> = cfg.data[side]
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect();
+        let rows = encode_rows(&data).map_err(state_error)?;
+        // A key with a null never equals anything: such a row matches nothing and is not kept.
+        let null_key = |r: usize| key_columns.iter().any(|c| c.is_null(r));
+        let mut groups: Vec<(usize, Vec<u32>)> = Vec::new();
+        let mut index: HashMap<&[u8], usize> = HashMap::new();
+        let mut emits: Vec<Emit> = Vec::new();
+        for r in 0..n {
+            if null_key(r) {
+                if cfg.join.pads(side) {
+                    let kind = if kinds[r].is_addition() {
+                        RowKind::Insert
+                    } else {
+                        RowKind::Delete
+                    };
+                    emits.push((Some(r as u32), None, kind));
+                }
+                continue;
+            }
+            let g = *index.entry(keys[r].as_slice()).or_insert_with(|| {
+                groups.push((r, Vec::new()));
+                groups.len() - 1
+            });
+            groups[g].1.push(r as u32);
+        }
+        // The other side's rows of every key of the batch, read once.
+        let mut others: Vec<Other> = Vec::new();
+        let mut ranges: Vec<std::ops::Range<usize>> = Vec::with_capacity(groups.len());
+        for (first, _) in &groups {
+            self.store
+                .set_current_key(&keys[*first], StateShardId(shards[*first]));
+            self.store.set_current_namespace(&[]);
+            let start = others.len();
+            for (row, payload) in self.store.entries(other_state)? {
+                others.push(Other {
+                    row,
+                    count: Count::decode(&payload)?,
+                    changed: false,
+                });
+            }
+            ranges.push(start..others.len());
+        }
+        let refs: Vec<&[u8]> = others.iter().map(|o| o.row.as_slice()).collect();
+        let other_columns = decode_rows(&cfg.types[other], &refs).map_err(state_error)?;
+        // Every candidate pair of the batch, and whether the condition holds for it.
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        for ((_, members), range) in groups.iter().zip(&ranges) {
+            for &r in members {
+                for j in range.clone() {
+                    pairs.push((r, j as u32));
+                }
+            }
+        }
+        let holds = match &cfg.condition {
+            Some(condition) if !pairs.is_empty() => {
+                let own = take_all(&data, pairs.iter().map(|p| p.0))?;
+                let theirs = take_all(&other_columns, pairs.iter().map(|p| p.1))?;
+                let columns = if side == 0 {
+                    [own, theirs].concat()
+                } else {
+                    [theirs, own].concat()
+                };
+                let pair_batch = RecordBatch::try_new(Arc::clone(&cfg.pair), columns)
+                    .map_err(|e| Error::arrow("building join candidates", e))?;
+                crate::expr::holds(condition.as_ref(), &pair_batch)?
+            }
+            _ => vec![true; pairs.len()],
+        };
+        let mut at = 0;
+        for ((first, members), range) in groups.iter().zip(&ranges) {
+            self.store
+                .set_current_key(&keys[*first], StateShardId(shards[*first]));
+            self.store.set_current_namespace(&[]);
+            for &r in members {
+                let width = range.len();
+                let matched: Vec<usize> = (at..at + width)
+                    .filter(|&p| holds[p])
+                    .map(|p| pairs[p].1 as usize)
+                    .collect();
+                at += width;
+                let row = &rows[r as usize];
+                let kind = kinds[r as usize];
+                let add = kind.is_addition();
+                let mut own = match self.store.get(own_state, row)? {
+                    Some(payload) => Count::decode(&payload)?,
+                    None => Count::default(),
+                };
+                if !add && own.copies == 0 {
+                    // A retraction of a row that is not there: nothing to take back.
+                    continue;
+                }
+                if add {
+                    own.copies += 1;
+                    if cfg.join.pads(side) {
+                        own.matches = matched.iter().map(|&j| others[j].count.copies).sum();
+                    }
+                } else {
+                    own.copies -= 1;
+                }
+                for &j in &matched {
+                    let o = &mut others[j];
+                    let copies = o.count.copies.max(0) as usize;
+                    let padded = cfg.join.pads(other);
+                    if add {
+                        if padded && o.count.matches == 0 {
+                            emits.extend(std::iter::repeat_n(
+                                (None, Some(j as u32), RowKind::Delete),
+                                copies,
+                            ));
+                        }
+                        o.count.matches += 1;
+                    }
+                    emits.extend(std::iter::repeat_n((Some(r), Some(j as u32), kind), copies));
+                    if !add {
+                        o.count.matches -= 1;
+                        if padded && o.count.matches == 0 {
+                            emits.extend(std::iter::repeat_n(
+                                (None, Some(j as u32), RowKind::Insert),
+                                copies,
+                            ));
+                        }
+                    }
+                    o.changed |= padded;
+                }
+                if matched.is_empty() && cfg.join.pads(side) {
+                    let padded = if add {
+                        RowKind::Insert
+                    } else {
+                        RowKind::Delete
+                    };
+                    emits.push((Some(r), None, padded));
+                }
+                if own.copies > 0 {
+                    self.store.put(own_state, row, &own.encode())?;
+                } else {
+                    self.store.remove(own_state, row)?;
+                }
+            }
+            for o in &mut others[range.clone()] {
+                if o.changed {
+                    self.store.put(other_state, &o.row, &o.count.encode())?;
+                    o.changed = false;
+                }
+            }
+        }
+        if !emits.is_empty() {
+            out.emit(self.assemble(side, &data, &other_columns, &emits)?);
+        }
+        Ok(())
+    }
+
+    /// The pairs are new rows: a split's watermark says nothing about them.
+    fn process_split_watermark(
+        &mut self,
+        _input: usize,
+        _watermark: Watermark,
+        _out: &mut Output,
+    ) -> Result<()> {
+        Ok(())
+    }
+}
+
+/// `columns` at `rows`.
+fn take_all(columns: &[ArrayRef], rows: impl Iterator<Item = u32>) -> Result<Vec<ArrayRef>> {
+    let indices = UInt32Array::from_iter_values(rows);
+    columns
+        .iter()
+        .map(|c| take(c.as_ref(), &indices, None))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(|e| Error::arrow("taking join candidates", e))
+}
+
+fn state_error(e: impl std::fmt::Display) -> Error {
+    Error::Internal(format!("regular join state: {e}"))
+}

@@ -1,0 +1,245 @@
+//! `regular_join` on hand-made inputs: padded rows that are retracted when a match arrives and
+//! come back when it is retracted, inner joins of insert-only inputs that stay insert-only, the
+//! condition, null keys, and a table that does not depend on the order the sides arrive in.
+
+use super::*;
+use crate::test_state::{Backend, ctx};
+use arrow::array::{Int8Array, Int64Array, RecordBatch, StringArray};
+use std::collections::BTreeMap;
+use weir_api::changelog::{RowKind, row_kinds};
+use weir_api::{Emitted, OperatorId, Output};
+
+/// `(k, v)` rows of one side (`l` or `r` prefixes the column names), with kinds if given.
+fn side(prefix: &str, rows: &[(Option<&str>, i64)], kinds: Option<&[RowKind]>) -> RecordBatch {
+    let mut fields = vec![
+        Field::new(format!("{prefix}k"), DataType::Utf8, true),
+        Field::new(format!("{prefix}v"), DataType::Int64, false),
+    ];
+    let mut columns: Vec<ArrayRef> = vec![
+        Arc::new(StringArray::from(
+            rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+        )),
+        Arc::new(Int64Array::from(
+            rows.iter().map(|r| r.1).collect::<Vec<_>>(),
+        )),
+    ];
+    if let Some(kinds) = kinds {
+        fields.push(row_kind_field());
+        columns.push(Arc::new(Int8Array::from(
+            kinds.iter().map(|k| k.as_i8()).collect::<Vec<_>>(),
+        )));
+    }
+    RecordBatch::try_new(Arc::new(Schema::new(fields)), columns).expect("batch")
+}
+
+use arrow::array::ArrayRef;
+
+fn prepare(join: &str, condition: Option<&str>, updating: bool) -> Arc<dyn PreparedOperator> {
+    let mut options = serde_json::json!({
+        "join": join, "left_keys": ["lk"], "right_keys": ["rk"],
+    });
+    if let Some(c) = condition {
+        options["condition"] = serde_json::json!(c);
+    }
+    let kinds: &[RowKind] = &[RowKind::Insert];
+    let kinds = updating.then_some(kinds);
+    RegularJoinFactory::default()
+        .prepare(&OperatorSpec {
+            operator_id: &OperatorId::new("j"),
+            options: &options,
+            options_path: "operators[0].options",
+            input_schemas: &[
+                side("l", &[(Some("a"), 0)], kinds).schema(),
+                side("r", &[(Some("a"), 0)], kinds).schema(),
+            ],
+        })
+        .expect("prepares")
+}
+
+/// Every output row as `kind lk lv rk rv` (`+I` when the output has no kinds).
+fn run(op: &mut dyn Operator, steps: &[(usize, RecordBatch)]) -> Vec<String> {
+    let mut rows = Vec::new();
+    for (input, batch) in steps {
+        let mut out = Output::new();
+        op.process_batch(*input, batch.clone(), &mut out)
+            .expect("processes");
+        for e in out.drain() {
+            let Emitted::Data { batch, .. } = e else {
+                continue;
+            };
+            let kinds = row_kinds(&batch).expect("kinds");
+            for r in 0..batch.num_rows() {
+                let kind = kinds.map_or(RowKind::Insert, |k| {
+                    RowKind::from_i8(k.value(r)).expect("kind")
+                });
+                let mut cells = vec![kind.short_string().to_owned()];
+                for c in &batch.columns()[..4] {
+                    cells.push(
+                        arrow::util::display::ArrayFormatter::try_new(
+                            c.as_ref(),
+                            &arrow::util::display::FormatOptions::default().with_null("-"),
+                        )
+                        .expect("formatter")
+                        .value(r)
+                        .to_string(),
+                    );
+                }
+                rows.push(cells.join(" "));
+            }
+        }
+    }
+    rows
+}
+
+/// The multiset the changes leave: +I/+U add a row, -U/-D take one away.
+fn materialize(rows: &[String]) -> BTreeMap<String, i64> {
+    let mut table = BTreeMap::new();
+    for row in rows {
+        let (kind, rest) = row.split_once(' ').expect("kind");
+        let sign = if kind.starts_with('+') { 1 } else { -1 };
+        *table.entry(rest.to_owned()).or_insert(0) += sign;
+    }
+    table.retain(|_, n| *n != 0);
+    assert!(
+        table.values().all(|n| *n > 0),
+        "a row retracted twice: {table:?}"
+    );
+    table
+}
+
+#[test]
+fn a_left_row_is_padded_until_it_matches_and_again_when_the_match_is_retracted() {
+    use RowKind::*;
+    let backend = Backend::new("left-join");
+    let mut op = prepare("left", None, true)
+        .create(&ctx(&backend))
+        .expect("creates");
+    let rows = run(
+        op.as_mut(),
+        &[
+            (0, side("l", &[(Some("a"), 1)], Some(&[Insert]))),
+            (
+                1,
+                side(
+                    "r",
+                    &[(Some("a"), 7), (Some("b"), 8)],
+                    Some(&[Insert, Insert]),
+                ),
+            ),
+            (1, side("r", &[(Some("a"), 9)], Some(&[Insert]))),
+            (
+                1,
+                side(
+                    "r",
+                    &[(Some("a"), 7), (Some("a"), 9)],
+                    Some(&[Delete, Delete]),
+                ),
+            ),
+            // A retraction of a row that was never there changes nothing.
+            (0, side("l", &[(Some("z"), 1)], Some(&[Delete]))),
+            (0, side("l", &[(None, 2)], Some(&[Insert]))),
+        ],
+    );
+    assert_eq!(
+        rows,
+        [
+            "+I a 1 - -",
+            "-D a 1 - -",
+            "+I a 1 a 7",
+            "+I a 1 a 9",
+            "-D a 1 a 7",
+            "-D a 1 a 9",
+            "+I a 1 - -",
+            "+I - 2 - -",
+        ]
+    );
+}
+
+#[test]
+fn an_inner_join_of_insert_only_inputs_stays_insert_only() {
+    let backend = Backend::new("inner-join");
+    let prepared = prepare("inner", Some("lv < rv"), false);
+    assert!(
+        weir_api::changelog::row_kind_index(&prepared.output_schema()).is_none(),
+        "no row kinds"
+    );
+    let mut op = prepared.create(&ctx(&backend)).expect("creates");
+    let rows = run(
+        op.as_mut(),
+        &[
+            (0, side("l", &[(Some("a"), 5), (Some("a"), 1)], None)),
+            (1, side("r", &[(Some("a"), 3), (Some("c"), 9)], None)),
+            (0, side("l", &[(Some("a"), 2)], None)),
+        ],
+    );
+    assert_eq!(rows, ["+I a 1 a 3", "+I a 2 a 3"]);
+}
+
+#[test]
+fn a_full_join_pads_both_sides_where_the_condition_fails() {
+    let backend = Backend::new("full-join");
+    let mut op = prepare("full", Some("lv + rv > 10"), false)
+        .create(&ctx(&backend))
+        .expect("creates");
+    let rows = run(
+        op.as_mut(),
+        &[
+            (0, side("l", &[(Some("a"), 1)], None)),
+            (1, side("r", &[(Some("a"), 2)], None)),
+            (0, side("l", &[(Some("a"), 9)], None)),
+        ],
+    );
+    assert_eq!(
+        materialize(&rows).into_keys().collect::<Vec<_>>(),
+        ["a 1 - -", "a 9 a 2"],
+        "{rows:?}"
+    );
+}
+
+#[test]
+fn the_table_does_not_depend_on_the_order_the_sides_arrive_in() {
+    let left: Vec<(Option<&str>, i64)> = (0..12_i64)
+        .map(|i| (Some(["a", "b", "c"][(i % 3) as usize]), i))
+        .collect();
+    let right: Vec<(Option<&str>, i64)> = (0..8_i64)
+        .map(|i| (Some(["a", "b", "d"][(i % 3) as usize]), 100 + i))
+        .collect();
+    let orders: [Vec<(usize, usize)>; 3] = [
+        // (side, row) in three interleavings.
+        (0..12)
+            .map(|i| (0, i))
+            .chain((0..8).map(|i| (1, i)))
+            .collect(),
+        (0..8)
+            .map(|i| (1, i))
+            .chain((0..12).map(|i| (0, i)))
+            .collect(),
+        (0..12)
+            .flat_map(|i| {
+                let mut v = vec![(0, i)];
+                if i < 8 {
+                    v.push((1, 7 - i));
+                }
+                v
+            })
+            .collect(),
+    ];
+    let mut tables = Vec::new();
+    for (n, order) in orders.iter().enumerate() {
+        let backend = Backend::new(&format!("orders{n}"));
+        let mut op = prepare("full", Some("(lv + rv) % 2 = 0"), false)
+            .create(&ctx(&backend))
+            .expect("creates");
+        let steps: Vec<(usize, RecordBatch)> = order
+            .iter()
+            .map(|&(s, i)| {
+                let (prefix, rows) = if s == 0 { ("l", &left) } else { ("r", &right) };
+                (s, side(prefix, &rows[i..=i], None))
+            })
+            .collect();
+        tables.push(materialize(&run(op.as_mut(), &steps)));
+    }
+    assert!(tables[0].len() > 10);
+    assert_eq!(tables[0], tables[1]);
+    assert_eq!(tables[0], tables[2]);
+}

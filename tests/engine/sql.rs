@@ -110,6 +110,34 @@ async fn watermark_options_of_a_table_reach_its_source() {
     assert_eq!(w.lateness, weir::plan::Lateness::Merged);
 }
 
+#[tokio::test]
+async fn the_state_ttl_reaches_every_updating_operator() {
+    let sql = "SET 'table.exec.state.ttl' = '2 h';\n\
+               CREATE TABLE t (k STRING, v BIGINT) WITH ('connector' = 'filesystem', \
+               'path' = 'in.csv', 'format' = 'csv');\n\
+               CREATE TABLE o (k STRING, n BIGINT, top BIGINT) WITH ('connector' = 'blackhole');\n\
+               INSERT INTO o SELECT c.k, c.n, m.v FROM \
+               (SELECT k, COUNT(*) AS n FROM t GROUP BY k) c JOIN \
+               (SELECT k, v FROM (SELECT *, ROW_NUMBER() OVER (PARTITION BY k ORDER BY v DESC) \
+               AS rn FROM t) WHERE rn = 1) m ON c.k = m.k;";
+    let job = Engine::new()
+        .compile_sql(sql, "ttl.sql")
+        .await
+        .expect("compiles");
+    let ttls: Vec<(String, Option<u64>)> = job
+        .spec
+        .operators
+        .iter()
+        .filter(|o| ["group_aggregate", "top_n", "regular_join"].contains(&o.type_name.as_str()))
+        .map(|o| (o.type_name.clone(), o.options["state_ttl"].as_u64()))
+        .collect();
+    assert_eq!(ttls.len(), 3, "{ttls:?}");
+    assert!(
+        ttls.iter().all(|(_, ttl)| *ttl == Some(7_200_000)),
+        "{ttls:?}"
+    );
+}
+
 /// Rows of the pruning tests' Parquet file: row groups of 500 rows, pages of 50.
 const PRUNE_ROWS: i64 = 6_000;
 

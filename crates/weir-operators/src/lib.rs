@@ -59,6 +59,7 @@ pub mod table_join;
 #[cfg(test)]
 mod test_state;
 pub mod top_n;
+mod ttl;
 mod union;
 mod waiting;
 pub mod window;

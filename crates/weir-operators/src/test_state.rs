@@ -4,7 +4,7 @@ use std::sync::Arc;
 use weir_api::{
     JobId, KeyedStateStore, OperatorId, Result, StateBackendHandle, SubtaskIndex, TaskContext,
 };
-use weir_state::{RedbStateBackend, SystemClock};
+use weir_state::{RedbStateBackend, StateClock, SystemClock};
 
 /// A redb backend in a directory of its own, removed when dropped.
 #[derive(Debug)]
@@ -14,13 +14,18 @@ pub(crate) struct Backend {
 }
 
 impl Backend {
+    /// A backend on the wall clock.
     pub(crate) fn new(name: &str) -> Arc<Self> {
+        Self::with_clock(name, Arc::new(SystemClock))
+    }
+
+    /// A backend whose TTLs run on `clock`.
+    pub(crate) fn with_clock(name: &str, clock: Arc<dyn StateClock>) -> Arc<Self> {
         let dir =
             std::env::temp_dir().join(format!("weir-operator-state-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
-        let redb =
-            RedbStateBackend::open(&dir.join("state.redb"), Arc::new(SystemClock)).expect("redb");
+        let redb = RedbStateBackend::open(&dir.join("state.redb"), clock).expect("redb");
         Arc::new(Self { dir, redb })
     }
 }

@@ -23,7 +23,7 @@ use arrow::row::{RowConverter, SortField};
 use serde::Deserialize;
 use std::sync::Arc;
 use weir_api::changelog::{RowKind, row_kind_field};
-use weir_api::state::{StateDescriptor, Value};
+use weir_api::state::Value;
 use weir_api::{
     Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
     Result, StateShardId, TaskContext, Watermark, decode_options,
@@ -48,6 +48,10 @@ pub struct CurrentTopNOptions {
     /// per position (see the module's documentation).
     #[serde(default)]
     pub row_number: Option<String>,
+    /// How long a key's state lives without being read or written (processing time); unset:
+    /// forever.
+    #[serde(default)]
+    pub state_ttl: Option<weir_api::DurationMs>,
 }
 
 /// Creates `top_n` operators.
@@ -97,6 +101,7 @@ impl OperatorFactory for CurrentTopNFactory {
             sort_fields,
             limit,
             row_number: options.row_number.is_some(),
+            ttl: options.state_ttl.filter(|d| d.0 > 0),
         }))))
     }
 }
@@ -112,6 +117,7 @@ struct Config {
     sort_fields: Vec<SortField>,
     limit: usize,
     row_number: bool,
+    ttl: Option<weir_api::DurationMs>,
 }
 
 /// A `top_n` resolved against its input.
@@ -141,7 +147,7 @@ impl PreparedOperator for PreparedCurrentTopN {
 
     fn create(&self, ctx: &TaskContext) -> Result<Box<dyn Operator>> {
         let mut store = ctx.keyed_state()?;
-        store.register(StateDescriptor::<Value<Vec<u8>>>::new(TOP).spec())?;
+        store.register(crate::ttl::descriptor::<Value<Vec<u8>>>(TOP, self.0.ttl).spec())?;
         Ok(Box::new(CurrentTopN {
             converter: RowConverter::new(self.0.sort_fields.clone())
                 .map_err(|e| Error::arrow("ranking rows", e))?,

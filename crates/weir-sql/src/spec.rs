@@ -31,6 +31,9 @@ pub(crate) struct Settings {
     pub(crate) late_policy: Option<String>,
     pub(crate) allowed_lateness: Option<DurationMs>,
     pub(crate) late_sink: Option<String>,
+    /// `SET 'table.exec.state.ttl'`: how long the state of a key of an updating operator
+    /// lives without being written or read; `None` (or 0): forever.
+    pub(crate) state_ttl: Option<DurationMs>,
     pub(crate) watermark_interval: Option<DurationMs>,
     pub(crate) checkpoint_interval: Option<DurationMs>,
     pub(crate) checkpoint_dir: Option<String>,
@@ -53,6 +56,7 @@ pub(crate) struct Settings {
 /// The keys `SET` accepts, for error messages.
 const KEYS: &str = "'job.name', 'parallelism', 'state.shards', 'channel.capacity', \
                     'semantic.mode', 'late.policy', 'late.allowed-lateness', 'late.sink', \
+                    'table.exec.state.ttl', \
                     'watermark.interval', 'checkpoint.interval', 'checkpoint.dir', \
                     'checkpoint.retain', 'checkpoint.timeout', 'checkpoint.min-pause', \
                     'restart.attempts', 'restart.max-delay', \
@@ -116,6 +120,9 @@ impl Settings {
                 self.allowed_lateness = Some(duration()?);
             }
             "late.sink" => self.late_sink = Some(value.to_lowercase()),
+            "table.exec.state.ttl" | "state.ttl" => {
+                self.state_ttl = Some(duration()?).filter(|d| d.0 > 0);
+            }
             "watermark.interval" => self.watermark_interval = Some(duration()?),
             "checkpoint.interval" | "execution.checkpointing.interval" => {
                 let d = duration()?;
@@ -772,6 +779,12 @@ impl JobBuilder {
                 op["parallelism"] = serde_json::json!(parallelism);
             }
         }
+    }
+
+    /// The `state_ttl` option of the updating operators, if `SET 'table.exec.state.ttl'` set
+    /// one.
+    pub(crate) fn state_ttl_option(settings: &Settings) -> Option<serde_json::Value> {
+        settings.state_ttl.map(|d| serde_json::json!(d.0))
     }
 
     /// Sets option `key` of operator `name` to `value`.

@@ -15,7 +15,8 @@
 //! The groups a subtask touched stay in memory and are written to keyed state at every
 //! checkpoint barrier and whenever they outgrow `buffer_bytes`; a group not in memory is read
 //! from keyed state. A checkpoint therefore holds every group, and a restore or rescale reads
-//! them back by key like any other keyed state.
+//! them back by key like any other keyed state. With a state TTL (`state_ttl`), groups are
+//! written after every batch instead, and a group whose state expired starts afresh.
 
 mod accumulator;
 mod ordered;
@@ -32,7 +33,7 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use weir_api::changelog::{RowKind, row_kind_field, row_kind_index, row_kinds};
-use weir_api::state::{StateDescriptor, Value};
+use weir_api::state::Value;
 use weir_api::{
     Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
     Result, StateShardId, TaskContext, Watermark, decode_options,
@@ -66,6 +67,10 @@ pub struct GroupAggregateOptions {
     /// (they are written at every checkpoint barrier anyway); 0 writes every batch through.
     #[serde(default = "default_buffer_bytes")]
     pub buffer_bytes: u64,
+    /// How long a group's state lives without being read or written (processing time); unset:
+    /// forever. With it, groups are written to keyed state after every batch.
+    #[serde(default)]
+    pub state_ttl: Option<weir_api::DurationMs>,
 }
 
 /// Creates `group_aggregate` operators.
@@ -144,6 +149,7 @@ impl OperatorFactory for GroupAggregateFactory {
             key_names: options.key_by,
             aggregates,
             budget: usize::try_from(options.buffer_bytes).unwrap_or(usize::MAX),
+            ttl: options.state_ttl.filter(|d| d.0 > 0),
         }))))
     }
 }
@@ -156,6 +162,8 @@ struct Config {
     key_names: Vec<String>,
     aggregates: Vec<Aggregate>,
     budget: usize,
+    /// The groups' state TTL: they are then not held in memory past a batch.
+    ttl: Option<weir_api::DurationMs>,
 }
 
 /// A `group_aggregate` resolved against its input.
@@ -198,7 +206,7 @@ impl PreparedOperator for PreparedGroupAggregate {
 
     fn create(&self, ctx: &TaskContext) -> Result<Box<dyn Operator>> {
         let mut store = ctx.keyed_state()?;
-        store.register(StateDescriptor::<Value<Vec<u8>>>::new(GROUP).spec())?;
+        store.register(crate::ttl::descriptor::<Value<Vec<u8>>>(GROUP, self.0.ttl).spec())?;
         Ok(Box::new(GroupAggregateOperator {
             cfg: Arc::clone(&self.0),
             store,
@@ -427,7 +435,8 @@ impl Operator for GroupAggregateOperator {
                 _ => {}
             }
         }
-        if self.bytes > cfg.budget {
+        if self.bytes > cfg.budget || cfg.ttl.is_some() {
+            // With a TTL the state decides when a quiet group is gone, so nothing is held.
             self.write_out(true)?;
         }
         if !changes.kinds.is_empty() {

@@ -39,7 +39,11 @@ fn batch(rows: &[(&str, Option<i64>)], kinds: Option<&[RowKind]>) -> RecordBatch
 }
 
 fn prepare(updating: bool, buffer_bytes: u64) -> Arc<dyn PreparedOperator> {
-    let options = serde_json::json!({
+    prepare_with(updating, buffer_bytes, None)
+}
+
+fn prepare_with(updating: bool, buffer_bytes: u64, ttl: Option<u64>) -> Arc<dyn PreparedOperator> {
+    let mut options = serde_json::json!({
         "key_by": ["k"],
         "aggregates": [
             {"function": "count", "as": "n"},
@@ -51,6 +55,9 @@ fn prepare(updating: bool, buffer_bytes: u64) -> Arc<dyn PreparedOperator> {
         ],
         "buffer_bytes": buffer_bytes,
     });
+    if let Some(ttl) = ttl {
+        options["state_ttl"] = serde_json::json!(ttl);
+    }
     GroupAggregateFactory
         .prepare(&OperatorSpec {
             operator_id: &OperatorId::new("g"),
@@ -256,5 +263,39 @@ fn options_that_cannot_be_computed_name_their_path() {
     assert!(
         text.contains("operators[3].options.aggregates[0]") && text.contains("SUM and AVG"),
         "{text}"
+    );
+}
+
+#[test]
+fn a_group_whose_state_expired_starts_afresh_and_its_retractions_are_ignored() {
+    use RowKind::*;
+    let clock = weir_state::ManualClock::new(1_000);
+    let backend = Backend::with_clock("ttl", Arc::new(clock.clone()));
+    let mut op = prepare_with(true, DEFAULT_BUFFER_BYTES, Some(1_000))
+        .create(&ctx(&backend))
+        .expect("creates");
+    let mut changes = run(op.as_mut(), &[batch(&[("a", Some(3))], Some(&[Insert]))]);
+    clock.advance(600);
+    changes.extend(run(
+        op.as_mut(),
+        &[batch(&[("a", Some(5))], Some(&[Insert]))],
+    ));
+    // Read and written 600 ms ago: alive. 1,100 ms later it has expired.
+    clock.advance(1_100);
+    changes.extend(run(
+        op.as_mut(),
+        &[
+            batch(&[("a", Some(3))], Some(&[Delete])),
+            batch(&[("a", Some(7))], Some(&[Insert])),
+        ],
+    ));
+    assert_eq!(
+        changes,
+        [
+            "+I a 1 3 3 3 3.0 1",
+            "-U a 1 3 3 3 3.0 1",
+            "+U a 2 8 3 5 4.0 2",
+            "+I a 1 7 7 7 7.0 1",
+        ]
     );
 }

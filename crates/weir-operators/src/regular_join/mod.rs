@@ -29,7 +29,7 @@ use operator::RegularJoinOperator;
 use serde::Deserialize;
 use std::sync::Arc;
 use weir_api::changelog::{row_kind_field, row_kind_index};
-use weir_api::state::{Map, StateDescriptor};
+use weir_api::state::Map;
 use weir_api::{
     Error, Operator, OperatorFactory, OperatorSpec, PreparedOperator, Result, TaskContext,
     decode_options,
@@ -54,6 +54,10 @@ pub struct RegularJoinOptions {
     /// rows are padded, as an `ON` condition does.
     #[serde(default)]
     pub condition: Option<String>,
+    /// How long a row's state lives without being read or written (processing time); unset:
+    /// forever.
+    #[serde(default)]
+    pub state_ttl: Option<weir_api::DurationMs>,
 }
 
 /// Creates `regular_join` operators.
@@ -92,6 +96,7 @@ pub(crate) struct Config {
     /// The columns of a pair, left then right, all nullable: what `condition` reads.
     pub(crate) pair: SchemaRef,
     pub(crate) condition: Option<Arc<dyn PhysicalExpr>>,
+    pub(crate) ttl: Option<weir_api::DurationMs>,
 }
 
 impl OperatorFactory for RegularJoinFactory {
@@ -198,6 +203,7 @@ impl OperatorFactory for RegularJoinFactory {
             updating,
             pair,
             condition,
+            ttl: options.state_ttl.filter(|d| d.0 > 0),
         }))))
     }
 }
@@ -240,7 +246,9 @@ impl PreparedOperator for PreparedRegularJoin {
     fn create(&self, ctx: &TaskContext) -> Result<Box<dyn Operator>> {
         let mut store = ctx.keyed_state()?;
         for name in ROWS {
-            store.register(StateDescriptor::<Map<Vec<u8>, Vec<u8>>>::new(name).spec())?;
+            store.register(
+                crate::ttl::descriptor::<Map<Vec<u8>, Vec<u8>>>(name, self.0.ttl).spec(),
+            )?;
         }
         Ok(Box::new(RegularJoinOperator::new(
             Arc::clone(&self.0),

@@ -35,9 +35,17 @@ fn side(prefix: &str, rows: &[(Option<&str>, i64)], kinds: Option<&[RowKind]>) -
 use arrow::array::ArrayRef;
 
 fn prepare(join: &str, condition: Option<&str>, updating: bool) -> Arc<dyn PreparedOperator> {
-    let mut options = serde_json::json!({
+    let options = serde_json::json!({
         "join": join, "left_keys": ["lk"], "right_keys": ["rk"],
     });
+    prepare_options(options, condition, updating)
+}
+
+fn prepare_options(
+    mut options: serde_json::Value,
+    condition: Option<&str>,
+    updating: bool,
+) -> Arc<dyn PreparedOperator> {
     if let Some(c) = condition {
         options["condition"] = serde_json::json!(c);
     }
@@ -242,4 +250,26 @@ fn the_table_does_not_depend_on_the_order_the_sides_arrive_in() {
     assert!(tables[0].len() > 10);
     assert_eq!(tables[0], tables[1]);
     assert_eq!(tables[0], tables[2]);
+}
+
+#[test]
+fn a_row_whose_state_expired_matches_nothing_later() {
+    let clock = weir_state::ManualClock::new(1_000);
+    let backend = Backend::with_clock("join-ttl", Arc::new(clock.clone()));
+    let options = serde_json::json!({
+        "join": "inner", "left_keys": ["lk"], "right_keys": ["rk"], "state_ttl": 1_000,
+    });
+    let mut op = prepare_options(options, None, false)
+        .create(&ctx(&backend))
+        .expect("creates");
+    let mut rows = run(op.as_mut(), &[(0, side("l", &[(Some("a"), 1)], None))]);
+    clock.advance(500);
+    rows.extend(run(op.as_mut(), &[(1, side("r", &[(Some("a"), 2)], None))]));
+    clock.advance(1_500);
+    rows.extend(run(op.as_mut(), &[(1, side("r", &[(Some("a"), 3)], None))]));
+    assert_eq!(
+        rows,
+        ["+I a 1 a 2"],
+        "the left row expired before the second right row"
+    );
 }

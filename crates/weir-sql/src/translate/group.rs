@@ -3,6 +3,7 @@
 
 use super::{Changes, Stream, Translator, is_simple_name, quote, unalias};
 use crate::error::Result;
+use crate::spec::JobBuilder;
 use datafusion::common::Column;
 use datafusion::logical_expr::{Aggregate, Expr, LogicalPlan};
 
@@ -66,7 +67,10 @@ impl Translator<'_> {
         }
         let key_names: Vec<String> = keys.iter().map(|(n, _)| n.clone()).collect();
         let name = self.next_name("group");
-        let options = serde_json::json!({ "key_by": key_names, "aggregates": specs });
+        let mut options = serde_json::json!({ "key_by": key_names, "aggregates": specs });
+        if let Some(ttl) = JobBuilder::state_ttl_option(self.settings) {
+            options["state_ttl"] = ttl;
+        }
         let partition = (!key_names.is_empty()).then(|| key_names.clone());
         self.job
             .operator(&name, "group_aggregate", &node, partition, options);
@@ -115,7 +119,10 @@ impl Translator<'_> {
         }
         let node = self.project(&stream.node, expressions);
         let name = self.next_name("distinct");
-        let options = serde_json::json!({ "key_by": keys, "aggregates": [] });
+        let mut options = serde_json::json!({ "key_by": keys, "aggregates": [] });
+        if let Some(ttl) = JobBuilder::state_ttl_option(self.settings) {
+            options["state_ttl"] = ttl;
+        }
         self.job
             .operator(&name, "group_aggregate", &node, Some(keys.clone()), options);
         Ok(Stream {

@@ -402,6 +402,9 @@ impl Translator<'_> {
                     "left_keys": left_keys,
                     "right_keys": right_keys,
                 });
+                if let Some(ttl) = crate::spec::JobBuilder::state_ttl_option(self.settings) {
+                    options["state_ttl"] = ttl;
+                }
                 if let Some(condition) = condition {
                     options["condition"] = serde_json::json!(condition);
                 }

@@ -277,12 +277,15 @@ impl Translator<'_> {
                 )
             })?;
         let node = self.next_name("top_n");
-        let options = serde_json::json!({
+        let mut options = serde_json::json!({
             "keys": keys,
             "order_by": order_by,
             "limit": limit,
             "row_number": ROW_NUMBER,
         });
+        if let Some(ttl) = crate::spec::JobBuilder::state_ttl_option(self.settings) {
+            options["state_ttl"] = ttl;
+        }
         self.job
             .operator(&node, "top_n", &input.node, Some(keys.clone()), options);
         self.numbered.push(node.clone());

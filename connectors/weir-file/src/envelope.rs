@@ -8,18 +8,14 @@
 //!   `flink-format-changelog-json`: `{"data":{...},"op":"+I"}` with `op` one of `+I`, `-U`, `+U`,
 //!   `-D`, so that updates stay apart from inserts and deletes.
 //!
-//! The envelope is built with Arrow kernels over the whole batch (a struct column and a string
-//! column picked by kind); the JSON-lines writer then encodes it.
+//! The envelopes are built by [`weir_api::changelog`] (shared with the Kafka sink); the
+//! JSON-lines writer then encodes them.
 
-use arrow::array::{ArrayRef, BooleanArray, StringArray, StructArray};
-use arrow::buffer::NullBuffer;
-use arrow::compute::kernels::cmp::eq;
-use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
+use arrow::datatypes::{Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use serde::{Deserialize, Serialize};
-use std::sync::Arc;
-use weir_api::changelog::{RowKind, row_kind_index, row_kinds};
-use weir_api::{Error, Result};
+use weir_api::Result;
+use weir_api::changelog;
 
 /// A changelog format of the file sink.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -42,16 +38,10 @@ impl Envelope {
 
     /// The schema written for an input of schema `input` (its row kind column becomes `op`).
     pub(crate) fn schema(self, input: &Schema) -> SchemaRef {
-        let data = DataType::Struct(data_fields(input));
-        let op = Field::new("op", DataType::Utf8, false);
-        Arc::new(Schema::new(match self {
-            Envelope::Debezium => vec![
-                Field::new("before", data.clone(), true),
-                Field::new("after", data, true),
-                op,
-            ],
-            Envelope::Changelog => vec![Field::new("data", data, false), op],
-        }))
+        match self {
+            Envelope::Debezium => changelog::debezium_schema(input),
+            Envelope::Changelog => changelog::changelog_json_schema(input),
+        }
     }
 
     /// `batch` (of the input schema) in the envelope `schema` ([`Envelope::schema`]).
@@ -59,78 +49,19 @@ impl Envelope {
     /// # Errors
     /// Arrow errors building the columns; a schema error for a broken row kind column.
     pub(crate) fn wrap(self, batch: &RecordBatch, schema: &SchemaRef) -> Result<RecordBatch> {
-        let input = batch.schema();
-        let fields = data_fields(&input);
-        let columns: Vec<ArrayRef> = match row_kind_index(&input) {
-            Some(k) => batch
-                .columns()
-                .iter()
-                .enumerate()
-                .filter(|(i, _)| *i != k)
-                .map(|(_, c)| Arc::clone(c))
-                .collect(),
-            None => batch.columns().to_vec(),
-        };
-        let n = batch.num_rows();
-        let data = |nulls: Option<NullBuffer>| -> Result<ArrayRef> {
-            Ok(Arc::new(
-                StructArray::try_new_with_length(fields.clone(), columns.clone(), nulls, n)
-                    .map_err(|e| Error::arrow("building a changelog row", e))?,
-            ))
-        };
-        let kinds = row_kinds(batch)?;
-        let kind_of = |row: usize| -> Result<RowKind> {
-            match kinds {
-                None => Ok(RowKind::Insert),
-                Some(kinds) => RowKind::from_i8(kinds.value(row)).ok_or_else(|| {
-                    Error::schema(
-                        weir_api::ROW_KIND_COLUMN,
-                        format!("row kind {} is none of +I, -U, +U, -D", kinds.value(row)),
-                    )
-                }),
-            }
-        };
-        let out: Vec<ArrayRef> = match self {
-            Envelope::Changelog => {
-                let ops = (0..n)
-                    .map(|row| kind_of(row).map(|k| Some(k.short_string())))
-                    .collect::<Result<StringArray>>()?;
-                vec![data(None)?, Arc::new(ops)]
-            }
-            Envelope::Debezium => {
-                let additions = (0..n)
-                    .map(|row| kind_of(row).map(|k| Some(k.is_addition())))
-                    .collect::<Result<BooleanArray>>()?;
-                let ops: StringArray = additions
-                    .iter()
-                    .map(|a| Some(if a == Some(true) { "c" } else { "d" }))
-                    .collect();
-                let removals = eq(&additions, &BooleanArray::new_scalar(false))
-                    .map_err(|e| Error::arrow("picking debezium rows", e))?;
-                let after = NullBuffer::new(additions.values().clone());
-                let before = NullBuffer::new(removals.values().clone());
-                vec![data(Some(before))?, data(Some(after))?, Arc::new(ops)]
-            }
-        };
-        RecordBatch::try_new(Arc::clone(schema), out)
-            .map_err(|e| Error::arrow("assembling a changelog batch", e))
+        match self {
+            Envelope::Debezium => changelog::debezium_envelope(batch, schema),
+            Envelope::Changelog => changelog::changelog_json_envelope(batch, schema),
+        }
     }
-}
-
-/// The fields of `input` without its row kind column.
-fn data_fields(input: &Schema) -> Fields {
-    input
-        .fields()
-        .iter()
-        .filter(|f| f.name() != weir_api::ROW_KIND_COLUMN)
-        .cloned()
-        .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow::array::{Int8Array, Int64Array};
+    use arrow::array::{Int8Array, Int64Array, StringArray};
+    use arrow::datatypes::{DataType, Field};
+    use std::sync::Arc;
 
     fn updating() -> RecordBatch {
         let schema = Arc::new(Schema::new(vec![

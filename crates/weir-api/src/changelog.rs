@@ -8,9 +8,11 @@
 //! way to a sink; a sink that cannot write changes refuses a schema that has the column.
 //! docs/architecture.md explains the choice.
 
-use arrow::array::{Array, Int8Array};
-use arrow::datatypes::{DataType, Field, Schema};
+use arrow::array::{Array, ArrayRef, BooleanArray, Int8Array, StringArray, StructArray};
+use arrow::buffer::NullBuffer;
+use arrow::datatypes::{DataType, Field, Fields, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
+use std::sync::Arc;
 
 /// The column of an updating stream that holds each row's [`RowKind`] (`Int8`, never null).
 pub const ROW_KIND_COLUMN: &str = "__weir_row_kind";
@@ -95,6 +97,117 @@ pub fn row_kinds(batch: &RecordBatch) -> crate::Result<Option<&Int8Array>> {
             ),
         )),
     }
+}
+
+/// The fields of `input` without its row kind column: what a change is about.
+pub fn data_fields(input: &Schema) -> Fields {
+    input
+        .fields()
+        .iter()
+        .filter(|f| f.name() != ROW_KIND_COLUMN)
+        .cloned()
+        .collect()
+}
+
+/// The schema of Debezium's envelope for rows of `input`: `before` and `after` (structs of the
+/// data columns) and `op`.
+pub fn debezium_schema(input: &Schema) -> SchemaRef {
+    let data = DataType::Struct(data_fields(input));
+    Arc::new(Schema::new(vec![
+        Field::new("before", data.clone(), true),
+        Field::new("after", data, true),
+        Field::new("op", DataType::Utf8, false),
+    ]))
+}
+
+/// The schema of Flink CDC's `changelog-json` for rows of `input`: `data` and `op`.
+pub fn changelog_json_schema(input: &Schema) -> SchemaRef {
+    Arc::new(Schema::new(vec![
+        Field::new("data", DataType::Struct(data_fields(input)), false),
+        Field::new("op", DataType::Utf8, false),
+    ]))
+}
+
+/// The kind of every row of `batch` (all inserts on an insert-only batch).
+///
+/// # Errors
+/// [`crate::Error::Schema`] for a broken row kind column or a byte that is no kind.
+pub fn kinds_of(batch: &RecordBatch) -> crate::Result<Vec<RowKind>> {
+    match row_kinds(batch)? {
+        None => Ok(vec![RowKind::Insert; batch.num_rows()]),
+        Some(kinds) => kinds
+            .values()
+            .iter()
+            .map(|&v| {
+                RowKind::from_i8(v).ok_or_else(|| {
+                    crate::Error::schema(
+                        ROW_KIND_COLUMN,
+                        format!("row kind {v} is none of +I, -U, +U, -D"),
+                    )
+                })
+            })
+            .collect(),
+    }
+}
+
+/// The data columns of `batch` as one struct array, null where `nulls` says.
+fn data_struct(batch: &RecordBatch, nulls: Option<NullBuffer>) -> crate::Result<ArrayRef> {
+    let input = batch.schema();
+    let columns: Vec<ArrayRef> = input
+        .fields()
+        .iter()
+        .zip(batch.columns())
+        .filter(|(f, _)| f.name() != ROW_KIND_COLUMN)
+        .map(|(_, c)| Arc::clone(c))
+        .collect();
+    Ok(Arc::new(
+        StructArray::try_new_with_length(data_fields(&input), columns, nulls, batch.num_rows())
+            .map_err(|e| crate::Error::arrow("building a changelog row", e))?,
+    ))
+}
+
+/// `batch` in Debezium's envelope ([`debezium_schema`]), as Flink's `debezium-json` writes it:
+/// an insert or update-after is `{before: null, after: row, op: "c"}`, an update-before or
+/// delete `{before: row, after: null, op: "d"}`.
+///
+/// # Errors
+/// Arrow errors building the columns; a schema error for a broken row kind column.
+pub fn debezium_envelope(batch: &RecordBatch, schema: &SchemaRef) -> crate::Result<RecordBatch> {
+    let additions: BooleanArray = kinds_of(batch)?
+        .into_iter()
+        .map(|k| Some(k.is_addition()))
+        .collect();
+    let ops: StringArray = additions
+        .iter()
+        .map(|a| Some(if a == Some(true) { "c" } else { "d" }))
+        .collect();
+    let after = NullBuffer::new(additions.values().clone());
+    let before = NullBuffer::new(!additions.values());
+    let columns = vec![
+        data_struct(batch, Some(before))?,
+        data_struct(batch, Some(after))?,
+        Arc::new(ops) as ArrayRef,
+    ];
+    RecordBatch::try_new(Arc::clone(schema), columns)
+        .map_err(|e| crate::Error::arrow("assembling a debezium batch", e))
+}
+
+/// `batch` in Flink CDC's `changelog-json` envelope ([`changelog_json_schema`]):
+/// `{data: row, op: "+I" | "-U" | "+U" | "-D"}`.
+///
+/// # Errors
+/// Arrow errors building the columns; a schema error for a broken row kind column.
+pub fn changelog_json_envelope(
+    batch: &RecordBatch,
+    schema: &SchemaRef,
+) -> crate::Result<RecordBatch> {
+    let ops: StringArray = kinds_of(batch)?
+        .into_iter()
+        .map(|k| Some(k.short_string()))
+        .collect();
+    let columns = vec![data_struct(batch, None)?, Arc::new(ops) as ArrayRef];
+    RecordBatch::try_new(Arc::clone(schema), columns)
+        .map_err(|e| crate::Error::arrow("assembling a changelog-json batch", e))
 }
 
 #[cfg(test)]

@@ -32,7 +32,7 @@ use arrow::record_batch::RecordBatch;
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
-use weir_api::changelog::{RowKind, row_kind_field, row_kind_index, row_kinds};
+use weir_api::changelog::{RowKind, row_kind_field, row_kind_index};
 use weir_api::state::Value;
 use weir_api::{
     Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
@@ -338,7 +338,7 @@ impl Operator for GroupAggregateOperator {
         if n == 0 {
             return Ok(());
         }
-        let kinds = row_kinds(&batch)?;
+        let kinds = weir_api::changelog::kinds_of(&batch)?;
         let cfg = Arc::clone(&self.cfg);
         let key_columns: Vec<ArrayRef> = cfg
             .keys
@@ -382,22 +382,7 @@ impl Operator for GroupAggregateOperator {
                 None
             };
             for &row in &rows {
-                let sign = match kinds {
-                    None => 1,
-                    Some(kinds) => match RowKind::from_i8(kinds.value(row as usize)) {
-                        Some(kind) if kind.is_addition() => 1,
-                        Some(_) => -1,
-                        None => {
-                            return Err(Error::schema(
-                                weir_api::ROW_KIND_COLUMN,
-                                format!(
-                                    "row kind {} is none of +I, -U, +U, -D",
-                                    kinds.value(row as usize)
-                                ),
-                            ));
-                        }
-                    },
-                };
+                let sign = if kinds[row as usize].is_addition() { 1 } else { -1 };
                 if sign < 0 && held.group.rows <= 0 {
                     // A retraction of a group that has no rows: nothing to take back.
                     continue;

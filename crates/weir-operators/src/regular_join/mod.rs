@@ -84,8 +84,6 @@ pub(crate) struct Config {
     pub(crate) data: [Vec<usize>; 2],
     /// Per side, the data columns' types.
     pub(crate) types: [Vec<DataType>; 2],
-    /// Per side, the row kind column of an updating input.
-    pub(crate) kinds: [Option<usize>; 2],
     /// Per side, the key columns.
     pub(crate) keys: [Vec<usize>; 2],
     pub(crate) key_names: [Vec<String>; 2],
@@ -196,7 +194,6 @@ impl OperatorFactory for RegularJoinFactory {
             join: options.join,
             data,
             types,
-            kinds,
             keys,
             key_names: [options.left_keys, options.right_keys],
             output: Arc::new(Schema::new(fields)),

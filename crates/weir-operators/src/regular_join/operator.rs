@@ -115,25 +115,7 @@ impl Operator for RegularJoinOperator {
         let side = input.min(1);
         let other = 1 - side;
         let (own_state, other_state) = (ROWS[side], ROWS[other]);
-        let kinds: Vec<RowKind> = match cfg.kinds[side] {
-            None => vec![RowKind::Insert; n],
-            Some(k) => {
-                let column = batch
-                    .column(k)
-                    .as_any()
-                    .downcast_ref::<Int8Array>()
-                    .ok_or_else(|| Error::Internal("a row kind column that is not Int8".into()))?;
-                column
-                    .values()
-                    .iter()
-                    .map(|&v| {
-                        RowKind::from_i8(v).ok_or_else(|| {
-                            Error::schema(weir_api::ROW_KIND_COLUMN, format!("row kind {v}"))
-                        })
-                    })
-                    .collect::<Result<_>>()?
-            }
-        };
+        let kinds = weir_api::changelog::kinds_of(&batch)?;
         let key_columns: Vec<ArrayRef> = cfg.keys[side]
             .iter()
             .map(|&i| Arc::clone(batch.column(i)))

@@ -78,7 +78,9 @@ fn run(op: &mut dyn Operator, batches: &[RecordBatch]) -> Vec<String> {
             let Emitted::Data { batch, .. } = e else {
                 continue;
             };
-            let kinds = row_kinds(&batch).expect("kinds").expect("updating");
+            let kinds = weir_api::changelog::row_kinds(&batch)
+                .expect("kinds")
+                .expect("updating");
             for r in 0..batch.num_rows() {
                 let mut cells = vec![
                     RowKind::from_i8(kinds.value(r))

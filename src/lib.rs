@@ -52,6 +52,11 @@ pub fn default_registry() -> Registry {
     r.register_source("kafka", Arc::new(weir_kafka::KafkaSourceFactory));
     r.register_sink("kafka", Arc::new(weir_kafka::KafkaSinkFactory));
     r.register_source(
+        "upsert-kafka",
+        Arc::new(weir_kafka::UpsertKafkaSourceFactory),
+    );
+    r.register_sink("upsert-kafka", Arc::new(weir_kafka::UpsertKafkaSinkFactory));
+    r.register_source(
         "file",
         Arc::new(weir_file::FileSourceFactory::with_registry(stores.clone())),
     );

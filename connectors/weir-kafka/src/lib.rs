@@ -2,7 +2,8 @@
 //! exactly once through Kafka transactions (docs/connectors/kafka.md).
 //!
 //! This crate depends on `weir-api` only: the facade registers [`KafkaSourceFactory`] and
-//! [`KafkaSinkFactory`] under the connector name `kafka`. Options are Flink's Kafka SQL
+//! [`KafkaSinkFactory`] under the connector name `kafka`, and [`UpsertKafkaSourceFactory`] and
+//! [`UpsertKafkaSinkFactory`] under `upsert-kafka`. Options are Flink's Kafka SQL
 //! connector names (`'properties.bootstrap.servers'`, `'scan.startup.mode'`,
 //! `'sink.delivery-guarantee'`, ...), in SQL and in job specs alike.
 //!
@@ -22,5 +23,5 @@ mod reader;
 mod sink;
 mod source;
 
-pub use sink::KafkaSinkFactory;
-pub use source::KafkaSourceFactory;
+pub use sink::{KafkaSinkFactory, UpsertKafkaSinkFactory};
+pub use source::{KafkaSourceFactory, UpsertKafkaSourceFactory};

@@ -16,6 +16,7 @@ const COMMON: &[&str] = &[
     "value.format",
     "key.format",
     "key.fields",
+    "key.fields-prefix",
     "value.fields-include",
     "csv.field-delimiter",
     "metadata",
@@ -174,8 +175,14 @@ impl RawOptions {
             .map(str::to_owned)
     }
 
-    /// The record layout: formats, key fields and metadata columns over `schema`.
-    pub(crate) fn layout(&self, schema: &SchemaRef, writing: bool) -> Result<RecordLayout> {
+    /// The record layout: formats, key fields and metadata columns over `schema`; `upsert` for
+    /// an `upsert-kafka` node, whose key holds the primary key.
+    pub(crate) fn layout(
+        &self,
+        schema: &SchemaRef,
+        writing: bool,
+        upsert: bool,
+    ) -> Result<RecordLayout> {
         let value_format_key = if self.get("value.format").is_some() {
             "value.format"
         } else {
@@ -210,6 +217,13 @@ impl RawOptions {
             return Err(Error::config(
                 self.at("key.fields"),
                 "'key.fields' needs a 'key.format'",
+            ));
+        }
+        if upsert && (key_format.is_none() || key_fields.is_empty()) {
+            return Err(Error::config(
+                self.at("key.fields"),
+                "an upsert-kafka table needs its primary key in the message key: 'key.format' \
+                 and 'key.fields' (from PRIMARY KEY (...) NOT ENFORCED in SQL)",
             ));
         }
         if key_format.is_some() && key_fields.is_empty() {
@@ -250,10 +264,26 @@ impl RawOptions {
             })?;
             key_columns.push(index);
         }
+        let key_prefix = self.get("key.fields-prefix").unwrap_or_default().to_owned();
+        if !key_prefix.is_empty() {
+            if include_all {
+                return Err(Error::config(
+                    self.at("key.fields-prefix"),
+                    "'key.fields-prefix' needs 'value.fields-include' = 'EXCEPT_KEY'",
+                ));
+            }
+            if let Some(name) = key_fields.iter().find(|k| !k.starts_with(&key_prefix)) {
+                return Err(Error::config(
+                    self.at("key.fields-prefix"),
+                    format!("key column `{name}` does not start with the prefix `{key_prefix}`"),
+                ));
+            }
+        }
         // With ALL the value holds every physical column, key columns included: a reader takes
         // them from the value (a positional format such as CSV needs every field in place), a
-        // writer puts them in both the key and the value.
-        if include_all && !writing {
+        // writer puts them in both the key and the value. An upsert reader takes them from the
+        // key, since a tombstone has no value.
+        if include_all && !writing && !upsert {
             key_columns.clear();
             key_format = None;
         }
@@ -267,6 +297,8 @@ impl RawOptions {
             key_columns,
             value_columns,
             metadata,
+            upsert,
+            key_prefix,
         })
     }
 }

@@ -41,6 +41,11 @@ use weir_api::{
 #[derive(Debug, Default, Clone, Copy)]
 pub struct KafkaSinkFactory;
 
+/// Prepares `upsert-kafka` sinks: each row is written as its key's latest value, a delete as a
+/// tombstone (docs/connectors/kafka.md, "Changes").
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UpsertKafkaSinkFactory;
+
 #[async_trait::async_trait]
 impl SinkFactory for KafkaSinkFactory {
     async fn prepare(
@@ -48,20 +53,43 @@ impl SinkFactory for KafkaSinkFactory {
         spec: ConnectorSpec<'_>,
         input_schema: SchemaRef,
     ) -> Result<Arc<dyn PreparedSink>> {
-        let raw = RawOptions::parse(spec.options, spec.options_path, SINK_OPTIONS)?;
-        let options = SinkOptions::parse(&raw)?;
-        let layout = raw.layout(&input_schema, true)?;
-        // Builds an encoder once, so that a layout that does not fit the schema fails now.
-        RecordEncoder::new(input_schema.clone(), layout.clone())?;
-        Ok(Arc::new(KafkaSink {
-            options: Arc::new(options),
-            schema: input_schema,
-            layout,
-            transactions: tokio::sync::Mutex::new(HashMap::new()),
-            epoch_topic_ready: tokio::sync::OnceCell::new(),
-            partitions: tokio::sync::OnceCell::new(),
-        }))
+        prepare(spec, input_schema, false)
     }
+}
+
+#[async_trait::async_trait]
+impl SinkFactory for UpsertKafkaSinkFactory {
+    async fn prepare(
+        &self,
+        spec: ConnectorSpec<'_>,
+        input_schema: SchemaRef,
+    ) -> Result<Arc<dyn PreparedSink>> {
+        prepare(spec, input_schema, true)
+    }
+}
+
+/// A Kafka sink of `spec` for rows of `input_schema`, an upsert topic's with `upsert`.
+fn prepare(
+    spec: ConnectorSpec<'_>,
+    input_schema: SchemaRef,
+    upsert: bool,
+) -> Result<Arc<dyn PreparedSink>> {
+    let raw = RawOptions::parse(spec.options, spec.options_path, SINK_OPTIONS)?;
+    let options = SinkOptions::parse(&raw)?;
+    let data = Arc::new(arrow::datatypes::Schema::new(
+        weir_api::changelog::data_fields(&input_schema),
+    ));
+    let layout = raw.layout(&data, true, upsert)?;
+    // Builds an encoder once, so that a layout that does not fit the schema fails now.
+    RecordEncoder::new(input_schema.clone(), layout.clone())?;
+    Ok(Arc::new(KafkaSink {
+        options: Arc::new(options),
+        schema: input_schema,
+        layout,
+        transactions: tokio::sync::Mutex::new(HashMap::new()),
+        epoch_topic_ready: tokio::sync::OnceCell::new(),
+        partitions: tokio::sync::OnceCell::new(),
+    }))
 }
 
 /// A prepared Kafka sink, shared by its subtasks.
@@ -403,6 +431,10 @@ impl PreparedSink for KafkaSink {
             Delivery::AtLeastOnce => vec![SinkCapability::AtLeastOnce],
             Delivery::None => vec![SinkCapability::BestEffort],
         }
+    }
+
+    fn accepts_changes(&self) -> bool {
+        self.layout.changelog() != crate::format::Changelog::Inserts
     }
 
     fn describe(&self) -> String {

@@ -20,31 +20,50 @@ use weir_api::{
 #[derive(Debug, Default, Clone, Copy)]
 pub struct KafkaSourceFactory;
 
+/// Prepares `upsert-kafka` sources: a record is its key's latest row, a tombstone deletes the
+/// key (docs/connectors/kafka.md, "Changes").
+#[derive(Debug, Default, Clone, Copy)]
+pub struct UpsertKafkaSourceFactory;
+
 #[async_trait::async_trait]
 impl SourceFactory for KafkaSourceFactory {
     async fn prepare(&self, spec: ConnectorSpec<'_>) -> Result<Arc<dyn PreparedSource>> {
-        let raw = RawOptions::parse(spec.options, spec.options_path, SOURCE_OPTIONS)?;
-        let options = SourceOptions::parse(&raw)?;
-        let schema = spec.schema.clone().ok_or_else(|| {
-            Error::config(
-                spec.options_path.trim_end_matches(".options"),
-                "a kafka source needs a declared schema (`schema:` in a job spec, the \
-                 columns of CREATE TABLE in SQL)",
-            )
-        })?;
-        let layout = raw.layout(&schema, false)?;
-        // Builds a decoder once, so that a layout that does not fit the schema fails now.
-        crate::format::RecordDecoder::new(schema.clone(), layout.clone(), spec.bad_records)?;
-        Ok(Arc::new(KafkaSource {
-            operator: spec.operator_id.clone(),
-            options: Arc::new(options),
-            schema,
-            layout,
-            bad_records: spec.bad_records,
-            ends: Mutex::new(HashMap::new()),
-            consumers: ConsumerPool::default(),
-        }))
+        prepare(spec, false)
     }
+}
+
+#[async_trait::async_trait]
+impl SourceFactory for UpsertKafkaSourceFactory {
+    async fn prepare(&self, spec: ConnectorSpec<'_>) -> Result<Arc<dyn PreparedSource>> {
+        prepare(spec, true)
+    }
+}
+
+/// A Kafka source of `spec`, an upsert topic's with `upsert`.
+fn prepare(spec: ConnectorSpec<'_>, upsert: bool) -> Result<Arc<dyn PreparedSource>> {
+    let raw = RawOptions::parse(spec.options, spec.options_path, SOURCE_OPTIONS)?;
+    let options = SourceOptions::parse(&raw)?;
+    let schema = spec.schema.clone().ok_or_else(|| {
+        Error::config(
+            spec.options_path.trim_end_matches(".options"),
+            "a kafka source needs a declared schema (`schema:` in a job spec, the columns of \
+             CREATE TABLE in SQL)",
+        )
+    })?;
+    let layout = raw.layout(&schema, false, upsert)?;
+    // Builds a decoder once, so that a layout that does not fit the schema fails now.
+    crate::format::RecordDecoder::new(schema.clone(), layout.clone(), spec.bad_records)?;
+    let output = crate::format::RecordDecoder::output_schema(&schema, &layout);
+    Ok(Arc::new(KafkaSource {
+        operator: spec.operator_id.clone(),
+        options: Arc::new(options),
+        schema,
+        output,
+        layout,
+        bad_records: spec.bad_records,
+        ends: Mutex::new(HashMap::new()),
+        consumers: ConsumerPool::default(),
+    }))
 }
 
 /// A prepared Kafka source, shared by its subtasks.
@@ -52,7 +71,10 @@ impl SourceFactory for KafkaSourceFactory {
 pub(crate) struct KafkaSource {
     operator: OperatorId,
     options: Arc<SourceOptions>,
+    /// The table's declared columns.
     schema: SchemaRef,
+    /// The rows' schema: the declared one, with the row kind column on a topic of changes.
+    output: SchemaRef,
     layout: RecordLayout,
     bad_records: BadRecordPolicy,
     /// Exclusive end offset of every split of a bounded source, by split id, resolved when the
@@ -305,7 +327,7 @@ fn end_offsets(
 #[async_trait::async_trait]
 impl PreparedSource for KafkaSource {
     fn schema(&self) -> SchemaRef {
-        self.schema.clone()
+        self.output.clone()
     }
 
     fn touches(&self) -> Vec<weir_api::Touch> {

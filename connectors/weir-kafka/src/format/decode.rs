@@ -6,6 +6,7 @@
 //! does the slow path decode message by message to find the bad records, which then fail the read
 //! or become dead letters.
 
+use super::changelog::{self, Changelog};
 use super::{Format, Part, RecordLayout};
 use arrow::array::{Array, ArrayRef, BinaryArray, StringArray, UInt32Array, new_null_array};
 use arrow::compute::{concat_batches, take};
@@ -36,6 +37,13 @@ pub(crate) struct Decoded {
 pub(crate) struct RecordDecoder {
     /// The table schema of the decoded rows.
     schema: SchemaRef,
+    /// The schema of the rows it gives: the table schema, plus the row kind column of a topic
+    /// of changes (whose value columns are nullable on an upsert topic: a tombstone has none).
+    output: SchemaRef,
+    /// How records are rows.
+    changelog: Changelog,
+    /// The value columns' schema (what Debezium's `before` and `after` hold).
+    value_schema: SchemaRef,
     /// Where each column comes from.
     layout: RecordLayout,
     /// The decoder of the key columns, when there are any.
@@ -64,20 +72,29 @@ impl RecordDecoder {
         for (i, key) in &layout.metadata {
             key.check_field(schema.field(*i), CONTEXT)?;
         }
+        let changelog = layout.changelog();
         let key = match layout.key_format {
             Some(format) => Some(PartDecoder::new(
                 Part::Key,
                 format,
-                RecordLayout::part_schema(&schema, &layout.key_columns),
+                layout.key_schema(&schema),
             )?),
             None => None,
         };
-        let value = PartDecoder::new(
-            Part::Value,
-            layout.value_format,
-            RecordLayout::part_schema(&schema, &layout.value_columns),
-        )?;
+        let output = Self::output_schema(&schema, &layout);
+        let value_schema = RecordLayout::part_schema(&output, &layout.value_columns);
+        let value = match changelog {
+            Changelog::Debezium => PartDecoder::new(
+                Part::Value,
+                Format::Json,
+                changelog::envelope_schema(&value_schema),
+            )?,
+            _ => PartDecoder::new(Part::Value, layout.value_format, value_schema.clone())?,
+        };
         Ok(Self {
+            output,
+            changelog,
+            value_schema,
             schema,
             layout,
             key,
@@ -87,13 +104,38 @@ impl RecordDecoder {
         })
     }
 
+    /// The schema of the rows a decoder of `schema` laid out by `layout` gives (see
+    /// [`RecordDecoder::output`]).
+    pub(crate) fn output_schema(schema: &SchemaRef, layout: &RecordLayout) -> SchemaRef {
+        let changelog = layout.changelog();
+        if changelog == Changelog::Inserts {
+            return Arc::clone(schema);
+        }
+        let mut fields: Vec<Field> = schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                let tombstoned = changelog == Changelog::Upsert
+                    && !layout.key_columns.contains(&i)
+                    && !layout.metadata.iter().any(|(m, _)| *m == i);
+                f.as_ref()
+                    .clone()
+                    .with_nullable(f.is_nullable() || tombstoned)
+            })
+            .collect();
+        fields.push(weir_api::changelog::row_kind_field());
+        Arc::new(Schema::new(fields))
+    }
+
     /// Decodes `messages` (all of one topic-partition or not) into rows.
     ///
     /// # Errors
     /// [`Error::BadRecord`] naming `topic/partition`, the offset and the reason for the first bad
     /// record under [`BadRecordPolicy::Fail`]; [`Error::Arrow`] when assembling the batch fails.
     pub(crate) fn decode<M: Message>(&mut self, messages: &[M]) -> Result<Decoded> {
-        let skips_tombstones = self.value.format != Format::Raw;
+        let skips_tombstones =
+            self.value.format != Format::Raw && self.changelog != Changelog::Upsert;
         let rows: Vec<usize> = (0..messages.len())
             .filter(|&i| !skips_tombstones || messages[i].payload().is_some())
             .collect();
@@ -121,6 +163,11 @@ impl RecordDecoder {
         let Some(values) = self.value.decode_all(&values) else {
             return Ok(None);
         };
+        if self.changelog == Changelog::Debezium
+            && changelog::expand(&values, &self.value_schema).is_err()
+        {
+            return Ok(None);
+        }
         let keys = match &self.key {
             Some(decoder) => {
                 let keys: Vec<Option<&[u8]>> = rows.iter().map(|&i| messages[i].key()).collect();
@@ -193,6 +240,11 @@ impl RecordDecoder {
             .value
             .decode_one(message.payload())
             .map_err(in_part(Part::Value))?;
+        if self.changelog == Changelog::Debezium
+            && let Err((_, reason)) = changelog::expand(&value, &self.value_schema)
+        {
+            return Err(in_part(Part::Value)(PayloadError::new(None, reason)));
+        }
         let key = match &self.key {
             Some(decoder) => Some(
                 decoder
@@ -243,7 +295,9 @@ impl RecordDecoder {
         }
     }
 
-    /// Puts the key, value and metadata columns of `messages[rows]` in table schema order.
+    /// Puts the key, value and metadata columns of `messages[rows]` in table schema order (a
+    /// key column that is also a value column from the key), with the rows' kinds on a topic
+    /// of changes.
     fn assemble<M: Message>(
         &self,
         messages: &[M],
@@ -251,24 +305,62 @@ impl RecordDecoder {
         keys: Option<&RecordBatch>,
         values: &RecordBatch,
     ) -> Result<RecordBatch> {
+        let (rows, keys, values, kinds) = match self.changelog {
+            Changelog::Inserts => (rows.to_vec(), keys.cloned(), values.clone(), None),
+            Changelog::Upsert => {
+                let kinds = rows
+                    .iter()
+                    .map(|&i| match messages[i].payload() {
+                        Some(_) => weir_api::RowKind::UpdateAfter,
+                        None => weir_api::RowKind::Delete,
+                    })
+                    .collect();
+                (rows.to_vec(), keys.cloned(), values.clone(), Some(kinds))
+            }
+            Changelog::Debezium => {
+                let (source, data, kinds) =
+                    changelog::expand(values, &self.value_schema).map_err(|(_, reason)| {
+                        Error::Internal(format!("a checked Debezium record {reason}"))
+                    })?;
+                let picks = UInt32Array::from_iter_values(source.iter().map(|&j| j as u32));
+                let keys = keys
+                    .map(|k| {
+                        let columns = k
+                            .columns()
+                            .iter()
+                            .map(|c| take(c.as_ref(), &picks, None))
+                            .collect::<std::result::Result<Vec<_>, _>>()?;
+                        RecordBatch::try_new(k.schema(), columns)
+                    })
+                    .transpose()
+                    .map_err(|e| Error::arrow("repeating Kafka keys", e))?;
+                let rows = source.iter().map(|&j| rows[j]).collect();
+                (rows, keys, data, Some(kinds))
+            }
+        };
         let mut columns: Vec<Option<ArrayRef>> = vec![None; self.schema.fields().len()];
-        if let Some(keys) = keys {
+        for (j, &col) in self.layout.value_columns.iter().enumerate() {
+            columns[col] = Some(values.column(j).clone());
+        }
+        if let Some(keys) = &keys {
             for (j, &col) in self.layout.key_columns.iter().enumerate() {
                 columns[col] = Some(keys.column(j).clone());
             }
         }
-        for (j, &col) in self.layout.value_columns.iter().enumerate() {
-            columns[col] = Some(values.column(j).clone());
-        }
         for (col, key) in &self.layout.metadata {
-            columns[*col] = Some(key.column(self.schema.field(*col), messages, rows)?);
+            columns[*col] = Some(key.column(self.schema.field(*col), messages, &rows)?);
         }
-        let columns = columns
+        let mut columns = columns
             .into_iter()
             .map(|c| c.ok_or_else(|| Error::Internal("a Kafka column was not decoded".into())))
             .collect::<Result<Vec<_>>>()?;
+        if let Some(kinds) = kinds {
+            columns.push(Arc::new(arrow::array::Int8Array::from_iter_values(
+                kinds.into_iter().map(weir_api::RowKind::as_i8),
+            )));
+        }
         RecordBatch::try_new_with_options(
-            self.schema.clone(),
+            self.output.clone(),
             columns,
             &RecordBatchOptions::new().with_row_count(Some(rows.len())),
         )
@@ -332,7 +424,7 @@ impl PartDecoder {
     fn decode_all(&self, payloads: &[Option<&[u8]>]) -> Option<RecordBatch> {
         let batch = match self.format {
             Format::Raw => self.raw(payloads).ok()?,
-            Format::Json | Format::Csv { .. } => {
+            Format::Json | Format::DebeziumJson | Format::Csv { .. } => {
                 let present: Vec<&[u8]> = payloads.iter().flatten().copied().collect();
                 let batch = self.decode_many(&present).ok()?;
                 if batch.num_rows() != present.len() {
@@ -392,7 +484,7 @@ impl PartDecoder {
     /// decoder's message; a batch of more rows than payloads means some held several records.
     fn decode_many(&self, payloads: &[&[u8]]) -> Result<RecordBatch, String> {
         match self.format {
-            Format::Json => json_decode(&self.schema, payloads),
+            Format::Json | Format::DebeziumJson => json_decode(&self.schema, payloads),
             Format::Csv { delimiter } => csv_decode(&self.schema, delimiter, None, payloads),
             Format::Raw => Err("raw payloads are not decoded".to_owned()),
         }
@@ -403,7 +495,7 @@ impl PartDecoder {
     fn explain(&self, payload: &[u8], message: String) -> PayloadError {
         let format = self.format.name();
         match self.format {
-            Format::Json => {
+            Format::Json | Format::DebeziumJson => {
                 if let Some(at) = json_depth_exceeds(payload, MAX_JSON_DEPTH) {
                     return PayloadError::new(
                         None,

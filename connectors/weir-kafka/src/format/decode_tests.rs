@@ -41,6 +41,8 @@ fn table() -> (SchemaRef, RecordLayout) {
         key_columns: vec![0],
         value_columns: vec![1, 2],
         metadata,
+        upsert: false,
+        key_prefix: String::new(),
     };
     (Arc::new(Schema::new(fields)), layout)
 }
@@ -57,6 +59,8 @@ fn values_only(format: Format) -> (SchemaRef, RecordLayout) {
         key_columns: vec![],
         value_columns: vec![0, 1],
         metadata: vec![],
+        upsert: false,
+        key_prefix: String::new(),
     };
     (schema, layout)
 }
@@ -120,6 +124,8 @@ fn a_timestamp_column_may_be_declared_without_a_time_zone() {
         key_columns: vec![],
         value_columns: vec![0],
         metadata: vec![(1, MetadataKey::Timestamp)],
+        upsert: false,
+        key_prefix: String::new(),
     };
     let mut decoder = decoder((schema.clone(), layout), BadRecordPolicy::Fail);
     let decoded = decoder.decode(&[message(2, None, Some(b"\xff"))]).unwrap();
@@ -155,6 +161,8 @@ fn raw_values_are_the_payloads_and_tombstones_are_null() {
         key_columns: vec![0],
         value_columns: vec![1],
         metadata: vec![],
+        upsert: false,
+        key_prefix: String::new(),
     };
     let mut decoder = decoder((schema, layout), BadRecordPolicy::Fail);
     let messages = [
@@ -365,6 +373,8 @@ fn invalid_utf8_in_a_raw_text_column_is_a_bad_record() {
         key_columns: vec![],
         value_columns: vec![0],
         metadata: vec![],
+        upsert: false,
+        key_prefix: String::new(),
     };
     let mut decoder = decoder((schema, layout), BadRecordPolicy::DeadLetter);
     let messages = [
@@ -401,6 +411,8 @@ fn missing_keys_and_timestamps_in_non_nullable_columns_are_bad_records() {
         key_columns: vec![0],
         value_columns: vec![1],
         metadata: vec![(2, MetadataKey::Timestamp)],
+        upsert: false,
+        key_prefix: String::new(),
     };
     let mut decoder = decoder((schema, layout), BadRecordPolicy::DeadLetter);
     let value: &[u8] = br#"{"user":"u"}"#;
@@ -444,6 +456,8 @@ fn a_value_format_without_columns_still_checks_the_payloads() {
         key_columns: vec![],
         value_columns: vec![],
         metadata: vec![(0, MetadataKey::Offset)],
+        upsert: false,
+        key_prefix: String::new(),
     };
     let mut decoder = decoder((schema, layout), BadRecordPolicy::DeadLetter);
     let messages = [
@@ -469,6 +483,8 @@ fn schemas_that_do_not_fit_are_refused_naming_the_column() {
         key_columns: vec![],
         value_columns,
         metadata,
+        upsert: false,
+        key_prefix: String::new(),
     };
     let v = || Field::new("v", DataType::Utf8, true);
     assert_eq!(
@@ -571,7 +587,7 @@ fn option_values_are_parsed_with_errors_naming_their_path() {
             .unwrap_err()
             .to_string(),
         "invalid configuration at sources[0].options.format: unknown or unsupported format \
-         `avro` (use json, csv or raw)"
+         `avro` (use json, csv, raw or debezium-json)"
     );
     let csv = Format::parse("csv", "p").unwrap();
     assert_eq!(csv, Format::Csv { delimiter: b',' });

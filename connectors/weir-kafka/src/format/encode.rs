@@ -5,12 +5,14 @@
 //! the first line feed outside quotes), raw as the column's own bytes.
 
 use super::metadata::{headers, timestamps};
-use super::{Format, MetadataKey, Part, RecordLayout};
-use arrow::array::{Array, BinaryArray, StringArray, new_null_array};
-use arrow::buffer::OffsetBuffer;
+use super::{Changelog, Format, MetadataKey, Part, RecordLayout};
+use arrow::array::{Array, BinaryArray, BooleanArray, Int8Array, StringArray, new_null_array};
+use arrow::buffer::{NullBuffer, OffsetBuffer};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use std::sync::Arc;
+use weir_api::RowKind;
+use weir_api::changelog::{kinds_of, row_kind_index};
 use weir_api::{Error, Result};
 
 /// The connector named in schema errors of the encoder.
@@ -38,6 +40,10 @@ pub(crate) struct Encoded {
 pub(crate) struct RecordEncoder {
     /// The sink's input schema.
     schema: SchemaRef,
+    /// The input's row kind column, when it is updating.
+    kinds: Option<usize>,
+    /// How changes are written.
+    changelog: Changelog,
     /// The encoder of the key columns, when the layout has a key format.
     key: Option<PartEncoder>,
     /// The encoder of the value columns.
@@ -56,6 +62,8 @@ impl RecordEncoder {
     /// (only `headers` and `timestamp` can be written), appears twice or has the wrong type, or a
     /// format cannot encode a column's type.
     pub(crate) fn new(input_schema: SchemaRef, layout: RecordLayout) -> Result<Self> {
+        let kinds = row_kind_index(&input_schema);
+        let input_schema = data_schema(&input_schema);
         layout.validate(&input_schema, CONTEXT)?;
         let mut timestamp = None;
         let mut headers = None;
@@ -90,12 +98,10 @@ impl RecordEncoder {
             }
         }
         let key = match layout.key_format {
-            Some(format) => Some(PartEncoder::new(
-                Part::Key,
-                format,
-                layout.key_columns.clone(),
-                &input_schema,
-            )?),
+            Some(format) => Some(
+                PartEncoder::new(Part::Key, format, layout.key_columns.clone(), &input_schema)?
+                    .with_names(layout.key_schema(&input_schema)),
+            ),
             None => None,
         };
         let value = PartEncoder::new(
@@ -106,6 +112,8 @@ impl RecordEncoder {
         )?;
         Ok(Self {
             schema: input_schema,
+            kinds,
+            changelog: layout.changelog(),
             key,
             value,
             timestamp,
@@ -113,26 +121,58 @@ impl RecordEncoder {
         })
     }
 
-    /// Encodes every row of `batch` (in the input schema) into a message's parts.
+    /// Encodes the rows of `batch` (in the input schema) into messages' parts: every row, but
+    /// on an upsert topic an update-before is left out (the update-after that follows replaces
+    /// the key's row) and a delete is the key with no value (a tombstone).
     ///
     /// # Errors
     /// [`Error::Internal`] when the batch does not have the input schema's columns;
     /// [`Error::Arrow`] when a writer fails on a value.
     pub(crate) fn encode(&mut self, batch: &RecordBatch) -> Result<Encoded> {
-        if batch.num_columns() != self.schema.fields().len() {
+        let expected = self.schema.fields().len() + usize::from(self.kinds.is_some());
+        if batch.num_columns() != expected {
             return Err(Error::Internal(format!(
-                "the kafka sink got a batch of {} columns for a schema of {}",
+                "the kafka sink got a batch of {} columns for a schema of {expected}",
                 batch.num_columns(),
-                self.schema.fields().len()
             )));
         }
+        let mut kinds = kinds_of(batch)?;
+        let mut batch = match self.kinds {
+            Some(k) => {
+                let mut columns = batch.columns().to_vec();
+                columns.remove(k);
+                RecordBatch::try_new(self.schema.clone(), columns)
+                    .map_err(|e| Error::arrow("separating row kinds", e))?
+            }
+            None => batch.clone(),
+        };
+        if self.changelog == Changelog::Upsert && kinds.contains(&RowKind::UpdateBefore) {
+            let keep: BooleanArray = kinds
+                .iter()
+                .map(|k| Some(*k != RowKind::UpdateBefore))
+                .collect();
+            batch = arrow::compute::filter_record_batch(&batch, &keep)
+                .map_err(|e| Error::arrow("leaving out update-befores", e))?;
+            kinds.retain(|k| *k != RowKind::UpdateBefore);
+        }
         let keys = match &self.key {
-            Some(key) => Some(key.encode(batch)?),
+            Some(key) => Some(key.encode(&batch)?),
             None => None,
+        };
+        let values = match self.changelog {
+            Changelog::Debezium => self.value.debezium(&batch, &kinds)?,
+            Changelog::Upsert if kinds.contains(&RowKind::Delete) => {
+                let values = self.value.encode(&batch)?;
+                let present: NullBuffer = kinds.iter().map(|k| *k != RowKind::Delete).collect();
+                let (offsets, bytes, _) = values.into_parts();
+                BinaryArray::try_new(offsets, bytes, Some(present))
+                    .map_err(|e| Error::arrow("writing tombstones", e))?
+            }
+            _ => self.value.encode(&batch)?,
         };
         Ok(Encoded {
             keys,
-            values: self.value.encode(batch)?,
+            values,
             timestamps: self
                 .timestamp
                 .map(|col| timestamps(batch.column(col).as_ref()))
@@ -145,11 +185,21 @@ impl RecordEncoder {
     }
 }
 
+/// `schema` without its row kind column.
+fn data_schema(schema: &SchemaRef) -> SchemaRef {
+    match row_kind_index(schema) {
+        Some(_) => Arc::new(Schema::new(weir_api::changelog::data_fields(schema))),
+        None => Arc::clone(schema),
+    }
+}
+
 /// Encodes the key or value columns of a batch in one format.
 #[derive(Debug)]
 struct PartEncoder {
     /// Whether this encodes keys or values.
     part: Part,
+    /// The part's field names when they differ from the columns' (`key.fields-prefix`).
+    names: Option<SchemaRef>,
     /// The part's format.
     format: Format,
     /// The part's columns in the input schema, in the format's field order.
@@ -164,10 +214,11 @@ impl PartEncoder {
     fn new(part: Part, format: Format, columns: Vec<usize>, schema: &SchemaRef) -> Result<Self> {
         let encoder = Self {
             part,
+            names: None,
             format,
             columns,
         };
-        if format == Format::Json && !encoder.columns.is_empty() {
+        if matches!(format, Format::Json | Format::DebeziumJson) && !encoder.columns.is_empty() {
             // A row of nulls makes the writer build its encoders, which refuse unknown types.
             let fields: Vec<Field> = encoder
                 .columns
@@ -180,7 +231,7 @@ impl PartEncoder {
                 .collect();
             let probe = RecordBatch::try_new(Arc::new(Schema::new(fields)), nulls)
                 .map_err(|e| Error::arrow(encoder.context(), e))?;
-            encoder.json(&probe).map_err(|e| {
+            encoder.json(&probe, false).map_err(|e| {
                 Error::schema(
                     CONTEXT,
                     format!(
@@ -193,13 +244,52 @@ impl PartEncoder {
         Ok(encoder)
     }
 
-    /// The part of every row of `batch`, one entry per row.
-    fn encode(&self, batch: &RecordBatch) -> Result<BinaryArray> {
+    /// This encoder writing its columns under the field names of `names`.
+    fn with_names(mut self, names: SchemaRef) -> Self {
+        self.names = Some(names);
+        self
+    }
+
+    /// The part's columns of `batch`, under the part's field names.
+    fn part(&self, batch: &RecordBatch) -> Result<RecordBatch> {
         let part = batch
             .project(&self.columns)
             .map_err(|e| Error::arrow(self.context(), e))?;
+        match &self.names {
+            Some(names) => RecordBatch::try_new(Arc::clone(names), part.columns().to_vec())
+                .map_err(|e| Error::arrow(self.context(), e)),
+            None => Ok(part),
+        }
+    }
+
+    /// Every row of `batch` with its kind in Debezium's envelope, as JSON.
+    fn debezium(&self, batch: &RecordBatch, kinds: &[RowKind]) -> Result<BinaryArray> {
+        let part = self.part(batch)?;
+        let mut fields: Vec<Field> = part
+            .schema()
+            .fields()
+            .iter()
+            .map(|f| f.as_ref().clone())
+            .collect();
+        fields.push(weir_api::changelog::row_kind_field());
+        let mut columns = part.columns().to_vec();
+        columns.push(Arc::new(Int8Array::from_iter_values(
+            kinds.iter().map(|k| k.as_i8()),
+        )));
+        let with_kinds = RecordBatch::try_new(Arc::new(Schema::new(fields)), columns)
+            .map_err(|e| Error::arrow(self.context(), e))?;
+        let envelope = weir_api::changelog::debezium_envelope(
+            &with_kinds,
+            &weir_api::changelog::debezium_schema(&with_kinds.schema()),
+        )?;
+        self.json(&envelope, true)
+    }
+
+    /// The part of every row of `batch`, one entry per row.
+    fn encode(&self, batch: &RecordBatch) -> Result<BinaryArray> {
+        let part = self.part(batch)?;
         let values = match self.format {
-            Format::Json => self.json(&part)?,
+            Format::Json | Format::DebeziumJson => self.json(&part, false)?,
             Format::Csv { delimiter } => self.csv(&part, delimiter)?,
             Format::Raw => return self.raw(part.column(0).as_ref()),
         };
@@ -223,8 +313,9 @@ impl PartEncoder {
         )
     }
 
-    /// JSON lines of the whole batch, cut at the line feeds.
-    fn json(&self, part: &RecordBatch) -> Result<BinaryArray> {
+    /// JSON lines of the whole batch, cut at the line feeds; null fields written as `null`
+    /// with `explicit_nulls`, left out otherwise.
+    fn json(&self, part: &RecordBatch, explicit_nulls: bool) -> Result<BinaryArray> {
         if part.num_columns() == 0 {
             // The writer writes nothing for a batch without columns; each row is an empty object.
             return Ok(BinaryArray::from_iter_values(std::iter::repeat_n(
@@ -232,7 +323,9 @@ impl PartEncoder {
                 part.num_rows(),
             )));
         }
-        let mut writer = arrow::json::LineDelimitedWriter::new(Vec::new());
+        let mut writer = arrow::json::WriterBuilder::new()
+            .with_explicit_nulls(explicit_nulls)
+            .build::<_, arrow::json::writer::LineDelimited>(Vec::new());
         writer
             .write(part)
             .and_then(|()| writer.finish())

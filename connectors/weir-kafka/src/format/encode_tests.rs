@@ -62,6 +62,8 @@ fn sink_table(key: Format, value: Format) -> (SchemaRef, RecordLayout, RecordBat
         key_columns: vec![0],
         value_columns: vec![1, 2],
         metadata: vec![(3, MetadataKey::Timestamp), (4, MetadataKey::Headers)],
+        upsert: false,
+        key_prefix: String::new(),
     };
     (schema, layout, batch)
 }
@@ -202,6 +204,8 @@ fn raw_round_trips_text_bytes_and_null_values() {
         key_columns: vec![0],
         value_columns: vec![1],
         metadata: vec![(2, MetadataKey::Timestamp)],
+        upsert: false,
+        key_prefix: String::new(),
     };
     let encoded = round_trip(schema, layout, &batch);
     assert_eq!(texts(&encoded.values), ["héllo\nworld", "x", "∅"]);
@@ -232,6 +236,8 @@ fn ten_thousand_json_rows_give_ten_thousand_values() {
         key_columns: vec![],
         value_columns: vec![0, 1],
         metadata: vec![],
+        upsert: false,
+        key_prefix: String::new(),
     };
     let mut encoder = RecordEncoder::new(schema, layout).unwrap();
     let encoded = encoder.encode(&batch).unwrap();
@@ -257,6 +263,8 @@ fn sinks_refuse_read_only_and_repeated_metadata() {
             key_columns: vec![],
             value_columns: vec![0],
             metadata,
+            upsert: false,
+            key_prefix: String::new(),
         };
         let mut all = vec![Field::new("v", DataType::Utf8, true)];
         all.extend(fields);

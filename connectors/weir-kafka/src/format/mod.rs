@@ -7,10 +7,13 @@
 //! slice of messages into one batch and [`RecordEncoder`] turns one batch into keys, values,
 //! timestamps and headers to produce.
 
+mod changelog;
 mod decode;
 mod encode;
 mod metadata;
 
+#[cfg(test)]
+mod changelog_tests;
 #[cfg(test)]
 mod decode_tests;
 #[cfg(test)]
@@ -18,6 +21,7 @@ mod encode_tests;
 #[cfg(test)]
 mod test_support;
 
+pub(crate) use changelog::Changelog;
 pub(crate) use decode::RecordDecoder;
 pub(crate) use encode::{Encoded, RecordEncoder, RowHeaders};
 pub(crate) use metadata::MetadataKey;
@@ -41,6 +45,8 @@ pub(crate) enum Format {
     },
     /// The payload itself, as the single column's Utf8 text or Binary bytes.
     Raw,
+    /// Debezium's JSON change events (values only): `before`, `after` and `op`.
+    DebeziumJson,
 }
 
 impl Format {
@@ -53,9 +59,13 @@ impl Format {
             "json" => Ok(Format::Json),
             "csv" => Ok(Format::Csv { delimiter: b',' }),
             "raw" => Ok(Format::Raw),
+            "debezium-json" => Ok(Format::DebeziumJson),
             other => Err(Error::config(
                 path,
-                format!("unknown or unsupported format `{other}` (use json, csv or raw)"),
+                format!(
+                    "unknown or unsupported format `{other}` (use json, csv, raw or \
+                     debezium-json)"
+                ),
             )),
         }
     }
@@ -98,6 +108,7 @@ impl Format {
             Format::Json => "json",
             Format::Csv { .. } => "csv",
             Format::Raw => "raw",
+            Format::DebeziumJson => "debezium-json",
         }
     }
 }
@@ -117,6 +128,12 @@ pub(crate) struct RecordLayout {
     pub(crate) value_columns: Vec<usize>,
     /// Columns that hold message metadata, with the metadata each holds.
     pub(crate) metadata: Vec<(usize, MetadataKey)>,
+    /// An upsert topic (`upsert-kafka`): a record is its key's latest row, a tombstone deletes
+    /// the key.
+    pub(crate) upsert: bool,
+    /// The prefix of the key columns' names that the key format's field names do not have
+    /// (`key.fields-prefix`).
+    pub(crate) key_prefix: String,
 }
 
 impl RecordLayout {
@@ -190,7 +207,19 @@ impl RecordLayout {
             _ => {}
         }
         if let Some(key_format) = self.key_format {
+            if key_format == Format::DebeziumJson {
+                return Err(Error::schema(
+                    context,
+                    "debezium-json is a value format; keys are json, csv or raw",
+                ));
+            }
             check_part(schema, context, "key", key_format, &self.key_columns)?;
+        }
+        if self.upsert && self.value_format == Format::DebeziumJson {
+            return Err(Error::schema(
+                context,
+                "an upsert topic's values are rows (json, csv or raw), not debezium-json",
+            ));
         }
         check_part(
             schema,
@@ -205,6 +234,32 @@ impl RecordLayout {
     pub(crate) fn part_schema(schema: &Schema, columns: &[usize]) -> SchemaRef {
         let fields: Vec<_> = columns.iter().map(|&i| schema.field(i).clone()).collect();
         Arc::new(Schema::new(fields))
+    }
+
+    /// The key part's schema: its columns under the key format's field names (without
+    /// `key.fields-prefix`).
+    pub(crate) fn key_schema(&self, schema: &Schema) -> SchemaRef {
+        let fields: Vec<_> = self
+            .key_columns
+            .iter()
+            .map(|&i| {
+                let f = schema.field(i);
+                let name = f.name().strip_prefix(&self.key_prefix).unwrap_or(f.name());
+                f.clone().with_name(name)
+            })
+            .collect();
+        Arc::new(Schema::new(fields))
+    }
+
+    /// How the topic's records are rows.
+    pub(crate) fn changelog(&self) -> Changelog {
+        if self.value_format == Format::DebeziumJson {
+            Changelog::Debezium
+        } else if self.upsert {
+            Changelog::Upsert
+        } else {
+            Changelog::Inserts
+        }
     }
 }
 
@@ -255,7 +310,7 @@ fn check_part(
                 ));
             }
         }
-        Format::Json => {}
+        Format::Json | Format::DebeziumJson => {}
     }
     Ok(())
 }

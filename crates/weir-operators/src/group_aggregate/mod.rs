@@ -382,7 +382,11 @@ impl Operator for GroupAggregateOperator {
                 None
             };
             for &row in &rows {
-                let sign = if kinds[row as usize].is_addition() { 1 } else { -1 };
+                let sign = if kinds[row as usize].is_addition() {
+                    1
+                } else {
+                    -1
+                };
                 if sign < 0 && held.group.rows <= 0 {
                     // A retraction of a group that has no rows: nothing to take back.
                     continue;

@@ -41,13 +41,17 @@ pub(crate) fn envelope_schema(value: &Schema) -> SchemaRef {
     ]))
 }
 
+/// The rows of decoded envelopes: per row, the envelope it came from; the value columns; the
+/// kinds.
+pub(crate) type Expanded = (Vec<usize>, RecordBatch, Vec<RowKind>);
+
 /// The rows the decoded envelopes stand for: per row, the envelope it came from, then the
 /// value columns (in `value`, the value part's schema) and the kinds. `Err` names the first bad
 /// envelope and what is wrong with it (said of the record: `has op ...`).
 pub(crate) fn expand(
     envelopes: &RecordBatch,
     value: &SchemaRef,
-) -> Result<(Vec<usize>, RecordBatch, Vec<RowKind>), (usize, String)> {
+) -> Result<Expanded, (usize, String)> {
     let n = envelopes.num_rows();
     let internal = |e: String| (0, format!("could not be expanded: {e}"));
     let before = envelopes.column(0).as_struct();

@@ -9,6 +9,7 @@ mod damaged_checkpoints;
 mod determinism;
 mod end_to_end;
 mod kafka;
+mod kafka_changes;
 mod kafka_lateness;
 mod keyed_state;
 mod lanes;

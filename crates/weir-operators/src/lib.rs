@@ -18,6 +18,8 @@
 //!   key in a given order, emitted when the window ends.
 //! - [`top_n::CurrentTopNFactory`] (`top_n`): the current first N rows of each key, as
 //!   updating rows.
+//! - [`upsert_normalize::UpsertNormalizeFactory`] (`upsert_normalize`): an upsert stream made
+//!   a full changelog (`-U` before every `+U`, whole rows in `-D`).
 //! - [`window::WindowFactory`] (`window`): event-time windows with vectorized aggregates and
 //!   late-data policies (docs/windows.md).
 //! - [`with_computed_columns`]: sources' computed columns (`sources[i].computed`).
@@ -61,6 +63,7 @@ mod test_state;
 pub mod top_n;
 mod ttl;
 mod union;
+pub mod upsert_normalize;
 mod waiting;
 pub mod window;
 pub mod window_top_n;

@@ -1,6 +1,7 @@
 //! A source's `columns`: the connector columns a job reads. The connector is asked to read only
 //! those ([`PreparedSource::project`], projection pushdown); one that cannot is wrapped so that
-//! every batch it reads is cut down to them before anything downstream sees it.
+//! every batch it reads is cut down to them before anything downstream sees it. A source of
+//! changes keeps its row kind column whatever the columns are.
 
 use crate::mapped_source::{BatchMap, mapped};
 use arrow::datatypes::SchemaRef;
@@ -34,6 +35,10 @@ pub fn with_columns(
             return Err((path.clone(), Error::config(path, message)));
         };
         indices.push(index);
+    }
+    // The row kinds of a source of changes are never cut away: its rows mean nothing without.
+    if let Some(kinds) = weir_api::changelog::row_kind_index(&schema) {
+        indices.push(kinds);
     }
     indices.sort_unstable();
     indices.dedup();

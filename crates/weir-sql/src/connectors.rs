@@ -20,12 +20,13 @@ pub(crate) struct Connector {
 }
 
 /// Options of both roles of the `kafka` connector: Flink's names, passed on unchanged.
-const KAFKA_COMMON: [OptionMap; 8] = [
+const KAFKA_COMMON: [OptionMap; 9] = [
     ("topic", "topic", false),
     ("format", "format", false),
     ("value.format", "value.format", false),
     ("key.format", "key.format", false),
     ("key.fields", "key.fields", false),
+    ("key.fields-prefix", "key.fields-prefix", false),
     ("value.fields-include", "value.fields-include", false),
     ("csv.field-delimiter", "csv.field-delimiter", false),
     (
@@ -136,4 +137,30 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         prefix_maps: &[],
         passthrough: &["properties."],
     },
+    Connector {
+        sql: &["upsert-kafka"],
+        spec: "upsert-kafka",
+        read: Some(&KAFKA_READ),
+        write: Some(&KAFKA_WRITE),
+        common: &UPSERT_KAFKA_COMMON,
+        prefix_maps: &[],
+        passthrough: &["properties."],
+    },
+];
+
+/// Options of both roles of the `upsert-kafka` connector: Flink's names. Its key columns are
+/// the table's PRIMARY KEY, so there is no `key.fields`, and no `format` (`key.format` and
+/// `value.format` both).
+const UPSERT_KAFKA_COMMON: [OptionMap; 7] = [
+    ("topic", "topic", false),
+    ("value.format", "value.format", false),
+    ("key.format", "key.format", false),
+    ("key.fields-prefix", "key.fields-prefix", false),
+    ("value.fields-include", "value.fields-include", false),
+    ("csv.field-delimiter", "csv.field-delimiter", false),
+    (
+        "properties.bootstrap.servers",
+        "properties.bootstrap.servers",
+        false,
+    ),
 ];

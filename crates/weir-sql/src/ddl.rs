@@ -55,6 +55,8 @@ pub(crate) struct TableDef {
     /// Computed columns: name and SQL expression text, in declaration order.
     pub(crate) computed: Vec<(String, String, Position)>,
     pub(crate) watermark: Option<WatermarkDef>,
+    /// `PRIMARY KEY (...) NOT ENFORCED`: the key columns and where the clause is.
+    pub(crate) primary_key: Option<(Vec<String>, Position)>,
     /// `WITH` options: key -> (value, position of the key).
     pub(crate) options: BTreeMap<String, (String, Position)>,
 }
@@ -214,6 +216,7 @@ pub(crate) fn parse_create_table(stmt: &Statement) -> Result<TableDef> {
         columns: Vec::new(),
         computed: Vec::new(),
         watermark: None,
+        primary_key: None,
         options: BTreeMap::new(),
     };
     p.expect_token(&Token::LParen).map_err(e)?;
@@ -243,10 +246,28 @@ pub(crate) fn parse_create_table(stmt: &Statement) -> Result<TableDef> {
                 position: position(&start),
             });
         } else if p.parse_keyword(Keyword::PRIMARY) {
-            return Err(here.at(position(&start)).unsupported(
-                "PRIMARY KEY",
-                "tables are append-only streams; remove the key",
-            ));
+            p.expect_keyword(Keyword::KEY).map_err(e)?;
+            p.expect_token(&Token::LParen).map_err(e)?;
+            let mut columns = Vec::new();
+            loop {
+                columns.push(normalize(&p.parse_identifier().map_err(e)?));
+                if p.consume_token(&Token::RParen) {
+                    break;
+                }
+                p.expect_token(&Token::Comma).map_err(e)?;
+            }
+            if !p.parse_keywords(&[Keyword::NOT, Keyword::ENFORCED]) {
+                return Err(here.at(position(&start)).invalid(
+                    "a PRIMARY KEY is declared NOT ENFORCED, as in Flink: Weir does not check \
+                     that the rows' keys are unique",
+                ));
+            }
+            if table.primary_key.is_some() {
+                return Err(here
+                    .at(position(&start))
+                    .invalid("a table has at most one PRIMARY KEY"));
+            }
+            table.primary_key = Some((columns, position(&start)));
         } else {
             let column = normalize(&p.parse_identifier().map_err(e)?);
             let at = here.at(position(&start));
@@ -296,6 +317,19 @@ pub(crate) fn parse_create_table(stmt: &Statement) -> Result<TableDef> {
     if table.columns.is_empty() {
         return Err(table.here.invalid(format!(
             "table `{}` declares no physical column",
+            table.name
+        )));
+    }
+    if let Some((columns, at)) = &table.primary_key
+        && let Some(missing) = columns.iter().find(|k| {
+            !table
+                .columns
+                .iter()
+                .any(|c| c.name == **k && c.metadata.is_none())
+        })
+    {
+        return Err(here.at(*at).invalid(format!(
+            "PRIMARY KEY ({missing}): no such physical column in `{}`",
             table.name
         )));
     }

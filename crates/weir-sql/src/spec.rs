@@ -291,6 +291,22 @@ enum Role {
 /// The job-spec connector and options of `table` in `role`. Options of the other role are
 /// accepted and left out (one table can be read by one job and written by another); unknown
 /// keys are refused with their position.
+/// A table's changelog value format (`debezium-json`), if it has one.
+fn changelog_format(table: &TableDef) -> Option<&str> {
+    option(table, "value.format")
+        .or_else(|| option(table, "format"))
+        .filter(|f| *f == "debezium-json")
+}
+
+/// How a table's rows update, when they do.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum TableChanges {
+    /// An `upsert-kafka` table: each message its primary key's latest row.
+    Upsert(Vec<String>),
+    /// A Debezium topic: change events, with the primary key if one is declared.
+    Debezium(Option<Vec<String>>),
+}
+
 fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serde_json::Value)> {
     let name = option(table, "connector").ok_or_else(|| {
         table.here.invalid(format!(
@@ -412,6 +428,26 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
             table.name,
             keys.join(", ")
         )));
+    }
+    match (&table.primary_key, connector.spec, changelog_format(table)) {
+        (Some((key, _)), "upsert-kafka", _) => {
+            out.insert("key.fields".to_owned(), serde_json::json!(key.join(";")));
+        }
+        (None, "upsert-kafka", _) => {
+            return Err(table.here.invalid(format!(
+                "table `{}`: an upsert-kafka table needs a PRIMARY KEY (...) NOT ENFORCED, the \
+                 columns its messages are keyed by",
+                table.name
+            )));
+        }
+        (Some(_), "kafka", Some(_)) | (None, _, _) => {}
+        (Some((_, at)), _, _) => {
+            return Err(table.here.at(*at).invalid(format!(
+                "table `{}`: a PRIMARY KEY is for tables whose rows update ('upsert-kafka', or \
+                 'kafka' with 'debezium-json'); remove it",
+                table.name
+            )));
+        }
     }
     if connector.spec == "file"
         && let Some(format) = out.get("format").and_then(|f| f.as_str())
@@ -674,6 +710,23 @@ impl JobBuilder {
         Ok(())
     }
 
+    /// How the rows of table `table` update, `None` when they are inserts.
+    pub(crate) fn table_changes(&self, table: &str) -> Option<TableChanges> {
+        let def = &self.tables.get(table)?.def;
+        let key = def.primary_key.as_ref().map(|(k, _)| k.clone());
+        match option(def, "connector") {
+            Some("upsert-kafka") => Some(TableChanges::Upsert(key.unwrap_or_default())),
+            Some("kafka") if changelog_format(def).is_some() => Some(TableChanges::Debezium(key)),
+            _ => None,
+        }
+    }
+
+    /// The PRIMARY KEY of table `table`, if it declares one.
+    pub(crate) fn primary_key(&self, table: &str) -> Option<Vec<String>> {
+        let def = &self.tables.get(table)?.def;
+        def.primary_key.as_ref().map(|(k, _)| k.clone())
+    }
+
     /// `None` when table `table` can be written updating results (a changelog format, a
     /// blackhole); otherwise what its sink is, for the error that refuses them.
     pub(crate) fn inserts_only(&self, table: &str, here: &Here) -> Result<Option<String>> {
@@ -683,8 +736,9 @@ impl JobBuilder {
             .ok_or_else(|| here.invalid(format!("no table `{table}`")))?;
         let (connector, options) = connector_options(&t.def, Role::Write)?;
         let takes_changes = match connector {
-            "blackhole" => true,
+            "blackhole" | "upsert-kafka" => true,
             "file" => options.get("envelope").is_some(),
+            "kafka" => changelog_format(&t.def).is_some(),
             _ => false,
         };
         if takes_changes {

@@ -70,8 +70,24 @@ enum Changes {
         /// survived the projections since; `None` when they did not.
         key: Option<Vec<String>>,
         /// The keyword and name of the construct whose results update, for errors.
-        since: (&'static str, &'static str),
+        since: Since,
     },
+}
+
+/// The construct whose results update, for errors: the word to point at and what it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Since {
+    word: String,
+    what: String,
+}
+
+impl Since {
+    fn new(word: &str, what: &str) -> Self {
+        Self {
+            word: word.to_owned(),
+            what: what.to_owned(),
+        }
+    }
 }
 
 impl Changes {
@@ -87,7 +103,7 @@ impl Changes {
                 key: key
                     .as_ref()
                     .and_then(|k| k.iter().map(|c| rename(c)).collect()),
-                since: *since,
+                since: since.clone(),
             },
         }
     }
@@ -209,17 +225,18 @@ impl<'a> Translator<'a> {
         }
         let table = dml.table_name.table().to_owned();
         let mut input = self.plan(&dml.input)?;
+        self.check_upsert_key(&table, &input)?;
         if let Changes::Updating { since, .. } = &input.changes
             && let Some(sink) = self.job.inserts_only(&table, self.here())?
         {
             return Err(self.unsupported_at(
-                since.0,
+                &since.word,
                 &format!("INSERT INTO {table} of updating results"),
                 &format!(
                     "the results of {} change as rows arrive, and `{table}` ({sink}) writes only \
                      inserts; declare it with 'format' = 'debezium-json' or 'changelog-json', or \
                      aggregate over a window",
-                    since.1
+                    since.what
                 ),
             ));
         }
@@ -302,11 +319,12 @@ impl<'a> Translator<'a> {
                 self.job.reads(&table, columns.iter().cloned());
                 let scan = self.job.scan(&table);
                 let rowtimes = self.job.rowtime(&table).into_iter().collect();
+                let (node, changes) = self.table_changes(&table, node)?;
                 Ok(Stream {
                     node,
                     columns,
                     marker: false,
-                    changes: Changes::InsertOnly,
+                    changes,
                     scan: Some(scan),
                     rowtimes,
                     window: None,
@@ -476,7 +494,7 @@ impl<'a> Translator<'a> {
                         .map(|s| match &s.changes {
                             Changes::Updating { since, .. } => Changes::Updating {
                                 key: None,
-                                since: *since,
+                                since: since.clone(),
                             },
                             Changes::InsertOnly => Changes::InsertOnly,
                         });
@@ -540,6 +558,78 @@ impl<'a> Translator<'a> {
                 "this part of the query has no streaming operator",
             )),
         }
+    }
+
+    /// An updating stream written to a table with a PRIMARY KEY (upsert-kafka) must be unique
+    /// by that key: the sink keeps only each key's latest row, so an update-before it leaves
+    /// out has to belong to the same key as the update-after that follows.
+    fn check_upsert_key(&self, table: &str, input: &Stream) -> Result<()> {
+        let (Some(primary), Changes::Updating { key, since }) =
+            (self.job.primary_key(table), &input.changes)
+        else {
+            return Ok(());
+        };
+        let sink_columns = self.job.sink_columns(table, self.here())?;
+        // The stream's key columns under the table's names (INSERT maps by position).
+        let renamed: Option<Vec<String>> = key.as_ref().and_then(|k| {
+            k.iter()
+                .map(|c| {
+                    let i = input.columns.iter().position(|x| x == c)?;
+                    sink_columns.get(i).cloned()
+                })
+                .collect()
+        });
+        let mut want = primary.clone();
+        want.sort();
+        let same = renamed.is_some_and(|mut k| {
+            k.sort();
+            k == want
+        });
+        if same {
+            return Ok(());
+        }
+        Err(self.unsupported_at(
+            &since.word,
+            &format!("INSERT INTO {table} of results not keyed by its PRIMARY KEY"),
+            &format!(
+                "`{table}` keeps one row per PRIMARY KEY ({}), but the results of {} are not \
+                 unique by it; group by the key columns, or write to a table keyed like the \
+                 results",
+                primary.join(", "),
+                since.what
+            ),
+        ))
+    }
+
+    /// The rows of table `table`'s source `node` and what they are: an upsert table's through
+    /// an `upsert_normalize` keyed by its primary key, so that every update retracts the row
+    /// it replaces.
+    fn table_changes(&mut self, table: &str, node: String) -> Result<(String, Changes)> {
+        Ok(match self.job.table_changes(table) {
+            None => (node, Changes::InsertOnly),
+            Some(crate::spec::TableChanges::Upsert(key)) => {
+                self.job.reads(table, key.iter().cloned());
+                let name = self.next_name(&format!("{table}_normalize"));
+                let mut options = serde_json::json!({ "keys": key });
+                if let Some(ttl) = crate::spec::JobBuilder::state_ttl_option(self.settings) {
+                    options["state_ttl"] = ttl;
+                }
+                self.job
+                    .operator(&name, "upsert_normalize", &node, Some(key.clone()), options);
+                let since = Since::new(table, &format!("the upsert-kafka table `{table}`"));
+                (
+                    name,
+                    Changes::Updating {
+                        key: Some(key),
+                        since,
+                    },
+                )
+            }
+            Some(crate::spec::TableChanges::Debezium(key)) => {
+                let since = Since::new(table, &format!("the debezium-json table `{table}`"));
+                (node, Changes::Updating { key, since })
+            }
+        })
     }
 
     /// `expr` over the plan schema `schema` as SQL text over the physical columns of `input`.

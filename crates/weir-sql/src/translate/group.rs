@@ -1,7 +1,7 @@
 //! `GROUP BY` without a window, and `SELECT DISTINCT`: a `group_aggregate` operator, whose
 //! results update as rows arrive ([`Changes::Updating`], keyed by the group keys).
 
-use super::{Changes, Stream, Translator, is_simple_name, quote, unalias};
+use super::{Changes, Since, Stream, Translator, is_simple_name, quote, unalias};
 use crate::error::Result;
 use crate::spec::JobBuilder;
 use datafusion::common::Column;
@@ -79,9 +79,9 @@ impl Translator<'_> {
         }
         // DataFusion plans `SELECT DISTINCT` as a GROUP BY of every column.
         let since = if agg.aggr_expr.is_empty() && self.stmt.find_word("GROUP").is_none() {
-            ("DISTINCT", "SELECT DISTINCT")
+            Since::new("DISTINCT", "SELECT DISTINCT")
         } else {
-            ("GROUP", "a GROUP BY without a window")
+            Since::new("GROUP", "a GROUP BY without a window")
         };
         Ok(Stream {
             node: name,
@@ -131,7 +131,7 @@ impl Translator<'_> {
             marker: false,
             changes: Changes::Updating {
                 key: Some(keys),
-                since: ("DISTINCT", "SELECT DISTINCT"),
+                since: Since::new("DISTINCT", "SELECT DISTINCT"),
             },
             scan: None,
             rowtimes: Vec::new(),
@@ -155,7 +155,7 @@ impl Translator<'_> {
                 &format!(
                     "the results of {} change as rows arrive, and {construct} takes only \
                      final rows; apply it before the aggregation, or aggregate over a window",
-                    since.1
+                    since.what
                 ),
             ));
         }

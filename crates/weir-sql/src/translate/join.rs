@@ -448,7 +448,7 @@ impl Translator<'_> {
         let changes = if regular && (updating || kind != "inner") {
             Changes::Updating {
                 key: None,
-                since: ("JOIN", "a regular join"),
+                since: super::Since::new("JOIN", "a regular join"),
             }
         } else {
             Changes::InsertOnly

@@ -301,7 +301,7 @@ impl Translator<'_> {
             marker: false,
             changes: Changes::Updating {
                 key: Some(key),
-                since: ("ROW_NUMBER", "a Top-N without a window"),
+                since: super::Since::new("ROW_NUMBER", "a Top-N without a window"),
             },
             scan: None,
             rowtimes: Vec::new(),

@@ -1,0 +1,238 @@
+//! Changes through a real Kafka broker (`weir_testkit::kafka`): an upsert topic read as a
+//! changelog (updates and tombstones) and aggregated into an upsert topic, and Debezium change
+//! events (snapshot reads, creates, updates, deletes) aggregated likewise, both exactly once
+//! with checkpoints and a restore. Each output topic, read `read_committed` and materialized key
+//! by key (the last value of a key; a tombstone deletes it), must equal the aggregation of the
+//! final input table computed here.
+
+use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use weir::{CheckpointStorage, Engine, JobSummary, RestoreFrom, RunOptions};
+use weir_testkit::kafka::KafkaBroker;
+use weir_testkit::unique_name;
+
+/// Sends `(key, value)` records to `topic` (a `None` value is a tombstone).
+fn produce(broker: &KafkaBroker, topic: &str, records: &[(String, Option<String>)]) {
+    let producer: BaseProducer = broker.client_config().create().expect("producer");
+    for (key, value) in records {
+        loop {
+            let mut record = BaseRecord::to(topic).key(key);
+            if let Some(value) = value {
+                record = record.payload(value);
+            }
+            match producer.send(record) {
+                Ok(()) => break,
+                Err(_) => {
+                    producer.poll(Duration::from_millis(10));
+                }
+            }
+        }
+        producer.poll(Duration::ZERO);
+    }
+    producer.flush(Duration::from_secs(30)).expect("flush");
+}
+
+/// Runs `sql` to its end with checkpoints in `dir`, restoring the latest one with `restore`.
+async fn run(sql: &str, dir: &std::path::Path, restore: bool) -> JobSummary {
+    let engine = Engine::new();
+    let job = engine
+        .compile_sql(sql, "changes.sql")
+        .await
+        .expect("compiles");
+    let prepared = engine
+        .prepare(&job.spec, Some("changes.sql"))
+        .await
+        .expect("prepares");
+    let options = RunOptions {
+        checkpoint_storage: Some(CheckpointStorage::local(dir).expect("storage")),
+        restore: restore.then_some(RestoreFrom::Latest),
+        ..RunOptions::default()
+    };
+    engine
+        .start_with(prepared, options)
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("runs")
+}
+
+/// The table an upsert topic holds: per key, its last value unless a tombstone followed.
+fn materialized(broker: &KafkaBroker, topic: &str) -> BTreeMap<String, String> {
+    let mut table = BTreeMap::new();
+    for record in broker.read_committed(topic).expect("reads") {
+        let key = String::from_utf8(record.key.expect("a key")).expect("utf-8");
+        match record.value {
+            Some(v) => {
+                table.insert(key, String::from_utf8(v).expect("utf-8"));
+            }
+            None => {
+                table.remove(&key);
+            }
+        }
+    }
+    table
+}
+
+/// The SQL of a job reading `source_ddl`'s table `t` and writing per-bucket counts and sums
+/// into the upsert topic `output`.
+fn job_sql(servers: &str, source_ddl: &str, output: &str) -> String {
+    format!(
+        "SET 'parallelism' = '2';\n\
+         SET 'checkpoint.interval' = '30ms';\n\
+         {source_ddl}\n\
+         CREATE TABLE totals (bucket BIGINT, n BIGINT, total BIGINT,\n\
+           PRIMARY KEY (bucket) NOT ENFORCED\n\
+         ) WITH ('connector' = 'upsert-kafka', 'topic' = '{output}',\n\
+           'properties.bootstrap.servers' = '{servers}', 'key.format' = 'json',\n\
+           'value.format' = 'json', 'sink.delivery-guarantee' = 'exactly-once',\n\
+           'sink.transactional-id-prefix' = '{}');\n\
+         INSERT INTO totals SELECT score % 4, COUNT(*), SUM(score) FROM t GROUP BY score % 4;",
+        unique_name("changes")
+    )
+}
+
+/// What the output topic must hold for the final table `rows` (id -> score).
+fn expected(rows: &BTreeMap<i64, i64>) -> BTreeMap<String, String> {
+    let mut buckets: BTreeMap<i64, (i64, i64)> = BTreeMap::new();
+    for score in rows.values() {
+        let b = buckets.entry(score % 4).or_default();
+        b.0 += 1;
+        b.1 += score;
+    }
+    buckets
+        .into_iter()
+        .map(|(bucket, (n, total))| {
+            (
+                format!(r#"{{"bucket":{bucket}}}"#),
+                format!(r#"{{"bucket":{bucket},"n":{n},"total":{total}}}"#),
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upsert_topic_aggregated_into_an_upsert_topic_keeps_every_key_exact() {
+    let broker = KafkaBroker::shared().expect("the Kafka test broker");
+    let (input, output) = (unique_name("users"), unique_name("totals"));
+    broker.create_topic(&input, 3).expect("input topic");
+    broker.create_topic(&output, 2).expect("output topic");
+    // 60 users, each updated a few times; every seventh deleted, some of those re-created.
+    let mut final_rows: BTreeMap<i64, i64> = BTreeMap::new();
+    let mut records = Vec::new();
+    for round in 0..4_i64 {
+        for id in 0..60_i64 {
+            let key = format!(r#"{{"id":{id}}}"#);
+            if round == 2 && id % 7 == 0 {
+                records.push((key, None));
+                final_rows.remove(&id);
+                continue;
+            }
+            if round == 3 && id % 14 == 0 {
+                continue;
+            }
+            let score = (id * 31 + round * 17) % 50;
+            records.push((key, Some(format!(r#"{{"name":"u{id}","score":{score}}}"#))));
+            final_rows.insert(id, score);
+        }
+    }
+    produce(broker, &input, &records);
+    let servers = broker.bootstrap_servers();
+    let ddl = format!(
+        "CREATE TABLE t (id BIGINT, name STRING, score BIGINT, PRIMARY KEY (id) NOT ENFORCED)\n\
+         WITH ('connector' = 'upsert-kafka', 'topic' = '{input}',\n\
+           'properties.bootstrap.servers' = '{servers}', 'key.format' = 'json',\n\
+           'value.format' = 'json', 'value.fields-include' = 'EXCEPT_KEY',\n\
+           'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset',\n\
+           'scan.batch-size' = '16');"
+    );
+    let sql = job_sql(&servers, &ddl, &output);
+    let dir = tempfile::tempdir().expect("tmp");
+    let summary = run(&sql, dir.path(), false).await;
+    assert!(summary.checkpoints.expect("counters").completed >= 1);
+    let want = expected(&final_rows);
+    assert_eq!(materialized(broker, &output), want);
+    // A restore of the last checkpoint writes nothing more.
+    let before = broker.read_committed(&output).expect("reads").len();
+    run(&sql, dir.path(), true).await;
+    assert_eq!(broker.read_committed(&output).expect("reads").len(), before);
+    assert_eq!(materialized(broker, &output), want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn debezium_events_aggregated_into_an_upsert_topic_equal_the_final_table() {
+    let broker = KafkaBroker::shared().expect("the Kafka test broker");
+    let (input, output) = (unique_name("cdc"), unique_name("totals"));
+    broker.create_topic(&input, 2).expect("input topic");
+    broker.create_topic(&output, 2).expect("output topic");
+    // A snapshot of 40 rows, then updates, deletes and new rows, as Debezium writes them
+    // (with its `source` block and a tombstone after each delete).
+    let mut table: BTreeMap<i64, i64> = BTreeMap::new();
+    let mut records: Vec<(String, Option<String>)> = Vec::new();
+    let row = |id: i64, score: i64| format!(r#"{{"id":{id},"score":{score}}}"#);
+    let source = r#""source":{"connector":"postgresql","db":"shop","table":"t"},"ts_ms":1"#;
+    for id in 0..40_i64 {
+        let score = id * 7 % 23;
+        records.push((
+            format!("{id}"),
+            Some(format!(
+                r#"{{"before":null,"after":{},"op":"r",{source}}}"#,
+                row(id, score)
+            )),
+        ));
+        table.insert(id, score);
+    }
+    for step in 0..120_i64 {
+        let id = step * 13 % 50;
+        let event = match table.get(&id).copied() {
+            Some(old) if step % 5 == 0 => {
+                table.remove(&id);
+                records.push((
+                    format!("{id}"),
+                    Some(format!(
+                        r#"{{"before":{},"after":null,"op":"d",{source}}}"#,
+                        row(id, old)
+                    )),
+                ));
+                None
+            }
+            Some(old) => {
+                let new = (old + step) % 37;
+                table.insert(id, new);
+                Some(format!(
+                    r#"{{"before":{},"after":{},"op":"u",{source}}}"#,
+                    row(id, old),
+                    row(id, new)
+                ))
+            }
+            None => {
+                table.insert(id, step % 19);
+                Some(format!(
+                    r#"{{"before":null,"after":{},"op":"c",{source}}}"#,
+                    row(id, step % 19)
+                ))
+            }
+        };
+        // Debezium keys its events by the row's key, so a key's events stay in order.
+        records.push((format!("{id}"), event));
+    }
+    produce(broker, &input, &records);
+    let servers = broker.bootstrap_servers();
+    let ddl = format!(
+        "CREATE TABLE t (id BIGINT, score BIGINT)\n\
+         WITH ('connector' = 'kafka', 'topic' = '{input}',\n\
+           'properties.bootstrap.servers' = '{servers}', 'format' = 'debezium-json',\n\
+           'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset',\n\
+           'scan.batch-size' = '16');"
+    );
+    let sql = job_sql(&servers, &ddl, &output);
+    let dir = tempfile::tempdir().expect("tmp");
+    run(&sql, dir.path(), false).await;
+    let want = expected(&table);
+    assert_eq!(materialized(broker, &output), want);
+    let before = broker.read_committed(&output).expect("reads").len();
+    run(&sql, dir.path(), true).await;
+    assert_eq!(broker.read_committed(&output).expect("reads").len(), before);
+    assert_eq!(materialized(broker, &output), want);
+}

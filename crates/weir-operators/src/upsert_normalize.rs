@@ -161,8 +161,8 @@ impl Operator for UpsertNormalize {
         let rows = encode_rows(&data).map_err(state_error)?;
         let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
         let mut index: HashMap<&[u8], usize> = HashMap::new();
-        for r in 0..n {
-            let g = *index.entry(keys[r].as_slice()).or_insert_with(|| {
+        for (r, key) in keys.iter().enumerate() {
+            let g = *index.entry(key.as_slice()).or_insert_with(|| {
                 groups.push((r, Vec::new()));
                 groups.len() - 1
             });

@@ -41,7 +41,19 @@ impl SourceFactory for UpsertKafkaSourceFactory {
 
 /// A Kafka source of `spec`, an upsert topic's with `upsert`.
 fn prepare(spec: ConnectorSpec<'_>, upsert: bool) -> Result<Arc<dyn PreparedSource>> {
-    let raw = RawOptions::parse(spec.options, spec.options_path, SOURCE_OPTIONS)?;
+    // An upsert topic is read from its start unless told otherwise, as Flink's upsert-kafka
+    // reads it: the table is every key's latest record.
+    let mut options = spec.options.clone();
+    if upsert
+        && let Some(object) = options.as_object_mut()
+        && !object.contains_key("scan.startup.mode")
+    {
+        object.insert(
+            "scan.startup.mode".to_owned(),
+            serde_json::json!("earliest-offset"),
+        );
+    }
+    let raw = RawOptions::parse(&options, spec.options_path, SOURCE_OPTIONS)?;
     let options = SourceOptions::parse(&raw)?;
     let schema = spec.schema.clone().ok_or_else(|| {
         Error::config(

@@ -3,7 +3,10 @@
 //! the checkpoint and sink protocol and at random moments, and restarted with `--restore latest`
 //! until its bounded input is done; a `read_committed` consumer must then see every expected
 //! record of the output topic exactly once. A second test takes the broker away mid-run, a
-//! third starts the job while the broker is down.
+//! third starts the job while the broker is down. Two more rounds kill jobs with state: Kafka
+//! windows into Parquet, and Debezium change events aggregated without a window into an
+//! upsert-kafka topic, whose table (each key's last record) must equal the totals of the
+//! source's final table.
 //!
 //! The input is always the same (a fixed seed, produced to a real broker from
 //! `weir_testkit::kafka` before the job starts); the kill schedule first asks for each fail point
@@ -425,6 +428,208 @@ fn killed_and_restored_kafka_window_jobs_publish_what_a_run_that_never_failed_pu
         rounds.done,
         expected.len()
     );
+}
+
+/// Rows of the Debezium round's source table.
+const CDC_ROWS: u64 = 4_000;
+/// Change events after the snapshot.
+const CDC_CHANGES: u64 = 16_000;
+const CDC_CATEGORIES: u64 = 12;
+
+#[test]
+fn killed_and_restored_debezium_aggregations_keep_the_upserted_topic_exact() {
+    let _alone = one_at_a_time();
+    let kills_wanted = (env_u64("WEIR_CRASH_KILLS").unwrap_or(DEFAULT_KILLS) / 2).max(4);
+    let seed = env_u64("WEIR_CRASH_SEED").unwrap_or_else(clock_seed);
+    println!("kafka debezium crash round: seed {seed}");
+    let broker = KafkaBroker::shared().expect("the Kafka test broker");
+    let input = unique_name("kcrash-cdc");
+    broker
+        .create_topic(&input, INPUT_PARTITIONS)
+        .expect("create the input topic");
+    let expected = produce_changes(broker, &input);
+    let evidence = Evidence::new();
+    let work = evidence.path();
+    let cdc_job = |dir: &Path| {
+        let servers = broker.bootstrap_servers();
+        let output = unique_name("kcrash-totals");
+        broker
+            .create_topic(&output, OUTPUT_PARTITIONS)
+            .expect("create the output topic");
+        let prefix = unique_name("kcrash-cdc");
+        let sql = format!(
+            "SET 'job.name' = 'kafka-cdc-crash';\n\
+             SET 'parallelism' = '2';\n\
+             SET 'checkpoint.interval' = '100ms';\n\
+             CREATE TABLE items (id BIGINT, category BIGINT, amount BIGINT) WITH (\n\
+             \x20 'connector' = 'kafka', 'topic' = '{input}',\n\
+             \x20 'properties.bootstrap.servers' = '{servers}', 'format' = 'debezium-json',\n\
+             \x20 'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset');\n\
+             CREATE TABLE totals (category BIGINT, n BIGINT, total BIGINT,\n\
+             \x20 PRIMARY KEY (category) NOT ENFORCED) WITH (\n\
+             \x20 'connector' = 'upsert-kafka', 'topic' = '{output}',\n\
+             \x20 'properties.bootstrap.servers' = '{servers}', 'key.format' = 'json',\n\
+             \x20 'value.format' = 'json', 'sink.delivery-guarantee' = 'exactly-once',\n\
+             \x20 'sink.transactional-id-prefix' = '{prefix}');\n\
+             INSERT INTO totals SELECT category, COUNT(*), SUM(amount) FROM items\n\
+             \x20 GROUP BY category;\n"
+        );
+        (Job::create(dir, &sql), output)
+    };
+    let (clean, clean_out) = cdc_job(&work.join("clean"));
+    let mut run = Weir::spawn(&clean, false, None);
+    match run.drive(&Kill::Never) {
+        Outcome::Finished => {}
+        other => panic!(
+            "the run without kills did not finish: {other}\n{}",
+            run.stderr()
+        ),
+    }
+    let legend = "[category, rows, total amount]";
+    if let Some(diff) = Diff::of(&expected, &upserted(broker, &clean_out), legend) {
+        panic!("the run without kills left another table than the final one's totals:\n{diff}");
+    }
+    let mut rounds = Rounds::new(
+        seed,
+        kills_wanted,
+        Schedule::covering(seed, &WINDOW_FAIL_POINTS),
+    );
+    while rounds.tally.kills() < kills_wanted {
+        let round = rounds.done + 1;
+        let (job, output) = cdc_job(&work.join(format!("round-{round}")));
+        rounds.run(&job, &|job| format!(", {}", job.restored_from()));
+        if let Some(diff) = Diff::of(&expected, &upserted(broker, &output), legend) {
+            panic!(
+                "round {round} (seed {seed}): the upserted topic {output} differs from the \
+                 totals of the final table:\n{diff}\nkill sequence:\n{}",
+                rounds.log.join("\n")
+            );
+        }
+        std::fs::remove_dir_all(&job.dir).expect("remove the round's directory");
+    }
+    println!(
+        "kafka debezium crash round: {} kills ({} at fail points, {} at random moments), {} \
+         rounds, {} categories checked per round",
+        rounds.tally.kills(),
+        rounds.tally.at_fail_points,
+        rounds.tally.at_random,
+        rounds.done,
+        expected.len()
+    );
+}
+
+/// Debezium events of a table of `CDC_ROWS` items: a snapshot, then updates (which may move
+/// an item to another category), deletes and new items, keyed by item id. Returns the final
+/// table's `[category, rows, total amount]`, sorted.
+fn produce_changes(broker: &KafkaBroker, topic: &str) -> Vec<Row> {
+    let producer: BaseProducer = broker
+        .client_config()
+        .set("linger.ms", "5")
+        .create()
+        .expect("a producer");
+    let mut rng = XorShift::new(INPUT_SEED ^ 0xcdc);
+    let mut table: std::collections::BTreeMap<u64, (u64, u64)> = Default::default();
+    let row = |id: u64, (category, amount): (u64, u64)| {
+        format!(r#"{{"id":{id},"category":{category},"amount":{amount}}}"#)
+    };
+    let send = |id: u64, value: Option<String>| {
+        let key = id.to_string();
+        let mut record = BaseRecord::to(topic).key(&key);
+        if let Some(value) = &value {
+            record = record.payload(value);
+        }
+        while let Err((_, back)) = producer.send(record) {
+            record = back;
+            producer.poll(Duration::from_millis(10));
+        }
+        producer.poll(Duration::ZERO);
+    };
+    for id in 0..CDC_ROWS {
+        let item = (rng.below(CDC_CATEGORIES), 1 + rng.below(1_000));
+        table.insert(id, item);
+        send(
+            id,
+            Some(format!(
+                r#"{{"before":null,"after":{},"op":"r"}}"#,
+                row(id, item)
+            )),
+        );
+    }
+    for _ in 0..CDC_CHANGES {
+        let id = rng.below(CDC_ROWS + CDC_ROWS / 4);
+        match table.get(&id).copied() {
+            Some(old) if rng.below(6) == 0 => {
+                table.remove(&id);
+                send(
+                    id,
+                    Some(format!(
+                        r#"{{"before":{},"after":null,"op":"d"}}"#,
+                        row(id, old)
+                    )),
+                );
+                send(id, None);
+            }
+            Some(old) => {
+                let new = (rng.below(CDC_CATEGORIES), 1 + rng.below(1_000));
+                table.insert(id, new);
+                send(
+                    id,
+                    Some(format!(
+                        r#"{{"before":{},"after":{},"op":"u"}}"#,
+                        row(id, old),
+                        row(id, new)
+                    )),
+                );
+            }
+            None => {
+                let new = (rng.below(CDC_CATEGORIES), 1 + rng.below(1_000));
+                table.insert(id, new);
+                send(
+                    id,
+                    Some(format!(
+                        r#"{{"before":null,"after":{},"op":"c"}}"#,
+                        row(id, new)
+                    )),
+                );
+            }
+        }
+    }
+    producer
+        .flush(Duration::from_secs(60))
+        .expect("flush the input");
+    let mut totals: std::collections::BTreeMap<u64, (i64, i64)> = Default::default();
+    for (category, amount) in table.values() {
+        let t = totals.entry(*category).or_default();
+        t.0 += 1;
+        t.1 += *amount as i64;
+    }
+    totals
+        .into_iter()
+        .map(|(category, (n, total))| [category as i64, n, total])
+        .collect()
+}
+
+/// The table an upsert topic holds (per key its last record, a tombstone deleting the key),
+/// as `[category, n, total]` rows, sorted.
+fn upserted(broker: &KafkaBroker, topic: &str) -> Vec<Row> {
+    let mut table: std::collections::BTreeMap<Vec<u8>, Option<Vec<u8>>> = Default::default();
+    for record in broker
+        .read_committed(topic)
+        .unwrap_or_else(|e| panic!("reading the output topic {topic}: {e}"))
+    {
+        table.insert(record.key.unwrap_or_default(), record.value);
+    }
+    let mut rows: Vec<Row> = table
+        .into_values()
+        .flatten()
+        .map(|value| {
+            let json: serde_json::Value = serde_json::from_slice(&value).expect("a JSON value");
+            let field = |name: &str| json[name].as_i64().expect("an integer field");
+            [field("category"), field("n"), field("total")]
+        })
+        .collect();
+    rows.sort_unstable();
+    rows
 }
 
 struct KafkaJob {

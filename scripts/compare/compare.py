@@ -71,6 +71,14 @@ QUERIES = {
                    "OVER per auction, RANGE 10 s PRECEDING: COUNT, SUM, MAX of price"),
     "enrichment": (("csv", "parquet"), (),
                    "every bid joined with its auction's row of a 10,000-row bounded table"),
+    "group_count": (("csv", "parquet"), (),
+                    "GROUP BY auction without a window (updating): COUNT, SUM, MAX of price"),
+    "last_bid": (("csv", "parquet"), (),
+                 "the latest bid per auction (ROW_NUMBER ... ORDER BY ts DESC = 1, updating)"),
+    "top10": (("csv", "parquet"), (),
+              "Top-10 bids by price per auction without a window (updating)"),
+    "changing_join": (("csv", "parquet"), (),
+                      "regular join: every bid with its auction's MAX(price) so far (updating)"),
 }
 
 # What the sequential reference (reference.py) computes for each query: the same windows,
@@ -94,6 +102,16 @@ REFERENCE = {
     "over_range": {"kind": "over", "key": "auction", "frame": "range", "preceding": 10_000},
     "enrichment": {"kind": "enrichment", "key": "auction", "table": "auctions",
                    "table_key": "id"},
+    # Updating results (README.md, "Updating results"): the engines write changes, the
+    # reference is the final table they must leave. `ties`: the columns on which the result is
+    # determined where equal values leave the choice of rows to the engine (top_n's
+    # alternatives).
+    "group_count": {"kind": "group", "key": "auction", "updating": True},
+    "last_bid": {"kind": "top_n", "key": "auction", "order": "date_time", "n": 1,
+                 "updating": True, "ties": ("auction", "date_time")},
+    "top10": {"kind": "top_n", "key": "auction", "order": "price", "n": 10, "updating": True,
+              "ties": ("auction", "price")},
+    "changing_join": {"kind": "max_join", "key": "auction", "updating": True},
 }
 
 # Queries whose late rows Flink decides by another rule than Weir's, which the reference can
@@ -278,6 +296,17 @@ def spec_text(spec):
                                      "PRECEDING AND CURRENT ROW"]
     if kind == "enrichment":
         return [], [f"JOIN {spec['table']} a ON b.{key} = a.{spec['table_key']}"]
+    if kind == "group":
+        return [], [f"SELECT {key}, COUNT(*) AS bids, SUM(price) AS total, MAX(price) AS top",
+                    f"FROM bids GROUP BY {key};"]
+    if kind == "top_n":
+        order = "ts" if spec["order"] == "date_time" else spec["order"]
+        return [], [f"PARTITION BY {key} ORDER BY {order} DESC",
+                    "rn = 1" if spec["n"] == 1 else f"rn <= {spec['n']}"]
+    if kind == "max_join":
+        return [], [f"SELECT b.{key}, b.bidder, b.price, b.date_time, m.top",
+                    f"JOIN (SELECT {key}, MAX(price) AS top FROM bids GROUP BY {key}) m",
+                    f"ON b.{key} = m.{key}"]
     raise ValueError(f"unknown reference kind {kind!r}")
 
 
@@ -339,12 +368,18 @@ class References:
             before = self.watermarks(interval_ms)
             started = time.perf_counter()
             spec = dict(REFERENCE[query], **({"late_rule": late_rule} if late_rule else {}))
-            result, late, notes = reference.compute(spec, self.rows, before, self.bounded)
+            out = reference.compute(spec, self.rows, before, self.bounded)
+            result, late, notes = out[:3]
             secs = time.perf_counter() - started
             register(self.con, name, result)
             n = len(next(iter(result.values())))
             self.tables[name] = {"rows": n, "late_rows": late, "secs": secs,
                                  "watermark_interval_ms": interval_ms, "notes": notes}
+            if len(out) > 3:
+                # The rows any of which the engine may have chosen where values tie.
+                register(self.con, f"{name}_alt", out[3])
+                self.tables[f"{name}_alt"] = {}
+                self.tables[name]["alternatives"] = f"{name}_alt"
             rule = f" under {late_rule}'s late rule" if late_rule else ""
             log(f"   reference{rule}: {n:,} rows, {late:,} late rows dropped ({secs:.1f} s)")
             for note in notes:
@@ -364,7 +399,7 @@ class References:
         name = f"ref_{query}_all"
         if name not in self.tables:
             before = np.full(len(self.rows["date_time"]), reference.I64_MIN, dtype=np.int64)
-            result, _, _ = reference.compute(REFERENCE[query], self.rows, before, self.bounded)
+            result = reference.compute(REFERENCE[query], self.rows, before, self.bounded)[0]
             register(self.con, name, result)
             self.tables[name] = {}
         return name
@@ -432,9 +467,90 @@ def weir_source(weir_dir):
     return f"read_parquet([{', '.join(q(f) for f in files)}])"
 
 
-def compare_results(con, ref_table, src, engine="Weir", ref="the reference", limit=5):
+CHANGE_KINDS = ("+I", "-U", "+U", "-D")
+
+
+def materialize_changes(con, out_dir, ref_table, table="weir_final"):
+    """Reads Weir's 'changelog-json' part files in out_dir (one `{"data": {...}, "op": ...}` a
+    line) and materializes them into the temp table `table`: each data row counted +1 for
+    `+I`/`+U` and -1 for `-U`/`-D`, the rows with a positive count that many times. The data's
+    columns and types are ref_table's. Returns (table, or None when Weir wrote no file; the
+    number of changes; a summary of the changes; problems: a list of texts, empty when every
+    op is one of the four kinds and no row's count is negative)."""
+    files = sorted(f for f in out_dir.glob("**/part-*") if f.is_file() and f.stat().st_size)
+    if not files:
+        return None, 0, "no changes", []
+    ref_cols = con.execute(f"DESCRIBE {ref_table}").fetchall()
+    names = [c[0] for c in ref_cols]
+    struct = "STRUCT(" + ", ".join(f'"{name}" {t}' for name, t, *_ in ref_cols) + ")"
+    struct = struct.replace("'", "''")
+    cols = ", ".join(f'"{name}"' for name in names)
+    con.execute(
+        "CREATE OR REPLACE TEMP TABLE weir_changes AS SELECT "
+        + ", ".join(f'data."{name}" AS "{name}"' for name in names)
+        + f", op FROM read_json([{', '.join(q(f) for f in files)}], "
+        f"format = 'newline_delimited', columns = {{'data': '{struct}', 'op': 'VARCHAR'}})"
+    )
+    kinds = dict(con.execute("SELECT op, count(*) FROM weir_changes GROUP BY op").fetchall())
+    total = sum(kinds.values())
+    summary = f"{total:,} changes: " + ", ".join(
+        f"{k} {kinds.get(k, 0):,}" for k in CHANGE_KINDS)
+    problems = []
+    other = {k: v for k, v in kinds.items() if k not in CHANGE_KINDS}
+    if other:
+        problems.append(f"changes of unknown kinds: {other}")
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE weir_counts AS SELECT {cols}, "
+        "sum(CASE WHEN op IN ('+I', '+U') THEN 1 ELSE -1 END)::BIGINT AS n "
+        f"FROM weir_changes WHERE op IN ('+I', '-U', '+U', '-D') GROUP BY ALL"
+    )
+    negative = con.execute(
+        f"SELECT count(*), coalesce(sum(-n), 0) FROM weir_counts WHERE n < 0").fetchall()[0]
+    if negative[0]:
+        rows = con.execute(
+            f"SELECT {cols}, n FROM weir_counts WHERE n < 0 ORDER BY ALL LIMIT 5").fetchall()
+        problems.append(
+            f"{negative[0]:,} rows retracted more often than inserted ({negative[1]:,} "
+            f"retractions too many), first: {rows}")
+    con.execute(
+        f"CREATE OR REPLACE TEMP TABLE {table} AS SELECT {cols} FROM "
+        f"(SELECT {cols}, unnest(range(n)) AS copy FROM weir_counts WHERE n > 0)"
+    )
+    con.execute("DROP TABLE IF EXISTS weir_changes")
+    con.execute("DROP TABLE IF EXISTS weir_counts")
+    return table, total, summary, problems
+
+
+def compare_with_ties(con, ref_table, table, alt_table, tie_cols, engine, ref):
+    """After a difference in full rows: whether the engine's rows are another choice among
+    tied rows. True when the two tables are equal on tie_cols (as multisets), every row in
+    which they differ has tie_cols values of a tied group (alt_table: every row of the tied
+    groups), and the engine's rows in those groups are rows of alt_table (as a multiset).
+    Returns (ok, text)."""
+    proj = ", ".join(f'"{c}"' for c in tie_cols)
+    count = lambda sql: con.execute(f"SELECT count(*) FROM ({sql})").fetchall()[0][0]  # noqa
+    proj_diff = (count(f"SELECT {proj} FROM {ref_table} EXCEPT ALL SELECT {proj} FROM {table}")
+                 + count(f"SELECT {proj} FROM {table} EXCEPT ALL SELECT {proj} FROM {ref_table}"))
+    diff = (f"(SELECT * FROM {ref_table} EXCEPT ALL SELECT * FROM {table}) UNION ALL "
+            f"(SELECT * FROM {table} EXCEPT ALL SELECT * FROM {ref_table})")
+    outside = count(f"SELECT {proj} FROM ({diff}) EXCEPT SELECT {proj} FROM {alt_table}")
+    same = " AND ".join(f'g."{c}" = t."{c}"' for c in tie_cols)
+    in_groups = f"SELECT * FROM {table} t WHERE EXISTS (SELECT 1 FROM {alt_table} g WHERE {same})"
+    not_alt = count(f"{in_groups} EXCEPT ALL SELECT * FROM {alt_table}")
+    n_diff = count(diff)
+    if proj_diff == 0 and outside == 0 and not_alt == 0:
+        return True, (f"equal on ({', '.join(tie_cols)}); the {n_diff:,} rows that differ are "
+                      f"other choices among rows tied on them")
+    return False, (f"on ({', '.join(tie_cols)}): {proj_diff:,} rows differ; {outside:,} "
+                   f"values of them in differing rows outside the tied groups; {not_alt:,} "
+                   f"rows of {engine} in the tied groups are none of the tied rows")
+
+
+def compare_results(con, ref_table, src, engine="Weir", ref="the reference", limit=5,
+                    ties=None):
     """Compares an engine's output (src: DuckDB SQL reading it, None when it wrote nothing) with
-    the table ref_table as multisets; returns (ok, text)."""
+    the table ref_table as multisets; returns (ok, text). ties: (tie columns, the reference's
+    alternatives table): where the full rows differ, compare_with_ties decides."""
     ref_cols = con.execute(f"DESCRIBE {ref_table}").fetchall()
     if src is None:
         ref_rows = con.execute(f"SELECT count(*) FROM {ref_table}").fetchall()[0][0]
@@ -455,9 +571,14 @@ def compare_results(con, ref_table, src, engine="Weir", ref="the reference", lim
             col = f"epoch_ms({col})"
         exprs.append(f"{col}::{rtype} AS \"{name}\"")
     con.execute(f"CREATE OR REPLACE TEMP TABLE engine_out AS SELECT {', '.join(exprs)} FROM {src}")
-    text = compare_tables(con, ref_table, "engine_out", engine, ref, limit)
+    ok, text = compare_tables(con, ref_table, "engine_out", engine, ref, limit)
+    if not ok and ties:
+        ok, tie_text = compare_with_ties(con, ref_table, "engine_out", ties[1], ties[0], engine,
+                                         ref)
+        text = (f"OK ({tie_text})\n  (full rows: {text})" if ok
+                else f"{text}\n  {tie_text}")
     con.execute("DROP TABLE IF EXISTS engine_out")
-    return text
+    return ok, text
 
 
 def compare_tables(con, ref_table, table, engine, ref, limit=5):
@@ -583,7 +704,9 @@ def markdown(results, header, parallelism, flink):
         "ratio of the minimums (>= 1.0: Weir is at least as fast). Weir's are whole `weir run` "
         "processes (start-up, planning and exit included; the jobs' own `wall_time_secs` are in "
         "the JSON results), DuckDB's are `CREATE TEMP TABLE ... AS <query>` in one connection. "
-        "rows out: the sequential reference's result rows, which Weir's sink rows must equal; "
+        "rows out: the sequential reference's result rows, which Weir's sink rows must equal "
+        "(for the queries with updating results, the rows of the final table; Weir's sink rows "
+        "are its changes, at least as many); "
         "late rows: the rows the reference drops as late, which Weir's `dropped` must equal; "
         "DuckDB rows: DuckDB's batch result over every row, late or not (the speed reference, "
         "not checked against Weir). load: the 1-minute load average before and after the case. "
@@ -770,8 +893,18 @@ def run_case_inner(con, args, weir_bin, work, data_file, query, fmt, flink_jars,
     # The sources' rows: the bids, and the auctions where the query joins them.
     source_rows = args.rows + (AUCTIONS_ROWS if REFERENCE[query].get("table") else 0)
 
+    updating = REFERENCE[query].get("updating", False)
+    ties = None
+    if ref.get("alternatives"):
+        ties = (REFERENCE[query]["ties"], ref["alternatives"])
+
     def counts(run, what):
-        if run["sink_rows"] != ref["rows"]:
+        # An updating query's sink rows are its changes, at least one per row of the final
+        # table (how many depends on how the rows were batched).
+        if updating and run["sink_rows"] < ref["rows"]:
+            fail(f"{what}: sink_rows {run['sink_rows']:,} changes, fewer than the reference's "
+                 f"{ref['rows']:,} rows")
+        elif not updating and run["sink_rows"] != ref["rows"]:
             fail(f"{what}: sink_rows {run['sink_rows']:,}, the reference {ref['rows']:,} rows")
         if run["source_rows"] != source_rows:
             fail(f"{what}: source_rows {run['source_rows']:,}, generated {source_rows:,}")
@@ -810,7 +943,9 @@ def run_case_inner(con, args, weir_bin, work, data_file, query, fmt, flink_jars,
         checked = []
     for parallelism in checked:
         out = work / f"out-{query}-{fmt}-p{parallelism}"
-        sink = f"'connector' = 'filesystem', 'path' = {q(out)}, 'format' = 'parquet'"
+        # Updating results go to a table that takes changes; compare.py materializes them.
+        sink = (f"'connector' = 'filesystem', 'path' = {q(out)}, 'format' = "
+                + ("'changelog-json'" if updating else "'parquet'"))
         script = weir_script(query, fmt, data_file, sink,
                              work / f"{query}-{fmt}-check.sql", args.split_size)
         check = {"parallelism": parallelism, "ok": False, "text": None, "sink_rows": None,
@@ -819,7 +954,20 @@ def run_case_inner(con, args, weir_bin, work, data_file, query, fmt, flink_jars,
         try:
             run = run_weir(weir_bin, script, parallelism)
             check["sink_rows"], check["dropped"] = run["sink_rows"], run["dropped"]
-            ok, text = compare_results(con, ref_table, weir_source(out))
+            if updating:
+                src, changes, summary, problems = materialize_changes(con, out, ref_table)
+                ok, text = compare_results(con, ref_table, src, ties=ties)
+                text += f"; materialized from {summary}"
+                if changes != run["sink_rows"]:
+                    problems.append(f"{changes:,} changes in the files, sink_rows "
+                                    f"{run['sink_rows']:,}")
+                if problems:
+                    ok = False
+                    text += "; " + "; ".join(problems)
+                if src:
+                    con.execute(f"DROP TABLE IF EXISTS {src}")
+            else:
+                ok, text = compare_results(con, ref_table, weir_source(out))
             if run["dropped"] != ref["late_rows"]:
                 ok = False
                 text += (f"; dropped {run['dropped']:,} rows as late, the reference "
@@ -864,6 +1012,10 @@ def run_flink_case(con, args, work, data_file, query, fmt, flink_jars, record, f
     if args.no_check:
         record["flink_check"] = "skipped"
         return
+    if REFERENCE[query].get("updating"):
+        run_flink_batch_check(con, args, work, data_file, auctions_file, query, fmt, jars,
+                              record, fail, refs)
+        return
     # The check run emits Flink's watermark on every advance (pipeline.auto-watermark-interval
     # 0: no processing-time timer), so which rows are late depends on the rows alone; the
     # reference is computed with the same emission (interval 0 ms).
@@ -901,6 +1053,39 @@ def run_flink_case(con, args, work, data_file, query, fmt, flink_jars, record, f
         record["flink_check"] = text
         log(f"   flink check: {text}")
         if not ok and must_equal:
+            fail(f"flink check: {text}")
+    except RuntimeError as e:
+        fail(f"flink check run: {e}")
+    except duckdb.Error as e:
+        fail(f"flink check: reading Flink's output failed: {e}")
+    shutil.rmtree(out, ignore_errors=True)
+
+
+def run_flink_batch_check(con, args, work, data_file, auctions_file, query, fmt, jars, record,
+                          fail, refs):
+    """The check of a query with updating results in Flink: Flink's filesystem sink takes
+    inserts only, so the check runs the same script in Flink's batch runtime mode, whose
+    result is the final table of the streaming job's changes (nothing is late in these
+    queries: the watermark plays no part), written as CSV and compared with the reference.
+    The final table depends on the rows alone, so a difference fails at any parallelism."""
+    ref_table, ref = refs.table(query)
+    record["flink_reference"] = dict(ref)
+    ties = None
+    if ref.get("alternatives"):
+        ties = (REFERENCE[query]["ties"], ref["alternatives"])
+    out = work / f"flink-out-{query}-{fmt}"
+    sink = f"'connector' = 'filesystem', 'path' = {q(out)}, 'format' = 'csv'"
+    script = flink_runner.flink_script(
+        query, fmt, data_file, auctions_file, sink, work / f"{query}-{fmt}-check.flink.sql"
+    )
+    try:
+        run = flink_runner.run_flink(script, args.parallelism, jars, batch=True)
+        src = flink_runner.check_source(out, run["columns"])
+        ok, text = compare_results(con, ref_table, src, engine="Flink", ties=ties)
+        text = f"batch mode: {text}"
+        record["flink_check"] = text
+        log(f"   flink check: {text}")
+        if not ok:
             fail(f"flink check: {text}")
     except RuntimeError as e:
         fail(f"flink check run: {e}")

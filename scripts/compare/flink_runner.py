@@ -3,10 +3,11 @@
 
 Imported by compare.py, which renders one Flink SQL script per query, format and sink
 (`flink_script`) and runs it with `run_flink`: each run is a fresh Python process running this
-file as a script, which starts PyFlink's local JVM, creates a streaming TableEnvironment, runs
-the script's statements and times the last one (the INSERT) from `execute_sql` to the end of
-`wait()`. It prints one JSON line with the times, the job's net runtime and the sink table's
-columns. Importing this module needs no PyFlink; running it as a script does.
+file as a script, which starts PyFlink's local JVM, creates a streaming TableEnvironment (a
+batch one with --batch), runs the script's statements and times the last one (the INSERT) from
+`execute_sql` to the end of `wait()`. It prints one JSON line with the times, the job's net
+runtime and the sink table's columns. Importing this module needs no PyFlink; running it as a
+script does.
 """
 
 import argparse
@@ -96,10 +97,14 @@ def flink_script(query, fmt, data_file, auctions_file, sink_options, out_path):
     )
 
 
-def run_flink(script, parallelism, jars, watermark_interval_ms=None):
+def run_flink(script, parallelism, jars, watermark_interval_ms=None, batch=False):
     """Runs one Flink job in a new process; returns its timings or raises RuntimeError.
-    watermark_interval_ms: `pipeline.auto-watermark-interval` (None: Flink's default)."""
+    watermark_interval_ms: `pipeline.auto-watermark-interval` (None: Flink's default).
+    batch: Flink's batch runtime mode instead of streaming (the checks of the queries with
+    updating results: Flink's filesystem sink takes inserts only)."""
     cmd = [sys.executable, str(Path(__file__).resolve()), "--parallelism", str(parallelism)]
+    if batch:
+        cmd.append("--batch")
     if watermark_interval_ms is not None:
         cmd += ["--auto-watermark-interval-ms", str(watermark_interval_ms)]
     for jar in jars:
@@ -172,6 +177,8 @@ def main():
     p.add_argument("--jar", action="append", default=[], help="a jar for pipeline.jars")
     p.add_argument("--auto-watermark-interval-ms", type=int, default=None,
                    help="pipeline.auto-watermark-interval (default: Flink's, 200 ms)")
+    p.add_argument("--batch", action="store_true",
+                   help="batch runtime mode (default: streaming)")
     p.add_argument("script", type=Path)
     args = p.parse_args()
     stmts = statements(args.script.read_text())
@@ -179,7 +186,9 @@ def main():
     started = time.perf_counter()
     from pyflink.table import EnvironmentSettings, TableEnvironment
 
-    env = TableEnvironment.create(EnvironmentSettings.in_streaming_mode())
+    settings = (EnvironmentSettings.in_batch_mode() if args.batch
+                else EnvironmentSettings.in_streaming_mode())
+    env = TableEnvironment.create(settings)
     config = env.get_config()
     config.set("parallelism.default", str(args.parallelism))
     config.set("table.local-time-zone", "UTC")

@@ -41,6 +41,13 @@ windows):
   SUM(price) per key), then in each window the n rows with the largest SUM, numbered from 1;
   equal sums are ranked by the key ascending, and the reference says how many windows had a
   tie that decided a rank or which rows made the top n.
+- The queries with updating results (a GROUP BY without a window, the last row and Top-N
+  without a window, a regular join with a GROUP BY): no row is late (nothing waits for the
+  watermark), so the reference is the final table over every row, the table the engine's
+  changes leave. Where equal values make the choice of rows up to the engine (the last row of
+  a key at one time, the N-th place of a Top-N shared by equal prices), the reference keeps
+  the rows smallest in the other columns and also returns every row that could have taken
+  such a place (the alternatives), so that the check can accept the engine's choice.
 
 Everything that does not depend on the order of rows is vectorized with numpy; the session
 windows are a loop over each key's rows in file order (the keys are independent). Imported by
@@ -620,10 +627,82 @@ def enrichment(key_name, rows, table, table_key):
             result[c] = np.asarray(values)[order[at[match]]]
     return result, 0
 
+
+def group_agg(key_name, rows):
+    """`SELECT key, COUNT(*) AS bids, SUM(price) AS total, MAX(price) AS top GROUP BY key` over
+    every row (a GROUP BY without a window: no row is late). The final table of its changes."""
+    out = _group({key_name: np.asarray(rows[key_name], dtype=np.int64),
+                  "price": np.asarray(rows["price"], dtype=np.int64)}, [key_name],
+                 {"bids": "count", "total": ("sum", "price"), "top": ("max", "price")})
+    return {key_name: out[key_name], "bids": out["bids"], "total": out["total"],
+            "top": out["top"]}, 0
+
+
+def top_n(key_name, rows, order_name, n):
+    """`ROW_NUMBER() OVER (PARTITION BY key ORDER BY order DESC) <= n` without a window, the row
+    number not selected, over every row (no row is late; n = 1 ordered by the time is the last
+    row of each key): per key the n rows with the largest `order_name`. Result columns:
+    auction, bidder, price, date_time. Equal values are ranked by the other columns ascending
+    (bidder, then price or date_time); where they decide which rows take the last places (the
+    n-th largest value has more rows than places are left), the engines choose by their own
+    rule (Weir the encoded row, Flink the arrival), so those rows are returned too: (result,
+    late 0, notes, alternatives), the alternatives every row of a key whose `order_name` is the
+    tied n-th value."""
+    cols = {c: np.asarray(rows[c], dtype=np.int64) for c in ("auction", "bidder", "price",
+                                                               "date_time")}
+    keys, values = cols[key_name], cols[order_name]
+    ties = [c for c in ("bidder", "price", "date_time") if c not in (key_name, order_name)]
+    # np.lexsort's last key is the primary one: by key, the largest value first, then the ties.
+    order = np.lexsort(tuple(cols[c] for c in reversed(ties)) + (-values, keys))
+    k, v = keys[order], values[order]
+    m = len(k)
+    pos = np.arange(m)
+    change = np.concatenate(([True], k[1:] != k[:-1])) if m else np.zeros(0, dtype=bool)
+    group_start = np.maximum.accumulate(np.where(change, pos, 0)) if m else pos
+    rank = pos - group_start
+    keep = order[rank < n]
+    # A tie that decides a place: the first row left out has its key and the value of the
+    # last row kept.
+    out_first = np.flatnonzero(rank == n)
+    tied = out_first[v[out_first] == v[out_first - 1]]
+    composite = _key_time(keys, values) if m else keys
+    tied_pairs = composite[order[tied]]
+    alt = np.flatnonzero(np.isin(composite, tied_pairs))
+    notes = []
+    if len(tied):
+        notes.append(f"{len(tied):,} keys have equal {order_name} values sharing place {n} "
+                     f"({len(alt):,} rows could take those places): the reference kept the "
+                     f"smallest ({', '.join(ties)}), Weir breaks the tie by encoded row, Flink by "
+                     f"arrival (its batch check by its sort); the check accepts any choice "
+                     f"among them")
+    result = {c: cols[c][keep] for c in ("auction", "bidder", "price", "date_time")}
+    alternatives = {c: cols[c][alt] for c in ("auction", "bidder", "price", "date_time")}
+    return result, 0, notes, alternatives
+
+
+def max_join(key_name, rows):
+    """Every row joined with `MAX(price) AS top` of its key over every row: the final table of
+    a regular join of the bids with `SELECT key, MAX(price) ... GROUP BY key` (no row is late).
+    Result columns: auction, bidder, price, date_time, top."""
+    keys = np.asarray(rows[key_name], dtype=np.int64)
+    price = np.asarray(rows["price"], dtype=np.int64)
+    result = {c: np.asarray(rows[c], dtype=np.int64)
+              for c in ("auction", "bidder", "price", "date_time")}
+    if len(keys) == 0:
+        result["top"] = np.empty(0, dtype=np.int64)
+        return result, 0
+    k0 = int(keys.min())
+    top = np.full(int(keys.max()) - k0 + 1, np.iinfo(np.int64).min, dtype=np.int64)
+    np.maximum.at(top, keys - k0, price)
+    result["top"] = top[keys - k0]
+    return result, 0
+
+
 def compute(spec, rows, before, tables=None):
     """The result of one query spec (compare.py's REFERENCE) over rows (dict of int64 arrays
     in file order) with the emitted watermarks `before`: (columns, rows dropped as late,
-    notes), the notes a list of remarks worth showing (ties the reference had to break).
+    notes), the notes a list of remarks worth showing (ties the reference had to break); for
+    `top_n` a fourth item, the alternatives (top_n's docstring).
     tables: the bounded tables by name (dicts of arrays), for the joins with one."""
     kind = spec["kind"]
     if kind == "hop":
@@ -651,6 +730,12 @@ def compute(spec, rows, before, tables=None):
                     spec.get("late_rule", "watermark"))
     if kind == "enrichment":
         return enrichment(spec["key"], rows, tables[spec["table"]], spec["table_key"]) + ([],)
+    if kind == "group":
+        return group_agg(spec["key"], rows) + ([],)
+    if kind == "top_n":
+        return top_n(spec["key"], rows, spec["order"], spec["n"])
+    if kind == "max_join":
+        return max_join(spec["key"], rows) + ([],)
     raise ValueError(f"unknown reference kind {kind!r}")
 
 
@@ -850,6 +935,42 @@ def _self_test():
                              res["bids"].tolist(), res["total"].tolist(),
                              res["max_price"].tolist()))
             assert got == sorted(want) and dropped == m - len(ok), (frame, got, sorted(want))
+    # The queries with updating results against plain loops on random rows (all rows count).
+    for _ in range(100):
+        m = int(rng.integers(1, 80))
+        r = {"date_time": np.arange(m) - rng.integers(0, 5, size=m) * (rng.random(m) < 0.3),
+             "auction": rng.integers(0, 5, size=m), "bidder": rng.integers(0, 4, size=m),
+             "price": rng.integers(0, 8, size=m)}
+        rowlist = list(zip(*(r[c].tolist() for c in ("auction", "bidder", "price", "date_time"))))
+        res, dropped = group_agg("auction", r)
+        want = {}
+        for a, _, p_, _ in rowlist:
+            c, s_, mx = want.get(a, (0, 0, p_))
+            want[a] = (c + 1, s_ + p_, max(mx, p_))
+        got = {a: (c, s_, mx) for a, c, s_, mx in zip(*(res[x].tolist() for x in
+                                                        ("auction", "bids", "total", "top")))}
+        assert got == want and dropped == 0, (got, want)
+        res, _ = max_join("auction", r)
+        tops = {a: v[2] for a, v in want.items()}
+        got = sorted(zip(*(res[x].tolist() for x in ("auction", "bidder", "price", "date_time",
+                                                     "top"))))
+        assert got == sorted(row + (tops[row[0]],) for row in rowlist), got
+        for order_name, col, n in (("price", 2, int(rng.integers(1, 5))), ("date_time", 3, 1)):
+            res, _, notes, alt = top_n("auction", r, order_name, n)
+            got = sorted(zip(*(res[x].tolist() for x in ("auction", "bidder", "price",
+                                                         "date_time"))))
+            want, want_alt = [], []
+            for a in set(r["auction"].tolist()):
+                part = sorted((row for row in rowlist if row[0] == a),
+                              key=lambda row: (-row[col],) + tuple(
+                                  row[j] for j in (1, 2, 3) if j != col))
+                want += part[:n]
+                if len(part) > n and part[n][col] == part[n - 1][col]:
+                    want_alt += [row for row in part if row[col] == part[n - 1][col]]
+            got_alt = sorted(zip(*(alt[x].tolist() for x in ("auction", "bidder", "price",
+                                                             "date_time"))))
+            assert got == sorted(want) and got_alt == sorted(want_alt), (got, want)
+            assert bool(notes) == bool(want_alt)
     assert watermark_spec("WATERMARK FOR ts AS ts - INTERVAL '5' SECOND") == (5000, 200)
     assert watermark_spec(
         "WATERMARK FOR ts AS ts - INTERVAL '250' MILLISECOND ) WITH ("

@@ -16,6 +16,8 @@
 //!   cumulating window it belongs to, with the window's bounds.
 //! - [`window_top_n::WindowTopNFactory`] (`window_top_n`): the first N rows of each window and
 //!   key in a given order, emitted when the window ends.
+//! - [`temporal_join::TemporalJoinFactory`] (`temporal_join`): each row of a stream with the
+//!   version of a versioned table current at its event time.
 //! - [`top_n::CurrentTopNFactory`] (`top_n`): the current first N rows of each key, as
 //!   updating rows.
 //! - [`upsert_normalize::UpsertNormalizeFactory`] (`upsert_normalize`): an upsert stream made
@@ -58,6 +60,7 @@ mod shard_progress;
 mod source_columns;
 mod source_prune;
 pub mod table_join;
+pub mod temporal_join;
 #[cfg(test)]
 mod test_state;
 pub mod top_n;

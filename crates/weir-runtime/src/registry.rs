@@ -76,6 +76,10 @@ impl Registry {
         r.register_operator("dedup_first", Arc::new(weir_operators::dedup::DedupFactory));
         r.register_operator("top_n", Arc::new(weir_operators::top_n::CurrentTopNFactory));
         r.register_operator(
+            "temporal_join",
+            Arc::new(weir_operators::temporal_join::TemporalJoinFactory),
+        );
+        r.register_operator(
             "upsert_normalize",
             Arc::new(weir_operators::upsert_normalize::UpsertNormalizeFactory),
         );

@@ -145,6 +145,7 @@ impl SqlCompiler {
             })?;
         }
         let ctx = SessionContext::new_with_state(self.fresh_state());
+        ctx.register_udf(translate::temporal::AsOfMarker::udf());
         let schemas: Schemas = Arc::new(RwLock::new(Default::default()));
         for kind in KINDS {
             ctx.register_udtf(
@@ -213,7 +214,7 @@ impl SqlCompiler {
                     let is_explain = stmt.leading_keyword() == Some(Keyword::EXPLAIN);
                     explain |= is_explain;
                     inserts += 1;
-                    let plan = plan_insert(&ctx, stmt, is_explain).await?;
+                    let (plan, temporal) = plan_insert(&ctx, stmt, is_explain).await?;
                     let mut translator = translate::Translator {
                         job: &mut job,
                         settings: &settings,
@@ -222,6 +223,7 @@ impl SqlCompiler {
                         counter: 0,
                         row_number: None,
                         numbered: Vec::new(),
+                        temporal,
                     };
                     translator.insert(&plan)?;
                 }
@@ -324,7 +326,10 @@ async fn plan_insert(
     ctx: &SessionContext,
     stmt: &Statement,
     explain: bool,
-) -> Result<datafusion::logical_expr::LogicalPlan> {
+) -> Result<(
+    datafusion::logical_expr::LogicalPlan,
+    Vec<translate::temporal::TemporalRef>,
+)> {
     let here = &stmt.here;
     if let Some(at) = stmt.find_word("MATCH_RECOGNIZE") {
         return Err(here.at(at).unsupported(
@@ -339,15 +344,17 @@ async fn plan_insert(
             tokens.drain(..=i);
         }
     }
+    let temporal = translate::temporal::take_temporal_refs(&mut tokens, here)?;
     let parsed = parse_statement(tokens, here)?;
     let state = ctx.state();
     let plan = state
         .statement_to_plan(DfStatement::Statement(Box::new(parsed)))
         .await
         .map_err(|e| planning_error(stmt, &e.strip_backtrace()))?;
-    state
+    let plan = state
         .optimize(&plan)
-        .map_err(|e| planning_error(stmt, &e.strip_backtrace()))
+        .map_err(|e| planning_error(stmt, &e.strip_backtrace()))?;
+    Ok((plan, temporal))
 }
 
 /// Parses one statement from its (rewritten) tokens; a syntax error is located in the script.

@@ -26,6 +26,7 @@ mod join;
 mod late;
 mod over;
 mod rank;
+pub(crate) mod temporal;
 mod window_input;
 mod window_tvf;
 
@@ -160,6 +161,8 @@ pub(crate) struct Translator<'a> {
     /// `top_n` operators whose row number no projection has dropped yet
     /// ([`Translator::unnumbered`]).
     pub(crate) numbered: Vec<String>,
+    /// The tables the statement reads `FOR SYSTEM_TIME AS OF` a time.
+    pub(crate) temporal: Vec<temporal::TemporalRef>,
 }
 
 fn is_simple_name(name: &str) -> bool {
@@ -338,6 +341,10 @@ impl<'a> Translator<'a> {
             LogicalPlan::Window(w) if self.row_number.is_some_and(|(p, _)| std::ptr::eq(p, w)) => {
                 self.rank(w)
             }
+            LogicalPlan::Filter(filter) if temporal::only_as_of(&filter.predicate) => {
+                // The temporal join's marker, copied onto one side by predicate inference.
+                self.plan(&filter.input)
+            }
             LogicalPlan::Filter(filter) => {
                 let input = self.plan(&filter.input)?;
                 if let Some(scan) = input.scan {
@@ -386,8 +393,10 @@ impl<'a> Translator<'a> {
                 }
                 if columns.len() == projection.expr.len() {
                     self.unnumbered(&input.node, columns.iter().map(String::as_str));
-                    let mut rowtimes = input.rowtimes;
-                    rowtimes.retain(|r| columns.contains(r));
+                    // Time attributes the query does not select stay too (for a temporal join,
+                    // whose versioned side's time the query need not name): a time attribute is
+                    // found through a plan column, so one that no plan column names is unused.
+                    let rowtimes = input.rowtimes;
                     // The physical columns stay as they are, the window's too.
                     let window = input.window;
                     return Ok(Stream {

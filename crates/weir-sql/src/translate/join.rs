@@ -29,6 +29,9 @@ enum Side {
 impl Translator<'_> {
     /// Translates a join of two streams into an `interval_join` operator.
     pub(super) fn join(&mut self, join: &Join) -> Result<Stream> {
+        if let Some(table) = self.temporal_ref(&join.right) {
+            return self.temporal_join(join, table);
+        }
         let kind = match join.join_type {
             JoinType::Inner => "inner",
             JoinType::Left => "left",
@@ -271,32 +274,16 @@ impl Translator<'_> {
             } => (Some(left_time), Some(right_time)),
             How::Table { .. } | How::Regular => (None, None),
         };
-        let left_physical = unique(left.columns.iter().chain(&left_keys).chain(left_time));
-        let expressions = left_physical.iter().map(|c| quote(c)).collect();
-        left.node = self.project(&left.node, expressions);
-        let right_physical = unique(right.columns.iter().chain(&right_keys).chain(right_time));
-        let right_names: Vec<String> = right_physical
-            .iter()
-            .map(|c| {
-                let mut name = c.clone();
-                while left_physical.contains(&name) {
-                    name = format!("{name}_r");
-                }
-                name
-            })
-            .collect();
-        let expressions: Vec<String> = right_physical
-            .iter()
-            .zip(&right_names)
-            .map(|(from, to)| format!("{} AS {}", quote(from), quote(to)))
-            .collect();
-        let right_node = self.project(&right.node, expressions);
-        let rename = |c: &String| {
-            right_physical
-                .iter()
-                .position(|x| x == c)
-                .map_or_else(|| c.clone(), |i| right_names[i].clone())
-        };
+        let left_wanted = unique(left.columns.iter().chain(&left_keys).chain(left_time));
+        let right_wanted = unique(right.columns.iter().chain(&right_keys).chain(right_time));
+        let sides = self.join_sides(&mut left, &right, left_wanted, right_wanted);
+        let (left_physical, right_physical, right_names, right_node) = (
+            &sides.left_physical,
+            &sides.right_physical,
+            &sides.right_names,
+            sides.right_node.clone(),
+        );
+        let rename = |c: &String| sides.rename(c);
         let renamed: Vec<String> = right.columns.iter().map(rename).collect();
         let right_keys: Vec<String> = right_keys.iter().map(rename).collect();
         // The rest of an interval join's condition is the operator's: it decides which pairs
@@ -384,7 +371,7 @@ impl Translator<'_> {
                 );
                 if late.is_some() {
                     // Each input's late rows under the names its own table gives them.
-                    let left_columns = super::late::same_names(&left_physical);
+                    let left_columns = super::late::same_names(left_physical);
                     self.route_late(&format!("{name}.late_left"), &left_columns)?;
                     let right_columns: Vec<(String, String)> = right_physical
                         .iter()
@@ -482,6 +469,64 @@ impl Translator<'_> {
     }
 }
 
+/// The two inputs of a join as the operator reads them: each side's physical columns (what it
+/// selects and what the join reads), the right's under names of their own where the left has
+/// the same, and the node of the right's renaming projection.
+pub(super) struct JoinSides {
+    pub(super) left_physical: Vec<String>,
+    pub(super) right_physical: Vec<String>,
+    pub(super) right_names: Vec<String>,
+    pub(super) right_node: String,
+}
+
+impl JoinSides {
+    /// The name a physical column of the right side has after the renaming.
+    pub(super) fn rename(&self, c: &String) -> String {
+        self.right_physical
+            .iter()
+            .position(|x| x == c)
+            .map_or_else(|| c.clone(), |i| self.right_names[i].clone())
+    }
+}
+
+impl Translator<'_> {
+    /// Projects `left` to `left_physical` (its node is replaced) and `right` to
+    /// `right_physical` under names unique against the left's, so that columns another query
+    /// reads from the same source cannot collide.
+    pub(super) fn join_sides(
+        &mut self,
+        left: &mut Stream,
+        right: &Stream,
+        left_physical: Vec<String>,
+        right_physical: Vec<String>,
+    ) -> JoinSides {
+        let expressions = left_physical.iter().map(|c| quote(c)).collect();
+        left.node = self.project(&left.node, expressions);
+        let right_names: Vec<String> = right_physical
+            .iter()
+            .map(|c| {
+                let mut name = c.clone();
+                while left_physical.contains(&name) {
+                    name = format!("{name}_r");
+                }
+                name
+            })
+            .collect();
+        let expressions: Vec<String> = right_physical
+            .iter()
+            .zip(&right_names)
+            .map(|(from, to)| format!("{} AS {}", quote(from), quote(to)))
+            .collect();
+        let right_node = self.project(&right.node, expressions);
+        JoinSides {
+            left_physical,
+            right_physical,
+            right_names,
+            right_node,
+        }
+    }
+}
+
 impl Translator<'_> {
     /// Whether every table `plan` reads is bounded (and no window TVF is among them).
     fn is_bounded(&self, plan: &LogicalPlan) -> bool {
@@ -520,7 +565,7 @@ enum How {
 }
 
 /// `columns` without repeats, in their order.
-fn unique<'a>(columns: impl Iterator<Item = &'a String>) -> Vec<String> {
+pub(super) fn unique<'a>(columns: impl Iterator<Item = &'a String>) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for c in columns {
         if !out.contains(c) {
@@ -531,7 +576,7 @@ fn unique<'a>(columns: impl Iterator<Item = &'a String>) -> Vec<String> {
 }
 
 /// The physical column of `stream` a plan column of `schema` names.
-fn physical(expr: &Expr, schema: &DFSchema, stream: &Stream) -> Option<String> {
+pub(super) fn physical(expr: &Expr, schema: &DFSchema, stream: &Stream) -> Option<String> {
     let Expr::Column(c) = expr else { return None };
     let i = schema.index_of_column(c).ok()?;
     stream.columns.get(i).cloned()

@@ -289,12 +289,20 @@ impl Translator<'_> {
         self.job
             .operator(&node, "top_n", &input.node, Some(keys.clone()), options);
         self.numbered.push(node.clone());
-        let mut columns = input.columns;
+        let mut columns = input.columns.clone();
         columns.push(ROW_NUMBER.to_owned());
         let mut key = keys;
         if limit > 1 {
             key.push(ROW_NUMBER.to_owned());
         }
+        // The last row of each key by its time attribute is a versioned view, as in Flink:
+        // each row a version of its key from its time on (a temporal join can read it).
+        let rowtimes = match order {
+            [(Some(time), sort)] if limit == 1 && !sort.asc && input.rowtimes.contains(time) => {
+                vec![time.clone()]
+            }
+            _ => Vec::new(),
+        };
         Ok(Stream {
             node,
             columns,
@@ -304,7 +312,7 @@ impl Translator<'_> {
                 since: super::Since::new("ROW_NUMBER", "a Top-N without a window"),
             },
             scan: None,
-            rowtimes: Vec::new(),
+            rowtimes,
             window: None,
         })
     }

@@ -49,6 +49,7 @@ mod flink_formats;
 mod flink_functions;
 pub mod group_aggregate;
 pub mod interval_join;
+mod keyed_rows;
 pub mod late;
 mod mapped_source;
 pub mod over;

@@ -29,7 +29,6 @@ use weir_api::{
     Error, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result, StateAddress,
     StateShardId, TaskContext, Watermark, decode_options,
 };
-use weir_plan::key_hash;
 use weir_state::row_codec::{decode_rows, encode_rows};
 use weir_state::timers::{decode_timestamp, encode_timestamp};
 
@@ -290,9 +289,12 @@ impl TemporalJoin {
             .map(|r| times.is_valid(r) && times.value(r) > behind)
             .collect();
         self.late.handle(batch, &times, &taken, out)?;
-        let keys = encode_rows(&key_columns).map_err(state_error)?;
-        let shards = key_hash::shard_ids(&key_columns, self.waiting.shard_count)
-            .map_err(|e| Error::Internal(format!("hashing temporal join keys: {e}")))?;
+        let keyed = crate::keyed_rows::KeyedRows::of(
+            &key_columns,
+            self.waiting.shard_count,
+            "temporal join",
+        )?;
+        let (keys, shards) = (&keyed.keys, &keyed.shards);
         let rows = encode_rows(batch.columns()).map_err(state_error)?;
         let mut copies: HashMap<(i64, usize), u64> = HashMap::new();
         let mut first: HashMap<(i64, &[u8], &[u8]), usize> = HashMap::new();
@@ -349,27 +351,21 @@ impl TemporalJoin {
             .iter()
             .map(|&i| Arc::clone(batch.column(i)))
             .collect();
-        let keys = encode_rows(&key_columns).map_err(state_error)?;
-        let shards = key_hash::shard_ids(&key_columns, self.waiting.shard_count)
-            .map_err(|e| Error::Internal(format!("hashing temporal join keys: {e}")))?;
+        let keyed = crate::keyed_rows::KeyedRows::of(
+            &key_columns,
+            self.waiting.shard_count,
+            "temporal join",
+        )?;
         let data: Vec<ArrayRef> = cfg
             .table_data
             .iter()
             .map(|&i| Arc::clone(batch.column(i)))
             .collect();
         let rows = encode_rows(&data).map_err(state_error)?;
-        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
-        let mut index: HashMap<&[u8], usize> = HashMap::new();
-        for (r, key) in keys.iter().enumerate() {
-            if kinds[r] == RowKind::UpdateBefore || !taken[r] {
-                continue;
-            }
-            let g = *index.entry(key.as_slice()).or_insert_with(|| {
-                groups.push((r, Vec::new()));
-                groups.len() - 1
-            });
-            groups[g].1.push(r);
-        }
+        let groups = keyed.groups(
+            (0..batch.num_rows()).filter(|&r| kinds[r] != RowKind::UpdateBefore && taken[r]),
+        );
+        let (keys, shards) = (&keyed.keys, &keyed.shards);
         let watermark = self.joined_to;
         let store = self.waiting.store.as_mut();
         for (first, members) in groups {

@@ -28,7 +28,6 @@ use weir_api::{
     Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
     Result, StateShardId, TaskContext, Watermark, decode_options,
 };
-use weir_plan::key_hash;
 use weir_state::row_codec::{decode_rows, encode_rows};
 
 /// Per key: its best rows so far ([`encode_entries`]).
@@ -264,9 +263,8 @@ impl Operator for CurrentTopN {
             .iter()
             .map(|&i| Arc::clone(batch.column(i)))
             .collect();
-        let keys = encode_rows(&key_columns).map_err(state_error)?;
-        let shards = key_hash::shard_ids(&key_columns, self.shard_count)
-            .map_err(|e| Error::Internal(format!("hashing top-N keys: {e}")))?;
+        let keyed = crate::keyed_rows::KeyedRows::of(&key_columns, self.shard_count, "top-N")?;
+        let (keys, shards) = (&keyed.keys, &keyed.shards);
         let sort_columns: Vec<ArrayRef> = cfg
             .order
             .iter()

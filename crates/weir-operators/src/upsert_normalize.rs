@@ -11,7 +11,6 @@
 use arrow::array::{ArrayRef, Int8Array, RecordBatch};
 use arrow::datatypes::{DataType, SchemaRef};
 use serde::Deserialize;
-use std::collections::HashMap;
 use std::sync::Arc;
 use weir_api::changelog::{RowKind, kinds_of, row_kind_field, row_kind_index};
 use weir_api::state::Value;
@@ -19,7 +18,6 @@ use weir_api::{
     Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
     Result, StateShardId, TaskContext, Watermark, decode_options,
 };
-use weir_plan::key_hash;
 use weir_state::row_codec::{decode_rows, encode_rows};
 
 /// Per key: its latest row (the data columns, Weir's row codec).
@@ -150,24 +148,15 @@ impl Operator for UpsertNormalize {
             .iter()
             .map(|&i| Arc::clone(batch.column(i)))
             .collect();
-        let keys = encode_rows(&key_columns).map_err(state_error)?;
-        let shards = key_hash::shard_ids(&key_columns, self.shard_count)
-            .map_err(|e| Error::Internal(format!("hashing upsert keys: {e}")))?;
+        let keyed = crate::keyed_rows::KeyedRows::of(&key_columns, self.shard_count, "upsert")?;
         let data: Vec<ArrayRef> = cfg
             .data
             .iter()
             .map(|&i| Arc::clone(batch.column(i)))
             .collect();
         let rows = encode_rows(&data).map_err(state_error)?;
-        let mut groups: Vec<(usize, Vec<usize>)> = Vec::new();
-        let mut index: HashMap<&[u8], usize> = HashMap::new();
-        for (r, key) in keys.iter().enumerate() {
-            let g = *index.entry(key.as_slice()).or_insert_with(|| {
-                groups.push((r, Vec::new()));
-                groups.len() - 1
-            });
-            groups[g].1.push(r);
-        }
+        let groups = keyed.groups(0..n);
+        let (keys, shards) = (&keyed.keys, &keyed.shards);
         let mut emitted: Vec<(Vec<u8>, RowKind)> = Vec::new();
         for (first, members) in groups {
             self.store

@@ -38,8 +38,6 @@ use weir_api::{
     Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
     Result, StateShardId, TaskContext, Watermark, decode_options,
 };
-use weir_plan::key_hash;
-use weir_state::row_codec::encode_rows;
 
 /// Per key: the group's rows and accumulators ([`accumulator`]'s format).
 const GROUP: &str = "group_aggregate.group";
@@ -345,27 +343,18 @@ impl Operator for GroupAggregateOperator {
             .iter()
             .map(|&i| Arc::clone(batch.column(i)))
             .collect();
-        let (keys, shards) = if key_columns.is_empty() {
-            (vec![Vec::new(); 1], vec![0; 1])
-        } else {
-            let shards = key_hash::shard_ids(&key_columns, self.shard_count)
-                .map_err(|e| Error::Internal(format!("hashing group keys: {e}")))?;
-            let keys = encode_rows(&key_columns)
-                .map_err(|e| Error::Internal(format!("encoding group keys: {e}")))?;
-            (keys, shards)
-        };
         let global = key_columns.is_empty();
-        // The keys in the order they first appear, with their rows.
-        let mut order: Vec<(usize, Vec<u32>)> = Vec::new();
-        let mut index: HashMap<&[u8], usize> = HashMap::new();
-        for row in 0..n {
-            let k = if global { 0 } else { row };
-            let at = *index.entry(keys[k].as_slice()).or_insert_with(|| {
-                order.push((k, Vec::new()));
-                order.len() - 1
-            });
-            order[at].1.push(row as u32);
-        }
+        // Without keys every row is in the one group, keyed by nothing.
+        let keyed = if global {
+            crate::keyed_rows::KeyedRows {
+                keys: vec![Vec::new(); n],
+                shards: vec![0; n],
+            }
+        } else {
+            crate::keyed_rows::KeyedRows::of(&key_columns, self.shard_count, "group")?
+        };
+        let (keys, shards) = (&keyed.keys, &keyed.shards);
+        let order = keyed.groups(0..n);
         let inputs = cfg
             .aggregates
             .iter()
@@ -374,6 +363,7 @@ impl Operator for GroupAggregateOperator {
         let mut changes = Changes::default();
         for (k, rows) in order {
             let key = keys[k].as_slice();
+            let rows: Vec<u32> = rows.into_iter().map(|r| r as u32).collect();
             let held = self.group(key, shards[k])?;
             let size = held.group.size();
             let before = if held.group.rows > 0 {

@@ -4,11 +4,9 @@
 use super::{Config, ROWS};
 use arrow::array::{Array, ArrayRef, Int8Array, RecordBatch, UInt32Array, new_null_array};
 use arrow::compute::take;
-use std::collections::HashMap;
 use std::sync::Arc;
 use weir_api::changelog::RowKind;
 use weir_api::{Error, KeyedStateStore, Operator, Output, Result, StateShardId, Watermark};
-use weir_plan::key_hash;
 use weir_state::row_codec::{decode_rows, encode_rows};
 
 /// A distinct row of one side in state: its copies and how many rows of the other side it
@@ -120,37 +118,32 @@ impl Operator for RegularJoinOperator {
             .iter()
             .map(|&i| Arc::clone(batch.column(i)))
             .collect();
-        let keys = encode_rows(&key_columns).map_err(state_error)?;
-        let shards = key_hash::shard_ids(&key_columns, self.shard_count)
-            .map_err(|e| Error::Internal(format!("hashing join keys: {e}")))?;
+        let keyed = crate::keyed_rows::KeyedRows::of(&key_columns, self.shard_count, "join")?;
+        let (keys, shards) = (&keyed.keys, &keyed.shards);
         let data: Vec<ArrayRef> = cfg.data[side]
             .iter()
             .map(|&i| Arc::clone(batch.column(i)))
             .collect();
         let rows = encode_rows(&data).map_err(state_error)?;
-        // A key with a null never equals anything: such a row matches nothing and is not kept.
+        // A key with a null never equals anything: such a row matches nothing and is not kept
+        // (an outer side's is emitted padded).
         let null_key = |r: usize| key_columns.iter().any(|c| c.is_null(r));
-        let mut groups: Vec<(usize, Vec<u32>)> = Vec::new();
-        let mut index: HashMap<&[u8], usize> = HashMap::new();
         let mut emits: Vec<Emit> = Vec::new();
-        for r in 0..n {
-            if null_key(r) {
-                if cfg.join.pads(side) {
-                    let kind = if kinds[r].is_addition() {
-                        RowKind::Insert
-                    } else {
-                        RowKind::Delete
-                    };
-                    emits.push((Some(r as u32), None, kind));
-                }
-                continue;
+        if cfg.join.pads(side) {
+            for r in (0..n).filter(|&r| null_key(r)) {
+                let kind = if kinds[r].is_addition() {
+                    RowKind::Insert
+                } else {
+                    RowKind::Delete
+                };
+                emits.push((Some(r as u32), None, kind));
             }
-            let g = *index.entry(keys[r].as_slice()).or_insert_with(|| {
-                groups.push((r, Vec::new()));
-                groups.len() - 1
-            });
-            groups[g].1.push(r as u32);
         }
+        let groups: Vec<(usize, Vec<u32>)> = keyed
+            .groups((0..n).filter(|&r| !null_key(r)))
+            .into_iter()
+            .map(|(first, rows)| (first, rows.into_iter().map(|r| r as u32).collect()))
+            .collect();
         // The other side's rows of every key of the batch, read once.
         let mut others: Vec<Other> = Vec::new();
         let mut ranges: Vec<std::ops::Range<usize>> = Vec::with_capacity(groups.len());

@@ -116,28 +116,12 @@ impl Translator<'_> {
                      `drop` or `route` late policy",
                 ));
             }
-            let mut order_by = Vec::with_capacity(params.order_by.len());
-            for sort in &params.order_by {
-                let column = physical(&sort.expr).ok_or_else(|| {
-                    self.unsupported_at(
-                        "ORDER",
-                        "ORDER BY an expression in ROW_NUMBER()",
-                        "order by columns; compute the expression in a subquery first",
-                    )
-                })?;
-                order_by.push(serde_json::json!({
-                    "column": column,
-                    "descending": !sort.asc,
-                    "nulls_first": sort.nulls_first,
-                }));
-            }
-            if order_by.is_empty() {
-                return Err(self.unsupported_at(
-                    "OVER",
-                    "ROW_NUMBER() without ORDER BY",
-                    "say which rows come first: ORDER BY a column",
-                ));
-            }
+            let order: Vec<(Option<String>, &datafusion::logical_expr::SortExpr)> = params
+                .order_by
+                .iter()
+                .map(|sort| (physical(&sort.expr), sort))
+                .collect();
+            let order_by = self.order_by_options(&order)?;
             let limit = u32::try_from(kept)
                 .ok()
                 .filter(|n| *n <= MAX_TOP_N)
@@ -244,28 +228,7 @@ impl Translator<'_> {
         order: &[(Option<String>, &datafusion::logical_expr::SortExpr)],
         kept: i64,
     ) -> Result<Stream> {
-        let mut order_by = Vec::with_capacity(order.len());
-        for (column, sort) in order {
-            let column = column.clone().ok_or_else(|| {
-                self.unsupported_at(
-                    "ORDER",
-                    "ORDER BY an expression in ROW_NUMBER()",
-                    "order by columns; compute the expression in a subquery first",
-                )
-            })?;
-            order_by.push(serde_json::json!({
-                "column": column,
-                "descending": !sort.asc,
-                "nulls_first": sort.nulls_first,
-            }));
-        }
-        if order_by.is_empty() {
-            return Err(self.unsupported_at(
-                "OVER",
-                "ROW_NUMBER() without ORDER BY",
-                "say which rows come first: ORDER BY a column",
-            ));
-        }
+        let order_by = self.order_by_options(order)?;
         let limit = u32::try_from(kept)
             .ok()
             .filter(|n| *n <= MAX_TOP_N)
@@ -315,6 +278,37 @@ impl Translator<'_> {
             rowtimes,
             window: None,
         })
+    }
+
+    /// The `order_by` options of a rank operator: each `ORDER BY` item's column (`None` for an
+    /// expression, refused), direction and nulls; at least one.
+    fn order_by_options(
+        &self,
+        order: &[(Option<String>, &datafusion::logical_expr::SortExpr)],
+    ) -> Result<Vec<serde_json::Value>> {
+        let mut order_by = Vec::with_capacity(order.len());
+        for (column, sort) in order {
+            let column = column.clone().ok_or_else(|| {
+                self.unsupported_at(
+                    "ORDER",
+                    "ORDER BY an expression in ROW_NUMBER()",
+                    "order by columns; compute the expression in a subquery first",
+                )
+            })?;
+            order_by.push(serde_json::json!({
+                "column": column,
+                "descending": !sort.asc,
+                "nulls_first": sort.nulls_first,
+            }));
+        }
+        if order_by.is_empty() {
+            return Err(self.unsupported_at(
+                "OVER",
+                "ROW_NUMBER() without ORDER BY",
+                "say which rows come first: ORDER BY a column",
+            ));
+        }
+        Ok(order_by)
     }
 
     /// Turns off the row number of `top_n` operator `node` when `reads` (the physical columns

@@ -13,6 +13,7 @@ use crate::error::{Here, Result};
 use crate::script::Statement;
 use crate::spec::{JobBuilder, Settings};
 use crate::tvf::{StreamTable, WindowTvfTable};
+use changes::{Changes, Since};
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DFSchema};
 use datafusion::datasource::source_as_provider;
@@ -21,6 +22,7 @@ use datafusion::sql::unparser::expr_to_sql;
 use std::any::Any;
 
 mod aggregates;
+mod changes;
 mod group;
 mod join;
 mod late;
@@ -57,57 +59,6 @@ struct Stream {
     /// The physical columns that hold the rows' window bounds (after a window table function
     /// or a window aggregation, carried through filters and projections that keep both).
     window: Option<Bounds>,
-}
-
-/// What a stream's rows are, as Flink's changelog modes: inserts only, or changes (`+I`, `-U`,
-/// `+U`, `-D`, in the physical row kind column) of results that update.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Changes {
-    /// Every row is final: an insert.
-    InsertOnly,
-    /// The rows insert, retract and replace results.
-    Updating {
-        /// The physical columns no two current results share (the group keys), as far as they
-        /// survived the projections since; `None` when they did not.
-        key: Option<Vec<String>>,
-        /// The keyword and name of the construct whose results update, for errors.
-        since: Since,
-    },
-}
-
-/// The construct whose results update, for errors: the word to point at and what it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Since {
-    word: String,
-    what: String,
-}
-
-impl Since {
-    fn new(word: &str, what: &str) -> Self {
-        Self {
-            word: word.to_owned(),
-            what: what.to_owned(),
-        }
-    }
-}
-
-impl Changes {
-    fn is_updating(&self) -> bool {
-        matches!(self, Changes::Updating { .. })
-    }
-
-    /// The same changes after a projection that renames columns (`None`: dropped).
-    fn renamed(&self, rename: impl Fn(&str) -> Option<String>) -> Self {
-        match self {
-            Changes::InsertOnly => Changes::InsertOnly,
-            Changes::Updating { key, since } => Changes::Updating {
-                key: key
-                    .as_ref()
-                    .and_then(|k| k.iter().map(|c| rename(c)).collect()),
-                since: since.clone(),
-            },
-        }
-    }
 }
 
 /// The physical columns of a stream's window bounds.
@@ -567,78 +518,6 @@ impl<'a> Translator<'a> {
                 "this part of the query has no streaming operator",
             )),
         }
-    }
-
-    /// An updating stream written to a table with a PRIMARY KEY (upsert-kafka) must be unique
-    /// by that key: the sink keeps only each key's latest row, so an update-before it leaves
-    /// out has to belong to the same key as the update-after that follows.
-    fn check_upsert_key(&self, table: &str, input: &Stream) -> Result<()> {
-        let (Some(primary), Changes::Updating { key, since }) =
-            (self.job.primary_key(table), &input.changes)
-        else {
-            return Ok(());
-        };
-        let sink_columns = self.job.sink_columns(table, self.here())?;
-        // The stream's key columns under the table's names (INSERT maps by position).
-        let renamed: Option<Vec<String>> = key.as_ref().and_then(|k| {
-            k.iter()
-                .map(|c| {
-                    let i = input.columns.iter().position(|x| x == c)?;
-                    sink_columns.get(i).cloned()
-                })
-                .collect()
-        });
-        let mut want = primary.clone();
-        want.sort();
-        let same = renamed.is_some_and(|mut k| {
-            k.sort();
-            k == want
-        });
-        if same {
-            return Ok(());
-        }
-        Err(self.unsupported_at(
-            &since.word,
-            &format!("INSERT INTO {table} of results not keyed by its PRIMARY KEY"),
-            &format!(
-                "`{table}` keeps one row per PRIMARY KEY ({}), but the results of {} are not \
-                 unique by it; group by the key columns, or write to a table keyed like the \
-                 results",
-                primary.join(", "),
-                since.what
-            ),
-        ))
-    }
-
-    /// The rows of table `table`'s source `node` and what they are: an upsert table's through
-    /// an `upsert_normalize` keyed by its primary key, so that every update retracts the row
-    /// it replaces.
-    fn table_changes(&mut self, table: &str, node: String) -> Result<(String, Changes)> {
-        Ok(match self.job.table_changes(table) {
-            None => (node, Changes::InsertOnly),
-            Some(crate::spec::TableChanges::Upsert(key)) => {
-                self.job.reads(table, key.iter().cloned());
-                let name = self.next_name(&format!("{table}_normalize"));
-                let mut options = serde_json::json!({ "keys": key });
-                if let Some(ttl) = crate::spec::JobBuilder::state_ttl_option(self.settings) {
-                    options["state_ttl"] = ttl;
-                }
-                self.job
-                    .operator(&name, "upsert_normalize", &node, Some(key.clone()), options);
-                let since = Since::new(table, &format!("the upsert-kafka table `{table}`"));
-                (
-                    name,
-                    Changes::Updating {
-                        key: Some(key),
-                        since,
-                    },
-                )
-            }
-            Some(crate::spec::TableChanges::Debezium(key)) => {
-                let since = Since::new(table, &format!("the debezium-json table `{table}`"));
-                (node, Changes::Updating { key, since })
-            }
-        })
     }
 
     /// `expr` over the plan schema `schema` as SQL text over the physical columns of `input`.

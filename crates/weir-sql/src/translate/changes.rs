@@ -130,5 +130,4 @@ impl Translator<'_> {
             }
         })
     }
-
 }

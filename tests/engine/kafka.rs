@@ -35,7 +35,7 @@ fn produce_bids(broker: &KafkaBroker, topic: &str, n: u64) {
 }
 
 /// Runs `sql` to its end with checkpoints in `checkpoints`.
-async fn run_sql(
+pub(crate) async fn run_sql(
     sql: &str,
     checkpoints: &std::path::Path,
     restore: Option<RestoreFrom>,

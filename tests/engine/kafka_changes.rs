@@ -9,7 +9,7 @@
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use weir::{CheckpointStorage, Engine, JobSummary, RestoreFrom, RunOptions};
+use weir::{Engine, JobSummary, RestoreFrom};
 use weir_testkit::kafka::KafkaBroker;
 use weir_testkit::unique_name;
 
@@ -36,27 +36,7 @@ fn produce(broker: &KafkaBroker, topic: &str, records: &[(String, Option<String>
 
 /// Runs `sql` to its end with checkpoints in `dir`, restoring the latest one with `restore`.
 async fn run(sql: &str, dir: &std::path::Path, restore: bool) -> JobSummary {
-    let engine = Engine::new();
-    let job = engine
-        .compile_sql(sql, "changes.sql")
-        .await
-        .expect("compiles");
-    let prepared = engine
-        .prepare(&job.spec, Some("changes.sql"))
-        .await
-        .expect("prepares");
-    let options = RunOptions {
-        checkpoint_storage: Some(CheckpointStorage::local(dir).expect("storage")),
-        restore: restore.then_some(RestoreFrom::Latest),
-        ..RunOptions::default()
-    };
-    engine
-        .start_with(prepared, options)
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs")
+    crate::kafka::run_sql(sql, dir, restore.then_some(RestoreFrom::Latest)).await
 }
 
 /// The table an upsert topic holds: per key, its last value unless a tombstone followed.

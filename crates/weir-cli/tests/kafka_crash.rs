@@ -100,14 +100,7 @@ fn killed_and_restored_kafka_jobs_publish_every_record_exactly_once() {
     // A run without kills: the test's idea of the output must be the job's.
     let clean = KafkaJob::create(broker, &work.join("clean"), &input);
     let started = Instant::now();
-    let mut run = Weir::spawn(&clean.job, false, None);
-    match run.drive(&Kill::Never) {
-        Outcome::Finished => {}
-        other => panic!(
-            "the run without kills did not finish: {other}\n{}",
-            run.stderr()
-        ),
-    }
+    let run = run_without_kills(&clean.job);
     let took = started.elapsed();
     let manifests = files_named(&clean.job.checkpoints, "manifest.json");
     println!(
@@ -385,14 +378,7 @@ fn killed_and_restored_kafka_window_jobs_publish_what_a_run_that_never_failed_pu
     };
 
     let (clean, clean_out) = window_job(&work.join("clean"));
-    let mut run = Weir::spawn(&clean, false, None);
-    match run.drive(&Kill::Never) {
-        Outcome::Finished => {}
-        other => panic!(
-            "the run without kills did not finish: {other}\n{}",
-            run.stderr()
-        ),
-    }
+    run_without_kills(&clean);
     let expected: Vec<[i64; 3]> = common::published_parquet_rows(&clean_out);
     let counted: i64 = expected.iter().map(|r| r[2]).sum();
     assert_eq!(
@@ -477,14 +463,7 @@ fn killed_and_restored_debezium_aggregations_keep_the_upserted_topic_exact() {
         (Job::create(dir, &sql), output)
     };
     let (clean, clean_out) = cdc_job(&work.join("clean"));
-    let mut run = Weir::spawn(&clean, false, None);
-    match run.drive(&Kill::Never) {
-        Outcome::Finished => {}
-        other => panic!(
-            "the run without kills did not finish: {other}\n{}",
-            run.stderr()
-        ),
-    }
+    run_without_kills(&clean);
     let legend = "[category, rows, total amount]";
     if let Some(diff) = Diff::of(&expected, &upserted(broker, &clean_out), legend) {
         panic!("the run without kills left another table than the final one's totals:\n{diff}");
@@ -756,6 +735,18 @@ fn any_manifest(dir: &Path) -> bool {
             entry.file_name() == "manifest.json"
         }
     })
+}
+
+/// Runs `job` to its end without kills; fails the test when it does not finish.
+fn run_without_kills(job: &Job) -> Weir {
+    let mut run = Weir::spawn(job, false, None);
+    match run.drive(&Kill::Never) {
+        Outcome::Finished => run,
+        other => panic!(
+            "the run without kills did not finish: {other}\n{}",
+            run.stderr()
+        ),
+    }
 }
 
 /// The last `n` lines of `text`.

@@ -9,6 +9,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use weir_api::{DurationMs, S3Options, SemanticMode};
 use weir_plan::JobSpec;
 
+mod changes;
+
+pub(crate) use changes::TableChanges;
+
 /// The watermark options a table's WITH clause may set (Flink's `scan.` names too).
 const WATERMARK_OPTIONS: [&str; 7] = [
     "watermark.interval",
@@ -291,22 +295,6 @@ enum Role {
 /// The job-spec connector and options of `table` in `role`. Options of the other role are
 /// accepted and left out (one table can be read by one job and written by another); unknown
 /// keys are refused with their position.
-/// A table's changelog value format (`debezium-json`), if it has one.
-fn changelog_format(table: &TableDef) -> Option<&str> {
-    option(table, "value.format")
-        .or_else(|| option(table, "format"))
-        .filter(|f| *f == "debezium-json")
-}
-
-/// How a table's rows update, when they do.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum TableChanges {
-    /// An `upsert-kafka` table: each message its primary key's latest row.
-    Upsert(Vec<String>),
-    /// A Debezium topic: change events, with the primary key if one is declared.
-    Debezium(Option<Vec<String>>),
-}
-
 fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serde_json::Value)> {
     let name = option(table, "connector").ok_or_else(|| {
         table.here.invalid(format!(
@@ -429,44 +417,7 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
             keys.join(", ")
         )));
     }
-    match (&table.primary_key, connector.spec, changelog_format(table)) {
-        (Some((key, _)), "upsert-kafka", _) => {
-            out.insert("key.fields".to_owned(), serde_json::json!(key.join(";")));
-        }
-        (None, "upsert-kafka", _) => {
-            return Err(table.here.invalid(format!(
-                "table `{}`: an upsert-kafka table needs a PRIMARY KEY (...) NOT ENFORCED, the \
-                 columns its messages are keyed by",
-                table.name
-            )));
-        }
-        (Some(_), "kafka", Some(_)) | (None, _, _) => {}
-        (Some((_, at)), _, _) => {
-            return Err(table.here.at(*at).invalid(format!(
-                "table `{}`: a PRIMARY KEY is for tables whose rows update ('upsert-kafka', or \
-                 'kafka' with 'debezium-json'); remove it",
-                table.name
-            )));
-        }
-    }
-    if connector.spec == "file"
-        && let Some(format) = out.get("format").and_then(|f| f.as_str())
-        && let Some(envelope) = match format {
-            "debezium-json" => Some("debezium"),
-            "changelog-json" => Some("changelog"),
-            _ => None,
-        }
-    {
-        if role == Role::Read {
-            return Err(table.here.invalid(format!(
-                "table `{}`: reading '{format}' files is not supported; a filesystem table in \
-                 a changelog format can only be written",
-                table.name
-            )));
-        }
-        out.insert("format".to_owned(), serde_json::json!("json"));
-        out.insert("envelope".to_owned(), serde_json::json!(envelope));
-    }
+    changes::changelog_options(table, connector.spec, role, &mut out)?;
     if role == Role::Write
         && let Some(c) = table
             .columns
@@ -710,49 +661,6 @@ impl JobBuilder {
         Ok(())
     }
 
-    /// How the rows of table `table` update, `None` when they are inserts.
-    pub(crate) fn table_changes(&self, table: &str) -> Option<TableChanges> {
-        let def = &self.tables.get(table)?.def;
-        let key = def.primary_key.as_ref().map(|(k, _)| k.clone());
-        match option(def, "connector") {
-            Some("upsert-kafka") => Some(TableChanges::Upsert(key.unwrap_or_default())),
-            Some("kafka") if changelog_format(def).is_some() => Some(TableChanges::Debezium(key)),
-            _ => None,
-        }
-    }
-
-    /// The PRIMARY KEY of table `table`, if it declares one.
-    pub(crate) fn primary_key(&self, table: &str) -> Option<Vec<String>> {
-        let def = &self.tables.get(table)?.def;
-        def.primary_key.as_ref().map(|(k, _)| k.clone())
-    }
-
-    /// `None` when table `table` can be written updating results (a changelog format, a
-    /// blackhole); otherwise what its sink is, for the error that refuses them.
-    pub(crate) fn inserts_only(&self, table: &str, here: &Here) -> Result<Option<String>> {
-        let t = self
-            .tables
-            .get(table)
-            .ok_or_else(|| here.invalid(format!("no table `{table}`")))?;
-        let (connector, options) = connector_options(&t.def, Role::Write)?;
-        let takes_changes = match connector {
-            "blackhole" | "upsert-kafka" => true,
-            "file" => options.get("envelope").is_some(),
-            "kafka" => changelog_format(&t.def).is_some(),
-            _ => false,
-        };
-        if takes_changes {
-            return Ok(None);
-        }
-        let format = option(&t.def, "format")
-            .or_else(|| option(&t.def, "value.format"))
-            .unwrap_or("none");
-        Ok(Some(format!(
-            "connector '{}', format '{format}'",
-            option(&t.def, "connector").unwrap_or(connector)
-        )))
-    }
-
     /// An operator node reading `input` (hash-partitioned on `hash` when given).
     pub(crate) fn operator(
         &mut self,
@@ -833,12 +741,6 @@ impl JobBuilder {
                 op["parallelism"] = serde_json::json!(parallelism);
             }
         }
-    }
-
-    /// The `state_ttl` option of the updating operators, if `SET 'table.exec.state.ttl'` set
-    /// one.
-    pub(crate) fn state_ttl_option(settings: &Settings) -> Option<serde_json::Value> {
-        settings.state_ttl.map(|d| serde_json::json!(d.0))
     }
 
     /// Sets option `key` of operator `name` to `value`.

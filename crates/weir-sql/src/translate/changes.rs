@@ -59,6 +59,13 @@ impl Changes {
 }
 
 impl Translator<'_> {
+    /// Adds the `state_ttl` of `SET 'table.exec.state.ttl'` to an updating operator's options.
+    pub(super) fn add_state_ttl(&self, options: &mut serde_json::Value) {
+        if let Some(ttl) = self.settings.state_ttl {
+            options["state_ttl"] = serde_json::json!(ttl.0);
+        }
+    }
+
     /// An updating stream written to a table with a PRIMARY KEY (upsert-kafka) must be unique
     /// by that key: the sink keeps only each key's latest row, so an update-before it leaves
     /// out has to belong to the same key as the update-after that follows.
@@ -110,9 +117,7 @@ impl Translator<'_> {
                 self.job.reads(table, key.iter().cloned());
                 let name = self.next_name(&format!("{table}_normalize"));
                 let mut options = serde_json::json!({ "keys": key });
-                if let Some(ttl) = crate::spec::JobBuilder::state_ttl_option(self.settings) {
-                    options["state_ttl"] = ttl;
-                }
+                self.add_state_ttl(&mut options);
                 self.job
                     .operator(&name, "upsert_normalize", &node, Some(key.clone()), options);
                 let since = Since::new(table, &format!("the upsert-kafka table `{table}`"));

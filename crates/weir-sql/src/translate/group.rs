@@ -3,7 +3,6 @@
 
 use super::{Changes, Since, Stream, Translator, is_simple_name, quote, unalias};
 use crate::error::Result;
-use crate::spec::JobBuilder;
 use datafusion::common::Column;
 use datafusion::logical_expr::{Aggregate, Expr, LogicalPlan};
 
@@ -68,9 +67,7 @@ impl Translator<'_> {
         let key_names: Vec<String> = keys.iter().map(|(n, _)| n.clone()).collect();
         let name = self.next_name("group");
         let mut options = serde_json::json!({ "key_by": key_names, "aggregates": specs });
-        if let Some(ttl) = JobBuilder::state_ttl_option(self.settings) {
-            options["state_ttl"] = ttl;
-        }
+        self.add_state_ttl(&mut options);
         let partition = (!key_names.is_empty()).then(|| key_names.clone());
         self.job
             .operator(&name, "group_aggregate", &node, partition, options);
@@ -120,9 +117,7 @@ impl Translator<'_> {
         let node = self.project(&stream.node, expressions);
         let name = self.next_name("distinct");
         let mut options = serde_json::json!({ "key_by": keys, "aggregates": [] });
-        if let Some(ttl) = JobBuilder::state_ttl_option(self.settings) {
-            options["state_ttl"] = ttl;
-        }
+        self.add_state_ttl(&mut options);
         self.job
             .operator(&name, "group_aggregate", &node, Some(keys.clone()), options);
         Ok(Stream {

@@ -389,9 +389,7 @@ impl Translator<'_> {
                     "left_keys": left_keys,
                     "right_keys": right_keys,
                 });
-                if let Some(ttl) = crate::spec::JobBuilder::state_ttl_option(self.settings) {
-                    options["state_ttl"] = ttl;
-                }
+                self.add_state_ttl(&mut options);
                 if let Some(condition) = condition {
                     options["condition"] = serde_json::json!(condition);
                 }

@@ -246,9 +246,7 @@ impl Translator<'_> {
             "limit": limit,
             "row_number": ROW_NUMBER,
         });
-        if let Some(ttl) = crate::spec::JobBuilder::state_ttl_option(self.settings) {
-            options["state_ttl"] = ttl;
-        }
+        self.add_state_ttl(&mut options);
         self.job
             .operator(&node, "top_n", &input.node, Some(keys.clone()), options);
         self.numbered.push(node.clone());

@@ -111,8 +111,9 @@ async fn watermark_options_of_a_table_reach_its_source() {
 }
 
 #[tokio::test]
-async fn the_state_ttl_reaches_every_updating_operator() {
+async fn the_state_ttl_and_buffer_size_reach_every_updating_operator() {
     let sql = "SET 'table.exec.state.ttl' = '2 h';\n\
+               SET 'state.buffer-size' = '64mb';\n\
                CREATE TABLE t (k STRING, v BIGINT) WITH ('connector' = 'filesystem', \
                'path' = 'in.csv', 'format' = 'csv');\n\
                CREATE TABLE o (k STRING, n BIGINT, top BIGINT) WITH ('connector' = 'blackhole');\n\
@@ -135,6 +136,21 @@ async fn the_state_ttl_reaches_every_updating_operator() {
     assert!(
         ttls.iter().all(|(_, ttl)| *ttl == Some(7_200_000)),
         "{ttls:?}"
+    );
+    // Top-N holds nothing in memory; the other two hold up to the buffer.
+    let buffers: Vec<(String, Option<u64>)> = job
+        .spec
+        .operators
+        .iter()
+        .filter(|o| o.options.get("buffer_bytes").is_some())
+        .map(|o| (o.type_name.clone(), o.options["buffer_bytes"].as_u64()))
+        .collect();
+    assert_eq!(
+        buffers,
+        [
+            ("group_aggregate".to_owned(), Some(64 << 20)),
+            ("regular_join".to_owned(), Some(64 << 20))
+        ]
     );
 }
 

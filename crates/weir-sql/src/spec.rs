@@ -38,6 +38,10 @@ pub(crate) struct Settings {
     /// `SET 'table.exec.state.ttl'`: how long the state of a key of an updating operator
     /// lives without being written or read; `None` (or 0): forever.
     pub(crate) state_ttl: Option<DurationMs>,
+    /// `SET 'state.buffer-size'`: the memory one subtask of a stateful operator with a buffer
+    /// (joins, OVER, GROUP BY) may hold before writing to keyed state; `None`: each
+    /// operator's default.
+    pub(crate) buffer_bytes: Option<u64>,
     pub(crate) watermark_interval: Option<DurationMs>,
     pub(crate) checkpoint_interval: Option<DurationMs>,
     pub(crate) checkpoint_dir: Option<String>,
@@ -60,13 +64,43 @@ pub(crate) struct Settings {
 /// The keys `SET` accepts, for error messages.
 const KEYS: &str = "'job.name', 'parallelism', 'state.shards', 'channel.capacity', \
                     'semantic.mode', 'late.policy', 'late.allowed-lateness', 'late.sink', \
-                    'table.exec.state.ttl', \
+                    'table.exec.state.ttl', 'state.buffer-size', \
                     'watermark.interval', 'checkpoint.interval', 'checkpoint.dir', \
                     'checkpoint.retain', 'checkpoint.timeout', 'checkpoint.min-pause', \
                     'restart.attempts', 'restart.max-delay', \
                     'restart.delay', 's3.endpoint', 's3.region', 's3.access-key', \
                     's3.secret-key', 's3.session-token', 's3.path.style.access', \
                     's3.allow-http'";
+
+/// A memory size as Flink writes it: a whole number of bytes, or one followed by a unit
+/// (`b`; `k`, `kb`; `m`, `mb`; `g`, `gb`; `t`, `tb`; powers of 1024, any case, spaces allowed).
+fn memory_size(text: &str) -> std::result::Result<u64, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (digits, unit) = text.split_at(split);
+    let shift = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" | "bytes" => 0,
+        "k" | "kb" | "kibibytes" => 10,
+        "m" | "mb" | "mebibytes" => 20,
+        "g" | "gb" | "gibibytes" => 30,
+        "t" | "tb" | "tebibytes" => 40,
+        _ => {
+            return Err(format!(
+                "'{text}' is not a memory size (a whole number of bytes, or with a unit: \
+                 '64mb', '1 gb')"
+            ));
+        }
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1_u64 << shift))
+        .ok_or_else(|| {
+            format!("'{text}' is not a memory size Weir can hold (a whole number below 2^64 bytes)")
+        })
+}
 
 impl Settings {
     /// Applies `SET key = value`.
@@ -126,6 +160,10 @@ impl Settings {
             "late.sink" => self.late_sink = Some(value.to_lowercase()),
             "table.exec.state.ttl" | "state.ttl" => {
                 self.state_ttl = Some(duration()?).filter(|d| d.0 > 0);
+            }
+            "state.buffer-size" => {
+                self.buffer_bytes =
+                    Some(memory_size(value).map_err(|m| here.invalid(format!("'{key}': {m}")))?);
             }
             "watermark.interval" => self.watermark_interval = Some(duration()?),
             "checkpoint.interval" | "execution.checkpointing.interval" => {
@@ -855,6 +893,22 @@ mod tests {
             file: "t.sql".into(),
             position: Position { line: 2, column: 5 },
         }
+    }
+
+    #[test]
+    fn memory_sizes_read_as_flink_writes_them() {
+        assert_eq!(memory_size("1024"), Ok(1024));
+        assert_eq!(memory_size("64mb"), Ok(64 << 20));
+        assert_eq!(memory_size("1 GB"), Ok(1 << 30));
+        assert_eq!(memory_size("512k"), Ok(512 << 10));
+        assert!(memory_size("lots").unwrap_err().contains("'64mb'"));
+        assert!(memory_size("2mib").is_err());
+        assert!(memory_size("99999999999tb").unwrap_err().contains("2^64"));
+        let mut s = Settings::default();
+        s.set("state.buffer-size", "256mb", &here()).unwrap();
+        assert_eq!(s.buffer_bytes, Some(256 << 20));
+        let err = s.set("state.buffer-size", "-1", &here()).unwrap_err();
+        assert!(err.to_string().starts_with("t.sql:2:5:"), "{err}");
     }
 
     #[test]

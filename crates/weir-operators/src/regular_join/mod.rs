@@ -3,9 +3,10 @@
 //! pair. Either input may be updating ([`weir_api::changelog`]). See docs/sql.md ("Regular
 //! joins").
 //!
-//! Both inputs' rows stay in keyed state, by key: per distinct row, how many copies of it are
-//! there and, on a side that is padded (the left of a LEFT join), how many rows of the other
-//! side it matches. A row that arrives is matched against the other side's rows of its key
+//! Both inputs' rows are kept by key: per distinct row, how many copies of it are there and, on
+//! a side that is padded (the left of a LEFT join), how many rows of the other side it matches.
+//! They are held in memory and written to keyed state at barriers and past `buffer_bytes`
+//! (`held.rs`). A row that arrives is matched against the other side's rows of its key
 //! (the condition is evaluated over all candidate pairs of a batch at once), and:
 //!
 //! - an insert (`+I`/`+U`) emits a pair with each match, with its own kind; a padded row with no
@@ -17,6 +18,7 @@
 //! An INNER join of two insert-only inputs emits only inserts, so its output has no row kind
 //! column (it is insert-only, as in Flink); every other join's output is updating.
 
+mod held;
 mod operator;
 #[cfg(test)]
 mod tests;
@@ -58,6 +60,18 @@ pub struct RegularJoinOptions {
     /// forever.
     #[serde(default)]
     pub state_ttl: Option<weir_api::DurationMs>,
+    /// The memory one subtask's rows (both inputs) may take before they are written to keyed
+    /// state and released; they are written at every checkpoint barrier anyway. `0` writes
+    /// each batch's rows through.
+    #[serde(default = "default_buffer_bytes")]
+    pub buffer_bytes: u64,
+}
+
+/// The default of [`RegularJoinOptions::buffer_bytes`]: 32 MiB.
+const DEFAULT_BUFFER_BYTES: u64 = 32 << 20;
+
+fn default_buffer_bytes() -> u64 {
+    DEFAULT_BUFFER_BYTES
 }
 
 /// Creates `regular_join` operators.
@@ -95,6 +109,8 @@ pub(crate) struct Config {
     pub(crate) pair: SchemaRef,
     pub(crate) condition: Option<Arc<dyn PhysicalExpr>>,
     pub(crate) ttl: Option<weir_api::DurationMs>,
+    /// See [`RegularJoinOptions::buffer_bytes`].
+    pub(crate) budget: usize,
 }
 
 impl OperatorFactory for RegularJoinFactory {
@@ -201,6 +217,7 @@ impl OperatorFactory for RegularJoinFactory {
             pair,
             condition,
             ttl: options.state_ttl.filter(|d| d.0 > 0),
+            budget: usize::try_from(options.buffer_bytes).unwrap_or(usize::MAX),
         }))))
     }
 }

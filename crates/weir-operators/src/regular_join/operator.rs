@@ -1,43 +1,16 @@
 //! A running `regular_join`: matching a batch against the other side's rows in keyed state,
 //! and what each row of it emits (see the module above).
 
-use super::{Config, ROWS};
+use super::Config;
+use super::held::{Count, Held};
 use arrow::array::{Array, ArrayRef, Int8Array, RecordBatch, UInt32Array, new_null_array};
 use arrow::compute::take;
 use std::sync::Arc;
 use weir_api::changelog::RowKind;
-use weir_api::{Error, KeyedStateStore, Operator, Output, Result, StateShardId, Watermark};
+use weir_api::{Error, KeyedStateStore, Operator, Output, Result, Watermark};
 use weir_state::row_codec::{decode_rows, encode_rows};
 
-/// A distinct row of one side in state: its copies and how many rows of the other side it
-/// matches (kept on a padded side only).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Count {
-    copies: i64,
-    matches: i64,
-}
-
-impl Count {
-    fn decode(payload: &[u8]) -> Result<Self> {
-        let bytes: [u8; 16] = payload
-            .try_into()
-            .map_err(|_| Error::Internal("regular join state: a corrupt row count".into()))?;
-        let (copies, matches) = bytes.split_at(8);
-        Ok(Self {
-            copies: i64::from_le_bytes(copies.try_into().unwrap_or_default()),
-            matches: i64::from_le_bytes(matches.try_into().unwrap_or_default()),
-        })
-    }
-
-    fn encode(self) -> [u8; 16] {
-        let mut out = [0_u8; 16];
-        out[..8].copy_from_slice(&self.copies.to_le_bytes());
-        out[8..].copy_from_slice(&self.matches.to_le_bytes());
-        out
-    }
-}
-
-/// A row of the other side, read from state for a key of the batch.
+/// A row of the other side, held for a key of the batch.
 struct Other {
     row: Vec<u8>,
     count: Count,
@@ -53,6 +26,7 @@ pub(crate) struct RegularJoinOperator {
     cfg: Arc<Config>,
     store: Box<dyn KeyedStateStore>,
     shard_count: u32,
+    held: Held,
 }
 
 impl RegularJoinOperator {
@@ -61,6 +35,7 @@ impl RegularJoinOperator {
             cfg,
             store,
             shard_count,
+            held: Held::default(),
         }
     }
 
@@ -112,7 +87,6 @@ impl Operator for RegularJoinOperator {
         let cfg = Arc::clone(&self.cfg);
         let side = input.min(1);
         let other = 1 - side;
-        let (own_state, other_state) = (ROWS[side], ROWS[other]);
         let kinds = weir_api::changelog::kinds_of(&batch)?;
         let key_columns: Vec<ArrayRef> = cfg.keys[side]
             .iter()
@@ -148,17 +122,15 @@ impl Operator for RegularJoinOperator {
         let mut others: Vec<Other> = Vec::new();
         let mut ranges: Vec<std::ops::Range<usize>> = Vec::with_capacity(groups.len());
         for (first, _) in &groups {
-            self.store
-                .set_current_key(&keys[*first], StateShardId(shards[*first]));
-            self.store.set_current_namespace(&[]);
             let start = others.len();
-            for (row, payload) in self.store.entries(other_state)? {
-                others.push(Other {
-                    row,
-                    count: Count::decode(&payload)?,
-                    changed: false,
-                });
-            }
+            let rows = self
+                .held
+                .rows(self.store.as_mut(), other, &keys[*first], shards[*first])?;
+            others.extend(rows.into_iter().map(|(row, count)| Other {
+                row,
+                count,
+                changed: false,
+            }));
             ranges.push(start..others.len());
         }
         let refs: Vec<&[u8]> = others.iter().map(|o| o.row.as_slice()).collect();
@@ -189,9 +161,7 @@ impl Operator for RegularJoinOperator {
         };
         let mut at = 0;
         for ((first, members), range) in groups.iter().zip(&ranges) {
-            self.store
-                .set_current_key(&keys[*first], StateShardId(shards[*first]));
-            self.store.set_current_namespace(&[]);
+            let (key, shard) = (keys[*first].as_slice(), shards[*first]);
             for &r in members {
                 let width = range.len();
                 let matched: Vec<usize> = (at..at + width)
@@ -202,10 +172,8 @@ impl Operator for RegularJoinOperator {
                 let row = &rows[r as usize];
                 let kind = kinds[r as usize];
                 let add = kind.is_addition();
-                let mut own = match self.store.get(own_state, row)? {
-                    Some(payload) => Count::decode(&payload)?,
-                    None => Count::default(),
-                };
+                let slot = self.held.slot(self.store.as_mut(), side, key, shard, row)?;
+                let mut own = *slot;
                 if !add && own.copies == 0 {
                     // A retraction of a row that is not there: nothing to take back.
                     continue;
@@ -251,18 +219,20 @@ impl Operator for RegularJoinOperator {
                     };
                     emits.push((Some(r), None, padded));
                 }
-                if own.copies > 0 {
-                    self.store.put(own_state, row, &own.encode())?;
-                } else {
-                    self.store.remove(own_state, row)?;
-                }
+                *slot = own;
             }
             for o in &mut others[range.clone()] {
                 if o.changed {
-                    self.store.put(other_state, &o.row, &o.count.encode())?;
+                    *self
+                        .held
+                        .slot(self.store.as_mut(), other, key, shard, &o.row)? = o.count;
                     o.changed = false;
                 }
             }
+        }
+        if self.held.bytes() > cfg.budget || cfg.ttl.is_some() {
+            // With a TTL the state decides when a quiet row is gone, so nothing is held.
+            self.held.write_out(self.store.as_mut(), true)?;
         }
         if !emits.is_empty() {
             out.emit(self.assemble(side, &data, &other_columns, &emits)?);
@@ -278,6 +248,10 @@ impl Operator for RegularJoinOperator {
         _out: &mut Output,
     ) -> Result<()> {
         Ok(())
+    }
+
+    fn on_barrier(&mut self, _barrier: weir_api::Barrier, _out: &mut Output) -> Result<()> {
+        self.held.write_out(self.store.as_mut(), false)
     }
 }
 

@@ -273,3 +273,104 @@ fn a_row_whose_state_expired_matches_nothing_later() {
         "the left row expired before the second right row"
     );
 }
+
+/// Updating rows of both sides over a few keys, with retractions of rows sent before, in
+/// batches of 3.
+fn changing_steps() -> Vec<(usize, RecordBatch)> {
+    use RowKind::*;
+    let mut steps = Vec::new();
+    for round in 0..6_i64 {
+        for s in 0..2 {
+            let prefix = if s == 0 { "l" } else { "r" };
+            let keys = ["a", "b", "c"];
+            let rows: Vec<(Option<&str>, i64)> = (0..3)
+                .map(|i| {
+                    (
+                        Some(keys[((round + i + s as i64) % 3) as usize]),
+                        round * 10 + i,
+                    )
+                })
+                .collect();
+            steps.push((s, side(prefix, &rows, Some(&[Insert, Insert, Insert]))));
+            if round > 0 {
+                // Take back the middle row of the round before.
+                let before = round - 1;
+                let key = keys[((before + 1 + s as i64) % 3) as usize];
+                steps.push((
+                    s,
+                    side(prefix, &[(Some(key), before * 10 + 1)], Some(&[Delete])),
+                ));
+            }
+        }
+    }
+    steps
+}
+
+#[test]
+fn the_table_does_not_depend_on_the_buffer_or_on_barriers() {
+    let mut tables = Vec::new();
+    for (n, (buffer, barriers)) in [
+        (32 << 20, false),
+        (0, false),
+        (300, false),
+        (32 << 20, true),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let backend = Backend::new(&format!("buffer{n}"));
+        let options = serde_json::json!({
+            "join": "full", "left_keys": ["lk"], "right_keys": ["rk"], "buffer_bytes": buffer,
+        });
+        let mut op = prepare_options(options, Some("lv <= rv + 5"), true)
+            .create(&ctx(&backend))
+            .expect("creates");
+        let mut rows = Vec::new();
+        for (i, step) in changing_steps().into_iter().enumerate() {
+            rows.extend(run(op.as_mut(), &[step]));
+            if barriers && i % 4 == 3 {
+                let barrier = weir_api::Barrier {
+                    epoch: weir_api::Epoch(i as u64),
+                    is_final: false,
+                };
+                op.on_barrier(barrier, &mut Output::new())
+                    .expect("writes out");
+                backend.redb.commit().expect("commits");
+            }
+        }
+        tables.push(materialize(&rows));
+    }
+    assert!(tables[0].len() > 8, "{:?}", tables[0]);
+    for (n, table) in tables.iter().enumerate().skip(1) {
+        assert_eq!(&tables[0], table, "run {n}");
+    }
+}
+
+#[test]
+fn a_new_instance_matches_the_rows_written_at_a_barrier() {
+    let backend = Backend::new("join-restore");
+    let prepared = prepare("left", None, false);
+    let mut first = prepared.create(&ctx(&backend)).expect("creates");
+    run(
+        first.as_mut(),
+        &[(0, side("l", &[(Some("a"), 1), (Some("b"), 2)], None))],
+    );
+    let barrier = weir_api::Barrier {
+        epoch: weir_api::Epoch(1),
+        is_final: false,
+    };
+    first
+        .on_barrier(barrier, &mut Output::new())
+        .expect("writes out");
+    backend.redb.commit().expect("commits");
+    // Held after the barrier only: a new instance must not see it.
+    run(first.as_mut(), &[(0, side("l", &[(Some("a"), 3)], None))]);
+    drop(first);
+    let mut second = prepared.create(&ctx(&backend)).expect("creates");
+    let rows = run(second.as_mut(), &[(1, side("r", &[(Some("a"), 7)], None))]);
+    assert_eq!(
+        rows,
+        ["-D a 1 - -", "+I a 1 a 7"],
+        "the left row of `a` came back from keyed state, padded"
+    );
+}

@@ -66,6 +66,14 @@ impl Translator<'_> {
         }
     }
 
+    /// Adds the `buffer_bytes` of `SET 'state.buffer-size'` to the options of an operator
+    /// that holds rows in memory before writing them to keyed state.
+    pub(super) fn add_buffer_bytes(&self, options: &mut serde_json::Value) {
+        if let Some(bytes) = self.settings.buffer_bytes {
+            options["buffer_bytes"] = serde_json::json!(bytes);
+        }
+    }
+
     /// An updating stream written to a table with a PRIMARY KEY (upsert-kafka) must be unique
     /// by that key: the sink keeps only each key's latest row, so an update-before it leaves
     /// out has to belong to the same key as the update-after that follows.

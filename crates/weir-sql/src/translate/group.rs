@@ -68,6 +68,7 @@ impl Translator<'_> {
         let name = self.next_name("group");
         let mut options = serde_json::json!({ "key_by": key_names, "aggregates": specs });
         self.add_state_ttl(&mut options);
+        self.add_buffer_bytes(&mut options);
         let partition = (!key_names.is_empty()).then(|| key_names.clone());
         self.job
             .operator(&name, "group_aggregate", &node, partition, options);
@@ -118,6 +119,7 @@ impl Translator<'_> {
         let name = self.next_name("distinct");
         let mut options = serde_json::json!({ "key_by": keys, "aggregates": [] });
         self.add_state_ttl(&mut options);
+        self.add_buffer_bytes(&mut options);
         self.job
             .operator(&name, "group_aggregate", &node, Some(keys.clone()), options);
         Ok(Stream {

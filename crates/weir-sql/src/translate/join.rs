@@ -356,6 +356,7 @@ impl Translator<'_> {
                 if let Some(condition) = condition {
                     options["condition"] = serde_json::json!(condition);
                 }
+                self.add_buffer_bytes(&mut options);
                 let late = self.row_late_option("JOIN", "a join")?;
                 if let Some(late) = &late {
                     options["late"] = late.clone();
@@ -390,6 +391,7 @@ impl Translator<'_> {
                     "right_keys": right_keys,
                 });
                 self.add_state_ttl(&mut options);
+                self.add_buffer_bytes(&mut options);
                 if let Some(condition) = condition {
                     options["condition"] = serde_json::json!(condition);
                 }

@@ -177,6 +177,7 @@ impl Translator<'_> {
             "frame": frame,
             "aggregates": aggregates,
         });
+        self.add_buffer_bytes(&mut options);
         let late = match late_columns {
             Some(columns) => self
                 .row_late_option("OVER", "an OVER aggregation")?

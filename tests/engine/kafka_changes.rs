@@ -3,8 +3,9 @@
 //! events (snapshot reads, creates, updates, deletes) aggregated likewise, both exactly once
 //! with checkpoints and a restore. Each output topic, read `read_committed` and materialized key
 //! by key (the last value of a key; a tombstone deletes it), must equal the aggregation of the
-//! final input table computed here. A third test joins a Kafka stream with an upsert topic with
-//! a watermark as the versioned side of a temporal join.
+//! final input table computed here; so must an upsert topic the broker has compacted (older
+//! values and tombstones gone, offsets with gaps). Another test joins a Kafka stream with an
+//! upsert topic with a watermark as the versioned side of a temporal join.
 
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use std::collections::BTreeMap;
@@ -93,18 +94,20 @@ fn expected(rows: &BTreeMap<i64, i64>) -> BTreeMap<String, String> {
         .collect()
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_upsert_topic_aggregated_into_an_upsert_topic_keeps_every_key_exact() {
-    let broker = KafkaBroker::shared().expect("the Kafka test broker");
-    let (input, output) = (unique_name("users"), unique_name("totals"));
-    broker.create_topic(&input, 3).expect("input topic");
-    broker.create_topic(&output, 2).expect("output topic");
-    // 60 users, each updated a few times; every seventh deleted, some of those re-created.
+/// Four rounds of changes to 60 users keyed `{"id":n}`: the first 50 updated every round, every
+/// seventh of them deleted in the third round (a tombstone) and half of those re-created in the
+/// fourth, the last 10 written once; and the final table (id -> score).
+#[allow(clippy::type_complexity)]
+fn user_rounds() -> (Vec<Vec<(String, Option<String>)>>, BTreeMap<i64, i64>) {
     let mut final_rows: BTreeMap<i64, i64> = BTreeMap::new();
-    let mut records = Vec::new();
+    let mut rounds = Vec::new();
     for round in 0..4_i64 {
+        let mut records = Vec::new();
         for id in 0..60_i64 {
             let key = format!(r#"{{"id":{id}}}"#);
+            if round > 0 && id >= 50 {
+                continue;
+            }
             if round == 2 && id % 7 == 0 {
                 records.push((key, None));
                 final_rows.remove(&id);
@@ -117,18 +120,34 @@ async fn an_upsert_topic_aggregated_into_an_upsert_topic_keeps_every_key_exact()
             records.push((key, Some(format!(r#"{{"name":"u{id}","score":{score}}}"#))));
             final_rows.insert(id, score);
         }
+        rounds.push(records);
     }
-    produce(broker, &input, &records);
-    let servers = broker.bootstrap_servers();
-    let ddl = format!(
+    (rounds, final_rows)
+}
+
+/// The upsert-kafka table `t` over `topic`, read from its start to its end.
+fn users_ddl(servers: &str, topic: &str) -> String {
+    format!(
         "CREATE TABLE t (id BIGINT, name STRING, score BIGINT, PRIMARY KEY (id) NOT ENFORCED)\n\
-         WITH ('connector' = 'upsert-kafka', 'topic' = '{input}',\n\
+         WITH ('connector' = 'upsert-kafka', 'topic' = '{topic}',\n\
            'properties.bootstrap.servers' = '{servers}', 'key.format' = 'json',\n\
            'value.format' = 'json', 'value.fields-include' = 'EXCEPT_KEY',\n\
            'scan.startup.mode' = 'earliest-offset', 'scan.bounded.mode' = 'latest-offset',\n\
            'scan.batch-size' = '16');"
-    );
-    let sql = job_sql(&servers, &ddl, &output);
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upsert_topic_aggregated_into_an_upsert_topic_keeps_every_key_exact() {
+    let broker = KafkaBroker::shared().expect("the Kafka test broker");
+    let (input, output) = (unique_name("users"), unique_name("totals"));
+    broker.create_topic(&input, 3).expect("input topic");
+    broker.create_topic(&output, 2).expect("output topic");
+    let (rounds, final_rows) = user_rounds();
+    let records: Vec<_> = rounds.into_iter().flatten().collect();
+    produce(broker, &input, &records);
+    let servers = broker.bootstrap_servers();
+    let sql = job_sql(&servers, &users_ddl(&servers, &input), &output);
     let dir = tempfile::tempdir().expect("tmp");
     let summary = run(&sql, dir.path(), false).await;
     assert!(summary.checkpoints.expect("counters").completed >= 1);
@@ -139,6 +158,63 @@ async fn an_upsert_topic_aggregated_into_an_upsert_topic_keeps_every_key_exact()
     run(&sql, dir.path(), true).await;
     assert_eq!(broker.read_committed(&output).expect("reads").len(), before);
     assert_eq!(materialized(broker, &output), want);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_compacted_upsert_topic_reads_as_the_table_it_keeps() {
+    let broker = KafkaBroker::shared().expect("the Kafka test broker");
+    let (input, output) = (unique_name("compacted"), unique_name("totals"));
+    // Segments roll 100 ms after their first record, and the cleaner compacts any of them at
+    // once and drops tombstones as soon as it has seen them.
+    broker
+        .create_topic_with(
+            &input,
+            2,
+            &[
+                ("cleanup.policy", "compact"),
+                ("segment.ms", "100"),
+                ("min.cleanable.dirty.ratio", "0.001"),
+                ("min.compaction.lag.ms", "0"),
+                ("delete.retention.ms", "0"),
+            ],
+        )
+        .expect("input topic");
+    broker.create_topic(&output, 2).expect("output topic");
+    let (rounds, final_rows) = user_rounds();
+    let written: usize = rounds.iter().map(Vec::len).sum();
+    // One round per segment: the first three rounds can be compacted (the last segment, being
+    // written, never is).
+    for round in &rounds {
+        produce(broker, &input, round);
+        std::thread::sleep(Duration::from_millis(400));
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    let kept = loop {
+        let kept = broker.read_committed(&input).expect("reads");
+        if kept.len() < written {
+            break kept;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the broker did not compact {input} within 60 s ({written} records kept)"
+        );
+        std::thread::sleep(Duration::from_millis(250));
+    };
+    // Compaction leaves gaps in the offsets the source must read across.
+    let gaps = kept
+        .windows(2)
+        .filter(|w| w[0].partition == w[1].partition && w[1].offset > w[0].offset + 1)
+        .count();
+    assert!(
+        gaps > 0,
+        "{} records kept of {written}, without gaps",
+        kept.len()
+    );
+    let servers = broker.bootstrap_servers();
+    let sql = job_sql(&servers, &users_ddl(&servers, &input), &output);
+    let dir = tempfile::tempdir().expect("tmp");
+    run(&sql, dir.path(), false).await;
+    assert_eq!(materialized(broker, &output), expected(&final_rows));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

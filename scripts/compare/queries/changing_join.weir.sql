@@ -8,7 +8,12 @@
 -- table the changes leave is one row per bid with its auction's highest price. The result
 -- table's options (compare.py fills them in): the blackhole sink for the timed runs, a
 -- 'changelog-json' filesystem sink for the check, which compare.py materializes; the
--- parallelism comes from `weir run -p`.
+-- parallelism comes from `weir run -p`. The join holds its rows in memory up to
+-- 'state.buffer-size' per subtask (default 32 MiB) and reads and writes keyed state row by row
+-- beyond it; the 10M bids' rows take about 1 GB at parallelism 1, so the buffer is 2 GiB (Flink,
+-- with its default heap state backend, holds them all on the JVM heap).
+SET 'state.buffer-size' = '2gb';
+
 CREATE TABLE result (
   auction   BIGINT,
   bidder    BIGINT,

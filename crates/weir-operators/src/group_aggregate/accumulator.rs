@@ -81,6 +81,8 @@ pub(crate) struct Aggregate {
     pub(crate) output: DataType,
     /// Keep every value even of `MIN`/`MAX` (the input retracts).
     pub(crate) retracting: bool,
+    /// For `AVG` of a decimal: what a sum is multiplied by to reach the result's scale.
+    pub(crate) avg_scale: i128,
 }
 
 impl Aggregate {
@@ -102,6 +104,7 @@ impl Aggregate {
                 accumulation: Accumulation::Count,
                 output: DataType::Int64,
                 retracting,
+                avg_scale: 1,
             });
         };
         let values = || {
@@ -126,21 +129,23 @@ impl Aggregate {
                 }
             })
         };
+        let mut avg_scale = 1;
         let (accumulation, output) = match function {
             Function::Count if distinct => (values()?, DataType::Int64),
             Function::Count => (Accumulation::Count, DataType::Int64),
             Function::Min | Function::Max => (values()?, input.clone()),
             Function::Sum | Function::Avg => {
                 let (accumulation, sum_type) = numeric()?;
-                if function == Function::Avg && accumulation == Accumulation::Decimal {
-                    return Err("AVG of a DECIMAL is not supported without a window; \
-                                CAST the column to DOUBLE"
-                        .into());
-                }
-                let output = if function == Function::Avg {
-                    DataType::Float64
-                } else {
-                    sum_type
+                let output = match (function, input) {
+                    // As DataFusion (and a window's AVG): four more digits of scale,
+                    // truncated.
+                    (Function::Avg, DataType::Decimal128(p, s)) => {
+                        let scale = (*s + 4).min(38);
+                        avg_scale = 10_i128.pow(u32::try_from(scale - *s).unwrap_or(0));
+                        DataType::Decimal128((*p + 4).min(38), scale)
+                    }
+                    (Function::Avg, _) => DataType::Float64,
+                    _ => sum_type,
                 };
                 let accumulation = if distinct { values()? } else { accumulation };
                 (accumulation, output)
@@ -152,6 +157,7 @@ impl Aggregate {
             accumulation,
             output,
             retracting,
+            avg_scale,
         })
     }
 
@@ -199,6 +205,7 @@ impl Aggregate {
             Acc::Int { sum, n } => OutValue::Int((*n > 0).then_some(*sum)),
             Acc::Float { sum, n } if avg => OutValue::Float((*n > 0).then(|| sum / *n as f64)),
             Acc::Float { sum, n } => OutValue::Float((*n > 0).then_some(*sum)),
+            Acc::Decimal { sum, n } if avg => self.decimal_avg(*sum, *n)?,
             Acc::Decimal { sum, n } => OutValue::Decimal((*n > 0).then_some(*sum)),
             Acc::Values(values) => match self.function {
                 Function::Count => OutValue::Int(Some(values.len() as i64)),
@@ -207,6 +214,32 @@ impl Aggregate {
                 Function::Sum | Function::Avg => self.distinct_sum(values)?,
             },
         })
+    }
+
+    /// `AVG` of a decimal: `sum` of `n` values scaled to the result and divided, truncating;
+    /// an error when the result does not fit its precision (as DataFusion's).
+    fn decimal_avg(&self, sum: i128, n: i64) -> Result<OutValue> {
+        if n <= 0 {
+            return Ok(OutValue::Decimal(None));
+        }
+        let DataType::Decimal128(precision, _) = self.output else {
+            return Err(Error::Internal("a decimal AVG of another type".into()));
+        };
+        sum.checked_mul(self.avg_scale)
+            .map(|scaled| scaled / i128::from(n))
+            .filter(|avg| avg.unsigned_abs() < 10_u128.pow(u32::from(precision)))
+            .map(|avg| OutValue::Decimal(Some(avg)))
+            .ok_or_else(|| Error::BadRecord {
+                location: weir_api::RecordLocation {
+                    input: "GROUP BY: AVG of a DECIMAL".into(),
+                    line: None,
+                    column: None,
+                },
+                message: format!(
+                    "the average of {n} values summing to {sum} (unscaled) does not fit the \
+                     result's DECIMAL({precision}, _)"
+                ),
+            })
     }
 
     /// `SUM(DISTINCT x)` or `AVG(DISTINCT x)` of the values kept.
@@ -240,7 +273,11 @@ impl Aggregate {
                 for key in values.keys() {
                     sum = sum.wrapping_add(ordered::decimal_value(key)?);
                 }
-                OutValue::Decimal((n > 0).then_some(sum))
+                if avg {
+                    self.decimal_avg(sum, n)?
+                } else {
+                    OutValue::Decimal((n > 0).then_some(sum))
+                }
             }
             Canonical::Bytes => return Err(Error::Internal("a sum of strings".into())),
         })
@@ -618,13 +655,64 @@ mod tests {
         let err = Aggregate::resolve(Function::Sum, Some((0, &DataType::Utf8)), false, false)
             .expect_err("a sum of strings");
         assert!(err.contains("SUM and AVG take"), "{err}");
-        let err = Aggregate::resolve(
+    }
+
+    #[test]
+    fn a_decimal_average_has_four_more_digits_of_scale_and_truncates() {
+        let decimal = DataType::Decimal128(10, 2);
+        let avg =
+            Aggregate::resolve(Function::Avg, Some((0, &decimal)), false, true).expect("resolves");
+        assert_eq!(avg.output, DataType::Decimal128(14, 6));
+        let values = Input::Decimal(Decimal128Array::from(vec![110, -225, 1]));
+        let mut acc = avg.empty();
+        for row in 0..3 {
+            acc.apply(&avg, &values, row, 1);
+        }
+        // (1.10 - 2.25 + 0.01) / 3 = -0.38 exactly.
+        assert_eq!(
+            avg.result(&acc).expect("avg"),
+            OutValue::Decimal(Some(-380_000))
+        );
+        acc.apply(&avg, &values, 2, -1);
+        // (1.10 - 2.25) / 2 = -0.575.
+        assert_eq!(
+            avg.result(&acc).expect("avg"),
+            OutValue::Decimal(Some(-575_000))
+        );
+        acc.apply(&avg, &values, 0, 1);
+        // (2.20 - 2.25) / 3 = -0.0166666...: truncated toward zero.
+        assert_eq!(
+            avg.result(&acc).expect("avg"),
+            OutValue::Decimal(Some(-16_666))
+        );
+        let distinct =
+            Aggregate::resolve(Function::Avg, Some((0, &decimal)), true, true).expect("resolves");
+        let keys = distinct.input(&[Arc::new(
+            Decimal128Array::from(vec![110, 110, 20])
+                .with_precision_and_scale(10, 2)
+                .expect("decimal"),
+        ) as ArrayRef]);
+        let keys = keys.expect("keys");
+        let mut acc = distinct.empty();
+        for row in 0..3 {
+            acc.apply(&distinct, &keys, row, 1);
+        }
+        // The distinct values 1.10 and 0.20: 0.65.
+        assert_eq!(
+            distinct.result(&acc).expect("avg"),
+            OutValue::Decimal(Some(650_000))
+        );
+        let widest = Aggregate::resolve(
             Function::Avg,
-            Some((0, &DataType::Decimal128(5, 1))),
+            Some((0, &DataType::Decimal128(38, 0))),
             false,
-            false,
+            true,
         )
-        .expect_err("avg of decimal");
-        assert!(err.contains("CAST"), "{err}");
+        .expect("resolves");
+        let mut acc = widest.empty();
+        let huge = Input::Decimal(Decimal128Array::from(vec![10_i128.pow(37)]));
+        acc.apply(&widest, &huge, 0, 1);
+        let err = widest.result(&acc).expect_err("does not fit");
+        assert!(err.to_string().contains("AVG of a DECIMAL"), "{err}");
     }
 }

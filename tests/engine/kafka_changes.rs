@@ -5,7 +5,8 @@
 //! by key (the last value of a key; a tombstone deletes it), must equal the aggregation of the
 //! final input table computed here; so must an upsert topic the broker has compacted (older
 //! values and tombstones gone, offsets with gaps). Another test joins a Kafka stream with an
-//! upsert topic with a watermark as the versioned side of a temporal join.
+//! upsert topic with a watermark as the versioned side of a temporal join, and one writes an
+//! aggregation as Debezium events whose replay must leave the final table.
 
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use std::collections::BTreeMap;
@@ -215,6 +216,51 @@ async fn a_compacted_upsert_topic_reads_as_the_table_it_keeps() {
     let dir = tempfile::tempdir().expect("tmp");
     run(&sql, dir.path(), false).await;
     assert_eq!(materialized(broker, &output), expected(&final_rows));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aggregation_written_as_debezium_events_replays_to_the_final_table() {
+    let broker = KafkaBroker::shared().expect("the Kafka test broker");
+    let (input, output) = (unique_name("users"), unique_name("events"));
+    broker.create_topic(&input, 2).expect("input topic");
+    broker.create_topic(&output, 2).expect("output topic");
+    let (rounds, final_rows) = user_rounds();
+    produce(broker, &input, &rounds.concat());
+    let servers = broker.bootstrap_servers();
+    let sql = format!(
+        "SET 'parallelism' = '2';\n\
+         SET 'checkpoint.interval' = '30ms';\n\
+         {}\n\
+         CREATE TABLE totals (bucket BIGINT, n BIGINT, total BIGINT)\n\
+         WITH ('connector' = 'kafka', 'topic' = '{output}',\n\
+           'properties.bootstrap.servers' = '{servers}', 'format' = 'debezium-json',\n\
+           'sink.delivery-guarantee' = 'exactly-once',\n\
+           'sink.transactional-id-prefix' = '{}');\n\
+         INSERT INTO totals SELECT score % 4, COUNT(*), SUM(score) FROM t GROUP BY score % 4;",
+        users_ddl(&servers, &input),
+        unique_name("debezium-out")
+    );
+    let dir = tempfile::tempdir().expect("tmp");
+    run(&sql, dir.path(), false).await;
+    // `c` adds its `after` and `d` takes its `before` away: summed over every committed event
+    // (in any order, as partitions interleave), each final row must be left once.
+    let mut table: BTreeMap<String, i64> = BTreeMap::new();
+    for record in broker.read_committed(&output).expect("reads") {
+        let event: serde_json::Value =
+            serde_json::from_slice(&record.value.expect("a value")).expect("json");
+        let (row, sign) = match event["op"].as_str() {
+            Some("c") => (&event["after"], 1),
+            Some("d") => (&event["before"], -1),
+            other => panic!("an event with op {other:?}: {event}"),
+        };
+        *table.entry(row.to_string()).or_default() += sign;
+    }
+    table.retain(|_, n| *n != 0);
+    let want: BTreeMap<String, i64> = expected(&final_rows)
+        .into_values()
+        .map(|row| (row, 1))
+        .collect();
+    assert_eq!(table, want);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

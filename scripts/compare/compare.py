@@ -79,6 +79,9 @@ QUERIES = {
               "Top-10 bids by price per auction without a window (updating)"),
     "changing_join": (("csv", "parquet"), (),
                       "regular join: every bid with its auction's MAX(price) so far (updating)"),
+    "temporal_join": (("csv", "parquet"), (),
+                      "event-time temporal join: every bid with its bidder's latest bid above "
+                      "95,000 as of its time"),
 }
 
 # What the sequential reference (reference.py) computes for each query: the same windows,
@@ -112,13 +115,26 @@ REFERENCE = {
     "top10": {"kind": "top_n", "key": "auction", "order": "price", "n": 10, "updating": True,
               "ties": ("auction", "price")},
     "changing_join": {"kind": "max_join", "key": "auction", "updating": True},
+    # The versions: the bids above min_price, the last of each key by time (a versioned view).
+    # `bids`: the columns of each result row that name a bid (as BID_COLUMNS), the probe
+    # first, then the version it joined (late_differences).
+    "temporal_join": {"kind": "temporal_join", "key": "bidder", "min_price": 95_000,
+                      "bids": (("auction", "bidder", "price", "date_time"),
+                               ("high_auction", "bidder", "high_price", "high_time"))},
 }
 
 # Queries whose late rows Flink decides by another rule than Weir's, which the reference can
 # model too (reference.flink_over_kept: Flink's bounded OVER compares a row with its key's last
-# fired timer, not with the watermark). Flink's output is compared with the reference under
-# both rules: a difference under Weir's is the rules' (shown), one under Flink's is not.
-FLINK_LATE_RULES = {"over_rows": "flink", "over_range": "flink"}
+# fired timer, not with the watermark; reference.flink_temporal_pairs: Flink's temporal join
+# drops no row, a late row is joined with the versions its key still holds). Flink's output is
+# compared with the reference under both rules: a difference under Weir's is the rules'
+# (shown), one under Flink's is not, except where the spec names its `bids`: there what Flink
+# makes of a late bid depends on how its two inputs interleave, so only a difference that no
+# late bid explains counts (late_differences).
+FLINK_LATE_RULES = {"over_rows": "flink", "over_range": "flink", "temporal_join": "flink"}
+
+# The columns that identify a bid (a late one, in late_differences).
+BID_COLUMNS = ("auction", "bidder", "price", "date_time")
 
 BIDS_COLUMNS = {
     "auction": "BIGINT",
@@ -303,6 +319,10 @@ def spec_text(spec):
         order = "ts" if spec["order"] == "date_time" else spec["order"]
         return [], [f"PARTITION BY {key} ORDER BY {order} DESC",
                     "rn = 1" if spec["n"] == 1 else f"rn <= {spec['n']}"]
+    if kind == "temporal_join":
+        return [], [f"PARTITION BY {key} ORDER BY ts DESC", "WHERE rn = 1",
+                    f"FROM bids WHERE price > {spec['min_price']})",
+                    f"FOR SYSTEM_TIME AS OF b.ts AS h ON b.{key} = h.{key}"]
     if kind == "max_join":
         return [], [f"SELECT b.{key}, b.bidder, b.price, b.date_time, m.top",
                     f"JOIN (SELECT {key}, MAX(price) AS top FROM bids GROUP BY {key}) m",
@@ -386,6 +406,16 @@ class References:
                 log(f"   reference: {note}")
         return name, self.tables[name]
 
+    def late_bids(self, interval_ms):
+        """Name of a table of the late bids' BID_COLUMNS with the watermark emitted every
+        interval_ms (the bids at or behind the watermark before them)."""
+        name = f"late_bids_{interval_ms}"
+        if name not in self.tables:
+            late = self.rows["date_time"] <= self.watermarks(interval_ms)
+            register(self.con, name, {c: self.rows[c][late] for c in BID_COLUMNS})
+            self.tables[name] = {}
+        return name
+
     def drop(self, query):
         """Drops the tables of `query` (its cases are done): they can be large."""
         names = [n for n in self.tables if n == f"ref_{query}" or n.startswith(f"ref_{query}_")]
@@ -394,12 +424,14 @@ class References:
             del self.tables[name]
 
     def without_lateness(self, query):
-        """Name of a table with the reference's windows over every row (no row late): what
-        DuckDB's batch query computes, so that the two can be compared."""
+        """Name of a table with the reference's windows over every row (no row late) read as
+        one batch (`batch`: without an arrival order, which only the temporal join's versions
+        depend on): what DuckDB's batch query computes, so that the two can be compared."""
         name = f"ref_{query}_all"
         if name not in self.tables:
             before = np.full(len(self.rows["date_time"]), reference.I64_MIN, dtype=np.int64)
-            result = reference.compute(REFERENCE[query], self.rows, before, self.bounded)[0]
+            spec = dict(REFERENCE[query], batch=True)
+            result = reference.compute(spec, self.rows, before, self.bounded)[0]
             register(self.con, name, result)
             self.tables[name] = {}
         return name
@@ -579,6 +611,33 @@ def compare_results(con, ref_table, src, engine="Weir", ref="the reference", lim
                 else f"{text}\n  {tie_text}")
     con.execute("DROP TABLE IF EXISTS engine_out")
     return ok, text
+
+
+def late_differences(con, ref_table, src, late_table, bids):
+    """Of the rows in which an engine's output (src: DuckDB SQL reading it) and ref_table
+    differ, how many no late bid explains. A row is explained when its probe (the first of
+    `bids`, each a tuple of the row's columns that name a bid, positionally as BID_COLUMNS) is
+    a late bid (in late_table), or when a row of that probe in either table names a late bid
+    as another of its bids (the version it joined). Returns (rows that differ, unexplained)."""
+    def names_late(alias, columns):
+        same = " AND ".join(f'l."{b}" = {alias}."{c}"' for b, c in zip(BID_COLUMNS, columns))
+        return f"EXISTS (SELECT 1 FROM {late_table} l WHERE {same})"
+
+    probe = ", ".join(f'"{c}"' for c in bids[0])
+    as_probe = ", ".join(f'"{b}" AS "{c}"' for b, c in zip(BID_COLUMNS, bids[0]))
+    any_late = " OR ".join(names_late("t", columns) for columns in bids[1:]) or "false"
+    con.execute(f"CREATE OR REPLACE TEMP TABLE engine_rows AS SELECT * FROM {src}")
+    explained = " UNION ".join(
+        [f"SELECT {as_probe} FROM {late_table}"]
+        + [f"SELECT {probe} FROM {t} t WHERE {any_late}" for t in (ref_table, "engine_rows")])
+    diff = (f"(SELECT * FROM {ref_table} EXCEPT ALL SELECT * FROM engine_rows) UNION ALL "
+            f"(SELECT * FROM engine_rows EXCEPT ALL SELECT * FROM {ref_table})")
+    same_probe = " AND ".join(f'x."{c}" = d."{c}"' for c in bids[0])
+    n_diff, unexplained = con.execute(
+        f"SELECT count(*), count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM ({explained}) x "
+        f"WHERE {same_probe})) FROM ({diff}) d").fetchall()[0]
+    con.execute("DROP TABLE IF EXISTS engine_rows")
+    return n_diff, unexplained
 
 
 def compare_tables(con, ref_table, table, engine, ref, limit=5):
@@ -1046,6 +1105,19 @@ def run_flink_case(con, args, work, data_file, query, fmt, flink_jars, record, f
             record["flink_rule_reference"] = dict(rule_ref)
             ok, rule_text = compare_results(con, rule_table, src, engine="Flink",
                                             ref="the reference under Flink's late rule")
+            bids = REFERENCE[query].get("bids")
+            if not ok and bids:
+                # Which versions a late bid meets in Flink depends on how its two inputs
+                # interleave (timing), which the rule's model takes in step: the differences
+                # that count are those no late bid explains.
+                n_diff, unexplained = late_differences(
+                    con, rule_table, src,
+                    refs.late_bids(flink_runner.CHECK_WATERMARK_INTERVAL_MS), bids)
+                ok = unexplained == 0
+                rule_text += (f"\n  {n_diff - unexplained:,} of the {n_diff:,} rows that differ "
+                              "have a late bid as the probe, or as the version of that probe in "
+                              "either result (timing: how Flink's two inputs interleave); "
+                              f"{unexplained:,} have none")
             text = (f"against the reference under Weir's late rule: {text}\n  against the "
                     f"reference under Flink's late rule: {rule_text}")
         if not ok and not must_equal:

@@ -41,6 +41,15 @@ windows):
   SUM(price) per key), then in each window the n rows with the largest SUM, numbered from 1;
   equal sums are ranked by the key ascending, and the reference says how many windows had a
   tie that decided a rank or which rows made the top n.
+- Temporal join with a versioned view (crates/weir-operators/src/temporal_join.rs; the view
+  is the last row of each key by time among the rows of a filter): a filtered row starts a
+  version of its key when its time is above every earlier filtered row's of that key (an
+  older one does not change the view), in file order, late or not; the join drops a version
+  at or behind the watermark before it (late), and a probe row at or behind it (late). Every
+  other probe row is joined with the latest counted version of its key at or before its time
+  (none: no row, an INNER join): it is joined once the watermark passes its time, when every
+  version that counts up to it has come, so the result does not depend on how far either
+  side has been read.
 - The queries with updating results (a GROUP BY without a window, the last row and Top-N
   without a window, a regular join with a GROUP BY): no row is late (nothing waits for the
   watermark), so the reference is the final table over every row, the table the engine's
@@ -54,6 +63,7 @@ windows are a loop over each key's rows in file order (the keys are independent)
 compare.py; `python3 reference.py --self-test` runs its small tests.
 """
 
+import bisect
 import heapq
 import re
 
@@ -698,11 +708,175 @@ def max_join(key_name, rows):
     return result, 0
 
 
+def newest_so_far(keys, times):
+    """Whether each row's time is above the time of every earlier row (file order) of its key:
+    the rows a last-row deduplication by time (`ROW_NUMBER() ... ORDER BY ts DESC = 1`)
+    replaces its key's row with, the versions of a versioned view. Bool array."""
+    keys = np.asarray(keys, dtype=np.int64)
+    n = len(keys)
+    if n == 0:
+        return np.zeros(0, dtype=bool)
+    order = np.argsort(keys, kind="stable")  # by key, file order within a key
+    # (key, time) as one int64: a key's first row is above every row of the keys before it.
+    composite = _key_time(keys[order], np.asarray(times, dtype=np.int64)[order])
+    newest = np.empty(n, dtype=bool)
+    newest[0] = True
+    newest[1:] = composite[1:] > np.maximum.accumulate(composite)[:-1]
+    out = np.empty(n, dtype=bool)
+    out[order] = newest
+    return out
+
+
+def temporal_join(key_name, rows, before, min_price, late_rule="watermark", batch=False):
+    """Every row joined with the version of its key at its time of a versioned view, the
+    latest row of each key by time among the rows with `price > min_price`
+    (`JOIN v FOR SYSTEM_TIME AS OF b.ts ... ON b.key = v.key`, INNER). Result columns: auction,
+    bidder, price, date_time, then the version's high_auction, high_price, high_time (its
+    auction, price and date_time), for each probe row that is joined.
+
+    Under Weir's rules (docs/sql.md, "Temporal joins"): a filtered row is a version when it is
+    newer than every earlier filtered row of its key (newest_so_far; an older one does not
+    change the view); a version at or behind the watermark before it is late, and so is a
+    probe row. Late rows are dropped (the late count is both kinds); every other probe row is
+    joined with the latest version of its key at or before its time among the versions that
+    are not late. late_rule `flink`: Flink's rule instead (flink_temporal_pairs), nothing
+    dropped. batch: the rows as one batch without an arrival order (DuckDB's ASOF join, no row
+    late): every filtered row is a version.
+
+    Returns (columns, late rows, notes): the notes count the (key, time) pairs of two filtered
+    rows, where "the version at a time" is ambiguous (the engines keep either)."""
+    cols = {c: np.asarray(rows[c], dtype=np.int64) for c in ("auction", "bidder", "price",
+                                                               "date_time")}
+    keys, times = cols[key_name], cols["date_time"]
+    filtered = cols["price"] > min_price
+    versions = filtered.copy()
+    if not batch:
+        at = np.flatnonzero(filtered)
+        versions[at] = newest_so_far(keys[at], times[at])
+    notes = []
+    f_comp = np.sort(_key_time(keys[filtered], times[filtered]))
+    tied = int(np.count_nonzero(f_comp[1:] == f_comp[:-1])) if len(f_comp) else 0
+    if tied:
+        notes.append(f"{tied:,} times have two rows above {min_price:,} of one {key_name}: the "
+                     "version there is ambiguous (Weir keeps the smaller encoded row, Flink the "
+                     "later arrival)")
+    if late_rule == "flink":
+        probe, version = flink_temporal_pairs(keys, times, versions, before)
+        late = 0
+    elif late_rule == "watermark":
+        on_time = times > before
+        counted = np.flatnonzero(versions & on_time)
+        late = int(len(times) - np.count_nonzero(on_time)
+                   + np.count_nonzero(versions) - len(counted))
+        probe = np.flatnonzero(on_time)
+        version = _as_of(keys, times, probe, counted)
+        probe, version = probe[version >= 0], version[version >= 0]
+    else:
+        raise ValueError(f"unknown late rule {late_rule!r}")
+    result = {c: v[probe] for c, v in cols.items()}
+    for c, name in (("auction", "high_auction"), ("price", "high_price"),
+                    ("date_time", "high_time")):
+        result[name] = cols[c][version]
+    return result, late, notes
+
+
+def _as_of(keys, times, probe, versions):
+    """For each row in `probe` (row indices), the row in `versions` of its key with the largest
+    time at or before its time, -1 where there is none (int64 array)."""
+    if len(probe) == 0 or len(versions) == 0:
+        return np.full(len(probe), -1, dtype=np.int64)
+    composite = _key_time(keys, times)
+    v_order = versions[np.argsort(composite[versions], kind="stable")]
+    at = np.searchsorted(composite[v_order], composite[probe], side="right") - 1
+    found = v_order[np.maximum(at, 0)]
+    return np.where((at >= 0) & (keys[found] == keys[probe]), found, -1)
+
+
+def flink_temporal_pairs(keys, times, versions, before):
+    """The (probe row, version row) pairs Flink 2.3's event-time temporal join
+    (TemporalRowTimeJoinOperator, INNER) emits, the rows read in file order with the watermark
+    `before` each row: two int64 arrays of row indices.
+
+    Flink drops no row as late. Per key it keeps the probe rows in state and one timer, at the
+    smallest time registered (each probe row and each version registers its time; a timer at
+    or behind the watermark fires on the next advance). When the timer fires at watermark W it
+    emits every probe row at or before W, each joined with the latest version it holds at or
+    before the row's time, then removes the versions before the latest one at or before W
+    (when none is after W, all but the last), and registers a timer at the smallest time of the
+    probe rows left. A version (here every row of `versions`: the deduplication emits only
+    rows newer than their key's) is added whenever it comes. So a late probe row is joined with
+    its version when its key still holds it, and a late version counts for every probe row
+    emitted after it comes. Simulated per key in file order, both inputs of the join in step
+    (a row reaches the join on both sides before the watermark it raises); the end of the input
+    is a last watermark at +infinity. Flink's inputs are not in step (the versions come later,
+    through the deduplication), so where late rows are concerned its result depends on timing
+    (compare.py's late_differences)."""
+    keys = np.asarray(keys, dtype=np.int64)
+    times = np.asarray(times, dtype=np.int64)
+    before = np.asarray(before, dtype=np.int64)
+    n = len(keys)
+    if n == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    # The watermark after each row (the one before the next; +infinity after the last): a timer
+    # at T registered at row i fires after the first row j >= i whose watermark reaches
+    # max(T, the watermark before i + 1).
+    after = np.append(before[1:], np.iinfo(np.int64).max)
+    own = np.searchsorted(after, np.maximum(times, before + 1), side="left")
+    reach = np.searchsorted(after, times, side="left")
+    order = np.argsort(keys, kind="stable")  # by key, file order within a key
+    bounds = np.flatnonzero(np.diff(keys[order])) + 1
+    out_probe, out_version = [], []
+    for part in np.split(order, bounds):
+        pos_of, ts_of = part.tolist(), times[part].tolist()
+        is_version = versions[part].tolist()
+        own_of, reach_of = own[part].tolist(), reach[part].tolist()
+        waiting = []  # (time, row, the row after which a timer at its time fires)
+        v_times, v_rows = [], []  # the versions held, ascending in time
+        timer = fire = None
+        for x, pos in enumerate(pos_of):
+            while fire is not None and fire < pos:
+                w = int(after[fire])
+                left = []
+                for t, row, r in waiting:
+                    if t > w:
+                        left.append((t, row, r))
+                        continue
+                    at = bisect.bisect_right(v_times, t) - 1
+                    if at >= 0:
+                        out_probe.append(row)
+                        out_version.append(v_rows[at])
+                first_after = bisect.bisect_right(v_times, w)
+                keep = len(v_times) - 1 if first_after == len(v_times) else first_after - 1
+                if keep > 0:
+                    del v_times[:keep], v_rows[:keep]
+                waiting = left
+                if left:
+                    timer, _, fire = min(left)
+                else:
+                    timer = fire = None
+            t = ts_of[x]
+            if is_version[x]:
+                v_times.append(t)
+                v_rows.append(pos)
+            waiting.append((t, pos, reach_of[x]))
+            if timer is None or timer > t:
+                timer, fire = t, own_of[x]
+        # The last watermark (+infinity) fires what is left.
+        for t, row, _ in waiting:
+            at = bisect.bisect_right(v_times, t) - 1
+            if at >= 0:
+                out_probe.append(row)
+                out_version.append(v_rows[at])
+    return np.asarray(out_probe, dtype=np.int64), np.asarray(out_version, dtype=np.int64)
+
+
 def compute(spec, rows, before, tables=None):
     """The result of one query spec (compare.py's REFERENCE) over rows (dict of int64 arrays
     in file order) with the emitted watermarks `before`: (columns, rows dropped as late,
     notes), the notes a list of remarks worth showing (ties the reference had to break); for
-    `top_n` a fourth item, the alternatives (top_n's docstring).
+    `top_n` a fourth item, the alternatives (top_n's docstring). spec["batch"]: the rows as
+    one batch without an arrival order (the comparison with DuckDB; only `temporal_join`'s
+    versions depend on the order).
     tables: the bounded tables by name (dicts of arrays), for the joins with one."""
     kind = spec["kind"]
     if kind == "hop":
@@ -736,6 +910,9 @@ def compute(spec, rows, before, tables=None):
         return top_n(spec["key"], rows, spec["order"], spec["n"])
     if kind == "max_join":
         return max_join(spec["key"], rows) + ([],)
+    if kind == "temporal_join":
+        return temporal_join(spec["key"], rows, before, spec["min_price"],
+                             spec.get("late_rule", "watermark"), spec.get("batch", False))
     raise ValueError(f"unknown reference kind {kind!r}")
 
 
@@ -754,6 +931,46 @@ def _slow_before(times, delay_ms, interval_ms):
             if last is None or cand >= last + step:
                 last = cand
     return out
+
+
+def _slow_flink_temporal(rows, before, min_price):
+    """flink_temporal_pairs as a plain loop over the rows and watermarks: (probe, version) pairs
+    sorted, with the versions chosen as the deduplication does (a row newer than its key's)."""
+    keys, times = rows["bidder"].tolist(), rows["date_time"].tolist()
+    state, out, latest, current = {}, [], {}, I64_MIN
+
+    def fire(st, w):
+        held = st["versions"]
+        for t, row in st["waiting"]:
+            if t <= w:
+                mine = [v for v in held if v[0] <= t]
+                if mine:
+                    out.append((row, mine[-1][1]))
+        st["waiting"] = [p for p in st["waiting"] if p[0] > w]
+        newer = [x for x, v in enumerate(held) if v[0] > w]
+        keep = (newer[0] - 1) if newer else len(held) - 1
+        if keep > 0:
+            del held[:keep]
+        st["timer"] = min((p[0] for p in st["waiting"]), default=None)
+
+    for i, (k, t) in enumerate(zip(keys, times)):
+        if before[i] > current:
+            current = int(before[i])
+            for st in state.values():
+                if st["timer"] is not None and st["timer"] <= current:
+                    fire(st, current)
+        st = state.setdefault(k, {"waiting": [], "versions": [], "timer": None})
+        if rows["price"][i] > min_price and t > latest.get(k, I64_MIN):
+            st["versions"].append((t, i))
+        if rows["price"][i] > min_price:
+            latest[k] = max(latest.get(k, I64_MIN), t)
+        st["waiting"].append((t, i))
+        if st["timer"] is None or st["timer"] > t:
+            st["timer"] = t
+    for st in state.values():
+        if st["timer"] is not None:
+            fire(st, np.iinfo(np.int64).max)
+    return sorted(out)
 
 
 def _self_test():
@@ -971,6 +1188,60 @@ def _self_test():
                                                              "date_time"))))
             assert got == sorted(want) and got_alt == sorted(want_alt), (got, want)
             assert bool(notes) == bool(want_alt)
+    # Temporal join, versions the rows above price 50, watermark 2 ms behind on every advance:
+    # (ts, key, price) rows 0..13. Row 3 (5) and row 10 (13) are late probes and older than
+    # their key's latest version; row 5 (9) is a late probe; row 12 (k2 at 19) is a late probe
+    # and a late version; row 11 (k3) has no version.
+    tj = {"date_time": np.array([1, 3, 10, 5, 12, 9, 11, 15, 14, 20, 13, 25, 19, 26]),
+          "bidder": np.array([1, 1, 1, 1, 2, 1, 1, 1, 2, 1, 1, 3, 2, 2]),
+          "price": np.array([60, 10, 70, 80, 90, 20, 55, 1, 95, 99, 99, 5, 99, 1]),
+          "auction": np.arange(14)}
+    wm, _ = emitted_before(tj["date_time"], 2, 1)
+    res, late, notes = temporal_join("bidder", tj, wm, 50)
+    got = sorted(zip(res["auction"].tolist(), res["high_auction"].tolist()))
+    assert got == [(0, 0), (1, 0), (2, 2), (4, 4), (6, 6), (7, 6), (8, 8), (9, 9), (13, 8)], got
+    assert late == 5 and not notes, (late, notes)
+    # Flink: the late probe row 3 still finds the version of row 0 (its bidder's timer has not
+    # fired past 10 yet), row 5 no longer does (it was removed at watermark 10), row 10 finds
+    # row 6's; the late version of row 12 is kept and row 13 joins it.
+    res, late, _ = temporal_join("bidder", tj, wm, 50, late_rule="flink")
+    got = sorted(zip(res["auction"].tolist(), res["high_auction"].tolist()))
+    assert got == [(0, 0), (1, 0), (2, 2), (3, 0), (4, 4), (6, 6), (7, 6), (8, 8), (9, 9),
+                   (10, 6), (12, 12), (13, 12)] and late == 0, got
+    # The temporal join under both rules against plain loops on random rows (some late).
+    for _ in range(300):
+        m = int(rng.integers(1, 80))
+        t = np.arange(m) * int(rng.integers(1, 4))
+        t = t - rng.integers(0, 30, size=m) * (rng.random(m) < 0.3)
+        r = {"date_time": t, "bidder": rng.integers(0, 4, size=m),
+             "price": rng.integers(0, 10, size=m), "auction": np.arange(m)}
+        wm, _ = emitted_before(t, int(rng.integers(0, 10)), int(rng.integers(0, 3)))
+        res, late, notes = temporal_join("bidder", r, wm, 6)
+        got = sorted(zip(res["auction"].tolist(), res["high_auction"].tolist()))
+        want, latest, versions, want_late = [], {}, [], 0
+        for i in range(m):
+            k, ti = int(r["bidder"][i]), int(t[i])
+            if r["price"][i] > 6:
+                if ti > latest.get(k, I64_MIN):
+                    if ti > wm[i]:
+                        versions.append((k, ti, i))
+                    else:
+                        want_late += 1
+                latest[k] = max(latest.get(k, I64_MIN), ti)
+        for i in range(m):
+            k, ti = int(r["bidder"][i]), int(t[i])
+            if ti <= wm[i]:
+                want_late += 1
+                continue
+            mine = [(tv, j) for kv, tv, j in versions if kv == k and tv <= ti]
+            if mine:
+                want.append((i, max(mine)[1]))
+        if not notes:
+            assert got == sorted(want) and late == want_late, (got, sorted(want))
+        res, _, _ = temporal_join("bidder", r, wm, 6, late_rule="flink")
+        got = sorted(zip(res["auction"].tolist(), res["high_auction"].tolist()))
+        if not notes:
+            assert got == _slow_flink_temporal(r, wm, 6), (got, _slow_flink_temporal(r, wm, 6))
     assert watermark_spec("WATERMARK FOR ts AS ts - INTERVAL '5' SECOND") == (5000, 200)
     assert watermark_spec(
         "WATERMARK FOR ts AS ts - INTERVAL '250' MILLISECOND ) WITH ("

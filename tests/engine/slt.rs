@@ -400,23 +400,144 @@ async fn run_golden(path: &Path) -> Vec<String> {
     failures
 }
 
-/// Runs every golden, or with `WEIR_SLT=<text>` only those whose file name contains it.
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sql_golden_files() {
-    let only = std::env::var("WEIR_SLT").ok();
-    let files: Vec<PathBuf> = golden_files()
-        .into_iter()
-        .filter(|f| {
-            only.as_deref().is_none_or(|text| {
-                f.file_name()
-                    .is_some_and(|n| n.to_string_lossy().contains(text))
-            })
-        })
-        .collect();
-    assert!(!files.is_empty(), "no sql/*.slt files (WEIR_SLT={only:?})");
-    let mut failures = Vec::new();
-    for file in &files {
-        failures.extend(run_golden(file).await);
+/// One test per golden file, named after it (`slt::group_by` runs `sql/group_by.slt`), and
+/// [`GOLDENS`], the list of them all.
+macro_rules! goldens {
+    ($($name:ident,)*) => {
+        /// The file names (without `.slt`) of the goldens that have a test.
+        const GOLDENS: &[&str] = &[$(stringify!($name)),*];
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                check_golden(stringify!($name)).await;
+            }
+        )*
+    };
+}
+
+goldens! {
+    aggregate_filter,
+    cascading_windows,
+    cumulate,
+    dedup_first,
+    dedup_first_ties,
+    dedup_last,
+    distinct,
+    errors_aggregate,
+    errors_cascading_windows,
+    errors_dedup_first,
+    errors_join,
+    errors_late_update_rows,
+    errors_limit,
+    errors_match_recognize,
+    errors_order_by,
+    errors_over,
+    errors_route_without_sink,
+    errors_select_without_insert,
+    errors_session_partition,
+    errors_set_key,
+    errors_syntax,
+    errors_tumble_descriptor,
+    errors_unknown_column,
+    errors_unknown_table,
+    errors_updating_results,
+    errors_upsert_kafka,
+    errors_watermark,
+    errors_watermark_lateness,
+    errors_watermark_option,
+    errors_window_bounds_in_where,
+    errors_window_top_n,
+    errors_with_option,
+    expressions,
+    flink_compat,
+    flink_time_formats,
+    flink_time_functions,
+    group_by,
+    group_by_decimal,
+    group_by_having,
+    group_by_retracting,
+    hop,
+    interval_join,
+    interval_join_condition,
+    interval_join_self,
+    late_route,
+    late_route_dedup,
+    late_route_join,
+    late_route_over,
+    late_route_top_n,
+    late_update,
+    over,
+    regular_join,
+    session,
+    table_join,
+    temporal_join,
+    top_n,
+    tumble,
+    types,
+    types_float_sum,
+    views,
+    window_join,
+    window_top_n,
+    windows_over_views,
+}
+
+/// Runs `sql/<name>.slt` at each of its parallelisms and fails with every mismatch. With
+/// `WEIR_SLT_COMPLETE=1` it first rewrites the file's expected output with what Weir returns
+/// at its first parallelism (review the diff before committing it), then checks the rest.
+async fn check_golden(name: &str) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("sql")
+        .join(format!("{name}.slt"));
+    if std::env::var_os("WEIR_SLT_COMPLETE").is_some_and(|v| v == "1") {
+        complete_golden(&path).await;
     }
+    let failures = run_golden(&path).await;
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// Rewrites golden `path`'s expected results and errors with Weir's, at its first parallelism.
+async fn complete_golden(path: &Path) {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let parallelism = golden(path).parallelism[0];
+    let mut runner = sqllogictest::Runner::new(move || {
+        let db = WeirDb::new(&name, parallelism);
+        async move { Ok::<_, SltError>(db) }
+    });
+    runner
+        .update_test_file(
+            path,
+            " ",
+            sqllogictest::default_validator,
+            sqllogictest::default_normalizer,
+            sqllogictest::strict_column_validator,
+        )
+        .await
+        .unwrap_or_else(|e| panic!("completing {}: {e}", path.display()));
+}
+
+#[test]
+fn every_golden_file_has_a_test() {
+    let files: Vec<String> = golden_files()
+        .iter()
+        .filter_map(|f| f.file_stem().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    let missing: Vec<&String> = files
+        .iter()
+        .filter(|f| !GOLDENS.contains(&f.as_str()))
+        .collect();
+    assert!(
+        missing.is_empty(),
+        "sql/ has goldens without a test: add {missing:?} to `goldens!` in tests/engine/slt.rs"
+    );
+    let gone: Vec<&&str> = GOLDENS
+        .iter()
+        .filter(|g| !files.iter().any(|f| f == *g))
+        .collect();
+    assert!(
+        gone.is_empty(),
+        "`goldens!` names files sql/ lacks: {gone:?}"
+    );
 }

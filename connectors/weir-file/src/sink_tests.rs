@@ -642,71 +642,76 @@ fn final_names_parse_back_to_subtask_and_epoch() {
     }
 }
 
-/// The staged Parquet sink and the source on a real S3-compatible server (moto, started by
-/// `weir_testkit::s3`): nothing is visible before the commit, commits are idempotent (the
-/// create-only multipart copy), the source reads the epochs back by URL and glob, and a
-/// withdrawal deletes the later epoch's files.
-#[tokio::test]
-async fn epoch_transactions_on_s3() {
-    use weir_testkit::s3 as server;
-    let s3 = server::server().expect("the S3 test server");
-    let bucket = s3.create_bucket("file-sink").unwrap();
-    let connection = json!({
-        "endpoint": s3.endpoint(),
-        "region": server::REGION,
-        "access_key_id": server::ACCESS_KEY_ID,
-        "secret_access_key": server::SECRET_ACCESS_KEY,
-        "path_style": true,
-    });
-    let path = format!("s3://{bucket}/epochs/");
-    let options =
-        json!({ "path": path, "format": "parquet", "rows_per_file": 4, "s3": connection });
-    let sink = sink(&FileSinkFactory::new(), options).await.unwrap();
-    let (t1, t2) = two_epochs(&sink).await;
-    let sources = FileSourceFactory::new();
-    let read = |glob: &str| json!({ "path": format!("{path}{glob}"), "s3": connection });
-    let err = sources
-        .prepare(spec(&read(""), None, BadRecordPolicy::Fail))
-        .await
-        .unwrap_err();
-    assert!(err.to_string().contains("no files match"), "{err}");
+/// The full tier (docs/testing.md): against a real S3-compatible server.
+mod full {
+    use super::*;
 
-    sink.commit_epoch(&ctx(1), std::slice::from_ref(&t1))
-        .await
-        .unwrap();
-    sink.commit_epoch(&ctx(1), std::slice::from_ref(&t1))
-        .await
-        .unwrap();
-    let source = sources
-        .prepare(spec(&read("*.parquet"), None, BadRecordPolicy::Fail))
-        .await
-        .unwrap();
-    let splits = source.enumerate_splits().await.unwrap();
-    let ids: Vec<String> = final_names(&t1)
-        .iter()
-        .map(|n| format!("{path}{n}"))
-        .collect();
-    assert_eq!(splits.iter().map(|s| s.id.clone()).collect::<Vec<_>>(), ids);
-    assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..6)));
+    /// The staged Parquet sink and the source on a real S3-compatible server (moto, started by
+    /// `weir_testkit::s3`): nothing is visible before the commit, commits are idempotent (the
+    /// create-only multipart copy), the source reads the epochs back by URL and glob, and a
+    /// withdrawal deletes the later epoch's files.
+    #[tokio::test]
+    async fn epoch_transactions_on_s3() {
+        use weir_testkit::s3 as server;
+        let s3 = server::server().expect("the S3 test server");
+        let bucket = s3.create_bucket("file-sink").unwrap();
+        let connection = json!({
+            "endpoint": s3.endpoint(),
+            "region": server::REGION,
+            "access_key_id": server::ACCESS_KEY_ID,
+            "secret_access_key": server::SECRET_ACCESS_KEY,
+            "path_style": true,
+        });
+        let path = format!("s3://{bucket}/epochs/");
+        let options =
+            json!({ "path": path, "format": "parquet", "rows_per_file": 4, "s3": connection });
+        let sink = sink(&FileSinkFactory::new(), options).await.unwrap();
+        let (t1, t2) = two_epochs(&sink).await;
+        let sources = FileSourceFactory::new();
+        let read = |glob: &str| json!({ "path": format!("{path}{glob}"), "s3": connection });
+        let err = sources
+            .prepare(spec(&read(""), None, BadRecordPolicy::Fail))
+            .await
+            .unwrap_err();
+        assert!(err.to_string().contains("no files match"), "{err}");
 
-    sink.commit_epoch(&ctx(1), &[t1.clone(), t2.clone()])
-        .await
-        .unwrap();
-    let source = sources
-        .prepare(spec(&read(""), None, BadRecordPolicy::Fail))
-        .await
-        .unwrap();
-    assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..9)));
+        sink.commit_epoch(&ctx(1), std::slice::from_ref(&t1))
+            .await
+            .unwrap();
+        sink.commit_epoch(&ctx(1), std::slice::from_ref(&t1))
+            .await
+            .unwrap();
+        let source = sources
+            .prepare(spec(&read("*.parquet"), None, BadRecordPolicy::Fail))
+            .await
+            .unwrap();
+        let splits = source.enumerate_splits().await.unwrap();
+        let ids: Vec<String> = final_names(&t1)
+            .iter()
+            .map(|n| format!("{path}{n}"))
+            .collect();
+        assert_eq!(splits.iter().map(|s| s.id.clone()).collect::<Vec<_>>(), ids);
+        assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..6)));
 
-    let withdrawn = sink.withdraw_after(&ctx(0), Epoch(1)).await.unwrap();
-    let later: Vec<String> = final_names(&t2)
-        .iter()
-        .map(|n| format!("{path}{n}"))
-        .collect();
-    assert_eq!(withdrawn, later);
-    let source = sources
-        .prepare(spec(&read(""), None, BadRecordPolicy::Fail))
-        .await
-        .unwrap();
-    assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..6)));
+        sink.commit_epoch(&ctx(1), &[t1.clone(), t2.clone()])
+            .await
+            .unwrap();
+        let source = sources
+            .prepare(spec(&read(""), None, BadRecordPolicy::Fail))
+            .await
+            .unwrap();
+        assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..9)));
+
+        let withdrawn = sink.withdraw_after(&ctx(0), Epoch(1)).await.unwrap();
+        let later: Vec<String> = final_names(&t2)
+            .iter()
+            .map(|n| format!("{path}{n}"))
+            .collect();
+        assert_eq!(withdrawn, later);
+        let source = sources
+            .prepare(spec(&read(""), None, BadRecordPolicy::Fail))
+            .await
+            .unwrap();
+        assert_eq!(read_all(&source).await.unwrap(), render(&batch(0..6)));
+    }
 }

@@ -84,6 +84,10 @@ pub use validate::{ExpectedCheckpoint, structural_problems};
 mod copy_tests;
 #[cfg(test)]
 mod fencing_tests;
+/// The full tier (docs/testing.md): publication on a real S3-compatible server.
+#[cfg(test)]
+#[path = "s3_tests.rs"]
+mod full;
 #[cfg(test)]
 mod image_tests;
 #[cfg(test)]
@@ -92,8 +96,6 @@ mod log_tests;
 mod restore_tests;
 #[cfg(test)]
 mod retention_tests;
-#[cfg(test)]
-mod s3_tests;
 #[cfg(test)]
 mod store_tests;
 #[cfg(test)]

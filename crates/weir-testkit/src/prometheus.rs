@@ -219,8 +219,9 @@ fn run(cmd: &mut Command, name: &str) -> Result<()> {
     })
 }
 
+/// The full tier (docs/testing.md): fetches and runs Prometheus.
 #[cfg(test)]
-mod tests {
+mod full {
     use super::*;
 
     /// Whether `path` is a Prometheus binary that runs.

@@ -394,42 +394,47 @@ fn process_alive(pid: u32) -> bool {
 mod tests {
     use super::*;
 
-    /// The server of this test binary (moto, or the external one of [`ENDPOINT_ENV`]) creates
-    /// buckets with distinct valid names and answers for them, and not for others.
-    #[test]
-    fn the_server_creates_buckets() {
-        let server = server().unwrap();
-        let a = server.create_bucket("Test_Bucket").unwrap();
-        let b = server.create_bucket("Test_Bucket").unwrap();
-        assert_ne!(a, b);
-        assert!(a.starts_with("test-bucket-"), "{a}");
-        assert_eq!(server.request("HEAD", &format!("/{a}")).unwrap(), 200);
-        assert_eq!(server.request("HEAD", "/no-such-bucket-here").unwrap(), 404);
-        // Only a server this process started has a PID, and it runs.
-        match (std::env::var_os(ENDPOINT_ENV), server.pid()) {
-            (None, Some(pid)) => assert!(process_alive(pid)),
-            (Some(_), None) => {}
-            (endpoint, pid) => panic!("{ENDPOINT_ENV}={endpoint:?} but PID {pid:?}"),
-        }
-    }
+    /// The full tier (docs/testing.md): a moto server started by these tests.
+    mod full {
+        use super::*;
 
-    /// A moto server's watchdog stops it by PID when the pipe from the test process closes
-    /// (here: a server whose pipe is dropped). Moto is started whether or not
-    /// [`ENDPOINT_ENV`] is set.
-    #[test]
-    fn the_watchdog_stops_a_moto_server() {
-        let venv = install(&cache_dir("moto")).unwrap();
-        let server = start_on_free_port(&venv.join("bin").join("moto_server")).unwrap();
-        let pid = server.pid().unwrap();
-        assert!(process_alive(pid));
-        drop(server);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while process_alive(pid) {
-            assert!(
-                Instant::now() < deadline,
-                "the server {pid} outlived its pipe"
-            );
-            std::thread::sleep(Duration::from_millis(50));
+        /// The server of this test binary (moto, or the external one of [`ENDPOINT_ENV`]) creates
+        /// buckets with distinct valid names and answers for them, and not for others.
+        #[test]
+        fn the_server_creates_buckets() {
+            let server = server().unwrap();
+            let a = server.create_bucket("Test_Bucket").unwrap();
+            let b = server.create_bucket("Test_Bucket").unwrap();
+            assert_ne!(a, b);
+            assert!(a.starts_with("test-bucket-"), "{a}");
+            assert_eq!(server.request("HEAD", &format!("/{a}")).unwrap(), 200);
+            assert_eq!(server.request("HEAD", "/no-such-bucket-here").unwrap(), 404);
+            // Only a server this process started has a PID, and it runs.
+            match (std::env::var_os(ENDPOINT_ENV), server.pid()) {
+                (None, Some(pid)) => assert!(process_alive(pid)),
+                (Some(_), None) => {}
+                (endpoint, pid) => panic!("{ENDPOINT_ENV}={endpoint:?} but PID {pid:?}"),
+            }
+        }
+
+        /// A moto server's watchdog stops it by PID when the pipe from the test process closes
+        /// (here: a server whose pipe is dropped). Moto is started whether or not
+        /// [`ENDPOINT_ENV`] is set.
+        #[test]
+        fn the_watchdog_stops_a_moto_server() {
+            let venv = install(&cache_dir("moto")).unwrap();
+            let server = start_on_free_port(&venv.join("bin").join("moto_server")).unwrap();
+            let pid = server.pid().unwrap();
+            assert!(process_alive(pid));
+            drop(server);
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while process_alive(pid) {
+                assert!(
+                    Instant::now() < deadline,
+                    "the server {pid} outlived its pipe"
+                );
+                std::thread::sleep(Duration::from_millis(50));
+            }
         }
     }
 

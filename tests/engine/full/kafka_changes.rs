@@ -38,7 +38,7 @@ fn produce(broker: &KafkaBroker, topic: &str, records: &[(String, Option<String>
 
 /// Runs `sql` to its end with checkpoints in `dir`, restoring the latest one with `restore`.
 async fn run(sql: &str, dir: &std::path::Path, restore: bool) -> JobSummary {
-    crate::kafka::run_sql(sql, dir, restore.then_some(RestoreFrom::Latest)).await
+    super::kafka::run_sql(sql, dir, restore.then_some(RestoreFrom::Latest)).await
 }
 
 /// The table an upsert topic holds: per key, its last value unless a tombstone followed.

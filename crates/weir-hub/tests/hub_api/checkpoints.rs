@@ -332,44 +332,49 @@ async fn periodic_checkpoints_follow_the_interval_one_at_a_time_until_the_timeou
     assert_eq!(after_timeout[0], first[0]);
 }
 
-#[tokio::test]
-async fn a_job_manifest_goes_to_s3_when_the_checkpoint_dir_is_there() {
-    use object_store::ObjectStoreExt;
-    use weir_testkit::s3 as server;
-    let s3 = server::server().expect("the S3 test server starts");
-    let bucket = s3.create_bucket("hub").expect("a bucket");
-    let options = weir::api::S3Options {
-        endpoint: Some(s3.endpoint().to_owned()),
-        region: Some(server::REGION.to_owned()),
-        access_key_id: Some(server::ACCESS_KEY_ID.to_owned()),
-        secret_access_key: Some(server::SECRET_ACCESS_KEY.to_owned()),
-        path_style: Some(true),
-        ..weir::api::S3Options::default()
-    };
-    let url = format!("s3://{bucket}/jobs");
-    let dir = tempfile::tempdir().unwrap();
-    let t = fresh_hub(dir.path()).await;
-    let mut job = spec(dir.path(), 2);
-    job["checkpoint"]["dir"] = json!(url);
-    job["checkpoint"]["s3"] = serde_json::to_value(&options).unwrap();
-    let (a, b) = two_agents_running(&t, 1, job).await;
-    let id = checkpoint_both(&t, &a, &b, 0, false).await;
-    let record = &t.client.job_detail("bids").await.unwrap().recovery_records[0];
-    let relative = JobManifest::relative_path(&id);
-    assert_eq!(record.manifest_path, format!("{url}/{relative}"));
-    let storage = weir::CheckpointStorage::s3(&url, &options).unwrap();
-    let location = relative
-        .split('/')
-        .fold(storage.base.clone(), |p, part| p.join(part));
-    let bytes = storage
-        .store
-        .get(&location)
-        .await
-        .unwrap()
-        .bytes()
-        .await
-        .unwrap();
-    let manifest: JobManifest = serde_json::from_slice(&bytes).unwrap();
-    assert!(manifest.verify());
-    assert_eq!(manifest.checksum, record.checksum);
+/// The full tier (docs/testing.md): against a real S3-compatible server.
+mod full {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_job_manifest_goes_to_s3_when_the_checkpoint_dir_is_there() {
+        use object_store::ObjectStoreExt;
+        use weir_testkit::s3 as server;
+        let s3 = server::server().expect("the S3 test server starts");
+        let bucket = s3.create_bucket("hub").expect("a bucket");
+        let options = weir::api::S3Options {
+            endpoint: Some(s3.endpoint().to_owned()),
+            region: Some(server::REGION.to_owned()),
+            access_key_id: Some(server::ACCESS_KEY_ID.to_owned()),
+            secret_access_key: Some(server::SECRET_ACCESS_KEY.to_owned()),
+            path_style: Some(true),
+            ..weir::api::S3Options::default()
+        };
+        let url = format!("s3://{bucket}/jobs");
+        let dir = tempfile::tempdir().unwrap();
+        let t = fresh_hub(dir.path()).await;
+        let mut job = spec(dir.path(), 2);
+        job["checkpoint"]["dir"] = json!(url);
+        job["checkpoint"]["s3"] = serde_json::to_value(&options).unwrap();
+        let (a, b) = two_agents_running(&t, 1, job).await;
+        let id = checkpoint_both(&t, &a, &b, 0, false).await;
+        let record = &t.client.job_detail("bids").await.unwrap().recovery_records[0];
+        let relative = JobManifest::relative_path(&id);
+        assert_eq!(record.manifest_path, format!("{url}/{relative}"));
+        let storage = weir::CheckpointStorage::s3(&url, &options).unwrap();
+        let location = relative
+            .split('/')
+            .fold(storage.base.clone(), |p, part| p.join(part));
+        let bytes = storage
+            .store
+            .get(&location)
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let manifest: JobManifest = serde_json::from_slice(&bytes).unwrap();
+        assert!(manifest.verify());
+        assert_eq!(manifest.checksum, record.checksum);
+    }
 }

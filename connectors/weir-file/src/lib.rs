@@ -2,8 +2,9 @@
 //! writes rolling part files, both over the local file system or any [`object_store`].
 //!
 //! This crate owns the `file` source and sink. It depends on `weir-api` only (never on the
-//! runtime or the planner): the runtime registers [`FileSourceFactory`] and [`FileSinkFactory`]
-//! under the connector name `file`.
+//! runtime or the planner), and the runtime knows no connector: whoever assembles the registry
+//! registers [`FileSourceFactory`] and [`FileSinkFactory`] under the connector name `file`, as
+//! the `weir` facade's `default_registry()` does (both with one object store registry).
 //!
 //! - **Source**: `path` is a file, a directory, a glob (`data/*.csv`, `data/**/*.json`) or a URL
 //!   (`file:///abs/dir/`, `memory:///x/`, `s3://bucket/dir/` with the `s3` options of

@@ -11,9 +11,10 @@
 //! keyed state until the operator's watermark (the lower of both inputs') passes its time, so
 //! that every version up to it has arrived; then it is joined with the latest version at or
 //! before its time, and emitted once: the output is insert-only. A row at or behind its own
-//! input's watermark when it arrives is late: a probe row is dropped and counted (or routed),
-//! a version dropped and counted, so which rows count never depends on how far the other
-//! input has got. Versions older than the one current at the watermark are dropped when their
+//! input's watermark when it arrives (the watermark of the split it was read from, where its
+//! input carries split marks) is late: a probe row is dropped and counted (or routed), a
+//! version dropped and counted, so which rows count never depends on how far the other input
+//! has got. Versions older than the one current at the watermark are dropped when their
 //! key is next touched.
 
 use crate::waiting::Waiting;
@@ -244,6 +245,7 @@ impl PreparedOperator for PreparedTemporalJoin {
             ),
             late_versions: crate::late::LateRows::new(None, ctx),
             input_watermarks: [i64::MIN; 2],
+            version_split_watermark: i64::MIN,
             joined_to: i64::MIN,
         }))
     }
@@ -266,6 +268,10 @@ struct TemporalJoin {
     /// Each input's own watermark: a row is late when it is at or behind its input's, so
     /// which rows count does not depend on how far the other input has got.
     input_watermarks: [i64; 2],
+    /// The watermark of the split the versions that follow were read from (their split
+    /// marks), when the versioned input carries them: a version is late by its split's
+    /// watermark, as a probe row is, so which versions count never depends on timing.
+    version_split_watermark: i64,
     /// The watermark the probe rows were last joined up to: versions before the one current
     /// then are no longer needed.
     joined_to: i64,
@@ -339,7 +345,7 @@ impl TemporalJoin {
             batch.column(cfg.time[1]),
             batch.schema().field(cfg.time[1]).name(),
         )?;
-        let behind = self.input_watermarks[1];
+        let behind = self.input_watermarks[1].max(self.version_split_watermark);
         // An update-before starts no version, so it is never late.
         let taken: Vec<bool> = (0..batch.num_rows())
             .map(|r| {
@@ -432,6 +438,8 @@ impl Operator for TemporalJoin {
     ) -> Result<()> {
         if input == 0 {
             self.waiting.set_split_watermark(watermark);
+        } else {
+            self.version_split_watermark = watermark.0.0;
         }
         Ok(())
     }

@@ -223,6 +223,7 @@ impl SqlCompiler {
                         counter: 0,
                         row_number: None,
                         numbered: Vec::new(),
+                        versioned_views: Vec::new(),
                         temporal,
                     };
                     translator.insert(&plan)?;

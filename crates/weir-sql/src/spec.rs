@@ -781,6 +781,30 @@ impl JobBuilder {
         }
     }
 
+    /// The node operator `name` reads (its only input) and its type.
+    pub(crate) fn operator_input(&self, name: &str) -> Option<(String, String)> {
+        let op = self.operators.iter().find(|op| op["name"] == name)?;
+        let input = op["input"]
+            .as_str()
+            .or_else(|| op["input"]["from"].as_str())?;
+        Some((input.to_owned(), op["type"].as_str()?.to_owned()))
+    }
+
+    /// Makes operator `name` a `project` of `expressions` over the node it reads, unpartitioned.
+    pub(crate) fn make_projection(&mut self, name: &str, expressions: Vec<String>) {
+        for op in &mut self.operators {
+            if op["name"] == name {
+                let input = op["input"]
+                    .as_str()
+                    .or_else(|| op["input"]["from"].as_str())
+                    .map(str::to_owned);
+                op["type"] = serde_json::json!("project");
+                op["input"] = serde_json::json!(input);
+                op["options"] = serde_json::json!({ "expressions": expressions });
+            }
+        }
+    }
+
     /// Sets option `key` of operator `name` to `value`.
     pub(crate) fn set_option(&mut self, name: &str, key: &str, value: serde_json::Value) {
         for op in &mut self.operators {

@@ -112,6 +112,10 @@ pub(crate) struct Translator<'a> {
     /// `top_n` operators whose row number no projection has dropped yet
     /// ([`Translator::unnumbered`]).
     pub(crate) numbered: Vec<String>,
+    /// `top_n` operators that keep the last row of each key by its time attribute (versioned
+    /// views), with their input's columns: a temporal join reading one turns it into a
+    /// projection ([`Translator::versions_of_view`]).
+    pub(crate) versioned_views: Vec<(String, Vec<String>)>,
     /// The tables the statement reads `FOR SYSTEM_TIME AS OF` a time.
     pub(crate) temporal: Vec<temporal::TemporalRef>,
 }

@@ -260,6 +260,8 @@ impl Translator<'_> {
         // each row a version of its key from its time on (a temporal join can read it).
         let rowtimes = match order {
             [(Some(time), sort)] if limit == 1 && !sort.asc && input.rowtimes.contains(time) => {
+                self.versioned_views
+                    .push((node.clone(), input.columns.clone()));
                 vec![time.clone()]
             }
             _ => Vec::new(),

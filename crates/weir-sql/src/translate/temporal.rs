@@ -227,6 +227,40 @@ pub(crate) fn take_temporal_refs(
 }
 
 impl Translator<'_> {
+    /// Makes the versioned view under `node` (through projections and filters) pass every row
+    /// of its input on as a version (`+U`, row number 1), instead of the last row of each key
+    /// per batch: each row of a versioned view starts a version of its key at its time, and
+    /// the temporal join keeps a key's versions by time, so an out-of-order row is a version
+    /// too. Being its input's rows in order, the projection passes their split watermarks on,
+    /// so the join judges a late version by its split as it judges a late probe row.
+    fn versions_of_view(&mut self, node: &str) {
+        let mut at = node.to_owned();
+        loop {
+            if let Some(i) = self.versioned_views.iter().position(|(n, _)| *n == at) {
+                let (view, columns) = self.versioned_views.remove(i);
+                let mut expressions: Vec<String> =
+                    columns.iter().map(|c| super::quote(c)).collect();
+                if self.numbered.contains(&view) {
+                    expressions.push(format!(
+                        "CAST(1 AS BIGINT) AS {}",
+                        super::quote(super::rank::ROW_NUMBER)
+                    ));
+                }
+                expressions.push(format!(
+                    "CAST({} AS TINYINT) AS {}",
+                    weir_api::changelog::RowKind::UpdateAfter.as_i8(),
+                    super::quote(weir_api::changelog::ROW_KIND_COLUMN)
+                ));
+                self.job.make_projection(&view, expressions);
+                return;
+            }
+            match self.job.operator_input(&at) {
+                Some((input, kind)) if kind == "project" || kind == "filter" => at = input,
+                _ => return,
+            }
+        }
+    }
+
     /// The temporal table `plan` (a join's right side) reads, if it is one.
     pub(super) fn temporal_ref(&self, plan: &LogicalPlan) -> Option<TemporalRef> {
         let name = match plan {
@@ -254,6 +288,7 @@ impl Translator<'_> {
         };
         let mut left = self.final_rows(&join.left, "SYSTEM_TIME", "a temporal join")?;
         let right = self.plan(&join.right)?;
+        self.versions_of_view(&right.node);
         let (left_schema, right_schema) = (join.left.schema(), join.right.schema());
         // The AS OF column, from the marker in the ON condition; the rest of it must be empty.
         let mut marker = None;

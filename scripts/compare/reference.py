@@ -42,9 +42,8 @@ windows):
   equal sums are ranked by the key ascending, and the reference says how many windows had a
   tie that decided a rank or which rows made the top n.
 - Temporal join with a versioned view (crates/weir-operators/src/temporal_join.rs; the view
-  is the last row of each key by time among the rows of a filter): a filtered row starts a
-  version of its key when its time is above every earlier filtered row's of that key (an
-  older one does not change the view), in file order, late or not; the join drops a version
+  is the last row of each key by time among the rows of a filter): every filtered row starts a
+  version of its key at its time (docs/sql.md, "Temporal joins"); the join drops a version
   at or behind the watermark before it (late), and a probe row at or behind it (late). Every
   other probe row is joined with the latest counted version of its key at or before its time
   (none: no row, an INNER join): it is joined once the watermark passes its time, when every
@@ -734,13 +733,13 @@ def temporal_join(key_name, rows, before, min_price, late_rule="watermark", batc
     bidder, price, date_time, then the version's high_auction, high_price, high_time (its
     auction, price and date_time), for each probe row that is joined.
 
-    Under Weir's rules (docs/sql.md, "Temporal joins"): a filtered row is a version when it is
-    newer than every earlier filtered row of its key (newest_so_far; an older one does not
-    change the view); a version at or behind the watermark before it is late, and so is a
+    Under Weir's rules (docs/sql.md, "Temporal joins"): every filtered row is a version of its
+    key at its time; a version at or behind the watermark before it is late, and so is a
     probe row. Late rows are dropped (the late count is both kinds); every other probe row is
     joined with the latest version of its key at or before its time among the versions that
     are not late. late_rule `flink`: Flink's rule instead (flink_temporal_pairs), nothing
-    dropped. batch: the rows as one batch without an arrival order (DuckDB's ASOF join, no row
+    dropped, and a filtered row is a version only when it is newer than every earlier filtered
+    row of its key (newest_so_far: Flink's view emits no change for an older one). batch: the rows as one batch without an arrival order (DuckDB's ASOF join, no row
     late): every filtered row is a version.
 
     Returns (columns, late rows, notes): the notes count the (key, time) pairs of two filtered
@@ -750,9 +749,10 @@ def temporal_join(key_name, rows, before, min_price, late_rule="watermark", batc
     keys, times = cols[key_name], cols["date_time"]
     filtered = cols["price"] > min_price
     versions = filtered.copy()
+    flink_versions = filtered.copy()
     if not batch:
         at = np.flatnonzero(filtered)
-        versions[at] = newest_so_far(keys[at], times[at])
+        flink_versions[at] = newest_so_far(keys[at], times[at])
     notes = []
     f_comp = np.sort(_key_time(keys[filtered], times[filtered]))
     tied = int(np.count_nonzero(f_comp[1:] == f_comp[:-1])) if len(f_comp) else 0
@@ -761,7 +761,7 @@ def temporal_join(key_name, rows, before, min_price, late_rule="watermark", batc
                      "version there is ambiguous (Weir keeps the smaller encoded row, Flink the "
                      "later arrival)")
     if late_rule == "flink":
-        probe, version = flink_temporal_pairs(keys, times, versions, before)
+        probe, version = flink_temporal_pairs(keys, times, flink_versions, before)
         late = 0
     elif late_rule == "watermark":
         on_time = times > before
@@ -1200,7 +1200,8 @@ def _self_test():
     res, late, notes = temporal_join("bidder", tj, wm, 50)
     got = sorted(zip(res["auction"].tolist(), res["high_auction"].tolist()))
     assert got == [(0, 0), (1, 0), (2, 2), (4, 4), (6, 6), (7, 6), (8, 8), (9, 9), (13, 8)], got
-    assert late == 5 and not notes, (late, notes)
+    # Rows 3 and 10, older than their bidder's latest version, are versions too, and late.
+    assert late == 7 and not notes, (late, notes)
     # Flink: the late probe row 3 still finds the version of row 0 (its bidder's timer has not
     # fired past 10 yet), row 5 no longer does (it was removed at watermark 10), row 10 finds
     # row 6's; the late version of row 12 is kept and row 13 joins it.
@@ -1218,16 +1219,14 @@ def _self_test():
         wm, _ = emitted_before(t, int(rng.integers(0, 10)), int(rng.integers(0, 3)))
         res, late, notes = temporal_join("bidder", r, wm, 6)
         got = sorted(zip(res["auction"].tolist(), res["high_auction"].tolist()))
-        want, latest, versions, want_late = [], {}, [], 0
+        want, versions, want_late = [], [], 0
         for i in range(m):
             k, ti = int(r["bidder"][i]), int(t[i])
             if r["price"][i] > 6:
-                if ti > latest.get(k, I64_MIN):
-                    if ti > wm[i]:
-                        versions.append((k, ti, i))
-                    else:
-                        want_late += 1
-                latest[k] = max(latest.get(k, I64_MIN), ti)
+                if ti > wm[i]:
+                    versions.append((k, ti, i))
+                else:
+                    want_late += 1
         for i in range(m):
             k, ti = int(r["bidder"][i]), int(t[i])
             if ti <= wm[i]:

@@ -35,9 +35,9 @@ pub use weir_runtime::{
     PreparedJob, Registry, RestoreFrom, Result, RunOptions, RunningJob, SplitShare, TaskEpochStats,
 };
 
-/// The registry with every built-in operator and connector: operators `filter`, `project`,
-/// `union` and `window`, sources `file`, `kafka` and `datagen`, sinks `file`, `kafka` and
-/// `blackhole`.
+/// The registry with every built-in operator ([`Registry::with_builtin_operators`]) and
+/// connector: sources `file`, `kafka`, `upsert-kafka` and `datagen`, sinks `file`, `kafka`,
+/// `upsert-kafka` and `blackhole`.
 pub fn default_registry() -> Registry {
     let mut r = Registry::with_builtin_operators();
     r.register_source("datagen", Arc::new(weir_builtin::DatagenSourceFactory));

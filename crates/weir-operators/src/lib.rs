@@ -54,6 +54,7 @@ pub mod late;
 mod mapped_source;
 pub mod over;
 mod pending;
+mod pending_rows;
 mod project;
 mod ranking;
 pub mod regular_join;

@@ -7,9 +7,10 @@
 //! changes with a time column (an `upsert-kafka` table or a Debezium topic, keyed by its
 //! primary key). Each of its rows starts a version of its key at its time: `+I`/`+U` the row,
 //! `-D` a deletion (the key has no row from that time; Flink dates a delete the same way);
-//! `-U` is left out, since the `+U` after it starts the next version. A probe row waits in
-//! keyed state until the operator's watermark (the lower of both inputs') passes its time, so
-//! that every version up to it has arrived; then it is joined with the latest version at or
+//! `-U` is left out, since the `+U` after it starts the next version. A probe row waits until
+//! the operator's watermark (the lower of both inputs') passes its time, so that every version
+//! up to it has arrived (in memory, and in keyed state from the next checkpoint barrier or once
+//! the waiting rows outgrow `buffer_bytes`); then it is joined with the latest version at or
 //! before its time, and emitted once: the output is insert-only. A row at or behind its own
 //! input's watermark when it arrives (the watermark of the split it was read from, where its
 //! input carries split marks) is late: a probe row is dropped and counted (or routed), a
@@ -17,6 +18,7 @@
 //! has got. Versions older than the one current at the watermark are dropped when their
 //! key is next touched.
 
+use crate::pending_rows::{Arrived, PendingRows};
 use crate::waiting::Waiting;
 use arrow::array::{Array, ArrayRef, RecordBatch, UInt32Array, new_null_array};
 use arrow::compute::take;
@@ -27,8 +29,8 @@ use std::sync::Arc;
 use weir_api::changelog::{RowKind, kinds_of, row_kind_index};
 use weir_api::state::{Map, StateDescriptor, Value};
 use weir_api::{
-    Error, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result, StateAddress,
-    StateShardId, TaskContext, Watermark, decode_options,
+    Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
+    Result, StateAddress, StateShardId, TaskContext, Watermark, decode_options,
 };
 use weir_state::row_codec::{decode_rows, encode_rows};
 use weir_state::timers::{decode_timestamp, encode_timestamp};
@@ -59,6 +61,16 @@ pub struct TemporalJoinOptions {
     /// side output `late`).
     #[serde(default)]
     pub late: crate::late::RowLateOptions,
+    /// The memory one subtask's waiting probe rows may take before they are written to keyed
+    /// state; they are written at every checkpoint barrier anyway. `0` writes each batch's
+    /// rows at once.
+    #[serde(default = "default_buffer_bytes")]
+    pub buffer_bytes: u64,
+}
+
+/// The default of [`TemporalJoinOptions::buffer_bytes`]: 32 MiB.
+fn default_buffer_bytes() -> u64 {
+    32 << 20
 }
 
 /// Which probe rows a temporal join emits.
@@ -91,6 +103,8 @@ struct Config {
     probe_types: Vec<DataType>,
     output: SchemaRef,
     late: crate::late::RowLatePolicy,
+    /// See [`TemporalJoinOptions::buffer_bytes`].
+    budget: usize,
 }
 
 impl OperatorFactory for TemporalJoinFactory {
@@ -192,6 +206,7 @@ impl OperatorFactory for TemporalJoinFactory {
                 .collect(),
             output: Arc::new(Schema::new(fields)),
             late: options.late.policy,
+            budget: usize::try_from(options.buffer_bytes).unwrap_or(usize::MAX),
         }))))
     }
 }
@@ -239,6 +254,7 @@ impl PreparedOperator for PreparedTemporalJoin {
         Ok(Box::new(TemporalJoin {
             cfg: Arc::clone(&self.0),
             waiting: Waiting::new(ctx, store, PROBES, WATERMARK)?,
+            pending: PendingRows::default(),
             late: crate::late::LateRows::new(
                 crate::late::routed_schema(self.0.late, &self.0.probe),
                 ctx,
@@ -261,6 +277,8 @@ type Joined = (Vec<u8>, u64, Option<Vec<u8>>);
 struct TemporalJoin {
     cfg: Arc<Config>,
     waiting: Waiting,
+    /// Probe rows that arrived since they were last written to keyed state.
+    pending: PendingRows,
     /// Where late probe rows go.
     late: crate::late::LateRows,
     /// Late versions are dropped and counted.
@@ -302,32 +320,41 @@ impl TemporalJoin {
         )?;
         let (keys, shards) = (&keyed.keys, &keyed.shards);
         let rows = encode_rows(batch.columns()).map_err(state_error)?;
-        let mut copies: HashMap<(i64, usize), u64> = HashMap::new();
-        let mut first: HashMap<(i64, &[u8], &[u8]), usize> = HashMap::new();
-        for r in 0..batch.num_rows() {
-            if !taken[r] {
-                continue;
+        for (r, row) in rows.into_iter().enumerate() {
+            if taken[r] {
+                self.pending.push(
+                    times.value(r),
+                    Arrived {
+                        shard: shards[r],
+                        key: keys[r].clone(),
+                        row,
+                    },
+                );
             }
-            let at = *first
-                .entry((times.value(r), keys[r].as_slice(), rows[r].as_slice()))
-                .or_insert(r);
-            *copies.entry((times.value(r), at)).or_default() += 1;
         }
+        if self.pending.bytes() > cfg.budget {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the probe rows waiting in memory into keyed state (what a checkpoint holds).
+    fn flush(&mut self) -> Result<()> {
         let store = self.waiting.store.as_mut();
         let mut noted = Vec::new();
-        for ((time, r), n) in copies {
+        for (time, arrived) in self.pending.drain() {
             let namespace = encode_timestamp(time);
             let address = StateAddress {
-                shard: StateShardId(shards[r]),
+                shard: StateShardId(arrived.shard),
                 namespace: &namespace,
-                key: &keys[r],
+                key: &arrived.key,
             };
-            let before = match store.get_at(PROBES, address, &rows[r])? {
+            let before = match store.get_at(PROBES, address, &arrived.row)? {
                 Some(p) => u64::from_le_bytes(p.try_into().map_err(|_| state_error("count"))?),
                 None => 0,
             };
-            store.put_at(PROBES, address, &rows[r], &(before + n).to_le_bytes())?;
-            noted.push((shards[r], time));
+            store.put_at(PROBES, address, &arrived.row, &(before + 1).to_le_bytes())?;
+            noted.push((arrived.shard, time));
         }
         for (shard, time) in noted {
             self.waiting.note(shard, time);
@@ -446,78 +473,118 @@ impl Operator for TemporalJoin {
 
     fn process_watermark(&mut self, watermark: Watermark, out: &mut Output) -> Result<()> {
         let cfg = Arc::clone(&self.cfg);
-        // Per due probe row: the row, its copies and the version it joins (if any).
+        // Per due probe row: the row, its copies and the version it joins (if any). The due
+        // rows of a shard come from state and from memory together. No row in memory is at or
+        // behind a watermark already emitted (it would have been late), so taking them first
+        // is right even when nothing advances.
         let mut joined: Vec<Joined> = Vec::new();
         let w = watermark.0.0;
+        let mut memory = self.pending.take_through(w);
         let advanced = self.waiting.advance(watermark, |store, shard, entries| {
-            let mut versions_of: HashMap<Vec<u8>, Vec<Version>> = HashMap::new();
-            for entry in entries {
-                let time = decode_timestamp(&entry.namespace).map_err(state_error)?;
-                if !versions_of.contains_key(&entry.key) {
-                    let address = StateAddress {
-                        shard,
-                        namespace: &[],
-                        key: &entry.key,
-                    };
-                    let versions = match store.get_at(VERSIONS, address, &[])? {
-                        Some(payload) => decode_versions(&payload)?,
-                        None => Vec::new(),
-                    };
-                    versions_of.insert(entry.key.clone(), versions);
-                }
-                let versions = &versions_of[&entry.key];
-                let current = versions
-                    .iter()
-                    .rev()
-                    .find(|v| v.0 <= time)
-                    .and_then(|v| v.1.clone());
-                let copies = u64::from_le_bytes(
-                    entry
-                        .payload
-                        .as_slice()
-                        .try_into()
-                        .map_err(|_| state_error("a probe count"))?,
-                );
-                if current.is_some() || cfg.join == TemporalJoinKind::Left {
-                    joined.push((entry.sub_key, copies, current));
-                }
+            let mut due = entries
+                .into_iter()
+                .map(|entry| {
+                    let copies = u64::from_le_bytes(
+                        entry
+                            .payload
+                            .as_slice()
+                            .try_into()
+                            .map_err(|_| state_error("a probe count"))?,
+                    );
+                    let time = decode_timestamp(&entry.namespace).map_err(state_error)?;
+                    Ok((time, entry.key, entry.sub_key, copies))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            if let Some(mine) = memory.remove(&shard.0) {
+                due.extend(mine.into_iter().map(|d| (d.time, d.key, d.row, 1)));
             }
-            // The versions no later probe row can need.
-            for (key, mut versions) in versions_of {
-                let len = versions.len();
-                prune(&mut versions, w);
-                if versions.len() != len {
-                    let address = StateAddress {
-                        shard,
-                        namespace: &[],
-                        key: &key,
-                    };
-                    if versions.is_empty() {
-                        store.remove_at(VERSIONS, address, &[])?;
-                    } else {
-                        store.put_at(VERSIONS, address, &[], &encode_versions(&versions))?;
-                    }
-                }
-            }
-            Ok(())
+            join_due(&cfg, store, shard, due, w, &mut joined)
         })?;
+        let store = self.waiting.store.as_mut();
+        for (shard, rows) in memory {
+            let due = rows
+                .into_iter()
+                .map(|d| (d.time, d.key, d.row, 1))
+                .collect();
+            join_due(&cfg, store, StateShardId(shard), due, w, &mut joined)?;
+        }
         if advanced {
             self.joined_to = self.joined_to.max(w);
-            if !joined.is_empty() {
-                out.emit(assemble(&cfg, &joined)?);
-            }
+        }
+        if !joined.is_empty() {
+            out.emit(assemble(&cfg, &joined)?);
+        }
+        if advanced {
             out.emit_watermark(watermark);
         }
         Ok(())
     }
 
     fn on_barrier(&mut self, _barrier: weir_api::Barrier, _out: &mut Output) -> Result<()> {
+        // The checkpoint holds every waiting probe row: memory's go into state first.
+        self.flush()?;
         self.waiting.save()
     }
 
     fn on_end_of_input(&mut self, out: &mut Output) -> Result<()> {
         self.process_watermark(Watermark(weir_api::EventTimeMs(i64::MAX)), out)
     }
+}
+
+/// Joins the due probe rows `due` of `shard` (time, key, encoded row, copies) with the version
+/// of their key current at their time, onto `joined`, in the order of time, key and row (so the
+/// output does not depend on whether a row waited in memory or in state); then drops the
+/// versions of their keys no later probe row can need (those before the one current at
+/// `watermark`).
+fn join_due(
+    cfg: &Config,
+    store: &mut dyn KeyedStateStore,
+    shard: StateShardId,
+    mut due: Vec<(i64, Vec<u8>, Vec<u8>, u64)>,
+    watermark: i64,
+    joined: &mut Vec<Joined>,
+) -> Result<()> {
+    due.sort_unstable();
+    let mut versions_of: HashMap<Vec<u8>, Vec<Version>> = HashMap::new();
+    for (time, key, row, copies) in due {
+        if !versions_of.contains_key(&key) {
+            let address = StateAddress {
+                shard,
+                namespace: &[],
+                key: &key,
+            };
+            let versions = match store.get_at(VERSIONS, address, &[])? {
+                Some(payload) => decode_versions(&payload)?,
+                None => Vec::new(),
+            };
+            versions_of.insert(key.clone(), versions);
+        }
+        let current = versions_of[&key]
+            .iter()
+            .rev()
+            .find(|v| v.0 <= time)
+            .and_then(|v| v.1.clone());
+        if current.is_some() || cfg.join == TemporalJoinKind::Left {
+            joined.push((row, copies, current));
+        }
+    }
+    for (key, mut versions) in versions_of {
+        let len = versions.len();
+        prune(&mut versions, watermark);
+        if versions.len() != len {
+            let address = StateAddress {
+                shard,
+                namespace: &[],
+                key: &key,
+            };
+            if versions.is_empty() {
+                store.remove_at(VERSIONS, address, &[])?;
+            } else {
+                store.put_at(VERSIONS, address, &[], &encode_versions(&versions))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Drops the versions before the one current at `watermark` (no probe row at or before it is

@@ -1,5 +1,6 @@
-//! The local executor: creates every channel of a PartitionedPlan, every subtask of every vertex,
-//! and runs them on tokio until the job ends or one task fails.
+//! The local executor: runs a PartitionedPlan's attempts on tokio (each attempt, built by
+//! `attempt.rs`, creates the channels and the subtasks of every vertex) until the job ends,
+//! restarting from the last checkpoint after a failure where the job allows it.
 
 use crate::attempt::{Attempt, launch};
 use crate::checkpoint::coordinator::CheckpointRequest;

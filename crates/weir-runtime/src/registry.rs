@@ -64,7 +64,9 @@ impl Registry {
         Self::default()
     }
 
-    /// The built-in operators `filter`, `project`, `union` and `window`. Connectors, built-in
+    /// Every built-in operator (`filter`, `project`, `union`, the windows, joins, OVER,
+    /// deduplication, Top-N, `group_aggregate`, `upsert_normalize`: docs/job-spec.md lists
+    /// them). Connectors, built-in
     /// (`datagen`, `blackhole`, `file`) or not, live in their own crates and are registered by
     /// whoever assembles the registry (the `weir` facade's `default_registry`).
     pub fn with_builtin_operators() -> Self {

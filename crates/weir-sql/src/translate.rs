@@ -6,7 +6,8 @@
 //! an `Aggregate` over a window TVF -> `window`, a table scan -> the table's source. Expressions
 //! are written back to SQL text with DataFusion's unparser, over the physical column names, so
 //! the `filter`/`project` operators plan exactly the expression DataFusion optimized.
-//! Constructs a stream cannot run (ORDER BY, LIMIT, joins, OVER, aggregates without a window)
+//! Joins, OVER, Top-N, deduplication and aggregates without a window have modules of their own
+//! below. Constructs a stream cannot run (ORDER BY, LIMIT, ...: docs/sql.md, "What is refused")
 //! are refused with their position in the statement.
 
 use crate::error::{Here, Result};

@@ -126,6 +126,24 @@ fn user_rounds() -> (Vec<Vec<(String, Option<String>)>>, BTreeMap<i64, i64>) {
     (rounds, final_rows)
 }
 
+/// Runs `sql` (with checkpoints) and checks that upsert topic `output` holds `want`; then
+/// restores its last checkpoint, which must write nothing more.
+async fn run_then_restore(
+    broker: &KafkaBroker,
+    sql: &str,
+    output: &str,
+    want: &BTreeMap<String, String>,
+) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let summary = run(sql, dir.path(), false).await;
+    assert!(summary.checkpoints.expect("counters").completed >= 1);
+    assert_eq!(&materialized(broker, output), want);
+    let before = broker.read_committed(output).expect("reads").len();
+    run(sql, dir.path(), true).await;
+    assert_eq!(broker.read_committed(output).expect("reads").len(), before);
+    assert_eq!(&materialized(broker, output), want);
+}
+
 /// The upsert-kafka table `t` over `topic`, read from its start to its end.
 fn users_ddl(servers: &str, topic: &str) -> String {
     format!(
@@ -149,16 +167,7 @@ async fn an_upsert_topic_aggregated_into_an_upsert_topic_keeps_every_key_exact()
     produce(broker, &input, &records);
     let servers = broker.bootstrap_servers();
     let sql = job_sql(&servers, &users_ddl(&servers, &input), &output);
-    let dir = tempfile::tempdir().expect("tmp");
-    let summary = run(&sql, dir.path(), false).await;
-    assert!(summary.checkpoints.expect("counters").completed >= 1);
-    let want = expected(&final_rows);
-    assert_eq!(materialized(broker, &output), want);
-    // A restore of the last checkpoint writes nothing more.
-    let before = broker.read_committed(&output).expect("reads").len();
-    run(&sql, dir.path(), true).await;
-    assert_eq!(broker.read_committed(&output).expect("reads").len(), before);
-    assert_eq!(materialized(broker, &output), want);
+    run_then_restore(broker, &sql, &output, &expected(&final_rows)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -330,14 +339,7 @@ async fn debezium_events_aggregated_into_an_upsert_topic_equal_the_final_table()
            'scan.batch-size' = '16');"
     );
     let sql = job_sql(&servers, &ddl, &output);
-    let dir = tempfile::tempdir().expect("tmp");
-    run(&sql, dir.path(), false).await;
-    let want = expected(&table);
-    assert_eq!(materialized(broker, &output), want);
-    let before = broker.read_committed(&output).expect("reads").len();
-    run(&sql, dir.path(), true).await;
-    assert_eq!(broker.read_committed(&output).expect("reads").len(), before);
-    assert_eq!(materialized(broker, &output), want);
+    run_then_restore(broker, &sql, &output, &expected(&table)).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -11,8 +11,9 @@
 //! (kept by [`Waiting`]).
 
 use super::frame::{Acc, Function, History, Kind};
-use super::memory::{Arrived, DueRow, Histories, PendingRows, sort_due, state_error};
+use super::memory::{Histories, due_row, state_error};
 use super::{FrameSpec, MAX_FRAME_ROWS, OverConfig};
+use crate::pending_rows::{Arrived, DueRow, PendingRows, sort_due};
 use crate::waiting::Waiting;
 use arrow::array::{Array, ArrayRef, AsArray, Float64Array, Int64Array, RecordBatch};
 use arrow::compute::cast;
@@ -368,7 +369,7 @@ impl Operator for OverOperator {
         let advanced = self.waiting.advance(watermark, |store, shard, entries| {
             let mut rows = entries
                 .into_iter()
-                .map(DueRow::from_entry)
+                .map(due_row)
                 .collect::<Result<Vec<_>>>()?;
             if let Some(mine) = memory.remove(&shard.0) {
                 rows.extend(mine);

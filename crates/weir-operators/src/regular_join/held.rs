@@ -174,43 +174,50 @@ impl Held {
         Ok(&mut entry.count)
     }
 
-    /// Every row of `key` on `side` with copies, read from keyed state first if
-    /// not all of them are held.
-    pub(super) fn rows(
+    /// Makes every row of `key` on `side` held, reading them from keyed state if they are not
+    /// yet.
+    pub(super) fn load(
         &mut self,
         store: &mut dyn KeyedStateStore,
         side: usize,
         key: &[u8],
         shard: u32,
-    ) -> Result<Vec<(Vec<u8>, Count)>> {
+    ) -> Result<()> {
         let (held, bytes) = self.key_rows(store, side, key, shard)?;
-        let mut added = 0;
-        if !held.complete {
-            store.set_current_key(key, StateShardId(shard));
-            store.set_current_namespace(&[]);
-            for (row, payload) in store.entries(ROWS[side])? {
-                if !held.rows.contains_key(&row) {
-                    added += row.len() + ROW_OVERHEAD;
-                    let count = Count::decode(&payload)?;
-                    held.rows.insert(
-                        row,
-                        Entry {
-                            count,
-                            dirty: false,
-                        },
-                    );
-                }
-            }
-            held.complete = true;
+        if held.complete {
+            return Ok(());
         }
-        let rows = held
-            .rows
-            .iter()
+        store.set_current_key(key, StateShardId(shard));
+        store.set_current_namespace(&[]);
+        for (row, payload) in store.entries(ROWS[side])? {
+            if !held.rows.contains_key(&row) {
+                *bytes += row.len() + ROW_OVERHEAD;
+                let count = Count::decode(&payload)?;
+                held.rows.insert(
+                    row,
+                    Entry {
+                        count,
+                        dirty: false,
+                    },
+                );
+            }
+        }
+        held.complete = true;
+        Ok(())
+    }
+
+    /// The held rows of `key` on `side` with copies (all of its rows after [`Held::load`]).
+    pub(super) fn held_rows(
+        &self,
+        side: usize,
+        key: &[u8],
+    ) -> impl Iterator<Item = (&[u8], Count)> {
+        self.sides[side]
+            .get(key)
+            .into_iter()
+            .flat_map(|held| held.rows.iter())
             .filter(|(_, e)| e.count.copies > 0)
-            .map(|(row, e)| (row.clone(), e.count))
-            .collect();
-        *bytes += added;
-        Ok(rows)
+            .map(|(row, e)| (row.as_slice(), e.count))
     }
 
     /// Writes every dirty row to keyed state; with `release`, forgets every held row (and that

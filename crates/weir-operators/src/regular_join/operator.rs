@@ -12,6 +12,7 @@ use weir_state::row_codec::{decode_rows, encode_rows};
 
 /// A row of the other side, held for a key of the batch.
 struct Other {
+    /// Its bytes, kept only on a padded side (where its count of matches changes).
     row: Vec<u8>,
     count: Count,
     changed: bool,
@@ -118,23 +119,31 @@ impl Operator for RegularJoinOperator {
             .into_iter()
             .map(|(first, rows)| (first, rows.into_iter().map(|r| r as u32).collect()))
             .collect();
-        // The other side's rows of every key of the batch, read once.
+        // The other side's rows of every key of the batch, read once; their bytes are kept
+        // only where their counts may change (a padded side).
+        for (first, _) in &groups {
+            self.held
+                .load(self.store.as_mut(), other, &keys[*first], shards[*first])?;
+        }
+        let keep_rows = cfg.join.pads(other);
         let mut others: Vec<Other> = Vec::new();
         let mut ranges: Vec<std::ops::Range<usize>> = Vec::with_capacity(groups.len());
-        for (first, _) in &groups {
-            let start = others.len();
-            let rows = self
-                .held
-                .rows(self.store.as_mut(), other, &keys[*first], shards[*first])?;
-            others.extend(rows.into_iter().map(|(row, count)| Other {
-                row,
-                count,
-                changed: false,
-            }));
-            ranges.push(start..others.len());
-        }
-        let refs: Vec<&[u8]> = others.iter().map(|o| o.row.as_slice()).collect();
-        let other_columns = decode_rows(&cfg.types[other], &refs).map_err(state_error)?;
+        let other_columns = {
+            let mut refs: Vec<&[u8]> = Vec::new();
+            for (first, _) in &groups {
+                let start = others.len();
+                for (row, count) in self.held.held_rows(other, &keys[*first]) {
+                    refs.push(row);
+                    others.push(Other {
+                        row: if keep_rows { row.to_vec() } else { Vec::new() },
+                        count,
+                        changed: false,
+                    });
+                }
+                ranges.push(start..others.len());
+            }
+            decode_rows(&cfg.types[other], &refs).map_err(state_error)?
+        };
         // Every candidate pair of the batch, and whether the condition holds for it.
         let mut pairs: Vec<(u32, u32)> = Vec::new();
         for ((_, members), range) in groups.iter().zip(&ranges) {

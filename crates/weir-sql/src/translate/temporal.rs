@@ -385,6 +385,7 @@ impl Translator<'_> {
             "left_time": left_time,
             "right_time": sides.rename(&right_time),
         });
+        self.add_buffer_bytes(&mut options);
         let late = self.row_late_option("SYSTEM_TIME", "a temporal join")?;
         if let Some(late) = &late {
             options["late"] = late.clone();

@@ -10,7 +10,7 @@
 //! shard found empty in keyed state when first touched stays so until rows are released.
 
 use super::ROWS;
-use std::collections::HashMap;
+use std::collections::{HashMap, hash_map};
 use weir_api::state::NamespaceRange;
 use weir_api::{Error, KeyedStateStore, Result, StateShardId};
 
@@ -190,16 +190,13 @@ impl Held {
         store.set_current_key(key, StateShardId(shard));
         store.set_current_namespace(&[]);
         for (row, payload) in store.entries(ROWS[side])? {
-            if !held.rows.contains_key(&row) {
-                *bytes += row.len() + ROW_OVERHEAD;
-                let count = Count::decode(&payload)?;
-                held.rows.insert(
-                    row,
-                    Entry {
-                        count,
-                        dirty: false,
-                    },
-                );
+            let size = row.len() + ROW_OVERHEAD;
+            if let hash_map::Entry::Vacant(slot) = held.rows.entry(row) {
+                *bytes += size;
+                slot.insert(Entry {
+                    count: Count::decode(&payload)?,
+                    dirty: false,
+                });
             }
         }
         held.complete = true;

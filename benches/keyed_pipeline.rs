@@ -24,7 +24,7 @@ use criterion::{
 };
 use weir::api::state::Value;
 use weir::api::{
-    Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
+    Error, KeyedStateStore, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator,
     Result, StateDescriptor, StateShardId, TaskContext,
 };
 use weir::plan::key_hash;
@@ -60,7 +60,7 @@ struct RunningCount {
 }
 
 impl OperatorFactory for RunningCountFactory {
-    fn prepare(&self, _spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, _spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         Ok(Arc::new(PreparedRunningCount {
             schema: Arc::new(Schema::new(vec![
                 Field::new("k", DataType::Int64, false),

@@ -23,7 +23,7 @@ use criterion::{
     BatchSize, BenchmarkId, Criterion, SamplingMode, Throughput, criterion_group, criterion_main,
 };
 use tokio::runtime::Runtime;
-use weir::{Engine, JobSpec, JobSummary};
+use weir::{Engine, JobSpec, RunSummary};
 
 /// Default source rows per run: 0.5 to 2 s of work per run on the 2-core reference machine.
 const DEFAULT_ROWS: u64 = 50_000_000;
@@ -123,14 +123,14 @@ fn spec(rows: u64, parallelism: u32, stages: Stages) -> JobSpec {
 }
 
 /// Runs `spec` to its end; preparing (planning the SQL expressions) is part of the run.
-fn run(runtime: &Runtime, engine: &Engine, spec: &JobSpec) -> JobSummary {
+fn run(runtime: &Runtime, engine: &Engine, spec: &JobSpec) -> RunSummary {
     runtime
         .block_on(engine.run(spec, None))
         .expect("the bench job runs")
 }
 
 /// Checks a finished run: every source row was read and the sink got `expected_sink` rows.
-fn check(summary: &JobSummary, rows: u64, expected_sink: u64) {
+fn check(summary: &RunSummary, rows: u64, expected_sink: u64) {
     assert_eq!(summary.metrics.source_rows(), rows, "source rows");
     assert_eq!(summary.metrics.sink_rows(), expected_sink, "sink rows");
 }

@@ -42,7 +42,7 @@ use weir::api::{
 use weir::operators::window::{PreparedWindow, WindowConfig, WindowOptions};
 use weir::plan::ShardAssignment;
 use weir::runtime::partition::HashPartitioner;
-use weir::{Engine, JobSpec, JobSummary};
+use weir::{Engine, JobSpec, RunSummary};
 
 /// Default input rows of an operator-alone run.
 const DEFAULT_ROWS: usize = 10_000_000;
@@ -330,7 +330,7 @@ fn job_spec(parallelism: u32) -> JobSpec {
 }
 
 /// Checks a finished run: every source row was read, none dropped, `expected` results.
-fn check_job(summary: &JobSummary, expected: u64) {
+fn check_job(summary: &RunSummary, expected: u64) {
     let window = summary
         .metrics
         .operator("per_auction")

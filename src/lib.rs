@@ -31,9 +31,38 @@ pub use weir_state as state;
 
 pub use weir_plan::{CompiledPlans, JobSpec};
 pub use weir_runtime::{
-    CheckpointStorage, CheckpointSummary, CheckpointTrigger, EpochStats, Error, JobSummary,
-    PreparedJob, Registry, RestoreFrom, Result, RunOptions, RunningJob, SplitShare, TaskEpochStats,
+    CheckpointLocation, CheckpointSummary, CheckpointTrigger, EpochStats, Error, PreparedJob,
+    Registry, RestoreFrom, Result, RunOptions, RunSummary, RunningJob, SplitShare, TaskEpochStats,
 };
+
+/// An error of preparing a job compiled from SQL, placed where the script wrote what failed: a
+/// deep-build error names a JSON path of the compiled spec (`sources[0].options.format`), which
+/// `positions` ([`sql::SqlJob::positions`]) turns into the file's line and column and the words
+/// of the script (`option 'format' of table `bids``). Other errors are returned as they are.
+pub fn locate_sql_error(error: Error, positions: &sql::SpecPositions) -> Error {
+    let Error::Prepare { file, path, source } = error else {
+        return error;
+    };
+    let inner = match &source {
+        api::Error::Config { path, .. } => path.as_str(),
+        _ => path.as_str(),
+    };
+    let Some(origin) = positions.locate(inner) else {
+        return Error::Prepare { file, path, source };
+    };
+    let source = match source {
+        api::Error::Config { message, .. } => api::Error::Config {
+            path: origin.what.clone(),
+            message,
+        },
+        other => other,
+    };
+    Error::Prepare {
+        file: format!("{file}:{}", origin.position),
+        path: origin.what.clone(),
+        source,
+    }
+}
 
 /// The registry with every built-in operator ([`Registry::with_builtin_operators`]) and
 /// connector: sources `file`, `kafka`, `upsert-kafka` and `datagen`, sinks `file`, `kafka`,
@@ -255,7 +284,7 @@ impl Engine {
     ///
     /// # Errors
     /// Any prepare error, or the root cause of a task failure.
-    pub async fn run(&self, spec: &JobSpec, file: Option<&str>) -> Result<JobSummary> {
+    pub async fn run(&self, spec: &JobSpec, file: Option<&str>) -> Result<RunSummary> {
         let job = self.prepare(spec, file).await?;
         self.start(job).await?.wait().await
     }
@@ -264,7 +293,7 @@ impl Engine {
     ///
     /// # Errors
     /// As [`Engine::run`].
-    pub async fn run_file(&self, path: &Path) -> Result<JobSummary> {
+    pub async fn run_file(&self, path: &Path) -> Result<RunSummary> {
         let job = self.prepare_file(path).await?;
         self.start(job).await?.wait().await
     }

@@ -36,7 +36,7 @@ sinks:
     )
 }
 
-async fn run(yaml: &str) -> Result<weir::JobSummary, weir::Error> {
+async fn run(yaml: &str) -> Result<weir::RunSummary, weir::Error> {
     let spec = JobSpec::from_yaml_str(yaml, "bad.yaml").expect("spec parses");
     Engine::new().run(&spec, Some("bad.yaml")).await
 }

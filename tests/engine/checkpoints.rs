@@ -13,10 +13,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 use weir::api::{
-    Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result as ApiResult,
+    Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator, Result as ApiResult,
     TaskContext,
 };
-use weir::{CheckpointStorage, Engine, JobSpec, RestoreFrom, RunOptions};
+use weir::{CheckpointLocation, Engine, JobSpec, RestoreFrom, RunOptions};
 
 const ROWS: usize = 6_000;
 
@@ -95,7 +95,7 @@ operators:
 pub(crate) fn options(checkpoints: &Path, restore: Option<RestoreFrom>) -> RunOptions {
     RunOptions {
         state_dir: None,
-        checkpoint_storage: Some(CheckpointStorage::local(checkpoints).expect("checkpoint dir")),
+        checkpoint_storage: Some(CheckpointLocation::local(checkpoints).expect("checkpoint dir")),
         restore,
         accept_duplicates: false,
     }
@@ -111,7 +111,7 @@ pub(crate) fn published_rows(dir: &Path) -> Vec<String> {
 /// restored a checkpoint, and `out` holds exactly the rows `want`.
 pub(crate) fn assert_killed_restored_and_published(
     killed: usize,
-    summary: weir::JobSummary,
+    summary: weir::RunSummary,
     out: &Path,
     want: &[String],
 ) {
@@ -186,7 +186,7 @@ async fn run_to_end(
     engine: &Engine,
     job: &JobSpec,
     options: RunOptions,
-) -> weir::Result<weir::JobSummary> {
+) -> weir::Result<weir::RunSummary> {
     start(engine, job, options)
         .await
         .expect("start")
@@ -259,7 +259,7 @@ async fn checkpointed_run_commits_exactly_the_output_through_epochs() {
     let staged: Vec<_> = walk(&dir.path().join("out/_staging"));
     assert!(staged.is_empty(), "left in staging: {staged:?}");
     // The epoch log holds DURABLE and COMMITTED for the last epoch.
-    let storage = CheckpointStorage::local(&dir.path().join("cp")).expect("storage");
+    let storage = CheckpointLocation::local(&dir.path().join("cp")).expect("storage");
     let store =
         weir::checkpoint::CheckpointStore::try_new(storage.store, storage.base, "checkpointed")
             .expect("store");
@@ -483,7 +483,7 @@ impl PreparedOperator for PreparedPlugin {
 struct FailOnceOp;
 
 impl OperatorFactory for FailOnce {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> ApiResult<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> ApiResult<Arc<dyn PreparedOperator>> {
         Ok(Arc::new(PreparedPlugin {
             schema: spec.input_schemas[0].clone(),
             name: "fail_once",
@@ -555,7 +555,7 @@ const OPEN_FAILURES: u64 = 2;
 struct PassOp;
 
 impl OperatorFactory for FailToOpen {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> ApiResult<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> ApiResult<Arc<dyn PreparedOperator>> {
         Ok(Arc::new(PreparedPlugin {
             schema: spec.input_schemas[0].clone(),
             name: "fail_to_open",
@@ -614,7 +614,7 @@ async fn a_superseded_attempt_is_fenced_and_publishes_nothing_more() {
         .await
         .expect("start");
     // Another process takes over the job's checkpoints: a newer attempt.
-    let storage = CheckpointStorage::local(&cp).expect("storage");
+    let storage = CheckpointLocation::local(&cp).expect("storage");
     let store =
         weir::checkpoint::CheckpointStore::try_new(storage.store, storage.base, "checkpointed")
             .expect("store");

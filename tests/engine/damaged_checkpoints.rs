@@ -18,7 +18,7 @@ use weir::api::{
     ConnectorSpec, Epoch, PreparedSink, Result as ApiResult, SinkCapability, SinkFactory,
     SinkWriter, TaskContext,
 };
-use weir::{CheckpointStorage, Engine, JobSpec, RestoreFrom, RunOptions};
+use weir::{CheckpointLocation, Engine, JobSpec, RestoreFrom, RunOptions};
 
 const ROWS: usize = 12_000;
 const NAMESPACE: &str = "damaged";
@@ -83,7 +83,7 @@ sinks:
 fn options(dir: &Path, restore: Option<RestoreFrom>, accept_duplicates: bool) -> RunOptions {
     RunOptions {
         state_dir: None,
-        checkpoint_storage: Some(CheckpointStorage::local(&dir.join("cp")).expect("cp dir")),
+        checkpoint_storage: Some(CheckpointLocation::local(&dir.join("cp")).expect("cp dir")),
         restore,
         accept_duplicates,
     }

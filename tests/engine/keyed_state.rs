@@ -8,8 +8,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use weir::api::state::Value;
 use weir::api::{
-    ConnectorSpec, Error, JobId, KeyedStateStore, Operator, OperatorFactory, OperatorId,
-    OperatorSpec, Output, PipelineId, PreparedOperator, PreparedSink, Result, SinkCapability,
+    ConnectorSpec, Error, JobId, KeyedStateStore, Operator, OperatorArgs, OperatorFactory,
+    OperatorId, Output, PipelineId, PreparedOperator, PreparedSink, Result, SinkCapability,
     SinkFactory, SinkWriter, StateDescriptor, StateShardId, SubtaskIndex, TaskContext, TaskId,
     VertexId,
 };
@@ -38,7 +38,7 @@ struct RunningCount {
 }
 
 impl OperatorFactory for RunningCountFactory {
-    fn prepare(&self, _spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, _spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         Ok(Arc::new(PreparedRunningCount {
             schema: Arc::new(Schema::new(vec![
                 Field::new("k", DataType::Int64, false),
@@ -126,7 +126,7 @@ fn run_on(
     parallelism: u32,
     sink: &str,
     state_dir: Option<std::path::PathBuf>,
-) -> weir::Result<weir::JobSummary> {
+) -> weir::Result<weir::RunSummary> {
     let spec = JobSpec::from_yaml_str(
         &format!(
             r#"

@@ -6,7 +6,7 @@ use arrow::array::{ArrayRef, Int64Array, RecordBatch};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use std::sync::Arc;
 use weir::api::{
-    Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result, SideOutput,
+    Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator, Result, SideOutput,
     TaskContext,
 };
 use weir::{Engine, JobSpec};
@@ -36,7 +36,7 @@ struct EmitterInstance {
 }
 
 impl OperatorFactory for Emitter {
-    fn prepare(&self, _spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, _spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         Ok(Arc::new(PreparedEmitter {
             declared: Arc::new(Schema::new(vec![Field::new("x", DataType::Int64, false)])),
             wrong: self.0,
@@ -86,7 +86,7 @@ impl Operator for EmitterInstance {
     }
 }
 
-async fn run(wrong: Wrong) -> weir::Result<weir::JobSummary> {
+async fn run(wrong: Wrong) -> weir::Result<weir::RunSummary> {
     let spec = JobSpec::from_yaml_str(
         r#"
 job: contract

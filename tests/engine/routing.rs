@@ -6,7 +6,7 @@ use arrow::datatypes::SchemaRef;
 use proptest::prelude::*;
 use std::sync::{Arc, Mutex};
 use weir::api::{
-    Error, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result, TaskContext,
+    Error, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator, Result, TaskContext,
 };
 use weir::plan::{Plan, ShardAssignment, key_hash};
 use weir::{Engine, JobSpec};
@@ -30,7 +30,7 @@ struct Recorder {
 }
 
 impl OperatorFactory for KeyRecorderFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let key = spec
             .options
             .get("key")

@@ -27,7 +27,7 @@ use weir::datafusion::arrow::datatypes::{DataType, Field, Schema};
 use weir::datafusion::arrow::util::display::{ArrayFormatter, FormatOptions};
 use weir::datafusion::datasource::MemTable;
 use weir::datafusion::prelude::SessionContext;
-use weir::{Engine, JobSpec, JobSummary};
+use weir::{Engine, JobSpec, RunSummary};
 
 /// The substitution variable of the runner's per-file temporary directory.
 pub(crate) const TEST_DIR: &str = "__TEST_DIR__";
@@ -98,7 +98,7 @@ impl std::error::Error for SltError {}
 /// The last job [`WeirDb`] ran.
 struct Ran {
     spec: JobSpec,
-    summary: JobSummary,
+    summary: RunSummary,
 }
 
 /// A Weir engine behind the sqllogictest runner: one per golden file and parallelism.
@@ -179,7 +179,7 @@ impl WeirDb {
 
 /// One row per operator of a job's final counters.
 fn metrics_batch(
-    summary: &JobSummary,
+    summary: &RunSummary,
 ) -> Result<RecordBatch, weir::datafusion::arrow::error::ArrowError> {
     let operators = &summary.metrics.operators;
     let text = |f: fn(&weir::runtime::OperatorSnapshot) -> &str| -> ArrayRef {

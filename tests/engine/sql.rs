@@ -8,7 +8,7 @@ use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use parquet::file::properties::WriterProperties;
 use std::path::Path;
 use std::sync::Arc;
-use weir::{CheckpointStorage, Engine, RestoreFrom, RunOptions};
+use weir::{CheckpointLocation, Engine, RestoreFrom, RunOptions};
 
 fn rows(dir: &Path) -> Vec<String> {
     format_rows(&read_parquet_dir(dir))
@@ -281,7 +281,7 @@ async fn a_pruned_parquet_job_killed_and_restored_loses_and_repeats_nothing() {
     let cp = dir.path().join("cp");
     let options = |restore: Option<RestoreFrom>| RunOptions {
         state_dir: None,
-        checkpoint_storage: Some(CheckpointStorage::local(&cp).expect("checkpoint dir")),
+        checkpoint_storage: Some(CheckpointLocation::local(&cp).expect("checkpoint dir")),
         restore,
         accept_duplicates: false,
     };

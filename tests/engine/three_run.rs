@@ -39,7 +39,7 @@ use weir::api::{
     SplitBatch, SplitReader, TaskContext,
 };
 use weir::plan::CheckpointSpec;
-use weir::{CheckpointStorage, Engine, JobSpec, RestoreFrom, RunOptions};
+use weir::{CheckpointLocation, Engine, JobSpec, RestoreFrom, RunOptions};
 
 /// Rows per batch of a source that does not set `batch_size`.
 const SMALL_BATCH: u64 = 1;
@@ -190,7 +190,7 @@ impl Attempt {
 fn run_options(checkpoints: &Path, state: &Path, restore: Option<RestoreFrom>) -> RunOptions {
     RunOptions {
         state_dir: Some(state.to_path_buf()),
-        checkpoint_storage: Some(CheckpointStorage::local(checkpoints).expect("checkpoint dir")),
+        checkpoint_storage: Some(CheckpointLocation::local(checkpoints).expect("checkpoint dir")),
         restore,
         accept_duplicates: false,
     }

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use weir::api::{
-    Boundedness, ConnectorSpec, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
+    Boundedness, ConnectorSpec, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator,
     PreparedSource, Result, SourceCapability, SourceFactory, SourceSplit, SplitBatch, SplitCursor,
     SplitReader, TaskContext, Watermark,
 };
@@ -49,7 +49,7 @@ struct Recorder {
 }
 
 impl OperatorFactory for RecorderFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         Ok(Arc::new(PreparedRecorder {
             schema: spec.input_schemas[0].clone(),
             log: self.log.clone(),

@@ -4,7 +4,7 @@
 //! in order, with the session's sequence numbers.
 
 use crate::error::{Error, Result};
-use crate::lanes::{LaneEnd, LaneId, LaneMetrics, Lanes};
+use crate::lanes::{LaneEnd, LaneId, LaneProbes, Lanes};
 use crate::readings;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -90,7 +90,7 @@ pub async fn run_agent(
     engine: Engine,
     shutdown: watch::Receiver<bool>,
 ) -> Result<()> {
-    run_agent_with_metrics(config, engine, shutdown, LaneMetrics::default()).await
+    run_agent_with_metrics(config, engine, shutdown, LaneProbes::default()).await
 }
 
 /// [`run_agent`], listing the lanes it runs in `metrics` while they run (for a metrics
@@ -102,7 +102,7 @@ pub async fn run_agent_with_metrics(
     config: AgentConfig,
     engine: Engine,
     mut shutdown: watch::Receiver<bool>,
-    metrics: LaneMetrics,
+    metrics: LaneProbes,
 ) -> Result<()> {
     let mut client = HubClient::new(&config.hub).map_err(Error::Hub)?;
     if let Some((pem, path)) = &config.ca_certificate {
@@ -135,8 +135,15 @@ pub async fn run_agent_with_metrics(
         in_flight: HashSet::new(),
         checkpoints: mpsc::unbounded_channel(),
     };
+    tracing::info!(
+        agent = %agent.config.agent_id,
+        hub = %agent.config.hub,
+        slots = agent.config.slots,
+        "Agent started"
+    );
     let result = agent.run(&mut lanes, &mut shutdown).await;
     lanes.stop_all().await;
+    tracing::info!(agent = %agent.config.agent_id, "Agent stopped");
     result
 }
 
@@ -158,7 +165,7 @@ impl SessionTasks {
 
 struct Agent {
     /// The running lanes' counters, pushed to the Hub every second for the workbench.
-    probes: LaneMetrics,
+    probes: LaneProbes,
     client: HubClient,
     config: AgentConfig,
     register: RegisterAgent,
@@ -199,6 +206,11 @@ impl Agent {
                     // this Agent's lanes elsewhere, so they stop here (their sinks are fenced
                     // anyway). Register again; reports start at 0 in the new session, and
                     // what was not reported is about lanes of old generations.
+                    tracing::warn!(
+                        agent = %self.config.agent_id,
+                        "lost the lease: the Hub no longer knows this session; stopping the \
+                         lanes and registering again"
+                    );
                     tasks.abort();
                     lanes.stop_all().await;
                     self.pending.clear();
@@ -292,14 +304,14 @@ impl Agent {
                     .map(|probe| {
                         let key = (probe.id.job.clone(), probe.id.lane, probe.generation);
                         let (mark, epochs) =
-                            readings::epochs_since(&probe.checkpoints, sent.get(&key));
+                            readings::epochs_since(&probe.job.checkpoints, sent.get(&key));
                         marks.insert(key, mark);
                         LaneReading {
                             job_id: probe.id.job.clone(),
                             lane: probe.id.lane,
                             generation: probe.generation,
-                            sample: readings::sample(&probe.metrics),
-                            checkpoints: readings::checkpoint_summary(&probe.checkpoints),
+                            sample: readings::sample(&probe.job.metrics),
+                            checkpoints: readings::checkpoint_summary(&probe.job.checkpoints),
                             epochs,
                         }
                     })

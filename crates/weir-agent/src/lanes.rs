@@ -9,9 +9,9 @@
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
-use weir::runtime::{CheckpointProbe, JobMetrics};
 use weir::{CheckpointTrigger, Engine, JobSpec, RunOptions, RunningJob, SplitShare};
 pub use weir_control::lane_job_id;
+use weir_metrics::{JobHandle, JobSource};
 
 /// One lane of one distributed job.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -61,20 +61,24 @@ pub struct LaneProbe {
     pub id: LaneId,
     /// The generation it runs in.
     pub generation: u64,
-    /// The lane's own job id (`<job>-lane-<i>`).
-    pub job_id: String,
-    /// Its live counters.
-    pub metrics: Arc<JobMetrics>,
-    /// Its checkpoint counters.
-    pub checkpoints: CheckpointProbe,
+    /// The lane's own job id (`<job>-lane-<i>`, the exporter's `job` label), its live counters
+    /// and its checkpoint counters, as the metrics exporter reads them.
+    pub job: JobHandle,
 }
 
 /// The lanes running in an Agent, shared with whoever exports their metrics: [`Lanes`] adds a
 /// lane when it starts it and removes it when it stops or ends.
 #[derive(Debug, Clone, Default)]
-pub struct LaneMetrics(Arc<Mutex<BTreeMap<LaneId, LaneProbe>>>);
+pub struct LaneProbes(Arc<Mutex<BTreeMap<LaneId, LaneProbe>>>);
 
-impl LaneMetrics {
+/// The exporter lists each running lane under its own job id.
+impl JobSource for LaneProbes {
+    fn jobs(&self) -> Vec<JobHandle> {
+        self.lanes().into_iter().map(|l| l.job).collect()
+    }
+}
+
+impl LaneProbes {
     /// The lanes running now, in lane id order.
     pub fn lanes(&self) -> Vec<LaneProbe> {
         self.lock().values().cloned().collect()
@@ -89,7 +93,7 @@ impl LaneMetrics {
 pub struct Lanes {
     engine: Engine,
     running: BTreeMap<LaneId, Lane>,
-    metrics: LaneMetrics,
+    metrics: LaneProbes,
     /// The places lanes may touch (`None`: anywhere).
     allow: Option<weir::api::AllowList>,
 }
@@ -105,11 +109,11 @@ impl std::fmt::Debug for Lanes {
 impl Lanes {
     /// No lanes yet; lanes are prepared against `engine`'s registry.
     pub fn new(engine: Engine) -> Self {
-        Self::with_metrics(engine, LaneMetrics::default())
+        Self::with_metrics(engine, LaneProbes::default())
     }
 
     /// No lanes yet; the lanes it runs are listed in `metrics` while they run.
-    pub fn with_metrics(engine: Engine, metrics: LaneMetrics) -> Self {
+    pub fn with_metrics(engine: Engine, metrics: LaneProbes) -> Self {
         Lanes {
             engine,
             running: BTreeMap::new(),
@@ -212,9 +216,11 @@ impl Lanes {
             LaneProbe {
                 id: id.clone(),
                 generation,
-                job_id: lane_job_id(job, lane),
-                metrics: running.metrics().clone(),
-                checkpoints: running.checkpoint_probe(),
+                job: JobHandle {
+                    job: lane_job_id(job, lane),
+                    metrics: running.metrics().clone(),
+                    checkpoints: running.checkpoint_probe(),
+                },
             },
         );
         self.running.insert(
@@ -449,11 +455,11 @@ sinks:
             std::fs::write(dir.path().join(format!("in-{f}.csv")), text).expect("input");
         }
         let spec = spec(dir.path());
-        let metrics = LaneMetrics::default();
+        let metrics = LaneProbes::default();
         let mut lanes = Lanes::with_metrics(Engine::new(), metrics.clone());
         let options = || RunOptions {
             checkpoint_storage: Some(
-                weir::CheckpointStorage::local(&dir.path().join("cp")).expect("storage"),
+                weir::CheckpointLocation::local(&dir.path().join("cp")).expect("storage"),
             ),
             ..RunOptions::default()
         };
@@ -471,7 +477,7 @@ sinks:
         assert_eq!(lanes.running().len(), 3);
         // The metrics list each running lane under its own job id.
         let probes = metrics.lanes();
-        let ids: Vec<&str> = probes.iter().map(|p| p.job_id.as_str()).collect();
+        let ids: Vec<&str> = probes.iter().map(|p| p.job.job.as_str()).collect();
         assert_eq!(ids, ["totals-lane-0", "totals-lane-1", "totals-lane-2"]);
         let deadline = Instant::now() + Duration::from_secs(60);
         let mut ended = Vec::new();
@@ -490,7 +496,7 @@ sinks:
         assert!(metrics.lanes().is_empty(), "ended lanes leave the metrics");
         let read: u64 = probes
             .iter()
-            .map(|p| p.metrics.snapshot().source_rows())
+            .map(|p| p.job.metrics.snapshot().source_rows())
             .sum();
         assert_eq!(
             read, 160,

@@ -13,4 +13,4 @@ pub mod readings;
 
 pub use agent::{AgentConfig, run_agent, run_agent_with_metrics};
 pub use error::{Error, Result};
-pub use lanes::{LaneEnd, LaneId, LaneMetrics, LaneProbe, Lanes, lane_job_id, lane_spec};
+pub use lanes::{LaneEnd, LaneId, LaneProbe, LaneProbes, Lanes, lane_job_id, lane_spec};

@@ -68,28 +68,50 @@ pub fn sample(metrics: &JobMetrics) -> MetricsSample {
     }
 }
 
-/// The wire form of a subtask's counters.
+/// The wire form of a subtask's counters. Both sides are named field by field, without `..`:
+/// a field added to the runtime's snapshot or to the wire form alone does not compile here.
 fn subtask_sample(s: SubtaskSnapshot) -> SubtaskSample {
+    let SubtaskSnapshot {
+        operator_id,
+        kind,
+        subtask,
+        rows_in,
+        rows_out,
+        batches_in,
+        batches_out,
+        bytes_in,
+        bytes_out,
+        heads_task,
+        idle_ns,
+        busy_ns,
+        backpressured_ns,
+        watermark_ms,
+        max_event_time_ms,
+        late_routed,
+        late_updated,
+        state_entries,
+        state_bytes,
+    } = s;
     SubtaskSample {
-        operator_id: s.operator_id,
-        kind: s.kind,
-        subtask: s.subtask,
-        rows_in: s.rows_in,
-        rows_out: s.rows_out,
-        batches_in: s.batches_in,
-        batches_out: s.batches_out,
-        bytes_in: s.bytes_in,
-        bytes_out: s.bytes_out,
-        heads_task: s.heads_task,
-        idle_ns: s.idle_ns,
-        busy_ns: s.busy_ns,
-        backpressured_ns: s.backpressured_ns,
-        watermark_ms: s.watermark_ms,
-        max_event_time_ms: s.max_event_time_ms,
-        late_routed: s.late_routed,
-        late_updated: s.late_updated,
-        state_entries: s.state_entries,
-        state_bytes: s.state_bytes,
+        operator_id,
+        kind,
+        subtask,
+        rows_in,
+        rows_out,
+        batches_in,
+        batches_out,
+        bytes_in,
+        bytes_out,
+        heads_task,
+        idle_ns,
+        busy_ns,
+        backpressured_ns,
+        watermark_ms,
+        max_event_time_ms,
+        late_routed,
+        late_updated,
+        state_entries,
+        state_bytes,
     }
 }
 
@@ -123,4 +145,39 @@ pub fn epochs_since(
         .filter_map(|e| serde_json::to_value(e).ok())
         .collect();
     (mark, Some(json))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wire form says what the runtime's snapshot says, field for field and under the same
+    /// JSON names, so the workbench reads a lane's counters as `weir run --ui` shows them.
+    #[test]
+    fn a_subtask_sample_carries_every_field_of_the_snapshot() {
+        let snapshot = SubtaskSnapshot {
+            operator_id: "window".into(),
+            kind: "operator".into(),
+            subtask: 3,
+            rows_in: 1,
+            rows_out: 2,
+            batches_in: 3,
+            batches_out: 4,
+            bytes_in: 5,
+            bytes_out: 6,
+            heads_task: true,
+            idle_ns: 7,
+            busy_ns: 8,
+            backpressured_ns: 9,
+            watermark_ms: Some(10),
+            max_event_time_ms: Some(11),
+            late_routed: 12,
+            late_updated: 13,
+            state_entries: Some(14),
+            state_bytes: Some(15),
+        };
+        let runtime = serde_json::to_value(&snapshot).expect("snapshot as JSON");
+        let wire = serde_json::to_value(subtask_sample(snapshot)).expect("sample as JSON");
+        assert_eq!(wire, runtime);
+    }
 }

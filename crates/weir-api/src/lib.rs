@@ -53,7 +53,7 @@ pub use ids::{
 };
 pub use message::{Barrier, Piece, StreamMessage, Watermark, WatermarkMarks};
 pub use operator::{
-    Emitted, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, SideOutput,
+    Emitted, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator, SideOutput,
     process_in_pieces,
 };
 pub use options::decode_options;

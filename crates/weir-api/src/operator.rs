@@ -267,7 +267,7 @@ pub struct SideOutput {
 
 /// What an [`OperatorFactory`] is given to prepare one operator of a job.
 #[derive(Debug, Clone, Copy)]
-pub struct OperatorSpec<'a> {
+pub struct OperatorArgs<'a> {
     /// The operator's stable id.
     pub operator_id: &'a OperatorId,
     /// The node's `options` object from the job spec (`null` when absent).
@@ -341,5 +341,5 @@ pub trait OperatorFactory: Send + Sync {
     ///
     /// # Errors
     /// [`crate::Error::Config`] or [`crate::Error::Expression`] naming the offending option's path.
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>>;
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>>;
 }

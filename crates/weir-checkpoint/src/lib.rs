@@ -70,7 +70,7 @@ pub use epoch_log::{
 };
 pub use error::{CheckpointError, CheckpointResult, SegmentIssue};
 pub use manifest::{
-    AttemptId, CheckpointKind, EnumeratorSnapshot, EpochManifest, InputWatermark,
+    AttemptId, EnumeratorSnapshot, EpochKind, EpochManifest, InputWatermark,
     MANIFEST_FORMAT_VERSION, SinkTransaction, SourceSplitOffset, TaskSnapshot, stored_checksums,
 };
 pub use problem::ManifestProblem;

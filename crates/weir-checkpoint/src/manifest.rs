@@ -66,7 +66,7 @@ impl fmt::Display for AttemptId {
 /// (`name` may be `null`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "type", rename_all = "camelCase", deny_unknown_fields)]
-pub enum CheckpointKind {
+pub enum EpochKind {
     /// A periodic checkpoint.
     Checkpoint,
     /// A savepoint: kept until a user deletes it.
@@ -187,7 +187,7 @@ pub struct EpochManifest {
     /// parallelism, which is what a rescaled restore checks.
     pub logical_fingerprint: String,
     /// Checkpoint or savepoint.
-    pub kind: CheckpointKind,
+    pub kind: EpochKind,
     /// The attempt of the job that took the epoch.
     pub attempt_id: AttemptId,
     /// `weir_state::STATE_FORMAT_VERSION` of the segments.
@@ -262,7 +262,7 @@ const EMPTY_CHECKSUM_TAIL: &[u8] = b",\"checksum\":\"\"}";
 impl EpochManifest {
     /// Whether this is a savepoint (never deleted by retention).
     pub fn is_savepoint(&self) -> bool {
-        matches!(self.kind, CheckpointKind::Savepoint { .. })
+        matches!(self.kind, EpochKind::Savepoint { .. })
     }
 
     /// Every state segment of every task.

@@ -30,7 +30,7 @@ use crate::epoch_log::{EpochLog, EpochState};
 use crate::error::{CheckpointError, CheckpointResult, SegmentIssue};
 use crate::layout;
 use crate::local_sync;
-use crate::manifest::{CheckpointKind, EpochManifest};
+use crate::manifest::{EpochKind, EpochManifest};
 use crate::problem::ManifestProblem;
 use crate::validate::{ExpectedCheckpoint, invalid_if_any, structural_problems};
 use futures::{StreamExt, TryStreamExt};
@@ -633,7 +633,7 @@ impl CheckpointStore {
         for epoch in self.published_epochs().await?.into_iter().rev() {
             match self.read_manifest_or_copy(epoch).await {
                 Ok((m, _)) => {
-                    if matches!(&m.kind, CheckpointKind::Savepoint { name: Some(n) } if n == name) {
+                    if matches!(&m.kind, EpochKind::Savepoint { name: Some(n) } if n == name) {
                         return Ok(Some(epoch));
                     }
                 }

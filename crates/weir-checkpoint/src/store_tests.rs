@@ -3,8 +3,8 @@
 
 use crate::test_support::*;
 use crate::{
-    CheckpointError, CheckpointKind, EpochManifest, ExpectedCheckpoint, ManifestProblem,
-    PublishOutcome, TaskSnapshot,
+    CheckpointError, EpochKind, EpochManifest, ExpectedCheckpoint, ManifestProblem, PublishOutcome,
+    TaskSnapshot,
 };
 use object_store::{ObjectStoreExt, PutPayload};
 use weir_api::{Epoch, SubtaskIndex};
@@ -629,7 +629,7 @@ async fn weir_state_segments_round_trip_through_a_manifest() -> TestResult {
                     input_watermarks: vec![],
                 }));
         }
-        assert_eq!(m.kind, CheckpointKind::Checkpoint);
+        assert_eq!(m.kind, EpochKind::Checkpoint);
         store.publish_manifest(&m, &expected).await?;
 
         let chosen = store

@@ -2,8 +2,8 @@
 //! of it, and the two object stores every test runs against.
 
 use crate::{
-    AttemptId, CheckpointKind, CheckpointStore, EnumeratorSnapshot, EpochManifest,
-    ExpectedCheckpoint, InputWatermark, SinkTransaction, SourceSplitOffset, TaskSnapshot,
+    AttemptId, CheckpointStore, EnumeratorSnapshot, EpochKind, EpochManifest, ExpectedCheckpoint,
+    InputWatermark, SinkTransaction, SourceSplitOffset, TaskSnapshot,
 };
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
@@ -137,7 +137,7 @@ pub(crate) fn full_manifest(plan: &PartitionedPlan, epoch: u64) -> EpochManifest
 
 pub(crate) fn savepoint(plan: &PartitionedPlan, epoch: u64, name: &str) -> EpochManifest {
     let mut m = full_manifest(plan, epoch);
-    m.kind = CheckpointKind::Savepoint {
+    m.kind = EpochKind::Savepoint {
         name: Some(name.to_owned()),
     };
     m

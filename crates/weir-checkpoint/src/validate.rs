@@ -6,7 +6,7 @@
 
 use crate::error::{CheckpointError, CheckpointResult};
 use crate::layout;
-use crate::manifest::{AttemptId, CheckpointKind, EpochManifest, MANIFEST_FORMAT_VERSION};
+use crate::manifest::{AttemptId, EpochKind, EpochManifest, MANIFEST_FORMAT_VERSION};
 use crate::problem::ManifestProblem;
 use std::collections::{BTreeMap, BTreeSet};
 use weir_api::{
@@ -125,7 +125,7 @@ impl ExpectedCheckpoint {
             pipeline_id: self.pipeline_id.clone(),
             plan_fingerprint: self.plan_fingerprint.clone(),
             logical_fingerprint: self.logical_fingerprint.clone(),
-            kind: CheckpointKind::Checkpoint,
+            kind: EpochKind::Checkpoint,
             attempt_id: attempt,
             state_format_version: STATE_FORMAT_VERSION,
             state_shard_counts: self.shard_counts(),

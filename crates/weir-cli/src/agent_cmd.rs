@@ -55,23 +55,6 @@ pub struct AgentArgs {
     allow_env: Vec<String>,
 }
 
-/// The lanes of this Agent, as the metrics exporter lists them.
-struct Lanes(weir_agent::LaneMetrics);
-
-impl weir_metrics::JobSource for Lanes {
-    fn jobs(&self) -> Vec<weir_metrics::JobHandle> {
-        self.0
-            .lanes()
-            .into_iter()
-            .map(|l| weir_metrics::JobHandle {
-                job: l.job_id,
-                metrics: l.metrics,
-                checkpoints: l.checkpoints,
-            })
-            .collect()
-    }
-}
-
 /// Runs the Agent until Ctrl-C or SIGTERM, then stops its lanes (their checkpoints stay; the
 /// Hub places them again when the lease lapses).
 pub async fn run(args: AgentArgs) -> Result<()> {
@@ -98,11 +81,11 @@ pub async fn run(args: AgentArgs) -> Result<()> {
         shutdown_signal().await;
         let _ = stop.send(true);
     });
-    let lanes = weir_agent::LaneMetrics::default();
+    let lanes = weir_agent::LaneProbes::default();
     // Kept until the Agent stops; dropping it stops the endpoint.
     let _metrics_server = match args.metrics_addr {
         Some(addr) => {
-            let server = weir_metrics::serve(&addr, Arc::new(Lanes(lanes.clone())))
+            let server = weir_metrics::serve(&addr, Arc::new(lanes.clone()))
                 .await
                 .context("starting the metrics endpoint")?;
             eprintln!("metrics: http://{}/metrics", server.local_addr());

@@ -171,7 +171,8 @@ pub(crate) async fn jobs(hub: &HubConnection, command: JobsCommand) -> Result<()
                         spec,
                         desired_state,
                     })
-                    .await?,
+                    .await
+                    .with_context(|| format!("the Hub refused {}", job.display()))?,
             )
         }
         JobsCommand::List => print(&client.list_jobs().await?),
@@ -207,7 +208,12 @@ pub(crate) async fn jobs(hub: &HubConnection, command: JobsCommand) -> Result<()
                 spec,
                 savepoint_id: savepoint,
             };
-            print(&client.upgrade(&job_id, &request).await?)
+            print(
+                &client
+                    .upgrade(&job_id, &request)
+                    .await
+                    .with_context(|| format!("the Hub refused {} as an upgrade", job.display()))?,
+            )
         }
         JobsCommand::Rollback { job_id, upgrade_id } => {
             print(&client.rollback(&job_id, &upgrade_id).await?)

@@ -8,7 +8,7 @@ use axum::extract::{Path, Query, State};
 use axum::routing::get;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
-use weir::CheckpointStorage;
+use weir::CheckpointLocation;
 use weir::plan::Plan;
 use weir::runtime::{CheckpointProbe, JobMetrics};
 use weir_agent::readings;
@@ -29,7 +29,7 @@ pub struct LocalJob {
     probe: CheckpointProbe,
     history: Mutex<MetricsHistory>,
     /// Where its checkpoints are, and their namespace.
-    checkpoints: Option<(CheckpointStorage, String)>,
+    checkpoints: Option<(CheckpointLocation, String)>,
     /// Checkpoints its retention keeps.
     retain: usize,
 }
@@ -37,7 +37,7 @@ pub struct LocalJob {
 /// What the workbench shows of a job before it runs.
 pub struct LocalJobInfo {
     detail: JobDetail,
-    checkpoints: Option<(CheckpointStorage, String)>,
+    checkpoints: Option<(CheckpointLocation, String)>,
     retain: usize,
 }
 
@@ -51,7 +51,7 @@ impl LocalJobInfo {
         prepared: &weir::PreparedJob,
         spec: &weir::JobSpec,
         sql: Option<String>,
-        storage: Option<CheckpointStorage>,
+        storage: Option<CheckpointLocation>,
     ) -> anyhow::Result<Self> {
         let plan = prepared.partitioned();
         let job_id = plan.job_id.to_string();
@@ -265,4 +265,23 @@ pub fn router(job: Arc<LocalJob>) -> Router {
         .fallback(weir_hub::unknown_endpoint)
         .with_state(job)
         .merge(weir_ui::router())
+        .layer(axum::middleware::from_fn(read_only))
+}
+
+/// Answers every request that would change something (any method but GET and HEAD) with 403
+/// "read-only", whatever its path: a local run takes no commands.
+async fn read_only(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::Method;
+    use axum::response::IntoResponse;
+    if request.method() == Method::GET || request.method() == Method::HEAD {
+        return next.run(request).await;
+    }
+    HubError::Forbidden(format!(
+        "read-only: `weir run --ui` shows the one job this process runs and takes no {}          request; submit the job to a Hub to change it",
+        request.method()
+    ))
+    .into_response()
 }

@@ -5,7 +5,7 @@ use clap::{Parser, Subcommand};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use weir::{Engine, JobSpec, JobSummary};
+use weir::{Engine, JobSpec, RunSummary};
 
 mod agent_cmd;
 mod hub_cmd;
@@ -111,16 +111,25 @@ enum Command {
     },
 }
 
+/// The log filter without `RUST_LOG`: warnings, and for the long-running Hub and Agent also
+/// what they do (registrations, lanes placed, started and stopped, leases).
+fn default_log_filter(command: &Command) -> &'static str {
+    match command {
+        Command::Hub(_) | Command::Agent(_) => "warn,weir_hub=info,weir_agent=info",
+        _ => "warn",
+    }
+}
+
 fn main() {
+    let cli = Cli::parse();
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_log_filter(&cli.command)));
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         // Colors for a terminal only: a log file or a pipe gets plain text.
         .with_ansi(std::io::stderr().is_terminal())
         .init();
-    let cli = Cli::parse();
     // Room for the deepest expression a job may hold, planned and evaluated on these threads.
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -162,6 +171,8 @@ struct Loaded {
     explain: bool,
     /// The script, when the job was one.
     sql: Option<String>,
+    /// Where the script wrote each source, sink and option (empty for a job spec).
+    positions: weir::sql::SpecPositions,
 }
 
 async fn load(engine: &Engine, job: &Path, parallelism: Option<u32>) -> Result<Loaded> {
@@ -169,13 +180,18 @@ async fn load(engine: &Engine, job: &Path, parallelism: Option<u32>) -> Result<L
     let is_sql = job
         .extension()
         .is_some_and(|e| e.eq_ignore_ascii_case("sql"));
-    let (mut spec, explain, sql) = if is_sql {
+    let (mut spec, explain, sql, positions) = if is_sql {
         let bytes = std::fs::read(job).with_context(|| format!("reading {file}"))?;
         let text = weir::sql::script_text(bytes, &file)?;
         let compiled = engine.compile_sql(&text, &file).await?;
-        (compiled.spec, compiled.explain, Some(text))
+        (
+            compiled.spec,
+            compiled.explain,
+            Some(text),
+            compiled.positions,
+        )
     } else {
-        (JobSpec::from_file(job)?, false, None)
+        (JobSpec::from_file(job)?, false, None, Default::default())
     };
     if parallelism.is_some() {
         spec.parallelism = parallelism;
@@ -185,6 +201,7 @@ async fn load(engine: &Engine, job: &Path, parallelism: Option<u32>) -> Result<L
         file,
         explain,
         sql,
+        positions,
     })
 }
 
@@ -210,8 +227,16 @@ async fn dispatch(cli: Cli) -> Result<()> {
             print_stdout(&plans.to_json_pretty())?;
         }
         Command::Validate { job, parallelism } => {
-            let Loaded { spec, file, .. } = load(&engine, &job, parallelism).await?;
-            let prepared = engine.prepare(&spec, Some(&file)).await?;
+            let Loaded {
+                spec,
+                file,
+                positions,
+                ..
+            } = load(&engine, &job, parallelism).await?;
+            let prepared = engine
+                .prepare(&spec, Some(&file))
+                .await
+                .map_err(|e| weir::locate_sql_error(e, &positions))?;
             let plan = prepared.partitioned();
             let mut text = format!(
                 "{file}: valid: {} operators in {} vertices, {} tasks",
@@ -250,8 +275,12 @@ async fn dispatch(cli: Cli) -> Result<()> {
                 file,
                 explain,
                 sql,
+                positions,
             } = load(&engine, &job, parallelism).await?;
-            let prepared = engine.prepare_retrying(&spec, Some(&file)).await?;
+            let prepared = engine
+                .prepare_retrying(&spec, Some(&file))
+                .await
+                .map_err(|e| weir::locate_sql_error(e, &positions))?;
             if explain {
                 print_stdout(&explain_text(&prepared.plans)?)?;
                 return Ok(());
@@ -267,7 +296,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
                         .as_ref()
                         .and_then(|c| c.s3.as_ref())
                         .filter(|_| weir::api::is_s3_url(dir));
-                    weir::CheckpointStorage::from_dir_option(dir, s3)
+                    weir::CheckpointLocation::from_dir_option(dir, s3)
                 })
                 .transpose()
                 .context("opening the checkpoint directory")?;
@@ -372,7 +401,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
 }
 
 /// Prints the summary of a run that ended well (an error is the caller's to return).
-fn report_run(result: &weir::Result<JobSummary>, json: bool) -> Result<()> {
+fn report_run(result: &weir::Result<RunSummary>, json: bool) -> Result<()> {
     if let Ok(summary) = result {
         let peak_rss = summary::peak_rss_bytes();
         if json {

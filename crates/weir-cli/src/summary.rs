@@ -3,7 +3,7 @@
 use indicatif::{ProgressBar, ProgressStyle};
 use std::fmt::Write;
 use std::sync::Arc;
-use weir::JobSummary;
+use weir::RunSummary;
 use weir::runtime::JobMetrics;
 
 /// Peak resident memory of this process in bytes (Linux `VmHWM`), if known.
@@ -15,7 +15,7 @@ pub(crate) fn peak_rss_bytes() -> Option<u64> {
 }
 
 /// The summary as JSON (for scripts and tests).
-pub(crate) fn to_json(summary: &JobSummary, peak_rss: Option<u64>) -> String {
+pub(crate) fn to_json(summary: &RunSummary, peak_rss: Option<u64>) -> String {
     let secs = summary.wall_time.as_secs_f64();
     let rows = summary.metrics.source_rows();
     serde_json::json!({
@@ -34,7 +34,7 @@ pub(crate) fn to_json(summary: &JobSummary, peak_rss: Option<u64>) -> String {
 }
 
 /// The summary as a table for people.
-pub(crate) fn render(summary: &JobSummary, peak_rss: Option<u64>) -> String {
+pub(crate) fn render(summary: &RunSummary, peak_rss: Option<u64>) -> String {
     let secs = summary.wall_time.as_secs_f64();
     let rows = summary.metrics.source_rows();
     let mut s = String::new();

@@ -199,6 +199,56 @@ async fn the_hub_bounds_bodies_and_stalled_connections_and_keeps_answering() {
     drop(held);
 }
 
+/// The walk-through's job (examples/bids-lanes.sql), submitted to a Hub with two Agents from
+/// the directory the docs start them in, finishes and writes what `weir run` writes of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_walk_through_job_runs_on_two_agents_as_it_runs_in_one_process() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let sql = std::fs::read_to_string(root.join("examples/bids-lanes.sql")).expect("example");
+    let cluster = Cluster::start(2, 2, "5s").await;
+    let local = tempfile::tempdir().expect("tempdir");
+    for dir in [cluster.dir(), local.path()] {
+        std::fs::create_dir_all(dir.join("examples/data")).expect("data dir");
+        for file in ["bids-0.csv", "bids-1.csv"] {
+            std::fs::copy(
+                root.join("examples/data").join(file),
+                dir.join("examples/data").join(file),
+            )
+            .expect("copy the bundled bids");
+        }
+    }
+    let job = cluster.submit("bids-lanes", sql).await;
+    cluster.request(&job, DesiredState::Running).await;
+    cluster
+        .until("the job finished", async |c| {
+            let observed = c.detail(&job).await.job.observed;
+            assert_ne!(observed.phase, ObservedPhase::Failed, "{observed:?}");
+            (observed.phase == ObservedPhase::Finished).then_some(())
+        })
+        .await;
+
+    let ran = std::process::Command::new(cluster.weir())
+        .args(["run", "examples/bids-lanes.sql"])
+        .current_dir(local.path())
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("weir run");
+    assert!(
+        ran.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ran.stderr)
+    );
+    let rows = async |dir: &std::path::Path| {
+        let store = object_store::local::LocalFileSystem::new_with_prefix(dir).expect("store");
+        let mut rows = cluster::published(&store, "out/bids-lanes").await;
+        rows.sort_unstable();
+        rows
+    };
+    let distributed = rows(cluster.dir()).await;
+    assert!(!distributed.is_empty(), "the lanes wrote no window");
+    assert_eq!(distributed, rows(local.path()).await);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_job_over_three_agents_survives_an_agent_kill_and_a_hub_restart_exactly_once() {
     let broker = KafkaBroker::shared().expect("the Kafka test broker");

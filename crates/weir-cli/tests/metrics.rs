@@ -483,6 +483,29 @@ fn weir_run_ui_serves_the_local_jobs_workbench() {
     );
     let (status, unknown) = get_json(&addr, "/api/v1/jobs/other/metrics").expect("404");
     assert_eq!((status, &unknown["field"]), (404, &json!("jobId")));
+    // A request that would change the job, to a path the Hub serves and to one it does not, is
+    // refused as read-only, not as a missing endpoint.
+    for (method, path) in [
+        ("PUT", "/api/v1/jobs/ui-e2e/desired-state"),
+        ("POST", "/api/v1/jobs"),
+        ("DELETE", "/api/v1/jobs/ui-e2e"),
+    ] {
+        let answer = match ureq::request(method, &format!("http://{addr}{path}"))
+            .timeout(Duration::from_secs(10))
+            .send_string("{}")
+        {
+            Ok(answer) | Err(ureq::Error::Status(_, answer)) => answer,
+            Err(e) => panic!("{method} {path}: {e}"),
+        };
+        assert_eq!(answer.status(), 403, "{method} {path}");
+        let body: Value = serde_json::from_str(&answer.into_string().expect("body")).expect("JSON");
+        assert!(
+            body["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("read-only")),
+            "{method} {path}: {body}"
+        );
+    }
 
     // The sampler's counters: the source's rows grow from sample to sample.
     until("two samples with rows", || {

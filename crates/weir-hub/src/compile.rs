@@ -109,6 +109,31 @@ fn runtime_error(e: &weir::Error) -> ValidationError {
     }
 }
 
+/// [`runtime_error`] of a job compiled from SQL: the message names the script's line, column
+/// and words ([`weir::locate_sql_error`]), and so do `line` and `column`; `path` stays the
+/// compiled spec's JSON path.
+fn sql_runtime_error(e: weir::Error, positions: &weir::sql::SpecPositions) -> ValidationError {
+    let path = match &e {
+        weir::Error::Prepare {
+            source: weir::api::Error::Config { path, .. },
+            ..
+        }
+        | weir::Error::Prepare { path, .. } => Some(path.clone()),
+        _ => None,
+    };
+    let at = path
+        .as_deref()
+        .and_then(|p| positions.locate(p))
+        .map(|o| o.position);
+    let mut v = runtime_error(&weir::locate_sql_error(e, positions));
+    if let Some(at) = at {
+        v.path = path;
+        v.line = Some(at.line);
+        v.column = Some(at.column);
+    }
+    v
+}
+
 fn sql_error(e: &weir::sql::SqlError) -> ValidationError {
     let position = match e {
         weir::sql::SqlError::Syntax { position, .. }
@@ -142,7 +167,7 @@ pub async fn compile(
     name: &str,
     source: Source<'_>,
 ) -> Result<Compiled, Vec<ValidationError>> {
-    let (mut spec, file) = match source {
+    let (mut spec, file, positions) = match source {
         Source::Sql(text) => {
             let file = format!("{name}.sql");
             let job = engine
@@ -159,7 +184,7 @@ pub async fn compile(
                     column: None,
                 }]);
             }
-            (job.spec, file)
+            (job.spec, file, job.positions)
         }
         Source::Spec(value) => {
             let file = format!("{name}.json");
@@ -172,7 +197,7 @@ pub async fn compile(
                 }]
             })?;
             let spec = JobSpec::from_json_str(&text, &file).map_err(|e| vec![plan_error(&e)])?;
-            (spec, file)
+            (spec, file, Default::default())
         }
     };
     spec.job = Some(name.to_owned());
@@ -181,7 +206,7 @@ pub async fn compile(
     let prepared = engine
         .check_offline(&spec, Some(&file))
         .await
-        .map_err(|e| vec![runtime_error(&e)])?;
+        .map_err(|e| vec![sql_runtime_error(e, &positions)])?;
     let mut errors = Vec::new();
     let checkpoint = match &spec.checkpoint {
         Some(c) => Some(c.clone()),

@@ -157,7 +157,7 @@ impl Hub {
     pub(crate) fn checkpoint_storage(
         &self,
         checkpoint: &weir::plan::CheckpointSpec,
-    ) -> Result<weir::CheckpointStorage> {
+    ) -> Result<weir::CheckpointLocation> {
         publish::storage_of(checkpoint, &self.env)
     }
 

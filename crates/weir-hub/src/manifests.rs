@@ -4,13 +4,13 @@
 use crate::error::{HubError, Result};
 use object_store::ObjectStoreExt;
 use object_store::path::Path as ObjectPath;
-use weir::CheckpointStorage;
+use weir::CheckpointLocation;
 use weir::checkpoint::layout;
 use weir_control::{JobManifest, ManifestView};
 
 /// Reads the object `location` of `storage`; `Ok(None)` when there is none.
 async fn read_object(
-    storage: &CheckpointStorage,
+    storage: &CheckpointLocation,
     location: &ObjectPath,
 ) -> Result<Option<Vec<u8>>> {
     let failed = |e: &dyn std::fmt::Display| HubError::Storage {
@@ -29,14 +29,14 @@ async fn read_object(
 }
 
 /// `relative` (a `/`-separated path) under the storage's base.
-fn under_base(storage: &CheckpointStorage, relative: &str) -> ObjectPath {
+fn under_base(storage: &CheckpointLocation, relative: &str) -> ObjectPath {
     relative
         .split('/')
         .fold(storage.base.clone(), |p, part| p.join(part))
 }
 
 /// How the storage shows `location`.
-fn display_path(storage: &CheckpointStorage, relative: &str) -> String {
+fn display_path(storage: &CheckpointLocation, relative: &str) -> String {
     format!("{}/{relative}", storage.display.trim_end_matches('/'))
 }
 
@@ -47,7 +47,7 @@ fn display_path(storage: &CheckpointStorage, relative: &str) -> String {
 /// 404 when the manifest is not in the storage; [`HubError::Storage`] when it cannot be read or
 /// is not a job manifest.
 pub async fn job_manifest(
-    storage: &CheckpointStorage,
+    storage: &CheckpointLocation,
     checkpoint_id: &str,
 ) -> Result<ManifestView> {
     let relative = JobManifest::relative_path(checkpoint_id);
@@ -80,7 +80,7 @@ pub async fn job_manifest(
 /// 404 when there is no manifest of that epoch (never taken, or deleted by retention);
 /// [`HubError::Storage`] when it cannot be read or is not a manifest.
 pub async fn epoch_manifest(
-    storage: &CheckpointStorage,
+    storage: &CheckpointLocation,
     namespace: &str,
     epoch: u64,
 ) -> Result<ManifestView> {
@@ -113,7 +113,7 @@ mod tests {
     #[tokio::test]
     async fn an_edited_manifest_does_not_verify_and_a_missing_one_is_not_found() {
         let dir = tempfile::tempdir().unwrap();
-        let storage = CheckpointStorage::local(dir.path()).unwrap();
+        let storage = CheckpointLocation::local(dir.path()).unwrap();
         let manifest = JobManifest::seal(weir_control::JobManifestBody {
             job_id: "j".into(),
             version_id: "v".into(),

@@ -4,7 +4,7 @@ use crate::error::{HubError, Result};
 use crate::store::PublishTask;
 use object_store::path::Path as ObjectPath;
 use object_store::{ObjectStoreExt, PutPayload};
-use weir::CheckpointStorage;
+use weir::CheckpointLocation;
 use weir_control::JobManifest;
 
 /// The checkpoint storage of a job's `checkpoint` section, its `${env:NAME}` references read
@@ -16,7 +16,7 @@ use weir_control::JobManifest;
 pub fn storage_of(
     checkpoint: &weir::plan::CheckpointSpec,
     env: &weir::api::secrets::EnvAccess,
-) -> Result<CheckpointStorage> {
+) -> Result<CheckpointLocation> {
     let checkpoint = checkpoint
         .resolve_env(env, &weir::plan::process_env)
         .map_err(|e| HubError::Storage {
@@ -27,9 +27,11 @@ pub fn storage_of(
         .dir
         .as_deref()
         .unwrap_or(weir::runtime::DEFAULT_CHECKPOINT_DIR);
-    CheckpointStorage::from_dir_option(dir, checkpoint.s3.as_ref()).map_err(|e| HubError::Storage {
-        storage: dir.to_owned(),
-        message: e.to_string(),
+    CheckpointLocation::from_dir_option(dir, checkpoint.s3.as_ref()).map_err(|e| {
+        HubError::Storage {
+            storage: dir.to_owned(),
+            message: e.to_string(),
+        }
     })
 }
 

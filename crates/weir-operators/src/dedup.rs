@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use weir_api::state::{StateDescriptor, Value};
 use weir_api::{
-    Error, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result, StateAddress,
+    Error, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator, Result, StateAddress,
     StateShardId, TaskContext, Watermark, decode_options,
 };
 use weir_plan::key_hash;
@@ -60,7 +60,7 @@ pub struct DedupOptions {
 pub struct DedupFactory;
 
 impl OperatorFactory for DedupFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let options: DedupOptions = decode_options(spec.options, spec.options_path)?;
         let input = crate::expr::single_input("dedup_first", spec.operator_id, spec.input_schemas)?;
         let path = spec.options_path;

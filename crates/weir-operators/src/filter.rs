@@ -14,7 +14,7 @@ use datafusion::physical_expr::PhysicalExpr;
 use serde::Deserialize;
 use std::sync::Arc;
 use weir_api::{
-    Error, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result, TaskContext,
+    Error, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator, Result, TaskContext,
     WatermarkMarks, decode_options,
 };
 
@@ -60,7 +60,7 @@ impl FilterFactory {
 }
 
 impl OperatorFactory for FilterFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let options: FilterOptions = decode_options(spec.options, spec.options_path)?;
         let input = single_input("filter", spec.operator_id, spec.input_schemas)?;
         let path = format!("{}.predicate", spec.options_path);
@@ -244,7 +244,7 @@ mod tests {
     fn prepare(predicate: serde_json::Value) -> Result<Arc<dyn PreparedOperator>> {
         let id = OperatorId::new("f");
         let options = serde_json::json!({ "predicate": predicate });
-        FilterFactory::new().prepare(&OperatorSpec {
+        FilterFactory::new().prepare(&OperatorArgs {
             operator_id: &id,
             options: &options,
             options_path: "operators[1].options",

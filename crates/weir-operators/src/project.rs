@@ -12,7 +12,7 @@ use serde::Deserialize;
 use std::collections::HashMap;
 use std::sync::Arc;
 use weir_api::{
-    Error, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result, TaskContext,
+    Error, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator, Result, TaskContext,
     WatermarkMarks, decode_options,
 };
 
@@ -58,7 +58,7 @@ impl ProjectFactory {
 }
 
 impl OperatorFactory for ProjectFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let options: ProjectOptions = decode_options(spec.options, spec.options_path)?;
         let input = single_input("project", spec.operator_id, spec.input_schemas)?;
         if options.expressions.is_empty() {
@@ -236,7 +236,7 @@ mod tests {
     fn prepare(expressions: &[&str]) -> Result<Arc<dyn PreparedOperator>> {
         let id = OperatorId::new("p");
         let options = serde_json::json!({ "expressions": expressions });
-        ProjectFactory::new().prepare(&OperatorSpec {
+        ProjectFactory::new().prepare(&OperatorArgs {
             operator_id: &id,
             options: &options,
             options_path: "operators[2].options",
@@ -280,7 +280,7 @@ mod tests {
         let id = OperatorId::new("p");
         let options = serde_json::json!({ "expressions": ["auction + 1 AS next"] });
         let prepared = ProjectFactory::new()
-            .prepare(&OperatorSpec {
+            .prepare(&OperatorArgs {
                 operator_id: &id,
                 options: &options,
                 options_path: "operators[0].options",

@@ -25,7 +25,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use weir_api::state::{Map, NamespaceRange, StateDescriptor};
 use weir_api::{
-    Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
+    Error, KeyedStateStore, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator,
     Result, StateAddress, StateShardId, TaskContext, Watermark, decode_options,
 };
 use weir_plan::key_hash;
@@ -89,7 +89,7 @@ struct TableJoinConfig {
 }
 
 impl OperatorFactory for TableJoinFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let options: TableJoinOptions = decode_options(spec.options, spec.options_path)?;
         let path = spec.options_path;
         let [stream, table] = spec.input_schemas else {

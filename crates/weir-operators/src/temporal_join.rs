@@ -29,7 +29,7 @@ use std::sync::Arc;
 use weir_api::changelog::{RowKind, kinds_of, row_kind_index};
 use weir_api::state::{Map, StateDescriptor, Value};
 use weir_api::{
-    Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
+    Error, KeyedStateStore, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator,
     Result, StateAddress, StateShardId, TaskContext, Watermark, decode_options,
 };
 use weir_state::row_codec::{decode_rows, encode_rows};
@@ -108,7 +108,7 @@ struct Config {
 }
 
 impl OperatorFactory for TemporalJoinFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let options: TemporalJoinOptions = decode_options(spec.options, spec.options_path)?;
         let path = spec.options_path;
         let [probe, table] = spec.input_schemas else {

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use weir_api::changelog::{RowKind, row_kind_field};
 use weir_api::state::Value;
 use weir_api::{
-    Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
+    Error, KeyedStateStore, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator,
     Result, StateShardId, TaskContext, Watermark, decode_options,
 };
 use weir_state::row_codec::{decode_rows, encode_rows};
@@ -58,7 +58,7 @@ pub struct CurrentTopNOptions {
 pub struct CurrentTopNFactory;
 
 impl OperatorFactory for CurrentTopNFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let options: CurrentTopNOptions = decode_options(spec.options, spec.options_path)?;
         let input = crate::expr::single_input("top_n", spec.operator_id, spec.input_schemas)?;
         let path = spec.options_path;

@@ -4,7 +4,7 @@ use arrow::datatypes::{Field, Schema, SchemaRef};
 use arrow::record_batch::RecordBatch;
 use std::sync::Arc;
 use weir_api::{
-    Error, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result, TaskContext,
+    Error, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator, Result, TaskContext,
 };
 
 /// Factory of `union`: every input must have the same column names and types; a column is
@@ -13,7 +13,7 @@ use weir_api::{
 pub struct UnionFactory;
 
 impl OperatorFactory for UnionFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let Some(first) = spec.input_schemas.first() else {
             return Err(Error::config(
                 spec.options_path,

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use weir_api::changelog::{RowKind, kinds_of, row_kind_field, row_kind_index};
 use weir_api::state::Value;
 use weir_api::{
-    Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
+    Error, KeyedStateStore, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator,
     Result, StateShardId, TaskContext, Watermark, decode_options,
 };
 use weir_state::row_codec::{decode_rows, encode_rows};
@@ -40,7 +40,7 @@ pub struct UpsertNormalizeOptions {
 pub struct UpsertNormalizeFactory;
 
 impl OperatorFactory for UpsertNormalizeFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let options: UpsertNormalizeOptions = decode_options(spec.options, spec.options_path)?;
         let input =
             crate::expr::single_input("upsert_normalize", spec.operator_id, spec.input_schemas)?;
@@ -254,7 +254,7 @@ mod tests {
         let options = serde_json::json!({ "keys": ["id"] });
         let input = upserts(&[(1, Some("a"), UpdateAfter)]);
         let mut op = UpsertNormalizeFactory
-            .prepare(&OperatorSpec {
+            .prepare(&OperatorArgs {
                 operator_id: &OperatorId::new("n"),
                 options: &options,
                 options_path: "operators[0].options",

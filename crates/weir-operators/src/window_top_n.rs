@@ -21,7 +21,7 @@ use serde::Deserialize;
 use std::sync::Arc;
 use weir_api::state::{StateDescriptor, Value};
 use weir_api::{
-    Error, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result, StateAddress,
+    Error, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator, Result, StateAddress,
     StateShardId, TaskContext, Watermark, decode_options,
 };
 use weir_plan::key_hash;
@@ -64,7 +64,7 @@ pub struct TopNOptions {
 pub struct WindowTopNFactory;
 
 impl OperatorFactory for WindowTopNFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let options: TopNOptions = decode_options(spec.options, spec.options_path)?;
         let input =
             crate::expr::single_input("window_top_n", spec.operator_id, spec.input_schemas)?;

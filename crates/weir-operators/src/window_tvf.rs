@@ -17,7 +17,7 @@ use serde::Deserialize;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use weir_api::{
-    Error, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator, Result, TaskContext,
+    Error, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator, Result, TaskContext,
     decode_options,
 };
 
@@ -40,7 +40,7 @@ pub struct WindowTvfOptions {
 pub struct WindowTvfFactory;
 
 impl OperatorFactory for WindowTvfFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let options: WindowTvfOptions = decode_options(spec.options, spec.options_path)?;
         let input = crate::expr::single_input("window_tvf", spec.operator_id, spec.input_schemas)?;
         let path = spec.options_path;
@@ -181,7 +181,7 @@ mod tests {
         ]));
         let options = serde_json::json!({ "time_column": "ts", "window": window });
         let id = OperatorId::new("w");
-        WindowTvfFactory.prepare(&OperatorSpec {
+        WindowTvfFactory.prepare(&OperatorArgs {
             operator_id: &id,
             options: &options,
             options_path: "operators[0].options",

@@ -8,7 +8,7 @@
 //! deadlines.
 
 use crate::{
-    CheckpointStorage, PreparedJob, Registry, RestoreFrom, RunOptions, RunningJob, SplitShare,
+    CheckpointLocation, PreparedJob, Registry, RestoreFrom, RunOptions, RunningJob, SplitShare,
 };
 use arrow::array::{Array, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
@@ -18,7 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{mpsc, watch};
 use weir_api::{
-    Boundedness, ConnectorSpec, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
+    Boundedness, ConnectorSpec, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator,
     PreparedSink, PreparedSource, Result, SinkCapability, SinkFactory, SinkWriter,
     SourceCapability, SourceFactory, SourceSplit, SplitBatch, SplitCursor, SplitReader,
     TaskContext, Watermark,
@@ -222,7 +222,7 @@ struct PreparedRecorder(watch::Sender<Seen>);
 struct Recorder(watch::Sender<Seen>);
 
 impl OperatorFactory for RecorderFactory {
-    fn prepare(&self, _spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, _spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         Ok(Arc::new(PreparedRecorder(self.0.clone())))
     }
 }
@@ -372,7 +372,7 @@ sinks:
     let options = RunOptions {
         state_dir: None,
         checkpoint_storage: checkpoints
-            .map(|dir| CheckpointStorage::local(dir).expect("checkpoint storage")),
+            .map(|dir| CheckpointLocation::local(dir).expect("checkpoint storage")),
         restore,
         accept_duplicates: false,
     };
@@ -467,7 +467,7 @@ async fn a_checkpoint_cut_records_every_splits_cursor() {
         .expect("the checkpoint completes in time")
         .expect("the checkpoint succeeds");
 
-    let storage = CheckpointStorage::local(dir.path()).expect("storage");
+    let storage = CheckpointLocation::local(dir.path()).expect("storage");
     let store =
         weir_checkpoint::CheckpointStore::try_new(storage.store, storage.base, "concurrent")
             .expect("store");

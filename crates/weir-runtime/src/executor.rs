@@ -1,28 +1,29 @@
 //! The local executor: runs a PartitionedPlan's attempts on tokio (each attempt, built by
-//! `attempt.rs`, creates the channels and the subtasks of every vertex) until the job ends,
+//! `attempt/`, creates the channels and the subtasks of every vertex) until the job ends,
 //! restarting from the last checkpoint after a failure where the job allows it.
 
 use crate::attempt::{Attempt, launch};
-use crate::checkpoint::coordinator::CheckpointRequest;
+use crate::checkpoint::coordinator::ManualCheckpoint;
 use crate::checkpoint::epoch_stats::EpochStats;
 use crate::checkpoint::epoch_stats::{CheckpointSummary, SharedSummary, update};
-use crate::checkpoint::{CheckpointConfig, CheckpointStorage, RestoreFrom};
+use crate::checkpoint::{CheckpointConfig, CheckpointLocation, RestoreFrom};
 use crate::error::{Error, Result};
 use crate::metrics::{JobMetrics, MetricsSnapshot};
 use crate::prepare::PreparedJob;
+use crate::run_context::{RunContext, RunOptions};
 use std::collections::HashSet;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, watch};
 use weir_api::{Epoch, SemanticMode};
+use weir_checkpoint::EpochKind;
 use weir_plan::{DEFAULT_CHECKPOINT_RETAIN, DEFAULT_CHECKPOINT_TIMEOUT};
 use weir_plan::{NodeKind, Plan, Transport};
 
 /// What a finished job reports.
 #[derive(Debug, Clone, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct JobSummary {
+pub struct RunSummary {
     /// The job.
     pub job_id: String,
     /// Wall time from start to the last task's end.
@@ -97,9 +98,9 @@ impl CheckpointProbe {
 pub struct RunningJob {
     metrics: Arc<JobMetrics>,
     checkpoints: Option<SharedSummary>,
-    requests: Option<mpsc::Sender<CheckpointRequest>>,
+    requests: Option<mpsc::Sender<ManualCheckpoint>>,
     kill: watch::Sender<bool>,
-    handle: tokio::task::JoinHandle<Result<JobSummary>>,
+    handle: tokio::task::JoinHandle<Result<RunSummary>>,
 }
 
 impl RunningJob {
@@ -172,7 +173,7 @@ impl RunningJob {
     /// # Errors
     /// The root cause when a task failed (secondary "channel closed" errors are not reported
     /// when a primary error exists) and no restart was left.
-    pub async fn wait(self) -> Result<JobSummary> {
+    pub async fn wait(self) -> Result<RunSummary> {
         match self.handle.await {
             Ok(result) => result,
             Err(e) => Err(Error::Panic {
@@ -187,7 +188,7 @@ impl RunningJob {
 /// ended (its requests then fail).
 #[derive(Debug, Clone)]
 pub struct CheckpointTrigger {
-    requests: mpsc::Sender<CheckpointRequest>,
+    requests: mpsc::Sender<ManualCheckpoint>,
 }
 
 impl CheckpointTrigger {
@@ -196,7 +197,7 @@ impl CheckpointTrigger {
     /// # Errors
     /// When the job ended or the epoch was aborted.
     pub async fn checkpoint(&self) -> Result<Epoch> {
-        self.request(None).await
+        self.request(EpochKind::Checkpoint).await
     }
 
     /// As [`RunningJob::savepoint`].
@@ -213,38 +214,22 @@ impl CheckpointTrigger {
                 ),
             });
         }
-        self.request(Some(Some(name.to_owned()))).await
+        self.request(EpochKind::Savepoint {
+            name: Some(name.to_owned()),
+        })
+        .await
     }
 
-    async fn request(&self, savepoint: Option<Option<String>>) -> Result<Epoch> {
+    async fn request(&self, kind: EpochKind) -> Result<Epoch> {
         let (reply, answer) = oneshot::channel();
         self.requests
-            .send(CheckpointRequest { savepoint, reply })
+            .send(ManualCheckpoint { kind, reply })
             .await
             .map_err(|_| Error::Internal("the job has ended".into()))?;
         answer
             .await
             .map_err(|_| Error::Internal("the job ended before the checkpoint completed".into()))?
     }
-}
-
-/// How a job runs on this machine.
-#[derive(Debug, Clone, Default)]
-pub struct RunOptions {
-    /// Directory of the tasks' keyed-state files (one redb file per task). When `None`, a fresh
-    /// directory under the system's temporary directory is used and removed when the job ends:
-    /// state outlives a run only through checkpoints.
-    pub state_dir: Option<PathBuf>,
-    /// Where checkpoints go; overrides the job's `checkpoint.dir`. Only used when the job has a
-    /// `checkpoint` section.
-    pub checkpoint_storage: Option<CheckpointStorage>,
-    /// The checkpoint to restore before reading any input.
-    pub restore: Option<RestoreFrom>,
-    /// Lets a restore pass over durable epochs (a damaged newest checkpoint, an older epoch
-    /// asked for) although a sink that commits by epoch cannot withdraw what it published for
-    /// them: that output may then be published twice. Without it such a restore is refused.
-    /// Sinks that can withdraw (the file sink) withdraw either way.
-    pub accept_duplicates: bool,
 }
 
 /// Starts a prepared job with default [`RunOptions`].
@@ -290,7 +275,7 @@ pub async fn start_with(job: PreparedJob, options: RunOptions) -> Result<Running
     let summary: Option<SharedSummary> = config.as_ref().map(|_| SharedSummary::default());
     let (request_tx, request_rx) = mpsc::channel(16);
     let (kill, kill_rx) = watch::channel(false);
-    let shared = Shared {
+    let run = RunContext {
         job: job.clone(),
         options: options.clone(),
         config,
@@ -299,15 +284,15 @@ pub async fn start_with(job: PreparedJob, options: RunOptions) -> Result<Running
         requests: Arc::new(tokio::sync::Mutex::new(request_rx)),
         killed: kill_rx,
     };
-    let first = match launch(&shared, options.restore.clone()).await {
+    let first = match launch(&run, options.restore.clone()).await {
         // A start that failed for a passing reason (a broker not reachable yet, a store that
         // timed out) is retried like a failed attempt when the job can restore; any other
         // failure (a bad spec, an unusable checkpoint) is the caller's at once.
-        Err(e) if !(shared.config.is_some() && e.is_retryable()) => return Err(e),
+        Err(e) if !(run.config.is_some() && e.is_retryable()) => return Err(e),
         first => first,
     };
     let restart = job.plans.restart;
-    let handle = tokio::spawn(supervise(shared, first, restart, started));
+    let handle = tokio::spawn(supervise(run, first, restart, started));
     Ok(RunningJob {
         metrics,
         requests: summary.as_ref().map(|_| request_tx),
@@ -364,20 +349,6 @@ fn check_deployment(job: &PreparedJob) -> Result<()> {
     Ok(())
 }
 
-/// What every attempt of a job shares.
-#[derive(Clone)]
-pub(crate) struct Shared {
-    pub(crate) job: Arc<PreparedJob>,
-    pub(crate) options: RunOptions,
-    pub(crate) config: Option<CheckpointConfig>,
-    pub(crate) metrics: Arc<JobMetrics>,
-    pub(crate) summary: Option<SharedSummary>,
-    /// Manual checkpoint requests; the coordinator of the running attempt holds the lock.
-    pub(crate) requests: Arc<tokio::sync::Mutex<mpsc::Receiver<CheckpointRequest>>>,
-    /// Set by [`RunningJob::kill`].
-    pub(crate) killed: watch::Receiver<bool>,
-}
-
 /// The job's checkpoint settings, resolved against the run options.
 fn checkpoint_config(job: &PreparedJob, options: &RunOptions) -> Result<Option<CheckpointConfig>> {
     let Some(spec) = &job.plans.checkpoint else {
@@ -396,7 +367,7 @@ fn checkpoint_config(job: &PreparedJob, options: &RunOptions) -> Result<Option<C
             let dir = spec.dir.as_deref().unwrap_or(DEFAULT_CHECKPOINT_DIR);
             // A spec without `dir` may carry S3 options for `--checkpoint-dir s3://...`.
             let s3 = spec.s3.as_ref().filter(|_| weir_api::is_s3_url(dir));
-            CheckpointStorage::from_dir_option(dir, s3).map_err(|source| Error::Prepare {
+            CheckpointLocation::from_dir_option(dir, s3).map_err(|source| Error::Prepare {
                 file: job.file.clone(),
                 path: "checkpoint.dir".into(),
                 source,
@@ -419,51 +390,51 @@ pub const DEFAULT_CHECKPOINT_DIR: &str = "weir-checkpoints";
 /// counts as a failed attempt; until one attempt launched, a retry restores what the job was
 /// started with (a savepoint asked for stays the restore point), later the newest epoch.
 async fn supervise(
-    shared: Shared,
+    run: RunContext,
     first: Result<Attempt>,
     restart: Option<weir_plan::RestartSpec>,
     job_started: Instant,
-) -> Result<JobSummary> {
+) -> Result<RunSummary> {
     let started = Instant::now();
-    let policy = weir_plan::RestartSpec::in_force(shared.config.is_some(), restart);
+    let policy = weir_plan::RestartSpec::in_force(run.config.is_some(), restart);
     let attempts = policy.map_or(0, |p| p.attempts);
-    let mut restore = shared.options.restore.clone();
+    let mut restore = run.options.restore.clone();
     let mut attempt = first;
     let mut restarts = 0;
     loop {
         let outcome = match attempt {
             Ok(running) => {
                 restore = Some(RestoreFrom::Latest);
-                running.run(shared.killed.clone()).await
+                running.run(run.killed.clone()).await
             }
             Err(e) => Err(e),
         };
         match outcome {
             Ok(()) => {
-                return Ok(JobSummary {
-                    job_id: shared.job.partitioned().job_id.to_string(),
+                return Ok(RunSummary {
+                    job_id: run.job.partitioned().job_id.to_string(),
                     wall_time: started.elapsed(),
-                    metrics: shared.metrics.snapshot(),
-                    semantic_mode: shared.job.semantic_mode,
-                    checkpoints: shared
+                    metrics: run.metrics.snapshot(),
+                    semantic_mode: run.job.semantic_mode,
+                    checkpoints: run
                         .summary
                         .as_ref()
                         .and_then(|s| s.lock().ok().map(|s| s.summary.clone())),
-                    first_output: shared
+                    first_output: run
                         .metrics
                         .first_output()
                         .map(|t| t.saturating_duration_since(job_started)),
                 });
             }
-            Err(e) if restarts < attempts && !e.is_fenced() && !*shared.killed.borrow() => {
+            Err(e) if restarts < attempts && !e.is_fenced() && !*run.killed.borrow() => {
                 restarts += 1;
                 tracing::warn!(error = %e, restart = restarts, of = attempts, "the job failed; restarting from its latest checkpoint");
-                if let Some(s) = &shared.summary {
+                if let Some(s) = &run.summary {
                     update(s, |s| s.restarts = restarts);
                 }
                 let delay = policy.map_or(0, |p| p.delay_before(restarts).0);
                 tokio::time::sleep(Duration::from_millis(delay)).await;
-                attempt = launch(&shared, restore.clone()).await;
+                attempt = launch(&run, restore.clone()).await;
             }
             Err(e) => return Err(e),
         }

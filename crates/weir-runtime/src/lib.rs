@@ -21,25 +21,26 @@ mod metrics;
 pub mod partition;
 mod prepare;
 mod registry;
+mod run_context;
 mod schema_check;
 mod split_assignment;
 mod split_share;
 mod task;
-mod task_checkpoint;
 mod task_state;
 
 pub use checkpoint::epoch_stats::CheckpointSummary;
 pub use checkpoint::epoch_stats::{EPOCH_HISTORY, EpochStats, TaskEpochStats};
 pub use checkpoint::recovery::namespace as checkpoint_namespace;
-pub use checkpoint::{CheckpointConfig, CheckpointStorage, RestoreFrom};
+pub use checkpoint::{CheckpointConfig, CheckpointLocation, RestoreFrom};
 pub use error::{Error, Result};
 pub use executor::{
-    CheckpointProbe, CheckpointTrigger, DEFAULT_CHECKPOINT_DIR, JobSummary, RunOptions, RunningJob,
-    start, start_with,
+    CheckpointProbe, CheckpointTrigger, DEFAULT_CHECKPOINT_DIR, RunSummary, RunningJob, start,
+    start_with,
 };
 pub use metrics::{
     JobMetrics, MetricsSnapshot, OperatorSnapshot, SplitLag, SplitPosition, SubtaskSnapshot,
 };
 pub use prepare::{PreparedJob, PreparedNode};
 pub use registry::Registry;
+pub use run_context::RunOptions;
 pub use split_share::SplitShare;

@@ -340,6 +340,9 @@ impl OperatorMetrics {
 #[derive(Debug, Default)]
 pub struct JobMetrics {
     operators: BTreeMap<OperatorId, Arc<OperatorMetrics>>,
+    /// The operators in pipeline order (sources first, each before what reads it), as the
+    /// snapshot lists them.
+    pipeline_order: Vec<OperatorId>,
     splits_total: AtomicU64,
     splits_done: AtomicU64,
     source_bytes_total: AtomicU64,
@@ -375,8 +378,11 @@ impl JobMetrics {
         self.first_output.get().copied()
     }
 
+    /// Counters for `operators`, given in pipeline order.
     pub(crate) fn new(operators: impl IntoIterator<Item = (OperatorId, &'static str)>) -> Self {
+        let operators: Vec<(OperatorId, &'static str)> = operators.into_iter().collect();
         JobMetrics {
+            pipeline_order: operators.iter().map(|(id, _)| id.clone()).collect(),
             operators: operators
                 .into_iter()
                 .map(|(id, kind)| {
@@ -454,8 +460,9 @@ impl JobMetrics {
             source_bytes_total: self.source_bytes_total.load(Ordering::Relaxed),
             source_bytes_done: self.source_bytes_done.load(Ordering::Relaxed),
             operators: self
-                .operators
+                .pipeline_order
                 .iter()
+                .filter_map(|id| self.operators.get(id).map(|m| (id, m)))
                 .map(|(id, m)| {
                     let subtasks = m.subtask_snapshots();
                     let sum = |f: fn(&SubtaskSnapshot) -> u64| -> u64 {
@@ -591,7 +598,7 @@ pub struct MetricsSnapshot {
     pub source_bytes_total: u64,
     /// Bytes of the splits read to their end.
     pub source_bytes_done: u64,
-    /// Per operator, in operator id order.
+    /// Per operator, in pipeline order: sources first, each operator before what reads it.
     pub operators: Vec<OperatorSnapshot>,
 }
 

@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use weir_api::secrets::{EnvAccess, resolve_env_json};
 use weir_api::{
-    ConnectorSpec, OperatorId, OperatorSpec, PreparedOperator, PreparedSink, PreparedSource, Reach,
+    ConnectorSpec, OperatorArgs, OperatorId, PreparedOperator, PreparedSink, PreparedSource, Reach,
     SemanticMode, SinkCapability, SourceCapability, SourceSplit, Touch, dead_letter_schema,
 };
 use weir_plan::{
@@ -354,7 +354,7 @@ impl PreparedJob {
                     .operator(&node.type_name)
                     .ok_or_else(|| unknown("operator", "type", registry.operator_names()))?;
                 let op = factory
-                    .prepare(&OperatorSpec {
+                    .prepare(&OperatorArgs {
                         operator_id: &id,
                         options: &node.options,
                         options_path: &options_path,

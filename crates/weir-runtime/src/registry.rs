@@ -196,7 +196,7 @@ mod tests {
     use super::*;
     use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
     use datafusion::logical_expr::{ColumnarValue, Volatility, create_udf};
-    use weir_api::{OperatorId, OperatorSpec};
+    use weir_api::{OperatorArgs, OperatorId};
 
     fn udf(name: &str) -> ScalarUDF {
         create_udf(
@@ -217,7 +217,7 @@ mod tests {
         )]))];
         let options = serde_json::json!({ "predicate": predicate });
         registry.operator("filter").is_some_and(|f| {
-            f.prepare(&OperatorSpec {
+            f.prepare(&OperatorArgs {
                 operator_id: &OperatorId::new("f"),
                 options: &options,
                 options_path: "operators[0].options",

@@ -1,7 +1,8 @@
 //! One subtask of one vertex: a chain of operators driven by a source reader or an input gate,
 //! ending in a sink or in edge writers. How a source subtask reads its splits is in
-//! [`source_reading`].
+//! [`source_reading`]; its part of an epoch (barrier injection, snapshots) in [`checkpointing`].
 
+mod checkpointing;
 mod read_ahead;
 mod source_reading;
 
@@ -14,9 +15,9 @@ use crate::event_time::SourceWatermarks;
 use crate::input_gate::{GateError, GateEvent, InputGate};
 use crate::metrics::{JobMetrics, SubtaskMetrics};
 use crate::schema_check::SchemaCheck;
-use crate::task_checkpoint::SourceCut;
 use crate::task_state::TaskState;
 use arrow::record_batch::RecordBatch;
+use checkpointing::SourceCut;
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::time::Instant;
@@ -57,8 +58,10 @@ pub(crate) struct SinkLink {
     pub(crate) metrics: SubtaskMetrics,
 }
 
-/// A running subtask.
-pub(crate) struct ChainTask {
+/// What the attempt builds a subtask from (`attempt/build.rs`); [`ChainTask::new`] adds the
+/// task's own running state.
+pub(crate) struct ChainParts {
+    /// How the task is named in errors and logs: `vertex[subtask/parallelism]`.
     pub(crate) label: String,
     pub(crate) head: Head,
     pub(crate) links: Vec<Link>,
@@ -77,12 +80,34 @@ pub(crate) struct ChainTask {
     pub(crate) operators: Vec<OperatorId>,
     /// Set when the job checkpoints.
     pub(crate) checkpointing: Option<TaskCheckpointing>,
+}
+
+/// A running subtask.
+pub(crate) struct ChainTask {
+    label: String,
+    head: Head,
+    links: Vec<Link>,
+    sink: Option<SinkLink>,
+    /// Writers fed by the main output of the chain's last element (empty when it is a sink).
+    tail_writers: Vec<usize>,
+    writers: Vec<EdgeWriter>,
+    job_metrics: Arc<JobMetrics>,
+    /// The task's times and input watermark (counted on the chain's first operator).
+    head_metrics: SubtaskMetrics,
+    /// The chain's keyed state; its journal is committed after each input is fully handled.
+    state: Arc<TaskState>,
+    /// The task's stable identity.
+    task_id: TaskId,
+    /// Every operator of the chain, in chain order.
+    operators: Vec<OperatorId>,
+    /// Set when the job checkpoints.
+    checkpointing: Option<TaskCheckpointing>,
     /// The last epoch this source subtask injected.
-    pub(crate) last_injected: Option<Epoch>,
+    last_injected: Option<Epoch>,
     /// The links were flushed (`on_end_of_input`) at the final barrier.
-    pub(crate) flushed: bool,
+    flushed: bool,
     /// Background writes of this task's snapshots; each ends with its acknowledgement.
-    pub(crate) snapshot_writes: Vec<tokio::task::JoinHandle<()>>,
+    snapshot_writes: Vec<tokio::task::JoinHandle<()>>,
 }
 
 enum Item {
@@ -136,6 +161,46 @@ fn input_pieces(
 }
 
 impl ChainTask {
+    /// A subtask ready to run, built from its parts: nothing injected, flushed or written yet.
+    pub(crate) fn new(parts: ChainParts) -> ChainTask {
+        let ChainParts {
+            label,
+            head,
+            links,
+            sink,
+            tail_writers,
+            writers,
+            job_metrics,
+            head_metrics,
+            state,
+            task_id,
+            operators,
+            checkpointing,
+        } = parts;
+        ChainTask {
+            label,
+            head,
+            links,
+            sink,
+            tail_writers,
+            writers,
+            job_metrics,
+            head_metrics,
+            state,
+            task_id,
+            operators,
+            checkpointing,
+            last_injected: None,
+            flushed: false,
+            snapshot_writes: Vec::new(),
+        }
+    }
+
+    /// How the task is named in errors and logs.
+    pub(crate) fn label(&self) -> &str {
+        &self.label
+    }
+
     /// Runs the subtask to its end; on failure, the sink's staged output is aborted.
     pub(crate) async fn run(mut self) -> Result<()> {
         let result = self.run_inner().await;

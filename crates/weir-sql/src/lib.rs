@@ -21,18 +21,20 @@
 mod connectors;
 mod ddl;
 mod error;
+mod job_builder;
+mod positions;
 mod prune;
 mod script;
-mod spec;
 mod translate;
 mod tvf;
 mod view;
 
 pub use error::{Position, Result, SqlError};
+pub use positions::{SpecPositions, SqlOrigin};
 pub use script::script_text;
 
+use crate::job_builder::{JobBuilder, Settings, Table};
 use crate::script::Statement;
-use crate::spec::{JobBuilder, Settings, Table};
 use crate::tvf::{KINDS, Schemas, StreamTable, TvfInput, WindowTvf, function_name};
 use arrow::datatypes::{Field, Schema};
 use datafusion::catalog::{
@@ -57,6 +59,9 @@ pub struct SqlJob {
     pub spec: JobSpec,
     /// The script had an `EXPLAIN INSERT ...`: print the plans, do not run.
     pub explain: bool,
+    /// Where in the script each source and sink of the spec, and each of their options, was
+    /// written: errors of the deep build are reported there.
+    pub positions: SpecPositions,
 }
 
 /// Compiles SQL scripts; holds the DataFusion session whose functions (including user scalar
@@ -264,6 +269,7 @@ impl SqlCompiler {
         Ok(SqlJob {
             spec: job.build(&settings, file)?,
             explain,
+            positions: job.positions().clone(),
         })
     }
 }

@@ -74,7 +74,7 @@ impl TableProvider for StreamTable {
 }
 
 /// The table of a window TVF call: the input's rows with their window columns.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub(crate) struct WindowTvfTable {
     /// The input table or view.
     pub(crate) table: String,

@@ -6,7 +6,7 @@ use crate::support::{format_rows, read_published_parts};
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use weir::{CheckpointStorage, Engine, JobSummary, RestoreFrom, RunOptions};
+use weir::{CheckpointLocation, Engine, RestoreFrom, RunOptions, RunSummary};
 use weir_testkit::kafka::KafkaBroker;
 use weir_testkit::unique_name;
 
@@ -39,7 +39,7 @@ pub(crate) async fn run_sql(
     sql: &str,
     checkpoints: &std::path::Path,
     restore: Option<RestoreFrom>,
-) -> JobSummary {
+) -> RunSummary {
     let engine = Engine::new();
     let job = engine
         .compile_sql(sql, "kafka.sql")
@@ -50,7 +50,7 @@ pub(crate) async fn run_sql(
         .await
         .expect("prepares");
     let options = RunOptions {
-        checkpoint_storage: Some(CheckpointStorage::local(checkpoints).expect("storage")),
+        checkpoint_storage: Some(CheckpointLocation::local(checkpoints).expect("storage")),
         restore,
         ..RunOptions::default()
     };
@@ -344,7 +344,7 @@ async fn the_kafka_to_s3_example_runs() {
         .expect("runs");
     assert!(summary.checkpoints.expect("counters").completed >= 1);
 
-    let storage = CheckpointStorage::s3(
+    let storage = CheckpointLocation::s3(
         &format!("s3://{bucket}/"),
         &weir::api::S3Options {
             endpoint: Some(s3.endpoint().to_owned()),

@@ -11,7 +11,7 @@
 use rdkafka::producer::{BaseProducer, BaseRecord, Producer};
 use std::collections::BTreeMap;
 use std::time::Duration;
-use weir::{Engine, JobSummary, RestoreFrom};
+use weir::{Engine, RestoreFrom, RunSummary};
 use weir_testkit::kafka::KafkaBroker;
 use weir_testkit::unique_name;
 
@@ -37,7 +37,7 @@ fn produce(broker: &KafkaBroker, topic: &str, records: &[(String, Option<String>
 }
 
 /// Runs `sql` to its end with checkpoints in `dir`, restoring the latest one with `restore`.
-async fn run(sql: &str, dir: &std::path::Path, restore: bool) -> JobSummary {
+async fn run(sql: &str, dir: &std::path::Path, restore: bool) -> RunSummary {
     super::kafka::run_sql(sql, dir, restore.then_some(RestoreFrom::Latest)).await
 }
 

@@ -9,7 +9,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutPayload};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use std::sync::Arc;
 use weir::api::S3Options;
-use weir::{CheckpointStorage, Engine, RestoreFrom, RunOptions};
+use weir::{CheckpointLocation, Engine, RestoreFrom, RunOptions};
 use weir_testkit::s3 as server;
 
 const ROWS: u64 = 3_000;
@@ -67,7 +67,7 @@ async fn a_sql_job_reads_writes_and_checkpoints_on_s3() {
     let s3 = server::server().expect("the S3 test server");
     let bucket = s3.create_bucket("engine").expect("bucket");
     let connection = options(s3);
-    let storage = CheckpointStorage::s3(&format!("s3://{bucket}/"), &connection).expect("store");
+    let storage = CheckpointLocation::s3(&format!("s3://{bucket}/"), &connection).expect("store");
     let store: Arc<dyn ObjectStore> = storage.store.clone();
 
     let mut rng = Rng(11);

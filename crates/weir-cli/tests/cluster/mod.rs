@@ -449,8 +449,8 @@ GROUP BY auction, window_start, window_end;
 }
 
 /// The test S3 server's bucket as an object store.
-pub fn bucket_store(s3: &server::S3Server, bucket: &str) -> weir::CheckpointStorage {
-    weir::CheckpointStorage::s3(
+pub fn bucket_store(s3: &server::S3Server, bucket: &str) -> weir::CheckpointLocation {
+    weir::CheckpointLocation::s3(
         &format!("s3://{bucket}/"),
         &weir::api::S3Options {
             endpoint: Some(s3.endpoint().to_owned()),

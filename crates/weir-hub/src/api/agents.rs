@@ -36,9 +36,12 @@ pub(crate) async fn register(
     ApiJson(request): ApiJson<RegisterAgent>,
 ) -> Result<Json<Registration>> {
     hub.check_join_token(crate::auth::bearer_token(&headers))?;
-    hub.with_store(move |s| s.register(&request, now_ms()))
-        .await
-        .map(Json)
+    let agent = request.agent_id.clone();
+    let registration = hub
+        .with_store(move |s| s.register(&request, now_ms()))
+        .await?;
+    tracing::info!(agent, session = %registration.session_id, "an Agent registered");
+    Ok(Json(registration))
 }
 
 /// Renews the lease of the session the bearer token names.

@@ -192,9 +192,16 @@ pub(crate) async fn desired_state(
     Path(job_id): Path<String>,
     ApiJson(change): ApiJson<DesiredStateChange>,
 ) -> Result<Json<JobSummary>> {
-    hub.with_store(move |s| s.change_desired_state(&job_id, &change, now_ms()))
-        .await
-        .map(Json)
+    let job = hub
+        .with_store(move |s| s.change_desired_state(&job_id, &change, now_ms()))
+        .await?;
+    tracing::info!(
+        job = %job.job_id,
+        desired = ?job.desired_state,
+        generation = job.generation,
+        "the job's desired state changed"
+    );
+    Ok(Json(job))
 }
 
 /// Asks the lanes for a job-level checkpoint.

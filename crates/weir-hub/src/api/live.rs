@@ -10,7 +10,7 @@ use axum::extract::rejection::QueryRejection;
 use axum::extract::{Path, Query, State};
 use axum::http::HeaderMap;
 use std::sync::Arc;
-use weir::CheckpointStorage;
+use weir::CheckpointLocation;
 use weir::plan::JobSpec;
 use weir_control::{
     ApiError, CheckpointsView, JobMetricsView, ManifestView, MetricsAck, MetricsPush, MetricsQuery,
@@ -18,7 +18,7 @@ use weir_control::{
 };
 
 /// The checkpoint storage of a version; 404 when the version takes no checkpoints.
-fn storage_of(hub: &Hub, spec: &JobSpec) -> Result<CheckpointStorage> {
+fn storage_of(hub: &Hub, spec: &JobSpec) -> Result<CheckpointLocation> {
     let checkpoint = spec.checkpoint.as_ref().ok_or_else(|| {
         HubError::not_found("checkpoint section", "checkpoint", "spec.checkpoint")
     })?;

@@ -369,6 +369,7 @@ fn send_runs(
         }
     }
     for (agent, lanes) in by_agent {
+        tracing::info!(job = %job.job_id, agent, ?lanes, generation = job.generation, "lanes placed");
         let action = CommandAction::Run {
             lanes,
             lane_count: version.version.lanes,

@@ -361,7 +361,7 @@ mod full {
         let record = &t.client.job_detail("bids").await.unwrap().recovery_records[0];
         let relative = JobManifest::relative_path(&id);
         assert_eq!(record.manifest_path, format!("{url}/{relative}"));
-        let storage = weir::CheckpointStorage::s3(&url, &options).unwrap();
+        let storage = weir::CheckpointLocation::s3(&url, &options).unwrap();
         let location = relative
             .split('/')
             .fold(storage.base.clone(), |p, part| p.join(part));

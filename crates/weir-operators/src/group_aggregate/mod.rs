@@ -35,7 +35,7 @@ use std::sync::Arc;
 use weir_api::changelog::{RowKind, row_kind_field, row_kind_index};
 use weir_api::state::Value;
 use weir_api::{
-    Error, KeyedStateStore, Operator, OperatorFactory, OperatorSpec, Output, PreparedOperator,
+    Error, KeyedStateStore, Operator, OperatorArgs, OperatorFactory, Output, PreparedOperator,
     Result, StateShardId, TaskContext, Watermark, decode_options,
 };
 
@@ -76,7 +76,7 @@ pub struct GroupAggregateOptions {
 pub struct GroupAggregateFactory;
 
 impl OperatorFactory for GroupAggregateFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let options: GroupAggregateOptions = decode_options(spec.options, spec.options_path)?;
         let input =
             crate::expr::single_input("group_aggregate", spec.operator_id, spec.input_schemas)?;

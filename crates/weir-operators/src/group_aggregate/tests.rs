@@ -59,7 +59,7 @@ fn prepare_with(updating: bool, buffer_bytes: u64, ttl: Option<u64>) -> Arc<dyn 
         options["state_ttl"] = serde_json::json!(ttl);
     }
     GroupAggregateFactory
-        .prepare(&OperatorSpec {
+        .prepare(&OperatorArgs {
             operator_id: &OperatorId::new("g"),
             options: &options,
             options_path: "operators[0].options",
@@ -254,7 +254,7 @@ fn options_that_cannot_be_computed_name_their_path() {
         "aggregates": [{"function": "sum", "column": "k"}],
     });
     let err = GroupAggregateFactory
-        .prepare(&OperatorSpec {
+        .prepare(&OperatorArgs {
             operator_id: &OperatorId::new("g"),
             options: &options,
             options_path: "operators[3].options",

@@ -5,7 +5,7 @@ use arrow::datatypes::{DataType, Field, Schema, SchemaRef};
 use datafusion::physical_expr::PhysicalExpr;
 use serde::Deserialize;
 use std::sync::Arc;
-use weir_api::{Error, OperatorSpec, Result, decode_options};
+use weir_api::{Error, OperatorArgs, Result, decode_options};
 
 /// Which unmatched rows an interval join also emits, padded with nulls.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
@@ -133,7 +133,7 @@ impl IntervalJoinConfig {
     /// A config error naming the option for an unknown column, key columns of different types
     /// or counts, bounds in the wrong order, inputs that share a column name, or not exactly
     /// two inputs.
-    pub fn resolve(spec: &OperatorSpec<'_>, compiler: &ExprCompiler) -> Result<Self> {
+    pub fn resolve(spec: &OperatorArgs<'_>, compiler: &ExprCompiler) -> Result<Self> {
         let options: IntervalJoinOptions = decode_options(spec.options, spec.options_path)?;
         let path = spec.options_path;
         let [left, right] = spec.input_schemas else {
@@ -290,7 +290,7 @@ mod tests {
             schema(&[("k2", right_key), ("ts2", DataType::Int64)]),
         ];
         IntervalJoinConfig::resolve(
-            &OperatorSpec {
+            &OperatorArgs {
                 operator_id: &OperatorId::new("j"),
                 options: &options,
                 options_path: "operators[0].options",

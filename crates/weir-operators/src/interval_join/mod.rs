@@ -22,7 +22,7 @@ use crate::expr::{ExprCompiler, SharedSession};
 use arrow::datatypes::SchemaRef;
 use std::sync::Arc;
 use weir_api::{
-    Operator, OperatorFactory, OperatorSpec, PreparedOperator, Result, SideOutput, TaskContext,
+    Operator, OperatorArgs, OperatorFactory, PreparedOperator, Result, SideOutput, TaskContext,
 };
 
 /// Creates `interval_join` operators from job-spec options.
@@ -43,7 +43,7 @@ impl IntervalJoinFactory {
 }
 
 impl OperatorFactory for IntervalJoinFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         Ok(Arc::new(PreparedIntervalJoin {
             cfg: Arc::new(IntervalJoinConfig::resolve(spec, &self.compiler)?),
         }))

@@ -19,7 +19,7 @@ use frame::{Function, Kind};
 use serde::Deserialize;
 use std::sync::Arc;
 use weir_api::{
-    DurationMs, Error, Operator, OperatorFactory, OperatorSpec, PreparedOperator, Result,
+    DurationMs, Error, Operator, OperatorArgs, OperatorFactory, PreparedOperator, Result,
     TaskContext, decode_options,
 };
 
@@ -194,7 +194,7 @@ impl OverFactory {
 }
 
 impl OperatorFactory for OverFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let options: OverOptions = decode_options(spec.options, spec.options_path)?;
         let input =
             crate::expr::single_input("over_aggregate", spec.operator_id, spec.input_schemas)?;

@@ -33,7 +33,7 @@ use std::sync::Arc;
 use weir_api::changelog::{row_kind_field, row_kind_index};
 use weir_api::state::Map;
 use weir_api::{
-    Error, Operator, OperatorFactory, OperatorSpec, PreparedOperator, Result, TaskContext,
+    Error, Operator, OperatorArgs, OperatorFactory, PreparedOperator, Result, TaskContext,
     decode_options,
 };
 
@@ -114,7 +114,7 @@ pub(crate) struct Config {
 }
 
 impl OperatorFactory for RegularJoinFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let options: RegularJoinOptions = decode_options(spec.options, spec.options_path)?;
         let path = spec.options_path;
         let [left, right] = spec.input_schemas else {

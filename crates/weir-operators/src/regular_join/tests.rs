@@ -52,7 +52,7 @@ fn prepare_options(
     let kinds: &[RowKind] = &[RowKind::Insert];
     let kinds = updating.then_some(kinds);
     RegularJoinFactory::default()
-        .prepare(&OperatorSpec {
+        .prepare(&OperatorArgs {
             operator_id: &OperatorId::new("j"),
             options: &options,
             options_path: "operators[0].options",

@@ -31,7 +31,7 @@ pub use time_window::TimeWindowOperator;
 use arrow::datatypes::SchemaRef;
 use std::sync::Arc;
 use weir_api::{
-    Error, Operator, OperatorFactory, OperatorSpec, PreparedOperator, Result, SideOutput,
+    Error, Operator, OperatorArgs, OperatorFactory, PreparedOperator, Result, SideOutput,
     TaskContext, decode_options,
 };
 
@@ -40,7 +40,7 @@ use weir_api::{
 pub struct WindowFactory;
 
 impl OperatorFactory for WindowFactory {
-    fn prepare(&self, spec: &OperatorSpec<'_>) -> Result<Arc<dyn PreparedOperator>> {
+    fn prepare(&self, spec: &OperatorArgs<'_>) -> Result<Arc<dyn PreparedOperator>> {
         let options: WindowOptions = decode_options(spec.options, spec.options_path)?;
         let input = crate::expr::single_input("window", spec.operator_id, spec.input_schemas)?;
         let cfg = WindowConfig::resolve(&options, &input, spec.options_path)?;

@@ -13,7 +13,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tracing::Instrument;
 use weir_api::{Epoch, OperatorId, PreparedSink, SubtaskIndex, TaskContext, TaskId};
 use weir_checkpoint::{
-    AttemptId, CheckpointKind, CheckpointStore, EnumeratorSnapshot, EpochManifest, EpochRecord,
+    AttemptId, CheckpointStore, EnumeratorSnapshot, EpochKind, EpochManifest, EpochRecord,
     EpochState, ExpectedCheckpoint, SinkTransaction, TaskSnapshot, transition,
 };
 
@@ -28,11 +28,11 @@ pub(crate) fn task_heads(plan: &weir_plan::PartitionedPlan) -> HashMap<TaskId, O
         .collect()
 }
 
-/// A request for a checkpoint outside the interval.
+/// A checkpoint or savepoint a user asked for, outside the interval.
 #[derive(Debug)]
-pub(crate) struct CheckpointRequest {
-    /// `Some(name)` for a savepoint (kept by retention), `None` for a checkpoint.
-    pub(crate) savepoint: Option<Option<String>>,
+pub(crate) struct ManualCheckpoint {
+    /// A checkpoint, or a savepoint (kept by retention).
+    pub(crate) kind: EpochKind,
     /// Gets the epoch once it is durable.
     pub(crate) reply: oneshot::Sender<Result<Epoch>>,
 }
@@ -55,7 +55,7 @@ pub(crate) struct Coordinator {
     pub(crate) trigger: watch::Sender<Option<Trigger>>,
     pub(crate) reports: mpsc::UnboundedReceiver<TaskReport>,
     /// Manual checkpoint requests, shared by the job's attempts.
-    pub(crate) requests: Arc<tokio::sync::Mutex<mpsc::Receiver<CheckpointRequest>>>,
+    pub(crate) requests: Arc<tokio::sync::Mutex<mpsc::Receiver<ManualCheckpoint>>>,
     /// Source subtasks that run (those with splits).
     pub(crate) live_sources: HashSet<TaskId>,
     /// Tasks that ended (or never started), with the snapshot they take part with.
@@ -77,7 +77,7 @@ pub(crate) struct Coordinator {
 struct InFlight {
     epoch: Epoch,
     state: EpochState,
-    kind: CheckpointKind,
+    kind: EpochKind,
     is_final: bool,
     started: Instant,
     created_at_ms: u64,
@@ -117,7 +117,7 @@ impl Coordinator {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         ticker.tick().await; // the first tick is immediate: the first epoch waits one interval
         let mut in_flight: Option<InFlight> = None;
-        let mut queued: Vec<CheckpointRequest> = Vec::new();
+        let mut queued: Vec<ManualCheckpoint> = Vec::new();
         let mut exhausted: HashSet<TaskId> = HashSet::new();
         let mut requests_open = true;
         // The minimum pause: no periodic epoch starts before `not_before` (the end of the
@@ -136,15 +136,10 @@ impl Coordinator {
             let all_exhausted = self.live_sources.iter().all(|t| exhausted.contains(t));
             if in_flight.is_none() {
                 if all_exhausted {
-                    in_flight =
-                        Some(self.trigger_epoch(CheckpointKind::Checkpoint, true, Vec::new()));
+                    in_flight = Some(self.trigger_epoch(EpochKind::Checkpoint, true, Vec::new()));
                 } else if !queued.is_empty() {
                     let request = queued.remove(0);
-                    let kind = match request.savepoint {
-                        Some(name) => CheckpointKind::Savepoint { name },
-                        None => CheckpointKind::Checkpoint,
-                    };
-                    in_flight = Some(self.trigger_epoch(kind, false, vec![request.reply]));
+                    in_flight = Some(self.trigger_epoch(request.kind, false, vec![request.reply]));
                 }
             }
             if let Some(flight) = in_flight.as_mut()
@@ -193,14 +188,14 @@ impl Coordinator {
                 },
                 _ = ticker.tick(), if in_flight.is_none() && !all_exhausted && !due => {
                     if tokio::time::Instant::now() >= not_before {
-                        in_flight = Some(self.trigger_epoch(CheckpointKind::Checkpoint, false, Vec::new()));
+                        in_flight = Some(self.trigger_epoch(EpochKind::Checkpoint, false, Vec::new()));
                     } else {
                         due = true;
                     }
                 }
                 () = tokio::time::sleep_until(not_before), if due && in_flight.is_none() && !all_exhausted => {
                     due = false;
-                    in_flight = Some(self.trigger_epoch(CheckpointKind::Checkpoint, false, Vec::new()));
+                    in_flight = Some(self.trigger_epoch(EpochKind::Checkpoint, false, Vec::new()));
                 }
                 _ = tokio::time::sleep(timeout.unwrap_or(Duration::MAX)), if timeout.is_some() => {
                     if let Some(flight) = in_flight.take() {
@@ -220,7 +215,7 @@ impl Coordinator {
 
     fn trigger_epoch(
         &mut self,
-        kind: CheckpointKind,
+        kind: EpochKind,
         is_final: bool,
         replies: Vec<oneshot::Sender<Result<Epoch>>>,
     ) -> InFlight {
@@ -319,8 +314,8 @@ impl Coordinator {
             .collect();
         let kind = match (&flight.kind, flight.is_final) {
             (_, true) => "final",
-            (CheckpointKind::Savepoint { .. }, false) => "savepoint",
-            (CheckpointKind::Checkpoint, false) => "checkpoint",
+            (EpochKind::Savepoint { .. }, false) => "savepoint",
+            (EpochKind::Checkpoint, false) => "checkpoint",
         };
         EpochStats {
             epoch: flight.epoch.0,
@@ -585,7 +580,7 @@ pub(crate) async fn commit_sink(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use crate::checkpoint::CheckpointStorage;
+    use crate::checkpoint::CheckpointLocation;
     use object_store::memory::InMemory;
     use object_store::path::Path as ObjectPath;
 
@@ -608,7 +603,7 @@ sinks: [{ name: out, connector: blackhole, input: gen }]
             .unwrap()
             .partitioned;
         let storage =
-            CheckpointStorage::object_store(Arc::new(InMemory::new()), ObjectPath::default());
+            CheckpointLocation::object_store(Arc::new(InMemory::new()), ObjectPath::default());
         let store = CheckpointStore::try_new(storage.store.clone(), storage.base.clone(), "fenced")
             .unwrap();
         let (trigger, _) = watch::channel(None);
@@ -665,7 +660,7 @@ sinks: [{ name: out, connector: blackhole, input: gen }]
     #[test]
     fn an_acknowledgement_of_another_attempt_never_counts() {
         let mut c = coordinator(AttemptId(7));
-        let mut flight = c.trigger_epoch(CheckpointKind::Checkpoint, false, Vec::new());
+        let mut flight = c.trigger_epoch(EpochKind::Checkpoint, false, Vec::new());
         // A stale attempt's acknowledgement, of the very epoch in flight: refused, and its
         // sink pre-commit is not taken into the pending transactions either.
         c.on_ack(ack(&c, AttemptId(6), flight.epoch), Some(&mut flight));
@@ -681,7 +676,7 @@ sinks: [{ name: out, connector: blackhole, input: gen }]
     #[test]
     fn an_epoch_completes_with_every_task_acknowledged_or_finished() {
         let mut c = coordinator(AttemptId(1));
-        let mut flight = c.trigger_epoch(CheckpointKind::Checkpoint, false, Vec::new());
+        let mut flight = c.trigger_epoch(EpochKind::Checkpoint, false, Vec::new());
         let tasks = c.expected.tasks().to_vec();
         assert_eq!(tasks.len(), 2);
         c.on_ack(ack(&c, AttemptId(1), flight.epoch), Some(&mut flight));
@@ -730,7 +725,7 @@ sinks: [{ name: out, connector: blackhole, input: gen }]
         assert!(probe.recent_epochs().is_empty());
 
         // Epoch 1: both tasks acknowledge, it completes.
-        let mut flight = c.trigger_epoch(CheckpointKind::Checkpoint, false, Vec::new());
+        let mut flight = c.trigger_epoch(EpochKind::Checkpoint, false, Vec::new());
         assert_eq!(probe.summary().map(|s| s.pending_epochs), Some(1));
         for t in &tasks {
             c.on_ack(task_ack(t, flight.epoch, Vec::new()), Some(&mut flight));
@@ -758,7 +753,7 @@ sinks: [{ name: out, connector: blackhole, input: gen }]
         assert_eq!(probe.last_completed_epoch().as_ref(), Some(first));
 
         // Epoch 2: one task acknowledges with a segment, then the epoch times out.
-        let mut flight = c.trigger_epoch(CheckpointKind::Checkpoint, false, Vec::new());
+        let mut flight = c.trigger_epoch(EpochKind::Checkpoint, false, Vec::new());
         let segment = weir_state::SegmentDescriptor {
             path: "checkpoint/fenced/2/gen/0/0/counts.parquet".into(),
             operator: OperatorId::new("gen"),

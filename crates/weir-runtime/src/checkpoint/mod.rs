@@ -34,7 +34,7 @@ use weir_state::SegmentStore;
 
 /// Where a job's checkpoints live: an object store and a base path in it.
 #[derive(Debug, Clone)]
-pub struct CheckpointStorage {
+pub struct CheckpointLocation {
     /// The store.
     pub store: Arc<dyn ObjectStore>,
     /// The base path of every checkpoint object.
@@ -46,7 +46,7 @@ pub struct CheckpointStorage {
     pub display: String,
 }
 
-impl CheckpointStorage {
+impl CheckpointLocation {
     /// Checkpoints in local directory `dir` (created if missing).
     ///
     /// # Errors
@@ -70,7 +70,7 @@ impl CheckpointStorage {
         let store = LocalFileSystem::new_with_prefix(&root)
             .map_err(|e| failed("opening", &root, &e))?
             .with_automatic_cleanup(true);
-        Ok(CheckpointStorage {
+        Ok(CheckpointLocation {
             store: Arc::new(store),
             base: ObjectPath::default(),
             local_root: Some(root),
@@ -80,10 +80,10 @@ impl CheckpointStorage {
 
     /// Checkpoints in an object store the caller built, under `base`; the store must support
     /// create-if-absent puts. Weir itself builds the local file system
-    /// ([`CheckpointStorage::local`]) and S3 ([`CheckpointStorage::s3`]).
+    /// ([`CheckpointLocation::local`]) and S3 ([`CheckpointLocation::s3`]).
     pub fn object_store(store: Arc<dyn ObjectStore>, base: ObjectPath) -> Self {
         let display = format!("{store}/{base}");
-        CheckpointStorage {
+        CheckpointLocation {
             store,
             base,
             local_root: None,
@@ -110,7 +110,7 @@ impl CheckpointStorage {
         let (store, base) =
             object_store::parse_url_opts(&parsed, options.object_store_options(std::env::vars()))
                 .map_err(|e| invalid(&e))?;
-        Ok(CheckpointStorage {
+        Ok(CheckpointLocation {
             store: Arc::from(store),
             base,
             local_root: None,
@@ -123,8 +123,8 @@ impl CheckpointStorage {
     /// `checkpoint.s3` options; defaults and the AWS environment variables when `None`).
     ///
     /// # Errors
-    /// [`weir_api::Error::Config`] for another URL scheme; as [`CheckpointStorage::local`] and
-    /// [`CheckpointStorage::s3`].
+    /// [`weir_api::Error::Config`] for another URL scheme; as [`CheckpointLocation::local`] and
+    /// [`CheckpointLocation::s3`].
     pub fn from_dir_option(dir: &str, s3: Option<&S3Options>) -> weir_api::Result<Self> {
         if weir_api::is_s3_url(dir) {
             return Self::s3(dir, s3.unwrap_or(&S3Options::default()));
@@ -162,7 +162,7 @@ pub struct CheckpointConfig {
     /// (Flink's `min-pause`). Manual checkpoints and the final epoch do not wait for it.
     pub min_pause: Duration,
     /// Where checkpoints go.
-    pub storage: CheckpointStorage,
+    pub storage: CheckpointLocation,
     /// Durable checkpoints kept (savepoints are never deleted).
     pub retain: usize,
     /// An epoch not durable after this long is aborted.
@@ -318,7 +318,7 @@ mod tests {
     async fn retired_epochs_leave_no_directories_behind() {
         use object_store::{ObjectStoreExt, PutPayload};
         let dir = tempfile::tempdir().expect("tempdir");
-        let storage = CheckpointStorage::local(dir.path()).expect("storage");
+        let storage = CheckpointLocation::local(dir.path()).expect("storage");
         let object = |epoch: u64, subtask: u32| {
             ObjectPath::from(format!(
                 "checkpoint/job/{epoch}/window/{subtask}/0/state.parquet"
@@ -349,7 +349,7 @@ mod tests {
 
     #[test]
     fn checkpoint_directories_by_scheme() {
-        let s3 = CheckpointStorage::from_dir_option("s3://bucket/cp/job", None).expect("s3");
+        let s3 = CheckpointLocation::from_dir_option("s3://bucket/cp/job", None).expect("s3");
         assert_eq!(s3.display, "s3://bucket/cp/job");
         assert_eq!(s3.base.as_ref(), "cp/job");
         assert!(s3.local_root.is_none());
@@ -358,16 +358,17 @@ mod tests {
             region: Some("eu-west-1".into()),
             ..S3Options::default()
         };
-        let err = CheckpointStorage::from_dir_option("/tmp/cp", Some(&options)).expect_err("local");
+        let err =
+            CheckpointLocation::from_dir_option("/tmp/cp", Some(&options)).expect_err("local");
         assert_eq!(config_path(err), "checkpoint.s3");
-        let err = CheckpointStorage::from_dir_option("gs://bucket/cp", None).expect_err("gcs");
+        let err = CheckpointLocation::from_dir_option("gs://bucket/cp", None).expect_err("gcs");
         assert!(err.to_string().contains("s3://"), "{err}");
 
         let half = S3Options {
             access_key_id: Some("k".into()),
             ..S3Options::default()
         };
-        let err = CheckpointStorage::s3("s3://bucket/cp", &half).expect_err("no secret");
+        let err = CheckpointLocation::s3("s3://bucket/cp", &half).expect_err("no secret");
         assert_eq!(config_path(err), "checkpoint.s3.secret_access_key");
     }
 }

@@ -44,12 +44,12 @@ pub(crate) struct AttemptSetup {
     pub(crate) restored: Option<EpochManifest>,
     pub(crate) next_epoch: Epoch,
     /// What the restore repaired, passed over and withdrew.
-    pub(crate) report: RestoreReport,
+    pub(crate) report: RecoveryReport,
 }
 
 /// What a restore did besides loading its epoch, for the run's summary.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct RestoreReport {
+pub(crate) struct RecoveryReport {
     /// The restored manifest came from its copy in the epoch log.
     pub(crate) from_copy: bool,
     /// Durable epochs newer than the restored one.
@@ -161,9 +161,9 @@ pub(crate) async fn begin_attempt(
         tracing::warn!(epoch = %m.epoch, damage = %damage, "the manifest is damaged; restoring its copy from the epoch log");
     }
     let next_epoch = next_epoch(&store, listed).await?;
-    let mut report = RestoreReport {
+    let mut report = RecoveryReport {
         from_copy: from_copy.is_some(),
-        ..RestoreReport::default()
+        ..RecoveryReport::default()
     };
     if restore.is_some() {
         let after = restored.as_ref().map_or(Epoch(0), |m| m.epoch);
@@ -216,7 +216,7 @@ async fn withdraw(
     after: Epoch,
     sinks: &BTreeMap<OperatorId, SinkHandle>,
     accept_duplicates: bool,
-    report: &mut RestoreReport,
+    report: &mut RecoveryReport,
 ) -> Result<()> {
     let passed_over = report
         .passed_over

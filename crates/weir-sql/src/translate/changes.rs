@@ -121,7 +121,7 @@ impl Translator<'_> {
     pub(super) fn table_changes(&mut self, table: &str, node: String) -> Result<(String, Changes)> {
         Ok(match self.job.table_changes(table) {
             None => (node, Changes::InsertOnly),
-            Some(crate::spec::TableChanges::Upsert(key)) => {
+            Some(crate::job_builder::TableChanges::Upsert(key)) => {
                 self.job.reads(table, key.iter().cloned());
                 let name = self.next_name(&format!("{table}_normalize"));
                 let mut options = serde_json::json!({ "keys": key });
@@ -137,7 +137,7 @@ impl Translator<'_> {
                     },
                 )
             }
-            Some(crate::spec::TableChanges::Debezium(key)) => {
+            Some(crate::job_builder::TableChanges::Debezium(key)) => {
                 let since = Since::new(table, &format!("the debezium-json table `{table}`"));
                 (node, Changes::Updating { key, since })
             }

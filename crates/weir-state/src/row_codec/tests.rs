@@ -434,3 +434,67 @@ proptest! {
         let _ = decode_rows(&[dt.clone(), dt], &[&bytes]);
     }
 }
+
+/// The key hash (which routes a row to its subtask) and this codec (which stores the key in
+/// state) keep their own lists of types; every type the hash accepts as a key must be one a
+/// keyed operator can store, or a job would pass planning and fail on its first row.
+#[test]
+fn every_type_the_key_hash_accepts_is_one_the_codec_stores() {
+    use arrow::datatypes::{IntervalUnit, TimeUnit};
+    let candidates = [
+        DataType::Null,
+        DataType::Boolean,
+        DataType::Int8,
+        DataType::Int16,
+        DataType::Int32,
+        DataType::Int64,
+        DataType::UInt8,
+        DataType::UInt16,
+        DataType::UInt32,
+        DataType::UInt64,
+        DataType::Float16,
+        DataType::Float32,
+        DataType::Float64,
+        DataType::Utf8,
+        DataType::LargeUtf8,
+        DataType::Utf8View,
+        DataType::Binary,
+        DataType::LargeBinary,
+        DataType::BinaryView,
+        DataType::FixedSizeBinary(4),
+        DataType::Date32,
+        DataType::Date64,
+        DataType::Timestamp(TimeUnit::Millisecond, None),
+        DataType::Timestamp(TimeUnit::Nanosecond, Some("+01:00".into())),
+        DataType::Time32(TimeUnit::Second),
+        DataType::Time32(TimeUnit::Millisecond),
+        DataType::Time64(TimeUnit::Microsecond),
+        DataType::Time64(TimeUnit::Nanosecond),
+        DataType::Duration(TimeUnit::Second),
+        DataType::Interval(IntervalUnit::DayTime),
+        DataType::Decimal32(9, 2),
+        DataType::Decimal64(18, 2),
+        DataType::Decimal128(38, 10),
+        DataType::Decimal256(76, 10),
+        DataType::Dictionary(Box::new(DataType::Int32), Box::new(DataType::Utf8)),
+        DataType::new_list(DataType::Int32, true),
+    ];
+    let mut accepted = 0;
+    for data_type in candidates {
+        if weir_plan::key_hash::check_key_type("k", &data_type).is_err() {
+            continue;
+        }
+        accepted += 1;
+        let column = arrow::array::new_null_array(&data_type, 2);
+        let rows = encode_rows(&[column]).unwrap_or_else(|e| panic!("{data_type}: {e}"));
+        let refs: Vec<&[u8]> = rows.iter().map(Vec::as_slice).collect();
+        let decoded = decode_rows(std::slice::from_ref(&data_type), &refs)
+            .unwrap_or_else(|e| panic!("{data_type}: {e}"));
+        assert_eq!(decoded[0].data_type(), &data_type);
+        assert_eq!(decoded[0].logical_null_count(), 2, "{data_type}");
+    }
+    assert!(
+        accepted >= 30,
+        "the hash accepts {accepted} of the candidates"
+    );
+}

@@ -2,12 +2,12 @@
 //! snapshot every task takes at an aligned barrier (docs/fault-tolerance.md, "What happens at an
 //! epoch").
 
+use super::{ChainTask, SourceProgress};
 use crate::checkpoint::recovery::StoredCursor;
 use crate::checkpoint::{TaskAck, TaskCheckpointing, TaskReport, Trigger, failpoint};
 use crate::error::{Error, Result};
 use crate::event_time::SourceWatermarks;
 use crate::metrics::SubtaskMetrics;
-use crate::task::{ChainTask, SourceProgress};
 use std::time::Duration;
 use weir_api::{Barrier, Epoch, OperatorId, StateImage, StreamMessage};
 use weir_checkpoint::{InputWatermark, SinkTransaction, SourceSplitOffset, TaskSnapshot};

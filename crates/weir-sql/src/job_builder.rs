@@ -4,6 +4,7 @@
 use crate::connectors::{CONNECTORS, OptionMap};
 use crate::ddl::TableDef;
 use crate::error::{Here, Position, Result};
+use crate::positions::SpecPositions;
 use arrow::datatypes::SchemaRef;
 use std::collections::{BTreeMap, BTreeSet};
 use weir_api::{DurationMs, S3Options, SemanticMode};
@@ -271,6 +272,8 @@ pub(crate) struct JobBuilder {
     scans: Vec<(String, Vec<serde_json::Value>)>,
     operators: Vec<serde_json::Value>,
     sinks: Vec<serde_json::Value>,
+    /// Where each source and sink node, and each of their options, was written.
+    positions: SpecPositions,
 }
 
 /// The physical columns a source must read for the columns `read` of `def`: those read, those
@@ -504,6 +507,67 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
     Ok((connector.spec, serde_json::Value::Object(out)))
 }
 
+/// Records where the node at JSON path `node` (a source or sink that `table` became in `role`)
+/// and its connector, options, watermark and computed columns were written.
+fn record_table(positions: &mut SpecPositions, node: &str, table: &TableDef, role: Role) {
+    let name = &table.name;
+    positions.insert(
+        node.to_owned(),
+        table.here.position,
+        format!("table `{name}`"),
+    );
+    let connector =
+        option(table, "connector").and_then(|n| CONNECTORS.iter().find(|c| c.sql.contains(&n)));
+    for (key, (_, at)) in &table.options {
+        let what = format!("option '{key}' of table `{name}`");
+        let spec_key = match connector {
+            _ if key == "connector" => {
+                positions.insert(format!("{node}.connector"), *at, what);
+                continue;
+            }
+            Some(c) if c.spec == "file" && key.starts_with("s3.") => "s3".to_owned(),
+            Some(c) => {
+                let role_options = match role {
+                    Role::Read => c.read,
+                    Role::Write => c.write,
+                };
+                let mapped = role_options
+                    .unwrap_or_default()
+                    .iter()
+                    .chain(c.common)
+                    .find(|(k, _, _)| k == key)
+                    .map(|(_, spec, _)| (*spec).to_owned());
+                let prefixed = || {
+                    c.prefix_maps
+                        .iter()
+                        .find(|(p, _)| key.starts_with(p))
+                        .map(|(_, spec)| (*spec).to_owned())
+                };
+                match mapped.or_else(prefixed) {
+                    Some(spec) => spec,
+                    None => key.clone(),
+                }
+            }
+            None => continue,
+        };
+        positions.insert(format!("{node}.options.{spec_key}"), *at, what);
+    }
+    if let Some(w) = &table.watermark {
+        positions.insert(
+            format!("{node}.watermark"),
+            w.position,
+            format!("the WATERMARK of table `{name}`"),
+        );
+    }
+    for (i, (column, _, at)) in table.computed.iter().enumerate() {
+        positions.insert(
+            format!("{node}.computed[{i}]"),
+            *at,
+            format!("computed column `{column}` of table `{name}`"),
+        );
+    }
+}
+
 /// Fills the `s3` options of a `file` node on an `s3://` path with the job's `SET 's3.*'`
 /// options its table does not set itself.
 fn with_job_s3(node: &serde_json::Value, job: &S3Options) -> serde_json::Value {
@@ -585,6 +649,12 @@ impl JobBuilder {
             }
             source["watermark"] = watermark;
         }
+        record_table(
+            &mut self.positions,
+            &format!("sources[{}]", self.source_specs.len()),
+            def,
+            Role::Read,
+        );
         self.source_specs.push(source);
         self.sources.insert(table.to_owned());
         Ok(table.to_owned())
@@ -690,6 +760,12 @@ impl JobBuilder {
             .ok_or_else(|| here.invalid(format!("no table `{table}`")))?;
         let def = &t.def;
         let (connector, options) = connector_options(def, Role::Write)?;
+        record_table(
+            &mut self.positions,
+            &format!("sinks[{}]", self.sinks.len()),
+            def,
+            Role::Write,
+        );
         self.sinks.push(serde_json::json!({
             "name": name,
             "connector": connector,
@@ -815,6 +891,11 @@ impl JobBuilder {
     }
 
     /// The job spec of everything translated, with the settings.
+    /// Where each source and sink of the job, and each of their options, was written.
+    pub(crate) fn positions(&self) -> &SpecPositions {
+        &self.positions
+    }
+
     pub(crate) fn build(&self, settings: &Settings, file: &str) -> Result<JobSpec> {
         let job = settings.job.clone().unwrap_or_else(|| {
             std::path::Path::new(file).file_stem().map_or_else(

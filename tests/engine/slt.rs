@@ -129,11 +129,12 @@ impl WeirDb {
             .map_err(|e| SltError(e.to_string()))?;
         let mut spec = job.spec;
         spec.parallelism = Some(self.parallelism);
+        // As `weir run` reports it: a deep-build error at the script's line and column.
         let summary = self
             .engine
             .run(&spec, Some(&self.file))
             .await
-            .map_err(|e| SltError(format!("{e:#}")))?;
+            .map_err(|e| SltError(format!("{:#}", weir::locate_sql_error(e, &job.positions))))?;
         self.last = Some(Ran { spec, summary });
         Ok(())
     }
@@ -432,11 +433,13 @@ goldens! {
     errors_match_recognize,
     errors_order_by,
     errors_over,
+    errors_query_positions,
     errors_route_without_sink,
     errors_select_without_insert,
     errors_session_partition,
     errors_set_key,
     errors_syntax,
+    errors_table_options,
     errors_tumble_descriptor,
     errors_unknown_column,
     errors_unknown_table,

@@ -102,3 +102,34 @@ impl Here {
         }
     }
 }
+
+/// `" (did you mean 'x'?)"` for the candidate closest to `word` (by edit distance, ignoring
+/// case), when one is close enough to be a likely typo; empty otherwise.
+pub(crate) fn did_you_mean<'a>(
+    word: &str,
+    candidates: impl IntoIterator<Item = &'a str>,
+) -> String {
+    use datafusion::common::utils::datafusion_strsim::levenshtein;
+    let word = word.to_ascii_lowercase();
+    let limit = (word.chars().count() / 3).max(1);
+    candidates
+        .into_iter()
+        .map(|c| (levenshtein(&word, &c.to_ascii_lowercase()), c))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, c)| format!(" (did you mean '{c}'?)"))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::did_you_mean;
+
+    #[test]
+    fn a_close_name_is_suggested_and_a_far_one_is_not() {
+        let known = ["path", "format", "batch-size"];
+        assert_eq!(did_you_mean("fromat", known), " (did you mean 'format'?)");
+        assert_eq!(did_you_mean("PATH", known), " (did you mean 'path'?)");
+        assert_eq!(did_you_mean("scan.startup.mode", known), "");
+    }
+}

@@ -3,7 +3,7 @@
 
 use crate::connectors::{CONNECTORS, OptionMap};
 use crate::ddl::TableDef;
-use crate::error::{Here, Position, Result};
+use crate::error::{Here, Position, Result, did_you_mean};
 use crate::positions::SpecPositions;
 use arrow::datatypes::SchemaRef;
 use std::collections::{BTreeMap, BTreeSet};
@@ -206,7 +206,11 @@ impl Settings {
                 self.s3.set_sql(key, value).map_err(|m| here.invalid(m))?;
             }
             _ => {
-                return Err(here.invalid(format!("unknown option '{key}'; known: {KEYS}")));
+                let known = KEYS.split(", ").map(|k| k.trim_matches(['\'', ' ', '\\']));
+                return Err(here.invalid(format!(
+                    "unknown option '{key}'{}; known: {KEYS}",
+                    did_you_mean(key, known)
+                )));
             }
         }
         Ok(())
@@ -352,9 +356,14 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
         .iter()
         .find(|c| c.sql.contains(&name))
         .ok_or_else(|| {
-            table.here.invalid(format!(
-                "table `{}`: unknown connector '{name}'; known: {}",
+            let at = table
+                .options
+                .get("connector")
+                .map_or(table.here.position, |(_, at)| *at);
+            table.here.at(at).invalid(format!(
+                "table `{}`: unknown connector '{name}'{}; known: {}",
                 table.name,
+                did_you_mean(name, all.iter().copied()),
                 all.join(", ")
             ))
         })?;
@@ -380,8 +389,9 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
         if key.starts_with("watermark.") || key.starts_with("scan.watermark.") {
             if !WATERMARK_OPTIONS.contains(&key.as_str()) {
                 return Err(table.here.at(*at).invalid(format!(
-                    "unknown watermark option '{key}' for table `{}`\nknown: {}",
+                    "unknown watermark option '{key}' for table `{}`{}\nknown: {}",
                     table.name,
+                    did_you_mean(key, WATERMARK_OPTIONS.iter().copied()),
                     WATERMARK_OPTIONS.join(", ")
                 )));
             }
@@ -453,8 +463,9 @@ fn connector_options(table: &TableDef, role: Role) -> Result<(&'static str, serd
         }
         let keys: Vec<&str> = known.iter().map(|(k, _, _)| *k).collect();
         return Err(table.here.at(*at).invalid(format!(
-            "unknown option '{key}' for table `{}`; known: {}",
+            "unknown option '{key}' for table `{}`{}; known: {}",
             table.name,
+            did_you_mean(key, keys.iter().copied()),
             keys.join(", ")
         )));
     }

@@ -8,9 +8,10 @@
 //! where `t` is a time attribute of `v`): the view's optimized plan is kept for that.
 
 use crate::error::Result;
+use crate::parse_statement;
+use crate::planning_errors::planning_error;
 use crate::script::Statement;
 use crate::tvf::TvfInput;
-use crate::{parse_statement, planning_error};
 use datafusion::logical_expr::{DdlStatement, LogicalPlan};
 use datafusion::prelude::SessionContext;
 use datafusion::sql::parser::Statement as DfStatement;
@@ -86,7 +87,7 @@ pub(crate) async fn create_view(
     let plan = state
         .statement_to_plan(DfStatement::Statement(Box::new(parsed)))
         .await
-        .map_err(|e| planning_error(stmt, &e.strip_backtrace()))?;
+        .map_err(|e| planning_error(stmt, &e))?;
     let LogicalPlan::Ddl(DdlStatement::CreateView(create)) = &plan else {
         return Err(here.invalid("expected CREATE [TEMPORARY] VIEW name AS SELECT ..."));
     };
@@ -99,7 +100,7 @@ pub(crate) async fn create_view(
     // Registers the view; a view's DDL reads and writes no data.
     ctx.execute_logical_plan(plan)
         .await
-        .map_err(|e| planning_error(stmt, &e.strip_backtrace()))?;
+        .map_err(|e| planning_error(stmt, &e))?;
     Ok((
         name,
         TvfInput::View {

@@ -210,52 +210,58 @@ fn sequential_tumble(bids: &[Bid]) -> (Windows, usize) {
     (windows, late)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn late_rows_and_results_do_not_depend_on_split_size_or_parallelism() {
-    let dir = tempfile::tempdir().expect("tempdir");
-    let bids = bids();
-    write_inputs(dir.path(), &bids);
-    let (reference, late) = sequential_tumble(&bids);
-    assert!(
-        late > ROWS / 50,
-        "the data has several percent late rows: {late}"
-    );
-    for format in ["csv", "json", "parquet"] {
-        // Parquet splits gather row groups, so smaller sizes cut it into more splits.
-        let sizes: &[Option<&str>] = if format == "parquet" {
-            &[Some("0"), Some("65536"), Some("16384"), None]
-        } else {
-            &[Some("0"), Some("1048576"), Some("65536"), None]
-        };
-        let first = answer(dir.path(), format, sizes[0], 1).await;
-        assert_eq!(
-            first.late.len(),
-            late,
-            "{format}: late rows as read in order"
+/// The full tier (docs/testing.md): three formats at four split sizes and several parallelisms
+/// take over half a minute.
+mod full {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn late_rows_and_results_do_not_depend_on_split_size_or_parallelism() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let bids = bids();
+        write_inputs(dir.path(), &bids);
+        let (reference, late) = sequential_tumble(&bids);
+        assert!(
+            late > ROWS / 50,
+            "the data has several percent late rows: {late}"
         );
-        assert_eq!(
-            first.tumble.len(),
-            reference.len(),
-            "{format}: the windows of the sequential reference"
-        );
-        let expected = reference_rows(&reference, &read_parquet_dir(&first.dir.join("tumble")));
-        assert_eq!(first.tumble, expected, "{format}: the sequential reference");
-        for parallelism in [1, 2, 4] {
-            for &size in sizes {
-                let again = answer(dir.path(), format, size, parallelism).await;
-                assert!(
-                    again == first,
-                    "{format} at parallelism {parallelism}, split size {size:?}: {} tumble rows \
-                     (expected {}), {} late rows ({}), {} session rows ({}), {} dropped ({})",
-                    again.tumble.len(),
-                    first.tumble.len(),
-                    again.late.len(),
-                    first.late.len(),
-                    again.session.len(),
-                    first.session.len(),
-                    again.dropped,
-                    first.dropped,
-                );
+        for format in ["csv", "json", "parquet"] {
+            // Parquet splits gather row groups, so smaller sizes cut it into more splits.
+            let sizes: &[Option<&str>] = if format == "parquet" {
+                &[Some("0"), Some("65536"), Some("16384"), None]
+            } else {
+                &[Some("0"), Some("1048576"), Some("65536"), None]
+            };
+            let first = answer(dir.path(), format, sizes[0], 1).await;
+            assert_eq!(
+                first.late.len(),
+                late,
+                "{format}: late rows as read in order"
+            );
+            assert_eq!(
+                first.tumble.len(),
+                reference.len(),
+                "{format}: the windows of the sequential reference"
+            );
+            let expected = reference_rows(&reference, &read_parquet_dir(&first.dir.join("tumble")));
+            assert_eq!(first.tumble, expected, "{format}: the sequential reference");
+            for parallelism in [1, 2, 4] {
+                for &size in sizes {
+                    let again = answer(dir.path(), format, size, parallelism).await;
+                    assert!(
+                        again == first,
+                        "{format} at parallelism {parallelism}, split size {size:?}: {} tumble rows \
+                         (expected {}), {} late rows ({}), {} session rows ({}), {} dropped ({})",
+                        again.tumble.len(),
+                        first.tumble.len(),
+                        again.late.len(),
+                        first.late.len(),
+                        again.session.len(),
+                        first.session.len(),
+                        again.dropped,
+                        first.dropped,
+                    );
+                }
             }
         }
     }

@@ -547,30 +547,36 @@ async fn three_run_examples() {
     .await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_run_sql_goldens() {
-    let mut pipelines: Vec<(String, Pipeline)> = Vec::new();
-    for path in golden_files() {
-        let golden = golden(&path);
-        if golden.queries == 0 || golden.fails {
-            continue;
+/// The full tier (docs/testing.md): every golden with results through the three-run crash
+/// harness takes over a minute.
+mod full {
+    use super::*;
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn three_run_sql_goldens() {
+        let mut pipelines: Vec<(String, Pipeline)> = Vec::new();
+        for path in golden_files() {
+            let golden = golden(&path);
+            if golden.queries == 0 || golden.fails {
+                continue;
+            }
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let [sql] = <[String; 1]>::try_from(golden.jobs)
+                .unwrap_or_else(|jobs| panic!("{name}: {} job scripts, not one", jobs.len()));
+            pipelines.push((
+                name,
+                Pipeline::Golden {
+                    sql,
+                    inputs: golden.inputs,
+                },
+            ));
         }
-        let name = path
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        let [sql] = <[String; 1]>::try_from(golden.jobs)
-            .unwrap_or_else(|jobs| panic!("{name}: {} job scripts, not one", jobs.len()));
-        pipelines.push((
-            name,
-            Pipeline::Golden {
-                sql,
-                inputs: golden.inputs,
-            },
-        ));
+        assert!(!pipelines.is_empty(), "no golden with results");
+        check_all(pipelines).await;
     }
-    assert!(!pipelines.is_empty(), "no golden with results");
-    check_all(pipelines).await;
 }
 
 /// A file with late rows (6%, up to a minute behind), cut into 64 KiB splits, through a tumbling

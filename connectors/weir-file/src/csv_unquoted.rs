@@ -286,42 +286,48 @@ mod tests {
         assert_eq!(at(b"", 5, true), Some((0, 0)));
     }
 
-    proptest! {
-        #[test]
-        fn decodes_what_arrow_decodes_or_leaves_it_to_arrow(
-            rows in proptest::collection::vec(
-                (
-                    proptest::option::of(-1000_i64..1000),
-                    "[a-z ;]{0,4}",
-                    proptest::option::of(-100.0_f64..100.0),
-                    proptest::option::of(0_u16..300),
-                    "[a-z0-9 ]{0,3}",
+    /// The full tier (docs/testing.md): Arrow's CSV reader on every generated case takes seconds
+    /// in a debug build.
+    mod full {
+        use super::*;
+
+        proptest! {
+            #[test]
+            fn decodes_what_arrow_decodes_or_leaves_it_to_arrow(
+                rows in proptest::collection::vec(
+                    (
+                        proptest::option::of(-1000_i64..1000),
+                        "[a-z ;]{0,4}",
+                        proptest::option::of(-100.0_f64..100.0),
+                        proptest::option::of(0_u16..300),
+                        "[a-z0-9 ]{0,3}",
+                    ),
+                    1..40,
                 ),
-                1..40,
-            ),
-            delimiter in proptest::sample::select(vec![b',', b';', b'\t', b'|']),
-            read in proptest::sample::select(vec![None, Some(vec![0]), Some(vec![1, 4]), Some(vec![0, 2, 3])]),
-            unterminated in any::<bool>(),
-        ) {
-            let d = delimiter as char;
-            let mut text = String::new();
-            for (a, b, c, e, f) in &rows {
-                let show = |v: Option<String>| v.unwrap_or_default();
-                text.push_str(&format!(
-                    "{}{d}{b}{d}{}{d}{}{d}{f}\n",
-                    show(a.map(|v| v.to_string())),
-                    show(c.map(|v| v.to_string())),
-                    show(e.map(|v| v.to_string())),
-                ));
-            }
-            if unterminated {
-                text.pop();
-            }
-            let decoder = UnquotedDecoder::new(&schema(), read.as_deref(), delimiter)
-                .expect("supported");
-            let text = text.as_bytes();
-            if let Some(got) = decoder.decode(text, records(text)) {
-                prop_assert_eq!(Some(got), arrow_decode(text, read.as_deref(), delimiter));
+                delimiter in proptest::sample::select(vec![b',', b';', b'\t', b'|']),
+                read in proptest::sample::select(vec![None, Some(vec![0]), Some(vec![1, 4]), Some(vec![0, 2, 3])]),
+                unterminated in any::<bool>(),
+            ) {
+                let d = delimiter as char;
+                let mut text = String::new();
+                for (a, b, c, e, f) in &rows {
+                    let show = |v: Option<String>| v.unwrap_or_default();
+                    text.push_str(&format!(
+                        "{}{d}{b}{d}{}{d}{}{d}{f}\n",
+                        show(a.map(|v| v.to_string())),
+                        show(c.map(|v| v.to_string())),
+                        show(e.map(|v| v.to_string())),
+                    ));
+                }
+                if unterminated {
+                    text.pop();
+                }
+                let decoder = UnquotedDecoder::new(&schema(), read.as_deref(), delimiter)
+                    .expect("supported");
+                let text = text.as_bytes();
+                if let Some(got) = decoder.decode(text, records(text)) {
+                    prop_assert_eq!(Some(got), arrow_decode(text, read.as_deref(), delimiter));
+                }
             }
         }
     }

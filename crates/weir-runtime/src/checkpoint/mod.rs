@@ -311,40 +311,45 @@ mod tests {
             .sum()
     }
 
-    /// A day of 100 ms checkpoints, scaled down: 2,000 epochs whose nested objects are written,
-    /// then deleted when the epoch retires (as retention does), leave only the directories of
-    /// the epochs still kept, not one empty tree per retired epoch.
-    #[tokio::test]
-    async fn retired_epochs_leave_no_directories_behind() {
-        use object_store::{ObjectStoreExt, PutPayload};
-        let dir = tempfile::tempdir().expect("tempdir");
-        let storage = CheckpointLocation::local(dir.path()).expect("storage");
-        let object = |epoch: u64, subtask: u32| {
-            ObjectPath::from(format!(
-                "checkpoint/job/{epoch}/window/{subtask}/0/state.parquet"
-            ))
-        };
-        const KEPT: u64 = 3;
-        for epoch in 1..=2_000_u64 {
-            for subtask in 0..2 {
-                storage
-                    .store
-                    .put(&object(epoch, subtask), PutPayload::from_static(b"x"))
-                    .await
-                    .expect("put");
-            }
-            if epoch > KEPT {
+    /// The full tier (docs/testing.md): 8,000 file-system writes and deletes take seconds.
+    mod full {
+        use super::*;
+
+        /// A day of 100 ms checkpoints, scaled down: 2,000 epochs whose nested objects are written,
+        /// then deleted when the epoch retires (as retention does), leave only the directories of
+        /// the epochs still kept, not one empty tree per retired epoch.
+        #[tokio::test]
+        async fn retired_epochs_leave_no_directories_behind() {
+            use object_store::{ObjectStoreExt, PutPayload};
+            let dir = tempfile::tempdir().expect("tempdir");
+            let storage = CheckpointLocation::local(dir.path()).expect("storage");
+            let object = |epoch: u64, subtask: u32| {
+                ObjectPath::from(format!(
+                    "checkpoint/job/{epoch}/window/{subtask}/0/state.parquet"
+                ))
+            };
+            const KEPT: u64 = 3;
+            for epoch in 1..=2_000_u64 {
                 for subtask in 0..2 {
                     storage
                         .store
-                        .delete(&object(epoch - KEPT, subtask))
+                        .put(&object(epoch, subtask), PutPayload::from_static(b"x"))
                         .await
-                        .expect("delete");
+                        .expect("put");
+                }
+                if epoch > KEPT {
+                    for subtask in 0..2 {
+                        storage
+                            .store
+                            .delete(&object(epoch - KEPT, subtask))
+                            .await
+                            .expect("delete");
+                    }
                 }
             }
+            // `checkpoint/job` and, per kept epoch, `{epoch}/window/{0,1}/0`.
+            assert_eq!(directories(dir.path()), 2 + KEPT as usize * 6);
         }
-        // `checkpoint/job` and, per kept epoch, `{epoch}/window/{0,1}/0`.
-        assert_eq!(directories(dir.path()), 2 + KEPT as usize * 6);
     }
 
     #[test]

@@ -102,7 +102,11 @@ impl SqlCompiler {
             .filter(|r| r.name() != "single_distinct_aggregation_to_group_by")
             .cloned()
             .collect();
+        // Spans on columns and functions let a planning error point at the token at fault.
+        let mut config = state.config().clone();
+        config.options_mut().sql_parser.collect_spans = true;
         let state = SessionStateBuilder::new_from_existing(state)
+            .with_config(config)
             .with_optimizer_rules(rules)
             .build();
         Self { state }

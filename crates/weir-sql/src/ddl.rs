@@ -13,7 +13,7 @@ use datafusion::sql::sqlparser::ast::{
 use datafusion::sql::sqlparser::dialect::GenericDialect;
 use datafusion::sql::sqlparser::keywords::Keyword;
 use datafusion::sql::sqlparser::parser::{Parser, ParserError};
-use datafusion::sql::sqlparser::tokenizer::Token;
+use datafusion::sql::sqlparser::tokenizer::{Token, TokenWithSpan};
 use std::collections::BTreeMap;
 use weir_api::DurationMs;
 
@@ -203,6 +203,23 @@ pub(crate) fn parse_create_table(stmt: &Statement) -> Result<TableDef> {
     let here = &stmt.here;
     let dialect = GenericDialect {};
     let mut p = Parser::new(&dialect).with_tokens_with_locations(stmt.tokens.clone());
+    let mut table = parse_table_name(&mut p, here)?;
+    parse_table_elements(&mut p, here, &mut table)?;
+    check_table_elements(&table, here)?;
+    parse_with_options(&mut p, here, &mut table)?;
+    let rest = p.peek_token();
+    if rest.token != Token::EOF {
+        return Err(here.at(position(&rest)).syntax(format!(
+            "unexpected `{}` after the table definition",
+            rest.token
+        )));
+    }
+    Ok(table)
+}
+
+/// `CREATE TABLE [IF NOT EXISTS] name`: an empty table of that name, placed at the name so
+/// that errors about the whole table point there.
+fn parse_table_name(p: &mut Parser<'_>, here: &Here) -> Result<TableDef> {
     let e = |err| parser_error(here, err);
     p.expect_keyword(Keyword::CREATE).map_err(e)?;
     p.expect_keyword(Keyword::TABLE).map_err(e)?;
@@ -210,7 +227,7 @@ pub(crate) fn parse_create_table(stmt: &Statement) -> Result<TableDef> {
     let name_token = p.peek_token();
     let name = p.parse_identifier().map_err(e)?;
     let name = normalize(&name);
-    let mut table = TableDef {
+    Ok(TableDef {
         name,
         here: here.at(position(&name_token)),
         columns: Vec::new(),
@@ -218,7 +235,13 @@ pub(crate) fn parse_create_table(stmt: &Statement) -> Result<TableDef> {
         watermark: None,
         primary_key: None,
         options: BTreeMap::new(),
-    };
+    })
+}
+
+/// `(element, ...)`: each column, computed column, `WATERMARK` and `PRIMARY KEY` into `table`,
+/// in the order written (a column declared twice is refused where it is declared again).
+fn parse_table_elements(p: &mut Parser<'_>, here: &Here, table: &mut TableDef) -> Result<()> {
+    let e = |err| parser_error(here, err);
     p.expect_token(&Token::LParen).map_err(e)?;
     loop {
         let start = p.peek_token();
@@ -228,92 +251,143 @@ pub(crate) fn parse_create_table(stmt: &Statement) -> Result<TableDef> {
         );
         if is_watermark {
             p.next_token();
-            p.expect_keyword(Keyword::FOR).map_err(e)?;
-            let column = normalize(&p.parse_identifier().map_err(e)?);
-            p.expect_keyword(Keyword::AS).map_err(e)?;
-            let expr_token = p.peek_token();
-            let expr = p.parse_expr().map_err(e)?;
-            let delay_ms = watermark_delay(&column, &expr)
-                .map_err(|m| here.at(position(&expr_token)).invalid(m))?;
-            if table.watermark.is_some() {
-                return Err(here
-                    .at(position(&start))
-                    .invalid("a table has at most one WATERMARK"));
-            }
-            table.watermark = Some(WatermarkDef {
-                column,
-                delay_ms,
-                position: position(&start),
-            });
+            parse_watermark(p, here, &start, table)?;
         } else if p.parse_keyword(Keyword::PRIMARY) {
-            p.expect_keyword(Keyword::KEY).map_err(e)?;
-            p.expect_token(&Token::LParen).map_err(e)?;
-            let mut columns = Vec::new();
-            loop {
-                columns.push(normalize(&p.parse_identifier().map_err(e)?));
-                if p.consume_token(&Token::RParen) {
-                    break;
-                }
-                p.expect_token(&Token::Comma).map_err(e)?;
-            }
-            if !p.parse_keywords(&[Keyword::NOT, Keyword::ENFORCED]) {
-                return Err(here.at(position(&start)).invalid(
-                    "a PRIMARY KEY is declared NOT ENFORCED, as in Flink: Weir does not check \
-                     that the rows' keys are unique",
-                ));
-            }
-            if table.primary_key.is_some() {
-                return Err(here
-                    .at(position(&start))
-                    .invalid("a table has at most one PRIMARY KEY"));
-            }
-            table.primary_key = Some((columns, position(&start)));
+            parse_primary_key(p, here, &start, table)?;
         } else {
-            let column = normalize(&p.parse_identifier().map_err(e)?);
-            let at = here.at(position(&start));
-            if table.columns.iter().any(|c| c.name == column)
-                || table.computed.iter().any(|c| c.0 == column)
-            {
-                return Err(at.invalid(format!("column `{column}` is declared twice")));
-            }
-            if p.parse_keyword(Keyword::AS) {
-                let expr = p.parse_expr().map_err(e)?;
-                table
-                    .computed
-                    .push((column, expr.to_string(), position(&start)));
-            } else {
-                let sql_type = p.parse_data_type().map_err(e)?;
-                let type_name = type_name(&sql_type)
-                    .map_err(|m| at.invalid(format!("column `{column}`: {m}")))?;
-                let data_type = weir_plan::parse_type_name(&type_name)
-                    .map_err(|m| at.invalid(format!("column `{column}`: {m}")))?;
-                let nullable = !p.parse_keywords(&[Keyword::NOT, Keyword::NULL]);
-                let _ = p.parse_keyword(Keyword::NULL);
-                let metadata = if next_word_is(&mut p, "METADATA") {
-                    let key = if p.parse_keyword(Keyword::FROM) {
-                        p.parse_literal_string().map_err(e)?
-                    } else {
-                        column.clone()
-                    };
-                    let is_virtual = next_word_is(&mut p, "VIRTUAL");
-                    Some(MetadataColumn { key, is_virtual })
-                } else {
-                    None
-                };
-                table.columns.push(ColumnDef {
-                    name: column,
-                    type_name,
-                    data_type,
-                    nullable,
-                    metadata,
-                });
-            }
+            parse_column(p, here, &start, table)?;
         }
         if p.consume_token(&Token::RParen) {
             break;
         }
         p.expect_token(&Token::Comma).map_err(e)?;
     }
+    Ok(())
+}
+
+/// `FOR column AS column [- INTERVAL ...]` after `WATERMARK` (at `start`): the table's one
+/// watermark, its delay read from the expression.
+fn parse_watermark(
+    p: &mut Parser<'_>,
+    here: &Here,
+    start: &TokenWithSpan,
+    table: &mut TableDef,
+) -> Result<()> {
+    let e = |err| parser_error(here, err);
+    p.expect_keyword(Keyword::FOR).map_err(e)?;
+    let column = normalize(&p.parse_identifier().map_err(e)?);
+    p.expect_keyword(Keyword::AS).map_err(e)?;
+    let expr_token = p.peek_token();
+    let expr = p.parse_expr().map_err(e)?;
+    let delay_ms =
+        watermark_delay(&column, &expr).map_err(|m| here.at(position(&expr_token)).invalid(m))?;
+    if table.watermark.is_some() {
+        return Err(here
+            .at(position(start))
+            .invalid("a table has at most one WATERMARK"));
+    }
+    table.watermark = Some(WatermarkDef {
+        column,
+        delay_ms,
+        position: position(start),
+    });
+    Ok(())
+}
+
+/// `KEY (column, ...) NOT ENFORCED` after `PRIMARY` (at `start`): the table's one primary key;
+/// `NOT ENFORCED` is required, as in Flink, since Weir does not check it.
+fn parse_primary_key(
+    p: &mut Parser<'_>,
+    here: &Here,
+    start: &TokenWithSpan,
+    table: &mut TableDef,
+) -> Result<()> {
+    let e = |err| parser_error(here, err);
+    p.expect_keyword(Keyword::KEY).map_err(e)?;
+    p.expect_token(&Token::LParen).map_err(e)?;
+    let mut columns = Vec::new();
+    loop {
+        columns.push(normalize(&p.parse_identifier().map_err(e)?));
+        if p.consume_token(&Token::RParen) {
+            break;
+        }
+        p.expect_token(&Token::Comma).map_err(e)?;
+    }
+    if !p.parse_keywords(&[Keyword::NOT, Keyword::ENFORCED]) {
+        return Err(here.at(position(start)).invalid(
+            "a PRIMARY KEY is declared NOT ENFORCED, as in Flink: Weir does not check \
+             that the rows' keys are unique",
+        ));
+    }
+    if table.primary_key.is_some() {
+        return Err(here
+            .at(position(start))
+            .invalid("a table has at most one PRIMARY KEY"));
+    }
+    table.primary_key = Some((columns, position(start)));
+    Ok(())
+}
+
+/// `name AS expr` (a computed column) or `name TYPE [NOT NULL] [METADATA ...]` (a physical
+/// one), starting at `start`; a name already declared is refused there.
+fn parse_column(
+    p: &mut Parser<'_>,
+    here: &Here,
+    start: &TokenWithSpan,
+    table: &mut TableDef,
+) -> Result<()> {
+    let e = |err| parser_error(here, err);
+    let column = normalize(&p.parse_identifier().map_err(e)?);
+    let at = here.at(position(start));
+    if table.columns.iter().any(|c| c.name == column)
+        || table.computed.iter().any(|c| c.0 == column)
+    {
+        return Err(at.invalid(format!("column `{column}` is declared twice")));
+    }
+    if p.parse_keyword(Keyword::AS) {
+        let expr = p.parse_expr().map_err(e)?;
+        table
+            .computed
+            .push((column, expr.to_string(), position(start)));
+        return Ok(());
+    }
+    let sql_type = p.parse_data_type().map_err(e)?;
+    let type_name =
+        type_name(&sql_type).map_err(|m| at.invalid(format!("column `{column}`: {m}")))?;
+    let data_type = weir_plan::parse_type_name(&type_name)
+        .map_err(|m| at.invalid(format!("column `{column}`: {m}")))?;
+    let nullable = !p.parse_keywords(&[Keyword::NOT, Keyword::NULL]);
+    let _ = p.parse_keyword(Keyword::NULL);
+    let metadata = parse_metadata(p, here, &column)?;
+    table.columns.push(ColumnDef {
+        name: column,
+        type_name,
+        data_type,
+        nullable,
+        metadata,
+    });
+    Ok(())
+}
+
+/// `METADATA [FROM 'key'] [VIRTUAL]` after a physical column's type, if it is there; the key
+/// is the column's name unless `FROM` gives one.
+fn parse_metadata(p: &mut Parser<'_>, here: &Here, column: &str) -> Result<Option<MetadataColumn>> {
+    if !next_word_is(p, "METADATA") {
+        return Ok(None);
+    }
+    let key = if p.parse_keyword(Keyword::FROM) {
+        p.parse_literal_string()
+            .map_err(|err| parser_error(here, err))?
+    } else {
+        column.to_owned()
+    };
+    let is_virtual = next_word_is(p, "VIRTUAL");
+    Ok(Some(MetadataColumn { key, is_virtual }))
+}
+
+/// Checks what needs every element read: a physical column exists, the primary key names
+/// physical columns, the watermark's column exists.
+fn check_table_elements(table: &TableDef, here: &Here) -> Result<()> {
     if table.columns.is_empty() {
         return Err(table.here.invalid(format!(
             "table `{}` declares no physical column",
@@ -343,33 +417,34 @@ pub(crate) fn parse_create_table(stmt: &Statement) -> Result<TableDef> {
             )));
         }
     }
-    if p.parse_keyword(Keyword::WITH) {
-        p.expect_token(&Token::LParen).map_err(e)?;
-        loop {
-            let key_token = p.peek_token();
-            let key = p.parse_literal_string().map_err(e)?;
-            p.expect_token(&Token::Eq).map_err(e)?;
-            let value = p.parse_literal_string().map_err(e)?;
-            let key_at = position(&key_token);
-            if table.options.insert(key.clone(), (value, key_at)).is_some() {
-                return Err(here
-                    .at(key_at)
-                    .invalid(format!("option '{key}' is given twice")));
-            }
-            if p.consume_token(&Token::RParen) {
-                break;
-            }
-            p.expect_token(&Token::Comma).map_err(e)?;
+    Ok(())
+}
+
+/// `WITH ('key' = 'value', ...)`, if it is there: the options with their keys' positions; a
+/// key given twice is refused where it is given again.
+fn parse_with_options(p: &mut Parser<'_>, here: &Here, table: &mut TableDef) -> Result<()> {
+    if !p.parse_keyword(Keyword::WITH) {
+        return Ok(());
+    }
+    let e = |err| parser_error(here, err);
+    p.expect_token(&Token::LParen).map_err(e)?;
+    loop {
+        let key_token = p.peek_token();
+        let key = p.parse_literal_string().map_err(e)?;
+        p.expect_token(&Token::Eq).map_err(e)?;
+        let value = p.parse_literal_string().map_err(e)?;
+        let key_at = position(&key_token);
+        if table.options.insert(key.clone(), (value, key_at)).is_some() {
+            return Err(here
+                .at(key_at)
+                .invalid(format!("option '{key}' is given twice")));
         }
+        if p.consume_token(&Token::RParen) {
+            break;
+        }
+        p.expect_token(&Token::Comma).map_err(e)?;
     }
-    let rest = p.peek_token();
-    if rest.token != Token::EOF {
-        return Err(here.at(position(&rest)).syntax(format!(
-            "unexpected `{}` after the table definition",
-            rest.token
-        )));
-    }
-    Ok(table)
+    Ok(())
 }
 
 /// Consumes the next token when it is the unquoted word `word` (any case).

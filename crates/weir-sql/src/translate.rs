@@ -18,7 +18,7 @@ use changes::{Changes, Since};
 use datafusion::common::tree_node::{Transformed, TreeNode};
 use datafusion::common::{Column, DFSchema};
 use datafusion::datasource::source_as_provider;
-use datafusion::logical_expr::{Expr, LogicalPlan, WriteOp};
+use datafusion::logical_expr::{Expr, Filter, LogicalPlan, Projection, TableScan, Union, WriteOp};
 use datafusion::sql::unparser::expr_to_sql;
 use std::any::Any;
 
@@ -251,45 +251,11 @@ impl<'a> Translator<'a> {
         self.job.sink(&name, &table, &stream.node, self.here())
     }
 
+    /// Translates one plan node (and its inputs) into the operators that compute it on a
+    /// stream: each variant's translation, or the reason a stream cannot run it.
     fn plan(&mut self, plan: &LogicalPlan) -> Result<Stream> {
         match plan {
-            LogicalPlan::TableScan(scan) => {
-                let provider = source_as_provider(&scan.source)
-                    .map_err(|e| self.here().invalid(e.to_string()))?;
-                let any = provider.as_ref() as &dyn Any;
-                if let Some(tvf) = any.downcast_ref::<WindowTvfTable>() {
-                    return self.window_tvf(scan, tvf);
-                }
-                if any.downcast_ref::<StreamTable>().is_none() {
-                    return Err(self.here().invalid(format!(
-                        "`{}` is not a table declared with CREATE TABLE",
-                        scan.table_name
-                    )));
-                }
-                let table = scan.table_name.table().to_owned();
-                let node = self.job.source(&table, self.here())?;
-                let schema = provider.schema();
-                let columns: Vec<String> = match &scan.projection {
-                    Some(indices) => indices
-                        .iter()
-                        .map(|&i| schema.field(i).name().clone())
-                        .collect(),
-                    None => schema.fields().iter().map(|f| f.name().clone()).collect(),
-                };
-                self.job.reads(&table, columns.iter().cloned());
-                let scan = self.job.scan(&table);
-                let rowtimes = self.job.rowtime(&table).into_iter().collect();
-                let (node, changes) = self.table_changes(&table, node)?;
-                Ok(Stream {
-                    node,
-                    columns,
-                    marker: false,
-                    changes,
-                    scan: Some(scan),
-                    rowtimes,
-                    window: None,
-                })
-            }
+            LogicalPlan::TableScan(scan) => self.table_scan(scan),
             LogicalPlan::SubqueryAlias(alias) => self.plan(&alias.input),
             LogicalPlan::Filter(filter) if self.is_row_number_filter(filter)? => {
                 // `rn <= N` holds for every row the rank operator emits.
@@ -302,197 +268,9 @@ impl<'a> Translator<'a> {
                 // The temporal join's marker, copied onto one side by predicate inference.
                 self.plan(&filter.input)
             }
-            LogicalPlan::Filter(filter) => {
-                let input = self.plan(&filter.input)?;
-                if let Some(scan) = input.scan {
-                    // Predicate pushdown: what of the filter the source can skip input by.
-                    let schema = filter.input.schema();
-                    let conditions = crate::prune::conditions(&filter.predicate, |c| {
-                        let i = schema.index_of_column(c).ok()?;
-                        self.job.physical_column(scan, input.columns.get(i)?)
-                    });
-                    self.job.scan_conditions(scan, conditions);
-                }
-                let predicate = self.sql(&filter.predicate, filter.input.schema(), &input)?;
-                let node = self.next_name("filter");
-                self.job.operator(
-                    &node,
-                    "filter",
-                    &input.node,
-                    None,
-                    serde_json::json!({ "predicate": predicate }),
-                );
-                Ok(Stream {
-                    node,
-                    columns: input.columns,
-                    marker: input.marker,
-                    changes: input.changes.clone(),
-                    scan: input.scan,
-                    rowtimes: input.rowtimes,
-                    window: input.window,
-                })
-            }
-            LogicalPlan::Projection(projection) => {
-                let input = self.plan(&projection.input)?;
-                let in_schema = projection.input.schema();
-                // Pure selection / renaming of columns needs no operator.
-                let mut columns = Vec::with_capacity(projection.expr.len());
-                for e in &projection.expr {
-                    match unalias(e) {
-                        Expr::Column(c) => {
-                            let i = in_schema
-                                .index_of_column(c)
-                                .map_err(|err| self.here().invalid(err.to_string()))?;
-                            columns.push(input.columns[i].clone());
-                        }
-                        _ => break,
-                    }
-                }
-                if columns.len() == projection.expr.len() {
-                    self.unnumbered(&input.node, columns.iter().map(String::as_str));
-                    // Time attributes the query does not select stay too (for a temporal join,
-                    // whose versioned side's time the query need not name): a time attribute is
-                    // found through a plan column, so one that no plan column names is unused.
-                    let rowtimes = input.rowtimes;
-                    // The physical columns stay as they are, the window's too.
-                    let window = input.window;
-                    return Ok(Stream {
-                        node: input.node,
-                        columns,
-                        marker: input.marker,
-                        changes: input.changes.clone(),
-                        scan: input.scan,
-                        rowtimes,
-                        window,
-                    });
-                }
-                let mut expressions = Vec::with_capacity(projection.expr.len());
-                let mut names = Vec::with_capacity(projection.expr.len());
-                let mut rowtimes: Vec<String> = Vec::new();
-                // Input columns passed on unchanged, by their new names.
-                let mut passed: Vec<(String, String)> = Vec::new();
-                for (i, (e, field)) in projection
-                    .expr
-                    .iter()
-                    .zip(projection.schema.fields())
-                    .enumerate()
-                {
-                    let name = if is_simple_name(field.name()) && !names.contains(field.name()) {
-                        field.name().clone()
-                    } else {
-                        format!("_c{i}")
-                    };
-                    let text = self.sql(unalias(e), in_schema, &input)?;
-                    expressions.push(format!("{text} AS {}", quote(&name)));
-                    // The time attribute passes through a projection that selects it.
-                    if let Expr::Column(c) = unalias(e)
-                        && let Ok(i) = in_schema.index_of_column(c)
-                    {
-                        if input.rowtimes.contains(&input.columns[i])
-                            && !passed.iter().any(|(from, _)| *from == input.columns[i])
-                        {
-                            rowtimes.push(name.clone());
-                        }
-                        passed.push((input.columns[i].clone(), name.clone()));
-                    }
-                    names.push(name);
-                }
-                self.unnumbered(&input.node, expressions.iter().map(String::as_str));
-                if input.marker {
-                    expressions.push(UPDATE_MARKER.to_owned());
-                }
-                // A window time the query does not select rides along, for a window join.
-                if let Some(time) = input.window.as_ref().and_then(|w| w.time.as_ref())
-                    && !passed.iter().any(|(from, _)| from == time)
-                    && !names.contains(time)
-                {
-                    expressions.push(quote(time));
-                    passed.push((time.clone(), time.clone()));
-                }
-                let node = self.project(&input.node, expressions);
-                let window = input.window.and_then(|w| {
-                    w.renamed(|c| {
-                        passed
-                            .iter()
-                            .find(|(from, _)| from == c)
-                            .map(|(_, to)| to.clone())
-                    })
-                });
-                let changes = input.changes.renamed(|c| {
-                    passed
-                        .iter()
-                        .find(|(from, _)| from == c)
-                        .map(|(_, to)| to.clone())
-                });
-                Ok(Stream {
-                    node,
-                    columns: names,
-                    marker: input.marker,
-                    changes,
-                    scan: None,
-                    rowtimes,
-                    window,
-                })
-            }
-            LogicalPlan::Union(union) => {
-                let mut inputs = Vec::with_capacity(union.inputs.len());
-                let names: Vec<String> = union
-                    .schema
-                    .fields()
-                    .iter()
-                    .enumerate()
-                    .map(|(i, f)| {
-                        if is_simple_name(f.name()) {
-                            f.name().clone()
-                        } else {
-                            format!("_c{i}")
-                        }
-                    })
-                    .collect();
-                let mut streams = Vec::with_capacity(union.inputs.len());
-                for input in &union.inputs {
-                    streams.push(self.plan(input)?);
-                }
-                let updating =
-                    streams
-                        .iter()
-                        .find(|s| s.changes.is_updating())
-                        .map(|s| match &s.changes {
-                            Changes::Updating { since, .. } => Changes::Updating {
-                                key: None,
-                                since: since.clone(),
-                            },
-                            Changes::InsertOnly => Changes::InsertOnly,
-                        });
-                for stream in streams {
-                    let mut expressions: Vec<String> = stream
-                        .columns
-                        .iter()
-                        .zip(&names)
-                        .map(|(from, to)| format!("{} AS {}", quote(from), quote(to)))
-                        .collect();
-                    if updating.is_some() && !stream.changes.is_updating() {
-                        // Every input of a union has the same columns: inserts say so.
-                        expressions.push(format!(
-                            "arrow_cast(0, 'Int8') AS {}",
-                            weir_api::ROW_KIND_COLUMN
-                        ));
-                    }
-                    let node = self.project(&stream.node, expressions);
-                    inputs.push(node);
-                }
-                let node = self.next_name("union");
-                self.job.union(&node, &inputs);
-                Ok(Stream {
-                    node,
-                    columns: names,
-                    marker: false,
-                    changes: updating.unwrap_or(Changes::InsertOnly),
-                    scan: None,
-                    rowtimes: Vec::new(),
-                    window: None,
-                })
-            }
+            LogicalPlan::Filter(filter) => self.filter(filter),
+            LogicalPlan::Projection(projection) => self.projection(projection),
+            LogicalPlan::Union(union) => self.union(union),
             LogicalPlan::Aggregate(agg) => self.window_aggregate(agg),
             LogicalPlan::Sort(_) => Err(self.unsupported_at(
                 "ORDER",
@@ -524,6 +302,265 @@ impl<'a> Translator<'a> {
                 "this part of the query has no streaming operator",
             )),
         }
+    }
+
+    /// A table scan: the table's source (an upsert table's normalized into changes), with the
+    /// columns the query reads recorded; or a window TVF's translation.
+    fn table_scan(&mut self, scan: &TableScan) -> Result<Stream> {
+        let provider =
+            source_as_provider(&scan.source).map_err(|e| self.here().invalid(e.to_string()))?;
+        let any = provider.as_ref() as &dyn Any;
+        if let Some(tvf) = any.downcast_ref::<WindowTvfTable>() {
+            return self.window_tvf(scan, tvf);
+        }
+        if any.downcast_ref::<StreamTable>().is_none() {
+            return Err(self.here().invalid(format!(
+                "`{}` is not a table declared with CREATE TABLE",
+                scan.table_name
+            )));
+        }
+        let table = scan.table_name.table().to_owned();
+        let node = self.job.source(&table, self.here())?;
+        let schema = provider.schema();
+        let columns: Vec<String> = match &scan.projection {
+            Some(indices) => indices
+                .iter()
+                .map(|&i| schema.field(i).name().clone())
+                .collect(),
+            None => schema.fields().iter().map(|f| f.name().clone()).collect(),
+        };
+        self.job.reads(&table, columns.iter().cloned());
+        let scan = self.job.scan(&table);
+        let rowtimes = self.job.rowtime(&table).into_iter().collect();
+        let (node, changes) = self.table_changes(&table, node)?;
+        Ok(Stream {
+            node,
+            columns,
+            marker: false,
+            changes,
+            scan: Some(scan),
+            rowtimes,
+            window: None,
+        })
+    }
+
+    /// A `filter` operator; over a table's rows, also what of the predicate the source may
+    /// skip input by (predicate pushdown).
+    fn filter(&mut self, filter: &Filter) -> Result<Stream> {
+        let input = self.plan(&filter.input)?;
+        if let Some(scan) = input.scan {
+            // Predicate pushdown: what of the filter the source can skip input by.
+            let schema = filter.input.schema();
+            let conditions = crate::prune::conditions(&filter.predicate, |c| {
+                let i = schema.index_of_column(c).ok()?;
+                self.job.physical_column(scan, input.columns.get(i)?)
+            });
+            self.job.scan_conditions(scan, conditions);
+        }
+        let predicate = self.sql(&filter.predicate, filter.input.schema(), &input)?;
+        let node = self.next_name("filter");
+        self.job.operator(
+            &node,
+            "filter",
+            &input.node,
+            None,
+            serde_json::json!({ "predicate": predicate }),
+        );
+        Ok(Stream {
+            node,
+            columns: input.columns,
+            marker: input.marker,
+            changes: input.changes.clone(),
+            scan: input.scan,
+            rowtimes: input.rowtimes,
+            window: input.window,
+        })
+    }
+
+    /// A projection: no operator where it only selects and renames columns (which physical
+    /// column a plan column means changes), else a `project` operator.
+    fn projection(&mut self, projection: &Projection) -> Result<Stream> {
+        let input = self.plan(&projection.input)?;
+        match self.selected_columns(projection, &input)? {
+            Some(columns) => Ok(self.selection(input, columns)),
+            None => self.computed_projection(projection, input),
+        }
+    }
+
+    /// The physical columns of `input` a projection selects, when it only selects columns.
+    fn selected_columns(
+        &self,
+        projection: &Projection,
+        input: &Stream,
+    ) -> Result<Option<Vec<String>>> {
+        let in_schema = projection.input.schema();
+        let mut columns = Vec::with_capacity(projection.expr.len());
+        for e in &projection.expr {
+            match unalias(e) {
+                Expr::Column(c) => {
+                    let i = in_schema
+                        .index_of_column(c)
+                        .map_err(|err| self.here().invalid(err.to_string()))?;
+                    columns.push(input.columns[i].clone());
+                }
+                _ => break,
+            }
+        }
+        Ok((columns.len() == projection.expr.len()).then_some(columns))
+    }
+
+    /// `input` as the physical `columns` a pure selection names, on the same node.
+    fn selection(&mut self, input: Stream, columns: Vec<String>) -> Stream {
+        self.unnumbered(&input.node, columns.iter().map(String::as_str));
+        // Time attributes the query does not select stay too (for a temporal join, whose
+        // versioned side's time the query need not name): a time attribute is found through a
+        // plan column, so one that no plan column names is unused.
+        let rowtimes = input.rowtimes;
+        // The physical columns stay as they are, the window's too.
+        let window = input.window;
+        Stream {
+            node: input.node,
+            columns,
+            marker: input.marker,
+            changes: input.changes.clone(),
+            scan: input.scan,
+            rowtimes,
+            window,
+        }
+    }
+
+    /// A `project` operator computing a projection's expressions, with the time attributes,
+    /// window bounds and update keys it passes on under their new names.
+    fn computed_projection(&mut self, projection: &Projection, input: Stream) -> Result<Stream> {
+        let in_schema = projection.input.schema();
+        let mut expressions = Vec::with_capacity(projection.expr.len());
+        let mut names = Vec::with_capacity(projection.expr.len());
+        let mut rowtimes: Vec<String> = Vec::new();
+        // Input columns passed on unchanged, by their new names.
+        let mut passed: Vec<(String, String)> = Vec::new();
+        for (i, (e, field)) in projection
+            .expr
+            .iter()
+            .zip(projection.schema.fields())
+            .enumerate()
+        {
+            let name = if is_simple_name(field.name()) && !names.contains(field.name()) {
+                field.name().clone()
+            } else {
+                format!("_c{i}")
+            };
+            let text = self.sql(unalias(e), in_schema, &input)?;
+            expressions.push(format!("{text} AS {}", quote(&name)));
+            // The time attribute passes through a projection that selects it.
+            if let Expr::Column(c) = unalias(e)
+                && let Ok(i) = in_schema.index_of_column(c)
+            {
+                if input.rowtimes.contains(&input.columns[i])
+                    && !passed.iter().any(|(from, _)| *from == input.columns[i])
+                {
+                    rowtimes.push(name.clone());
+                }
+                passed.push((input.columns[i].clone(), name.clone()));
+            }
+            names.push(name);
+        }
+        self.unnumbered(&input.node, expressions.iter().map(String::as_str));
+        if input.marker {
+            expressions.push(UPDATE_MARKER.to_owned());
+        }
+        // A window time the query does not select rides along, for a window join.
+        if let Some(time) = input.window.as_ref().and_then(|w| w.time.as_ref())
+            && !passed.iter().any(|(from, _)| from == time)
+            && !names.contains(time)
+        {
+            expressions.push(quote(time));
+            passed.push((time.clone(), time.clone()));
+        }
+        let node = self.project(&input.node, expressions);
+        let window = input.window.and_then(|w| {
+            w.renamed(|c| {
+                passed
+                    .iter()
+                    .find(|(from, _)| from == c)
+                    .map(|(_, to)| to.clone())
+            })
+        });
+        let changes = input.changes.renamed(|c| {
+            passed
+                .iter()
+                .find(|(from, _)| from == c)
+                .map(|(_, to)| to.clone())
+        });
+        Ok(Stream {
+            node,
+            columns: names,
+            marker: input.marker,
+            changes,
+            scan: None,
+            rowtimes,
+            window,
+        })
+    }
+
+    /// A `union` of the inputs, each projected to the union's column names; when one input
+    /// updates, the others' rows are marked as inserts.
+    fn union(&mut self, union: &Union) -> Result<Stream> {
+        let mut inputs = Vec::with_capacity(union.inputs.len());
+        let names: Vec<String> = union
+            .schema
+            .fields()
+            .iter()
+            .enumerate()
+            .map(|(i, f)| {
+                if is_simple_name(f.name()) {
+                    f.name().clone()
+                } else {
+                    format!("_c{i}")
+                }
+            })
+            .collect();
+        let mut streams = Vec::with_capacity(union.inputs.len());
+        for input in &union.inputs {
+            streams.push(self.plan(input)?);
+        }
+        let updating = streams
+            .iter()
+            .find(|s| s.changes.is_updating())
+            .map(|s| match &s.changes {
+                Changes::Updating { since, .. } => Changes::Updating {
+                    key: None,
+                    since: since.clone(),
+                },
+                Changes::InsertOnly => Changes::InsertOnly,
+            });
+        for stream in streams {
+            let mut expressions: Vec<String> = stream
+                .columns
+                .iter()
+                .zip(&names)
+                .map(|(from, to)| format!("{} AS {}", quote(from), quote(to)))
+                .collect();
+            if updating.is_some() && !stream.changes.is_updating() {
+                // Every input of a union has the same columns: inserts say so.
+                expressions.push(format!(
+                    "arrow_cast(0, 'Int8') AS {}",
+                    weir_api::ROW_KIND_COLUMN
+                ));
+            }
+            let node = self.project(&stream.node, expressions);
+            inputs.push(node);
+        }
+        let node = self.next_name("union");
+        self.job.union(&node, &inputs);
+        Ok(Stream {
+            node,
+            columns: names,
+            marker: false,
+            changes: updating.unwrap_or(Changes::InsertOnly),
+            scan: None,
+            rowtimes: Vec::new(),
+            window: None,
+        })
     }
 
     /// `expr` over the plan schema `schema` as SQL text over the physical columns of `input`.

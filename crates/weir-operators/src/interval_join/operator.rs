@@ -18,7 +18,7 @@ use super::config::{IntervalJoinConfig, JoinKind};
 use super::occupancy::Occupancy;
 use crate::late::{LateRows, routed_schema};
 use crate::shard_progress::ShardProgress;
-use arrow::array::{Array, ArrayRef, UInt32Array, new_null_array};
+use arrow::array::{Array, ArrayRef, Int64Array, UInt32Array, new_null_array};
 use arrow::compute::{concat, take};
 use arrow::datatypes::DataType;
 use arrow::record_batch::RecordBatch;
@@ -166,12 +166,37 @@ impl IntervalJoinOperator {
     /// padded when no row still to come can match them).
     fn join_batch(&mut self, side: usize, batch: &RecordBatch, out: &mut Output) -> Result<()> {
         self.start()?;
-        let rows = batch.num_rows();
-        if rows == 0 {
+        if batch.num_rows() == 0 {
             return Ok(());
         }
-        let other = 1 - side;
-        let cfg = Arc::clone(&self.cfg);
+        let keyed = self.read_keys(side, batch)?;
+        let taken = self.route_late(side, batch, &keyed.times, out)?;
+        let mut emits = Emits::default();
+        // 1. The arriving rows on time with a key, and their candidates.
+        let gathered = self.gather(side, &keyed, &taken, &mut emits.padded)?;
+        // 2. The candidate pairs, left columns then right, and which of them match.
+        let (pairs, holds) = self.match_pairs(side, batch, &gathered.candidates)?;
+        // 3. Emit and mark the pairs that match; keep or pad the arriving rows.
+        let matched = self.mark_matches(side, &keyed, &gathered.candidates, &holds, &mut emits)?;
+        self.keep(
+            side,
+            batch,
+            &keyed,
+            &gathered.arriving,
+            &matched,
+            &mut emits,
+        )?;
+        self.emit(side, batch, pairs.as_ref(), &emits, out)?;
+        if self.buffers[0].bytes() + self.buffers[1].bytes() > self.cfg.buffer_bytes {
+            self.flush()?;
+        }
+        Ok(())
+    }
+
+    /// What every step reads of `batch`: its event times, and its join keys encoded once with
+    /// their state shards.
+    fn read_keys(&self, side: usize, batch: &RecordBatch) -> Result<Keyed> {
+        let cfg = &self.cfg;
         let times = crate::event_time::event_times_ms(
             batch.column(cfg.time[side]),
             cfg.inputs[side].field(cfg.time[side]).name(),
@@ -183,27 +208,56 @@ impl IntervalJoinOperator {
         let shards = key_hash::shard_ids(&key_columns, self.shard_count)
             .map_err(|e| Error::Internal(format!("hashing join keys: {e}")))?;
         let keys = encode_rows(&key_columns).map_err(state_error)?;
+        Ok(Keyed {
+            times,
+            key_columns,
+            keys,
+            shards,
+        })
+    }
+
+    /// Hands the rows at or behind `side`'s watermark (or without a time) to its late rows;
+    /// per row, whether it is on time and taken into the join.
+    fn route_late(
+        &mut self,
+        side: usize,
+        batch: &RecordBatch,
+        times: &Int64Array,
+        out: &mut Output,
+    ) -> Result<Vec<bool>> {
         let behind = self.input_watermarks[side].max(self.split_watermarks[side]);
+        let taken: Vec<bool> = (0..batch.num_rows())
+            .map(|row| times.is_valid(row) && times.value(row) > behind)
+            .collect();
+        self.late[side].handle(batch, times, &taken, out)?;
+        Ok(taken)
+    }
+
+    /// Step 1: the taken rows with a key and their candidates, the buffered ones first, then
+    /// those in state (the order [`Self::pairs`] relies on). A row with a null key matches
+    /// nothing: it goes to `padded` on a padded side.
+    fn gather(
+        &mut self,
+        side: usize,
+        keyed: &Keyed,
+        taken: &[bool],
+        padded: &mut Vec<u32>,
+    ) -> Result<Gathered> {
+        let other = 1 - side;
+        let cfg = Arc::clone(&self.cfg);
         // The other side's times that match a row at `t`: `[t + lo_reach, t + hi_reach]`.
         let (lo_reach, hi_reach) = match side {
             0 => (cfg.lower, cfg.upper),
             _ => (cfg.upper.saturating_neg(), cfg.lower.saturating_neg()),
         };
-        // 1. The arriving rows on time with a key, and their candidates: the buffered ones
-        // first, then those in state.
         let mut arriving: Vec<u32> = Vec::new();
         let mut candidates: Vec<Candidate> = Vec::new();
         let mut stored: Vec<Candidate> = Vec::new();
-        let mut padded: Vec<u32> = Vec::new();
-        let taken: Vec<bool> = (0..rows)
-            .map(|row| times.is_valid(row) && times.value(row) > behind)
-            .collect();
-        self.late[side].handle(batch, &times, &taken, out)?;
-        for row in 0..rows {
-            if !taken[row] {
+        for (row, &on_time) in taken.iter().enumerate() {
+            if !on_time {
                 continue;
             }
-            if key_columns.iter().any(|c| c.is_null(row)) {
+            if keyed.key_columns.iter().any(|c| c.is_null(row)) {
                 // NULL equals nothing: the row matches no row.
                 if cfg.join.pads(side) {
                     padded.push(row as u32);
@@ -211,47 +265,77 @@ impl IntervalJoinOperator {
                 continue;
             }
             arriving.push(row as u32);
-            let time = times.value(row);
+            let time = keyed.times.value(row);
             let (lo, hi) = (time.saturating_add(lo_reach), time.saturating_add(hi_reach));
             let buckets = self.bucket_of(lo)..=self.bucket_of(hi);
-            self.buffers[other].probe(&keys[row], buckets.clone(), (lo, hi), |at| {
+            self.buffers[other].probe(&keyed.keys[row], buckets.clone(), (lo, hi), |at| {
                 candidates.push(Candidate {
                     row: row as u32,
                     found: Found::Buffered(at),
                 });
             });
             for bucket in buckets {
-                if !self.occupancy.may_hold(other, &keys[row], bucket) {
-                    continue;
-                }
-                self.store
-                    .set_current_key(&keys[row], StateShardId(shards[row]));
-                self.store.set_current_namespace(&encode_timestamp(bucket));
-                for (sub_key, payload) in self.store.entries(STATES[other])? {
-                    let (at, _) = split_sub_key(&sub_key)?;
-                    if at < lo || at > hi {
-                        continue;
-                    }
-                    let (count, matched) = decode_payload(&payload)?;
-                    stored.push(Candidate {
-                        row: row as u32,
-                        found: Found::Stored {
-                            bucket,
-                            sub_key,
-                            count,
-                            matched,
-                        },
-                    });
-                }
+                self.probe_state(other, keyed, row, bucket, (lo, hi), &mut stored)?;
             }
         }
         candidates.append(&mut stored);
-        // 2. The candidate pairs, left columns then right, and which of them match.
+        Ok(Gathered {
+            arriving,
+            candidates,
+        })
+    }
+
+    /// Adds to `stored` the rows of `other` in state under `row`'s key and in `bucket` whose
+    /// time lies within `lo..=hi`; reads nothing where the occupancy filter rules them out.
+    fn probe_state(
+        &mut self,
+        other: usize,
+        keyed: &Keyed,
+        row: usize,
+        bucket: i64,
+        (lo, hi): (i64, i64),
+        stored: &mut Vec<Candidate>,
+    ) -> Result<()> {
+        let key = &keyed.keys[row];
+        if !self.occupancy.may_hold(other, key, bucket) {
+            return Ok(());
+        }
+        self.store
+            .set_current_key(key, StateShardId(keyed.shards[row]));
+        self.store.set_current_namespace(&encode_timestamp(bucket));
+        for (sub_key, payload) in self.store.entries(STATES[other])? {
+            let (at, _) = split_sub_key(&sub_key)?;
+            if at < lo || at > hi {
+                continue;
+            }
+            let (count, matched) = decode_payload(&payload)?;
+            stored.push(Candidate {
+                row: row as u32,
+                found: Found::Stored {
+                    bucket,
+                    sub_key,
+                    count,
+                    matched,
+                },
+            });
+        }
+        Ok(())
+    }
+
+    /// Step 2: the candidate pairs as one batch, built only when the condition or the output
+    /// reads the other side's columns, and per candidate whether the condition holds.
+    fn match_pairs(
+        &self,
+        side: usize,
+        batch: &RecordBatch,
+        candidates: &[Candidate],
+    ) -> Result<(Option<RecordBatch>, Vec<bool>)> {
+        let cfg = &self.cfg;
         let semi_probe = side == 1 && cfg.join == JoinKind::Semi;
         let pairs = if !candidates.is_empty()
             && (cfg.condition.is_some() || cfg.join.emits_right() || semi_probe)
         {
-            Some(self.pairs(side, batch, &candidates)?)
+            Some(self.pairs(side, batch, candidates)?)
         } else {
             None
         };
@@ -259,10 +343,24 @@ impl IntervalJoinOperator {
             (Some(condition), Some(pairs)) => crate::expr::holds(condition.as_ref(), pairs)?,
             _ => vec![true; candidates.len()],
         };
-        // 3. Emit and mark the pairs that match; keep or pad the arriving rows.
-        let mut matched = vec![false; rows];
-        let mut emitted: Vec<u32> = Vec::new(); // candidates, once per stored copy
-        let mut semi_rows: Vec<u32> = Vec::new(); // stored left rows matched for the first time
+        Ok((pairs, holds))
+    }
+
+    /// Step 3a: notes the pairs that hold for emission and marks the other side's rows they
+    /// matched for the first time (in its buffer, or in state), so a padded side never pads
+    /// them; per row of the batch, whether it matched.
+    fn mark_matches(
+        &mut self,
+        side: usize,
+        keyed: &Keyed,
+        candidates: &[Candidate],
+        holds: &[bool],
+        emits: &mut Emits,
+    ) -> Result<Vec<bool>> {
+        let other = 1 - side;
+        let cfg = &self.cfg;
+        let semi_probe = side == 1 && cfg.join == JoinKind::Semi;
+        let mut matched = vec![false; keyed.times.len()];
         let mut marked: HashSet<(&[u8], i64, &[u8])> = HashSet::new();
         for (i, candidate) in candidates.iter().enumerate() {
             if !holds[i] {
@@ -273,12 +371,12 @@ impl IntervalJoinOperator {
             match &candidate.found {
                 Found::Buffered(at) => {
                     if cfg.join.emits_right() {
-                        emitted.push(i as u32);
+                        emits.joined.push(i as u32);
                     }
                     // The first match of a buffered row: remembered, and a semi join's left
                     // row emitted.
                     if cfg.join.tracks(other) && self.buffers[other].mark(*at) && semi_probe {
-                        semi_rows.push(i as u32);
+                        emits.semi_stored.push(i as u32);
                     }
                 }
                 Found::Stored {
@@ -289,19 +387,19 @@ impl IntervalJoinOperator {
                 } => {
                     let copies = std::iter::repeat_n(i as u32, *count as usize);
                     if cfg.join.emits_right() {
-                        emitted.extend(copies.clone());
+                        emits.joined.extend(copies.clone());
                     }
                     // The first match of a stored row: remembered, and a semi join's left row
                     // emitted.
                     if cfg.join.tracks(other)
                         && !was_matched
-                        && marked.insert((&keys[row], *bucket, sub_key))
+                        && marked.insert((&keyed.keys[row], *bucket, sub_key))
                     {
                         if semi_probe {
-                            semi_rows.extend(copies);
+                            emits.semi_stored.extend(copies);
                         }
                         self.store
-                            .set_current_key(&keys[row], StateShardId(shards[row]));
+                            .set_current_key(&keyed.keys[row], StateShardId(keyed.shards[row]));
                         self.store.set_current_namespace(&encode_timestamp(*bucket));
                         self.store
                             .put(STATES[other], sub_key, &encode_payload(*count, true))?;
@@ -309,20 +407,35 @@ impl IntervalJoinOperator {
                 }
             }
         }
-        let mut semi_own: Vec<u32> = Vec::new();
+        Ok(matched)
+    }
+
+    /// Step 3b: buffers the arriving rows a row of the other side still to come may match;
+    /// the rest are padded when unmatched on a padded side. A semi join's matched left rows
+    /// are noted for emission.
+    fn keep(
+        &mut self,
+        side: usize,
+        batch: &RecordBatch,
+        keyed: &Keyed,
+        arriving: &[u32],
+        matched: &[bool],
+        emits: &mut Emits,
+    ) -> Result<()> {
+        let cfg = &self.cfg;
         let mut kept: Vec<u32> = Vec::new();
-        for &row in &arriving {
+        for &row in arriving {
             let r = row as usize;
             if side == 0 && matched[r] && cfg.join == JoinKind::Semi {
-                semi_own.push(row);
+                emits.semi_own.push(row);
             }
             // Kept while a row of the other side still to come may match it.
-            let time = times.value(r);
+            let time = keyed.times.value(r);
             let bound = time.saturating_add(if side == 0 { cfg.upper } else { -cfg.lower });
             if bound > self.watermark {
                 kept.push(row);
             } else if !matched[r] && cfg.join.pads(side) {
-                padded.push(row);
+                emits.padded.push(row);
             }
         }
         if !kept.is_empty() {
@@ -331,38 +444,48 @@ impl IntervalJoinOperator {
                 &Arrivals {
                     batch,
                     rows: &kept,
-                    keys: &keys,
-                    shards: &shards,
-                    times: times.values(),
-                    matched: &matched,
+                    keys: &keyed.keys,
+                    shards: &keyed.shards,
+                    times: keyed.times.values(),
+                    matched,
                 },
                 |time| time.div_euclid(bucket),
             )?;
         }
-        if let Some(pairs) = &pairs {
-            let left_width = cfg.inputs[0].fields().len();
-            if !emitted.is_empty() {
-                let columns = take_rows(pairs.columns(), &emitted)?;
+        Ok(())
+    }
+
+    /// Step 3c: emits the batch's output: the joined pairs, a semi join's stored left rows
+    /// matched now, the padded rows and a semi join's matched arriving left rows, in that order.
+    fn emit(
+        &self,
+        side: usize,
+        batch: &RecordBatch,
+        pairs: Option<&RecordBatch>,
+        emits: &Emits,
+        out: &mut Output,
+    ) -> Result<()> {
+        if let Some(pairs) = pairs {
+            let left_width = self.cfg.inputs[0].fields().len();
+            if !emits.joined.is_empty() {
+                let columns = take_rows(pairs.columns(), &emits.joined)?;
                 out.emit(
-                    RecordBatch::try_new(Arc::clone(&cfg.output), columns)
+                    RecordBatch::try_new(Arc::clone(&self.cfg.output), columns)
                         .map_err(|e| Error::arrow("assembling joined rows", e))?,
                 );
             }
-            if !semi_rows.is_empty() {
-                let left = take_rows(&pairs.columns()[..left_width], &semi_rows)?;
-                out.emit(self.assemble(0, left, None, semi_rows.len())?);
+            if !emits.semi_stored.is_empty() {
+                let left = take_rows(&pairs.columns()[..left_width], &emits.semi_stored)?;
+                out.emit(self.assemble(0, left, None, emits.semi_stored.len())?);
             }
         }
-        if !padded.is_empty() {
-            let own = take_rows(batch.columns(), &padded)?;
-            out.emit(self.assemble(side, own, None, padded.len())?);
+        if !emits.padded.is_empty() {
+            let own = take_rows(batch.columns(), &emits.padded)?;
+            out.emit(self.assemble(side, own, None, emits.padded.len())?);
         }
-        if !semi_own.is_empty() {
-            let own = take_rows(batch.columns(), &semi_own)?;
-            out.emit(self.assemble(0, own, None, semi_own.len())?);
-        }
-        if self.buffers[0].bytes() + self.buffers[1].bytes() > cfg.buffer_bytes {
-            self.flush()?;
+        if !emits.semi_own.is_empty() {
+            let own = take_rows(batch.columns(), &emits.semi_own)?;
+            out.emit(self.assemble(0, own, None, emits.semi_own.len())?);
         }
         Ok(())
     }
@@ -432,7 +555,7 @@ impl IntervalJoinOperator {
     ) -> Result<RecordBatch> {
         let rows: Vec<u32> = candidates.iter().map(|c| c.row).collect();
         let own = take_rows(batch.columns(), &rows)?;
-        // Buffered candidates come first (see `join_batch`), so the two parts line up.
+        // Buffered candidates come first (see `gather`), so the two parts line up.
         let mut buffered: Vec<(u32, u32)> = Vec::new();
         let mut stored: Vec<&[u8]> = Vec::new();
         for candidate in candidates {
@@ -604,6 +727,36 @@ impl Operator for IntervalJoinOperator {
     fn on_end_of_input(&mut self, out: &mut Output) -> Result<()> {
         self.process_watermark(Watermark(weir_api::EventTimeMs(i64::MAX)), out)
     }
+}
+
+/// What the steps of `join_batch` read of an arriving batch: its event times and join key
+/// columns, and per row its encoded key and state shard.
+struct Keyed {
+    times: Int64Array,
+    key_columns: Vec<ArrayRef>,
+    keys: Vec<Vec<u8>>,
+    shards: Vec<u32>,
+}
+
+/// The arriving rows of a batch that meet the other side, and what they met.
+struct Gathered {
+    /// The rows on time with a key, in batch order.
+    arriving: Vec<u32>,
+    /// Their candidates: the buffered ones first, then those in state.
+    candidates: Vec<Candidate>,
+}
+
+/// The rows one batch emits (besides its late rows), collected by the steps of `join_batch`.
+#[derive(Default)]
+struct Emits {
+    /// Candidates emitted joined, once per stored copy.
+    joined: Vec<u32>,
+    /// Candidates whose stored left row a semi join emits: matched for the first time.
+    semi_stored: Vec<u32>,
+    /// Arriving rows emitted padded: no row can match them any more.
+    padded: Vec<u32>,
+    /// Arriving left rows a semi join emits: they matched.
+    semi_own: Vec<u32>,
 }
 
 /// A row of the other side within an arriving row's bounds.

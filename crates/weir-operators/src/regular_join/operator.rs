@@ -5,6 +5,7 @@ use super::Config;
 use super::held::{Count, Held};
 use arrow::array::{Array, ArrayRef, Int8Array, RecordBatch, UInt32Array, new_null_array};
 use arrow::compute::take;
+use std::ops::Range;
 use std::sync::Arc;
 use weir_api::changelog::RowKind;
 use weir_api::{Error, KeyedStateStore, Operator, Output, Result, Watermark};
@@ -21,6 +22,35 @@ struct Other {
 /// One output row: a row of the batch, a row of the other side (either may be padding) and
 /// the kind.
 type Emit = (Option<u32>, Option<u32>, RowKind);
+
+/// The rows of the batch under one key: the first of them (where its key and shard are read)
+/// and all of them.
+type Group = (usize, Vec<u32>);
+
+/// What the steps of `process_batch` read of the batch: its row kinds, its key columns, keys
+/// and shards, its data columns and each row's encoded data.
+struct Arriving {
+    kinds: Vec<RowKind>,
+    key_columns: Vec<ArrayRef>,
+    keyed: crate::keyed_rows::KeyedRows,
+    data: Vec<ArrayRef>,
+    rows: Vec<Vec<u8>>,
+}
+
+/// The other side's rows held for the batch's key groups: per group the range of them in
+/// `rows`, and their columns decoded once.
+struct Others {
+    rows: Vec<Other>,
+    ranges: Vec<Range<usize>>,
+    columns: Vec<ArrayRef>,
+}
+
+/// Every candidate pair of the batch (its row, an index into [`Others::rows`]), group by group
+/// and row by row, and whether the condition holds for each.
+struct Candidates {
+    pairs: Vec<(u32, u32)>,
+    holds: Vec<bool>,
+}
 
 /// A running `regular_join`.
 pub(crate) struct RegularJoinOperator {
@@ -77,6 +107,241 @@ impl RegularJoinOperator {
         RecordBatch::try_new(Arc::clone(&self.cfg.output), columns)
             .map_err(|e| Error::arrow("assembling joined rows", e))
     }
+
+    /// Reads what every step needs of `batch` (input `side`): its row kinds, its keys and their
+    /// shards, its data columns and each row's encoded data (what keyed state holds).
+    fn read_batch(&self, side: usize, batch: &RecordBatch) -> Result<Arriving> {
+        let cfg = &self.cfg;
+        let kinds = weir_api::changelog::kinds_of(batch)?;
+        let key_columns: Vec<ArrayRef> = cfg.keys[side]
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect();
+        let keyed = crate::keyed_rows::KeyedRows::of(&key_columns, self.shard_count, "join")?;
+        let data: Vec<ArrayRef> = cfg.data[side]
+            .iter()
+            .map(|&i| Arc::clone(batch.column(i)))
+            .collect();
+        let rows = encode_rows(&data).map_err(state_error)?;
+        Ok(Arriving {
+            kinds,
+            key_columns,
+            keyed,
+            data,
+            rows,
+        })
+    }
+
+    /// The other side's rows of every key group, read once; their bytes are kept only where
+    /// their counts may change (a padded side), their columns decoded for the pairs.
+    fn load_others(
+        &mut self,
+        other: usize,
+        keyed: &crate::keyed_rows::KeyedRows,
+        groups: &[Group],
+    ) -> Result<Others> {
+        for (first, _) in groups {
+            self.held.load(
+                self.store.as_mut(),
+                other,
+                &keyed.keys[*first],
+                keyed.shards[*first],
+            )?;
+        }
+        let keep_rows = self.cfg.join.pads(other);
+        let mut rows: Vec<Other> = Vec::new();
+        let mut ranges: Vec<Range<usize>> = Vec::with_capacity(groups.len());
+        let mut refs: Vec<&[u8]> = Vec::new();
+        for (first, _) in groups {
+            let start = rows.len();
+            for (row, count) in self.held.held_rows(other, &keyed.keys[*first]) {
+                refs.push(row);
+                rows.push(Other {
+                    row: if keep_rows { row.to_vec() } else { Vec::new() },
+                    count,
+                    changed: false,
+                });
+            }
+            ranges.push(start..rows.len());
+        }
+        let columns = decode_rows(&self.cfg.types[other], &refs).map_err(state_error)?;
+        Ok(Others {
+            rows,
+            ranges,
+            columns,
+        })
+    }
+
+    /// Every candidate pair of the batch (a row of the batch, a held row of its key) and
+    /// whether the condition holds for it, evaluated over all pairs at once.
+    fn candidates(
+        &self,
+        side: usize,
+        data: &[ArrayRef],
+        others: &Others,
+        groups: &[Group],
+    ) -> Result<Candidates> {
+        let mut pairs: Vec<(u32, u32)> = Vec::new();
+        for ((_, members), range) in groups.iter().zip(&others.ranges) {
+            for &r in members {
+                for j in range.clone() {
+                    pairs.push((r, j as u32));
+                }
+            }
+        }
+        let holds = match &self.cfg.condition {
+            Some(condition) if !pairs.is_empty() => {
+                let own = take_all(data, pairs.iter().map(|p| p.0))?;
+                let theirs = take_all(&others.columns, pairs.iter().map(|p| p.1))?;
+                let columns = if side == 0 {
+                    [own, theirs].concat()
+                } else {
+                    [theirs, own].concat()
+                };
+                let pair_batch = RecordBatch::try_new(Arc::clone(&self.cfg.pair), columns)
+                    .map_err(|e| Error::arrow("building join candidates", e))?;
+                crate::expr::holds(condition.as_ref(), &pair_batch)?
+            }
+            _ => vec![true; pairs.len()],
+        };
+        Ok(Candidates { pairs, holds })
+    }
+
+    /// Applies every row of the batch with a key, group by group: its own count in state, the
+    /// held rows' match counts and what it emits; then stores the held rows' changed counts.
+    fn apply_groups(
+        &mut self,
+        side: usize,
+        arriving: &Arriving,
+        groups: &[Group],
+        others: &mut Others,
+        candidates: &Candidates,
+        emits: &mut Vec<Emit>,
+    ) -> Result<()> {
+        let pads_own = self.cfg.join.pads(side);
+        let pads_other = self.cfg.join.pads(1 - side);
+        let mut at = 0;
+        for ((first, members), range) in groups.iter().zip(&others.ranges) {
+            let key = (
+                arriving.keyed.keys[*first].as_slice(),
+                arriving.keyed.shards[*first],
+            );
+            for &r in members {
+                let width = range.len();
+                let matched: Vec<usize> = (at..at + width)
+                    .filter(|&p| candidates.holds[p])
+                    .map(|p| candidates.pairs[p].1 as usize)
+                    .collect();
+                at += width;
+                let kind = arriving.kinds[r as usize];
+                let add = kind.is_addition();
+                let row = &arriving.rows[r as usize];
+                if !self.count_own(side, key, row, add, &matched, &others.rows)? {
+                    // A retraction of a row that is not there: nothing to take back.
+                    continue;
+                }
+                emit_matches(r, kind, &matched, &mut others.rows, pads_other, emits);
+                if matched.is_empty() && pads_own {
+                    let padded = if add {
+                        RowKind::Insert
+                    } else {
+                        RowKind::Delete
+                    };
+                    emits.push((Some(r), None, padded));
+                }
+            }
+            self.store_changed(1 - side, key, &mut others.rows[range.clone()])?;
+        }
+        Ok(())
+    }
+
+    /// Adds (`add`) or takes back one copy of `row` of `side` under `key` (and its shard); on a
+    /// padded side an added row's match count becomes the copies of its `matched` held rows.
+    /// `false` for a retraction of a row that is not there (nothing changes).
+    fn count_own(
+        &mut self,
+        side: usize,
+        (key, shard): (&[u8], u32),
+        row: &[u8],
+        add: bool,
+        matched: &[usize],
+        others: &[Other],
+    ) -> Result<bool> {
+        let pads = self.cfg.join.pads(side);
+        let slot = self.held.slot(self.store.as_mut(), side, key, shard, row)?;
+        let mut own = *slot;
+        if !add && own.copies == 0 {
+            return Ok(false);
+        }
+        if add {
+            own.copies += 1;
+            if pads {
+                own.matches = matched.iter().map(|&j| others[j].count.copies).sum();
+            }
+        } else {
+            own.copies -= 1;
+        }
+        *slot = own;
+        Ok(true)
+    }
+
+    /// Writes the counts of the held rows of `other` that changed back under `key` (and its
+    /// shard), so the next batch and the state see them.
+    fn store_changed(
+        &mut self,
+        other: usize,
+        (key, shard): (&[u8], u32),
+        others: &mut [Other],
+    ) -> Result<()> {
+        for o in others {
+            if o.changed {
+                *self
+                    .held
+                    .slot(self.store.as_mut(), other, key, shard, &o.row)? = o.count;
+                o.changed = false;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The rows one row `r` of the batch (of kind `kind`) emits with its `matched` held rows, once
+/// per copy of each, and their match counts updated; a held row of a padded side (`padded`)
+/// that gains its first match retracts its padded row first, one that loses its last emits it
+/// again.
+fn emit_matches(
+    r: u32,
+    kind: RowKind,
+    matched: &[usize],
+    others: &mut [Other],
+    padded: bool,
+    emits: &mut Vec<Emit>,
+) {
+    let add = kind.is_addition();
+    for &j in matched {
+        let o = &mut others[j];
+        let copies = o.count.copies.max(0) as usize;
+        if add {
+            if padded && o.count.matches == 0 {
+                emits.extend(std::iter::repeat_n(
+                    (None, Some(j as u32), RowKind::Delete),
+                    copies,
+                ));
+            }
+            o.count.matches += 1;
+        }
+        emits.extend(std::iter::repeat_n((Some(r), Some(j as u32), kind), copies));
+        if !add {
+            o.count.matches -= 1;
+            if padded && o.count.matches == 0 {
+                emits.extend(std::iter::repeat_n(
+                    (None, Some(j as u32), RowKind::Insert),
+                    copies,
+                ));
+            }
+        }
+        o.changed |= padded;
+    }
 }
 
 impl Operator for RegularJoinOperator {
@@ -85,28 +350,15 @@ impl Operator for RegularJoinOperator {
         if n == 0 {
             return Ok(());
         }
-        let cfg = Arc::clone(&self.cfg);
         let side = input.min(1);
-        let other = 1 - side;
-        let kinds = weir_api::changelog::kinds_of(&batch)?;
-        let key_columns: Vec<ArrayRef> = cfg.keys[side]
-            .iter()
-            .map(|&i| Arc::clone(batch.column(i)))
-            .collect();
-        let keyed = crate::keyed_rows::KeyedRows::of(&key_columns, self.shard_count, "join")?;
-        let (keys, shards) = (&keyed.keys, &keyed.shards);
-        let data: Vec<ArrayRef> = cfg.data[side]
-            .iter()
-            .map(|&i| Arc::clone(batch.column(i)))
-            .collect();
-        let rows = encode_rows(&data).map_err(state_error)?;
+        let arriving = self.read_batch(side, &batch)?;
         // A key with a null never equals anything: such a row matches nothing and is not kept
         // (an outer side's is emitted padded).
-        let null_key = |r: usize| key_columns.iter().any(|c| c.is_null(r));
+        let null_key = |r: usize| arriving.key_columns.iter().any(|c| c.is_null(r));
         let mut emits: Vec<Emit> = Vec::new();
-        if cfg.join.pads(side) {
+        if self.cfg.join.pads(side) {
             for r in (0..n).filter(|&r| null_key(r)) {
-                let kind = if kinds[r].is_addition() {
+                let kind = if arriving.kinds[r].is_addition() {
                     RowKind::Insert
                 } else {
                     RowKind::Delete
@@ -114,137 +366,28 @@ impl Operator for RegularJoinOperator {
                 emits.push((Some(r as u32), None, kind));
             }
         }
-        let groups: Vec<(usize, Vec<u32>)> = keyed
+        let groups: Vec<Group> = arriving
+            .keyed
             .groups((0..n).filter(|&r| !null_key(r)))
             .into_iter()
             .map(|(first, rows)| (first, rows.into_iter().map(|r| r as u32).collect()))
             .collect();
-        // The other side's rows of every key of the batch, read once; their bytes are kept
-        // only where their counts may change (a padded side).
-        for (first, _) in &groups {
-            self.held
-                .load(self.store.as_mut(), other, &keys[*first], shards[*first])?;
-        }
-        let keep_rows = cfg.join.pads(other);
-        let mut others: Vec<Other> = Vec::new();
-        let mut ranges: Vec<std::ops::Range<usize>> = Vec::with_capacity(groups.len());
-        let other_columns = {
-            let mut refs: Vec<&[u8]> = Vec::new();
-            for (first, _) in &groups {
-                let start = others.len();
-                for (row, count) in self.held.held_rows(other, &keys[*first]) {
-                    refs.push(row);
-                    others.push(Other {
-                        row: if keep_rows { row.to_vec() } else { Vec::new() },
-                        count,
-                        changed: false,
-                    });
-                }
-                ranges.push(start..others.len());
-            }
-            decode_rows(&cfg.types[other], &refs).map_err(state_error)?
-        };
-        // Every candidate pair of the batch, and whether the condition holds for it.
-        let mut pairs: Vec<(u32, u32)> = Vec::new();
-        for ((_, members), range) in groups.iter().zip(&ranges) {
-            for &r in members {
-                for j in range.clone() {
-                    pairs.push((r, j as u32));
-                }
-            }
-        }
-        let holds = match &cfg.condition {
-            Some(condition) if !pairs.is_empty() => {
-                let own = take_all(&data, pairs.iter().map(|p| p.0))?;
-                let theirs = take_all(&other_columns, pairs.iter().map(|p| p.1))?;
-                let columns = if side == 0 {
-                    [own, theirs].concat()
-                } else {
-                    [theirs, own].concat()
-                };
-                let pair_batch = RecordBatch::try_new(Arc::clone(&cfg.pair), columns)
-                    .map_err(|e| Error::arrow("building join candidates", e))?;
-                crate::expr::holds(condition.as_ref(), &pair_batch)?
-            }
-            _ => vec![true; pairs.len()],
-        };
-        let mut at = 0;
-        for ((first, members), range) in groups.iter().zip(&ranges) {
-            let (key, shard) = (keys[*first].as_slice(), shards[*first]);
-            for &r in members {
-                let width = range.len();
-                let matched: Vec<usize> = (at..at + width)
-                    .filter(|&p| holds[p])
-                    .map(|p| pairs[p].1 as usize)
-                    .collect();
-                at += width;
-                let row = &rows[r as usize];
-                let kind = kinds[r as usize];
-                let add = kind.is_addition();
-                let slot = self.held.slot(self.store.as_mut(), side, key, shard, row)?;
-                let mut own = *slot;
-                if !add && own.copies == 0 {
-                    // A retraction of a row that is not there: nothing to take back.
-                    continue;
-                }
-                if add {
-                    own.copies += 1;
-                    if cfg.join.pads(side) {
-                        own.matches = matched.iter().map(|&j| others[j].count.copies).sum();
-                    }
-                } else {
-                    own.copies -= 1;
-                }
-                for &j in &matched {
-                    let o = &mut others[j];
-                    let copies = o.count.copies.max(0) as usize;
-                    let padded = cfg.join.pads(other);
-                    if add {
-                        if padded && o.count.matches == 0 {
-                            emits.extend(std::iter::repeat_n(
-                                (None, Some(j as u32), RowKind::Delete),
-                                copies,
-                            ));
-                        }
-                        o.count.matches += 1;
-                    }
-                    emits.extend(std::iter::repeat_n((Some(r), Some(j as u32), kind), copies));
-                    if !add {
-                        o.count.matches -= 1;
-                        if padded && o.count.matches == 0 {
-                            emits.extend(std::iter::repeat_n(
-                                (None, Some(j as u32), RowKind::Insert),
-                                copies,
-                            ));
-                        }
-                    }
-                    o.changed |= padded;
-                }
-                if matched.is_empty() && cfg.join.pads(side) {
-                    let padded = if add {
-                        RowKind::Insert
-                    } else {
-                        RowKind::Delete
-                    };
-                    emits.push((Some(r), None, padded));
-                }
-                *slot = own;
-            }
-            for o in &mut others[range.clone()] {
-                if o.changed {
-                    *self
-                        .held
-                        .slot(self.store.as_mut(), other, key, shard, &o.row)? = o.count;
-                    o.changed = false;
-                }
-            }
-        }
-        if self.held.bytes() > cfg.budget || cfg.ttl.is_some() {
+        let mut others = self.load_others(1 - side, &arriving.keyed, &groups)?;
+        let candidates = self.candidates(side, &arriving.data, &others, &groups)?;
+        self.apply_groups(
+            side,
+            &arriving,
+            &groups,
+            &mut others,
+            &candidates,
+            &mut emits,
+        )?;
+        if self.held.bytes() > self.cfg.budget || self.cfg.ttl.is_some() {
             // With a TTL the state decides when a quiet row is gone, so nothing is held.
             self.held.write_out(self.store.as_mut(), true)?;
         }
         if !emits.is_empty() {
-            out.emit(self.assemble(side, &data, &other_columns, &emits)?);
+            out.emit(self.assemble(side, &arriving.data, &others.columns, &emits)?);
         }
         Ok(())
     }

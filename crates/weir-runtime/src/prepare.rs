@@ -237,6 +237,8 @@ impl PreparedJob {
         }
     }
 
+    /// Prepares `node` against the registry with its inputs' schemas (prepared before it),
+    /// and records it and the schemas of its outputs.
     async fn prepare_node(
         &mut self,
         node: &ModelNode,
@@ -253,8 +255,32 @@ impl PreparedJob {
                 .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
         }
         let id = node.operator_id.clone();
-        let input_schemas = node
-            .inputs
+        let input_schemas = self.input_schemas(node)?;
+        let connector_spec = ConnectorSpec {
+            operator_id: &id,
+            options: &options,
+            options_path: &options_path,
+            schema: self.declared_schema(node)?,
+            bad_records: node.bad_records,
+            reach,
+        };
+        let prepared = match node.kind {
+            NodeKind::Source => self.prepare_source(node, registry, connector_spec).await?,
+            NodeKind::Operator => {
+                self.prepare_operator(node, registry, &options_path, &input_schemas)?
+            }
+            NodeKind::Sink => {
+                self.prepare_sink(node, registry, connector_spec, &input_schemas)
+                    .await?
+            }
+        };
+        self.nodes.insert(id, prepared);
+        Ok(())
+    }
+
+    /// The schemas of `node`'s inputs, in order: each the output of a node prepared before it.
+    fn input_schemas(&self, node: &ModelNode) -> Result<Vec<SchemaRef>> {
+        node.inputs
             .iter()
             .enumerate()
             .map(|(k, input)| {
@@ -272,170 +298,217 @@ impl PreparedJob {
                         )
                     })
             })
-            .collect::<Result<Vec<SchemaRef>>>()?;
-        let declared = match &node.schema {
-            Some(fields) => Some(schema_from_fields(fields).map_err(|(i, m)| {
-                self.prepare_error(
-                    format!("{}.schema[{i}]", node.origin),
-                    weir_api::Error::config(format!("{}.schema[{i}]", node.origin), m),
-                )
-            })?),
-            None => None,
+            .collect()
+    }
+
+    /// The schema `node` declares (a connector's `schema`), if any, checked field by field.
+    fn declared_schema(&self, node: &ModelNode) -> Result<Option<SchemaRef>> {
+        let Some(fields) = &node.schema else {
+            return Ok(None);
         };
-        let unknown = |kind: &'static str, field: &str, known: Vec<String>| Error::UnknownType {
+        let schema = schema_from_fields(fields).map_err(|(i, m)| {
+            self.prepare_error(
+                format!("{}.schema[{i}]", node.origin),
+                weir_api::Error::config(format!("{}.schema[{i}]", node.origin), m),
+            )
+        })?;
+        Ok(Some(schema))
+    }
+
+    /// The error for `node`'s type missing from the registry: its `kind`, the spec `field`
+    /// naming it, and the names the registry knows.
+    fn unknown_type(
+        &self,
+        node: &ModelNode,
+        kind: &'static str,
+        field: &str,
+        known: Vec<String>,
+    ) -> Error {
+        Error::UnknownType {
             file: self.file.clone(),
             path: format!("{}.{field}", node.origin),
             kind,
             name: node.type_name.clone(),
             known,
+        }
+    }
+
+    /// Prepares source `node`: its connector wrapped with predicate pushdown, the columns
+    /// read and the computed columns; lists its splits when `reach` allows, checks its
+    /// watermark column and records its schemas (with a dead-letter output if it has one).
+    async fn prepare_source(
+        &mut self,
+        node: &ModelNode,
+        registry: &Registry,
+        spec: ConnectorSpec<'_>,
+    ) -> Result<PreparedNode> {
+        let (id, reach) = (spec.operator_id, spec.reach);
+        let factory = registry.source(&node.type_name).ok_or_else(|| {
+            self.unknown_type(
+                node,
+                "source connector",
+                "connector",
+                registry.source_names(),
+            )
+        })?;
+        let source = factory
+            .prepare(spec)
+            .await
+            .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+        // Predicate pushdown, before projection: the conditions name columns of the
+        // connector's whole schema, which the job need not read. The model refuses it on a
+        // source with a watermark.
+        let source = match &node.prune {
+            Some(conditions) if node.watermark.is_none() => {
+                weir_operators::with_prune(source, conditions, &node.origin)
+                    .map_err(|(path, e)| self.prepare_error(path, e))?
+            }
+            _ => source,
         };
-        let connector_spec = ConnectorSpec {
-            operator_id: &id,
-            options: &options,
-            options_path: &options_path,
-            schema: declared,
-            bad_records: node.bad_records,
-            reach,
+        // The columns the job reads: the connector decodes only those where it can.
+        let source = match &node.columns {
+            Some(columns) => weir_operators::with_columns(source, columns, &node.origin)
+                .map_err(|(path, e)| self.prepare_error(path, e))?,
+            None => source,
         };
-        let prepared = match node.kind {
-            NodeKind::Source => {
-                let factory = registry.source(&node.type_name).ok_or_else(|| {
-                    unknown("source connector", "connector", registry.source_names())
-                })?;
-                let source = factory
-                    .prepare(connector_spec)
-                    .await
-                    .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
-                // Predicate pushdown, before projection: the conditions name columns of the
-                // connector's whole schema, which the job need not read. The model refuses it
-                // on a source with a watermark.
-                let source = match &node.prune {
-                    Some(conditions) if node.watermark.is_none() => {
-                        weir_operators::with_prune(source, conditions, &node.origin)
-                            .map_err(|(path, e)| self.prepare_error(path, e))?
-                    }
-                    _ => source,
-                };
-                // The columns the job reads: the connector decodes only those where it can.
-                let source = match &node.columns {
-                    Some(columns) => weir_operators::with_columns(source, columns, &node.origin)
-                        .map_err(|(path, e)| self.prepare_error(path, e))?,
-                    None => source,
-                };
-                // Computed columns extend the source's schema before anything downstream (the
-                // watermark column check included) sees it.
-                let source = weir_operators::with_computed_columns(
-                    source,
-                    &node.computed,
+        // Computed columns extend the source's schema before anything downstream (the
+        // watermark column check included) sees it.
+        let source = weir_operators::with_computed_columns(
+            source,
+            &node.computed,
+            &node.origin,
+            id,
+            &registry.expr_compiler(),
+        )
+        .map_err(|(path, e)| self.prepare_error(path, e))?;
+        if reach == Reach::Full {
+            let splits = source
+                .enumerate_splits()
+                .await
+                .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+            self.splits.insert(id.clone(), splits);
+        }
+        self.check_watermark_column(node, &source.schema())?;
+        self.schemas.insert((id.clone(), None), source.schema());
+        if node.bad_records == weir_api::BadRecordPolicy::DeadLetter {
+            self.schemas.insert(
+                (id.clone(), Some("dead_letter".into())),
+                dead_letter_schema(),
+            );
+        }
+        Ok(PreparedNode::Source(source))
+    }
+
+    /// Prepares operator `node` over `input_schemas` (an updating input only where it accepts
+    /// changes) and records the schemas of its main and side outputs.
+    fn prepare_operator(
+        &mut self,
+        node: &ModelNode,
+        registry: &Registry,
+        options_path: &str,
+        input_schemas: &[SchemaRef],
+    ) -> Result<PreparedNode> {
+        let id = &node.operator_id;
+        let factory = registry.operator(&node.type_name).ok_or_else(|| {
+            self.unknown_type(node, "operator", "type", registry.operator_names())
+        })?;
+        let op = factory
+            .prepare(&OperatorArgs {
+                operator_id: id,
+                options: &node.options,
+                options_path,
+                input_schemas,
+            })
+            .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+        if !op.accepts_changes()
+            && let Some(k) = input_schemas
+                .iter()
+                .position(|s| weir_api::changelog::row_kind_index(s).is_some())
+        {
+            return Err(self.prepare_error(
+                format!("{}.inputs[{k}]", node.origin),
+                weir_api::Error::config(
+                    format!("{}.inputs[{k}]", node.origin),
+                    format!(
+                        "`{id}` ({}) reads an updating stream (its rows insert, \
+                         retract and replace results), which this operator cannot \
+                         take: it would count retractions as new rows",
+                        node.type_name
+                    ),
+                ),
+            ));
+        }
+        self.schemas.insert((id.clone(), None), op.output_schema());
+        for side in op.side_outputs() {
+            self.schemas
+                .insert((id.clone(), Some(side.name)), side.schema);
+        }
+        Ok(PreparedNode::Operator(op))
+    }
+
+    /// Prepares sink `node` over its one input schema (every input's must be the same); an
+    /// updating input only where the sink writes changes.
+    async fn prepare_sink(
+        &self,
+        node: &ModelNode,
+        registry: &Registry,
+        spec: ConnectorSpec<'_>,
+        input_schemas: &[SchemaRef],
+    ) -> Result<PreparedNode> {
+        let id = spec.operator_id;
+        let factory = registry.sink(&node.type_name).ok_or_else(|| {
+            self.unknown_type(node, "sink connector", "connector", registry.sink_names())
+        })?;
+        let input_schema = self.sink_input_schema(node, input_schemas)?;
+        let updating = weir_api::changelog::row_kind_index(&input_schema).is_some();
+        let sink = factory
+            .prepare(spec, input_schema)
+            .await
+            .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
+        if updating && !sink.accepts_changes() {
+            return Err(self.prepare_error(
+                node.origin.clone(),
+                weir_api::Error::config(
                     &node.origin,
-                    &id,
-                    &registry.expr_compiler(),
-                )
-                .map_err(|(path, e)| self.prepare_error(path, e))?;
-                if reach == Reach::Full {
-                    let splits = source
-                        .enumerate_splits()
-                        .await
-                        .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
-                    self.splits.insert(id.clone(), splits);
-                }
-                self.check_watermark_column(node, &source.schema())?;
-                self.schemas.insert((id.clone(), None), source.schema());
-                if node.bad_records == weir_api::BadRecordPolicy::DeadLetter {
-                    self.schemas.insert(
-                        (id.clone(), Some("dead_letter".into())),
-                        dead_letter_schema(),
-                    );
-                }
-                PreparedNode::Source(source)
-            }
-            NodeKind::Operator => {
-                let factory = registry
-                    .operator(&node.type_name)
-                    .ok_or_else(|| unknown("operator", "type", registry.operator_names()))?;
-                let op = factory
-                    .prepare(&OperatorArgs {
-                        operator_id: &id,
-                        options: &node.options,
-                        options_path: &options_path,
-                        input_schemas: &input_schemas,
-                    })
-                    .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
-                if !op.accepts_changes()
-                    && let Some(k) = input_schemas
-                        .iter()
-                        .position(|s| weir_api::changelog::row_kind_index(s).is_some())
-                {
+                    format!(
+                        "sink `{id}` ({}) writes only inserts, but its input is an \
+                         updating stream (its rows insert, retract and replace \
+                         results); write it with a changelog format \
+                         (`debezium-json`, `changelog-json`)",
+                        sink.describe()
+                    ),
+                ),
+            ));
+        }
+        Ok(PreparedNode::Sink(sink))
+    }
+
+    /// The one schema sink `node` writes: that of its inputs, which must all be the same.
+    fn sink_input_schema(
+        &self,
+        node: &ModelNode,
+        input_schemas: &[SchemaRef],
+    ) -> Result<SchemaRef> {
+        let id = &node.operator_id;
+        match input_schemas {
+            [one] => Ok(one.clone()),
+            [first, rest @ ..] => {
+                if let Some(k) = rest.iter().position(|s| s.fields() != first.fields()) {
                     return Err(self.prepare_error(
-                        format!("{}.inputs[{k}]", node.origin),
-                        weir_api::Error::config(
-                            format!("{}.inputs[{k}]", node.origin),
-                            format!(
-                                "`{id}` ({}) reads an updating stream (its rows insert, \
-                                 retract and replace results), which this operator cannot \
-                                 take: it would count retractions as new rows",
-                                node.type_name
-                            ),
+                        format!("{}.inputs[{}]", node.origin, k + 1),
+                        weir_api::Error::schema(
+                            format!("sink `{id}`"),
+                            "all inputs of a sink must have the same schema",
                         ),
                     ));
                 }
-                self.schemas.insert((id.clone(), None), op.output_schema());
-                for side in op.side_outputs() {
-                    self.schemas
-                        .insert((id.clone(), Some(side.name)), side.schema);
-                }
-                PreparedNode::Operator(op)
+                Ok(first.clone())
             }
-            NodeKind::Sink => {
-                let factory = registry
-                    .sink(&node.type_name)
-                    .ok_or_else(|| unknown("sink connector", "connector", registry.sink_names()))?;
-                let input_schema = match input_schemas.as_slice() {
-                    [one] => one.clone(),
-                    [first, rest @ ..] => {
-                        if let Some(k) = rest.iter().position(|s| s.fields() != first.fields()) {
-                            return Err(self.prepare_error(
-                                format!("{}.inputs[{}]", node.origin, k + 1),
-                                weir_api::Error::schema(
-                                    format!("sink `{id}`"),
-                                    "all inputs of a sink must have the same schema",
-                                ),
-                            ));
-                        }
-                        first.clone()
-                    }
-                    [] => {
-                        return Err(self.prepare_error(
-                            node.origin.clone(),
-                            weir_api::Error::config(&node.origin, "a sink needs an input"),
-                        ));
-                    }
-                };
-                let updating = weir_api::changelog::row_kind_index(&input_schema).is_some();
-                let sink = factory
-                    .prepare(connector_spec, input_schema)
-                    .await
-                    .map_err(|e| self.prepare_error(node.origin.clone(), e))?;
-                if updating && !sink.accepts_changes() {
-                    return Err(self.prepare_error(
-                        node.origin.clone(),
-                        weir_api::Error::config(
-                            &node.origin,
-                            format!(
-                                "sink `{id}` ({}) writes only inserts, but its input is an \
-                                 updating stream (its rows insert, retract and replace \
-                                 results); write it with a changelog format \
-                                 (`debezium-json`, `changelog-json`)",
-                                sink.describe()
-                            ),
-                        ),
-                    ));
-                }
-                PreparedNode::Sink(sink)
-            }
-        };
-        self.nodes.insert(id, prepared);
-        Ok(())
+            [] => Err(self.prepare_error(
+                node.origin.clone(),
+                weir_api::Error::config(&node.origin, "a sink needs an input"),
+            )),
+        }
     }
 
     /// A source's watermark column must be one of its columns and an event time: `Int64`

@@ -41,167 +41,237 @@ fn apply_item(
     now: i64,
     publish: &mut Vec<PublishTask>,
 ) -> Result<bool> {
-    let context = "applying a report";
-    let generation = to_i64(job.generation);
+    let report = Applying {
+        tx,
+        agent_id,
+        job,
+        generation: to_i64(job.generation),
+        now,
+    };
     match item {
         ReportItem::CommandResult {
             command_id,
             outcome,
             ..
-        } => {
-            let action = optional(
-                context,
-                tx.query_row(
-                    "SELECT action FROM outbox WHERE command_id = ?1 AND agent_id = ?2 \
-                     AND job_id = ?3 AND generation = ?4",
-                    params![command_id, agent_id, job.job_id, generation],
-                    |r| r.get::<_, String>(0),
-                ),
-            )?;
-            let Some(action) = action else {
-                return Ok(false);
-            };
-            tx.execute(
-                "UPDATE outbox SET state = 'acked', acked_at = ?1, outcome = ?2 \
-                 WHERE command_id = ?3",
-                params![now, to_stored("outcome", outcome)?, command_id],
-            )
-            .map_err(HubError::store(context))?;
-            match (outcome, from_stored::<CommandAction>("command", &action)?) {
-                (CommandOutcome::Failed { cause }, CommandAction::Run { lanes, .. }) => {
-                    for lane in lanes {
-                        tx.execute(
-                            "UPDATE assignments SET state = 'failed', cause = ?1, updated_at = ?2 \
-                             WHERE job_id = ?3 AND generation = ?4 AND lane = ?5 AND agent_id = ?6",
-                            params![cause, now, job.job_id, generation, lane, agent_id],
-                        )
-                        .map_err(HubError::store(context))?;
-                    }
-                }
-                // A lane that cannot take the checkpoint leaves it incomplete for good.
-                (
-                    CommandOutcome::Failed { .. },
-                    CommandAction::Checkpoint { checkpoint_id, .. },
-                ) => {
-                    tx.execute(
-                        "UPDATE checkpoints SET state = 'abandoned' \
-                         WHERE checkpoint_id = ?1 AND state = 'pending'",
-                        [checkpoint_id],
-                    )
-                    .map_err(HubError::store(context))?;
-                }
-                _ => {}
-            }
-            Ok(true)
-        }
+        } => report.command_result(command_id, outcome),
         ReportItem::LaneStatus {
             lane, state, cause, ..
-        } => {
-            let changed = tx
-                .execute(
-                    "UPDATE assignments SET state = ?1, cause = ?2, updated_at = ?3 \
-                     WHERE job_id = ?4 AND generation = ?5 AND lane = ?6 AND agent_id = ?7",
-                    params![
-                        state.as_str(),
-                        cause,
-                        now,
-                        job.job_id,
-                        generation,
-                        lane,
-                        agent_id
-                    ],
-                )
-                .map_err(HubError::store(context))?;
-            Ok(changed == 1)
-        }
+        } => report.lane_status(*lane, state.as_str(), cause.as_deref()),
         ReportItem::LaneCheckpoint {
             checkpoint_id,
             lane,
             epoch,
             ..
-        } => {
-            let holds = optional(
-                context,
-                tx.query_row(
-                    "SELECT 1 FROM assignments WHERE job_id = ?1 AND generation = ?2 \
-                     AND lane = ?3 AND agent_id = ?4",
-                    params![job.job_id, generation, lane, agent_id],
-                    |_| Ok(()),
-                ),
-            )?;
-            let checkpoint = optional(
-                context,
-                tx.query_row(
-                    "SELECT version_id, kind, savepoint_name, lanes, created_at FROM checkpoints \
-                     WHERE checkpoint_id = ?1 AND job_id = ?2 AND generation = ?3 \
-                     AND state = 'pending'",
-                    params![checkpoint_id, job.job_id, generation],
-                    |r| {
-                        Ok((
-                            r.get::<_, String>(0)?,
-                            r.get::<_, String>(1)?,
-                            r.get::<_, Option<String>>(2)?,
-                            r.get::<_, i64>(3)?,
-                            r.get::<_, i64>(4)?,
-                        ))
-                    },
-                ),
-            )?;
-            let (Some(()), Some((version_id, kind, savepoint_name, lane_count, created))) =
-                (holds, checkpoint)
-            else {
-                return Ok(false);
-            };
-            tx.execute(
-                "INSERT OR REPLACE INTO lane_checkpoints (checkpoint_id, lane, epoch, reported_at) \
-                 VALUES (?1, ?2, ?3, ?4)",
-                params![checkpoint_id, lane, to_i64(*epoch), now],
-            )
-            .map_err(HubError::store(context))?;
-            let lane_epochs: BTreeMap<u32, u64> = {
-                let mut stmt = tx
-                    .prepare_cached(
-                        "SELECT lane, epoch FROM lane_checkpoints WHERE checkpoint_id = ?1",
+        } => report.lane_checkpoint(checkpoint_id, *lane, *epoch, publish),
+    }
+}
+
+/// The context "applying a report" errors carry.
+const APPLYING: &str = "applying a report";
+
+/// A checkpoint still pending, as [`Applying::pending_checkpoint`] reads it: its version,
+/// kind, savepoint name, how many lanes must report it and when it was requested.
+type Pending = (String, String, Option<String>, i64, i64);
+
+/// The report being applied: its transaction, the Agent that sent it, the job at its current
+/// generation and the time now.
+struct Applying<'a, 'c> {
+    tx: &'a Transaction<'c>,
+    agent_id: &'a str,
+    job: &'a JobRow,
+    generation: i64,
+    now: i64,
+}
+
+impl Applying<'_, '_> {
+    /// A command's result: acknowledges the command sent to this Agent, then marks what its
+    /// failure leaves failed (the lanes of a `run`, a pending checkpoint); `false` for a
+    /// command the Agent was not sent.
+    fn command_result(&self, command_id: &str, outcome: &CommandOutcome) -> Result<bool> {
+        let (tx, job, generation, now) = (self.tx, self.job, self.generation, self.now);
+        let action = optional(
+            APPLYING,
+            tx.query_row(
+                "SELECT action FROM outbox WHERE command_id = ?1 AND agent_id = ?2 \
+                 AND job_id = ?3 AND generation = ?4",
+                params![command_id, self.agent_id, job.job_id, generation],
+                |r| r.get::<_, String>(0),
+            ),
+        )?;
+        let Some(action) = action else {
+            return Ok(false);
+        };
+        tx.execute(
+            "UPDATE outbox SET state = 'acked', acked_at = ?1, outcome = ?2 \
+             WHERE command_id = ?3",
+            params![now, to_stored("outcome", outcome)?, command_id],
+        )
+        .map_err(HubError::store(APPLYING))?;
+        match (outcome, from_stored::<CommandAction>("command", &action)?) {
+            (CommandOutcome::Failed { cause }, CommandAction::Run { lanes, .. }) => {
+                for lane in lanes {
+                    tx.execute(
+                        "UPDATE assignments SET state = 'failed', cause = ?1, updated_at = ?2 \
+                         WHERE job_id = ?3 AND generation = ?4 AND lane = ?5 AND agent_id = ?6",
+                        params![cause, now, job.job_id, generation, lane, self.agent_id],
                     )
-                    .map_err(HubError::store(context))?;
-                stmt.query_map([checkpoint_id], |r| {
-                    Ok((r.get::<_, u32>(0)?, r.get::<_, i64>(1)?))
-                })
-                .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
-                .map_err(HubError::store(context))?
-                .into_iter()
-                .map(|(l, e)| (l, to_u64(e)))
-                .collect()
-            };
-            if lane_epochs.len() == usize::try_from(lane_count).unwrap_or(usize::MAX) {
+                    .map_err(HubError::store(APPLYING))?;
+                }
+            }
+            // A lane that cannot take the checkpoint leaves it incomplete for good.
+            (CommandOutcome::Failed { .. }, CommandAction::Checkpoint { checkpoint_id, .. }) => {
                 tx.execute(
-                    "UPDATE checkpoints SET state = 'publishing' WHERE checkpoint_id = ?1",
+                    "UPDATE checkpoints SET state = 'abandoned' \
+                     WHERE checkpoint_id = ?1 AND state = 'pending'",
                     [checkpoint_id],
                 )
-                .map_err(HubError::store(context))?;
-                let version = version_row(tx, &version_id)?;
-                let spec: JobSpec = from_stored("job spec", &version.spec_text())?;
-                let Some(checkpoint) = spec.checkpoint else {
-                    return Ok(true);
-                };
-                publish.push(PublishTask {
-                    body: JobManifestBody {
-                        job_id: job.job_id.clone(),
-                        version_id,
-                        generation: job.generation,
-                        state_format_version: version.version.state_format_version,
-                        checkpoint_id: checkpoint_id.clone(),
-                        kind: kind_from(&kind),
-                        savepoint_name,
-                        lane_epochs,
-                        created_at: rfc3339(created),
-                        completed_at: rfc3339(now),
-                    },
-                    checkpoint,
-                });
+                .map_err(HubError::store(APPLYING))?;
             }
-            Ok(true)
+            _ => {}
         }
+        Ok(true)
+    }
+
+    /// A lane's new state, recorded on the lane's assignment to this Agent; `false` when the
+    /// Agent does not hold the lane.
+    fn lane_status(&self, lane: u32, state: &str, cause: Option<&str>) -> Result<bool> {
+        let changed = self
+            .tx
+            .execute(
+                "UPDATE assignments SET state = ?1, cause = ?2, updated_at = ?3 \
+                 WHERE job_id = ?4 AND generation = ?5 AND lane = ?6 AND agent_id = ?7",
+                params![
+                    state,
+                    cause,
+                    self.now,
+                    self.job.job_id,
+                    self.generation,
+                    lane,
+                    self.agent_id
+                ],
+            )
+            .map_err(HubError::store(APPLYING))?;
+        Ok(changed == 1)
+    }
+
+    /// A lane's durable epoch of a pending checkpoint: recorded, and when every lane has
+    /// reported, the checkpoint queued for publishing; `false` when the Agent does not hold
+    /// the lane or the checkpoint is not pending.
+    fn lane_checkpoint(
+        &self,
+        checkpoint_id: &str,
+        lane: u32,
+        epoch: u64,
+        publish: &mut Vec<PublishTask>,
+    ) -> Result<bool> {
+        let holds = self.holds_lane(lane)?;
+        let checkpoint = self.pending_checkpoint(checkpoint_id)?;
+        let (Some(()), Some(pending)) = (holds, checkpoint) else {
+            return Ok(false);
+        };
+        self.tx
+            .execute(
+                "INSERT OR REPLACE INTO lane_checkpoints (checkpoint_id, lane, epoch, reported_at) \
+                 VALUES (?1, ?2, ?3, ?4)",
+                params![checkpoint_id, lane, to_i64(epoch), self.now],
+            )
+            .map_err(HubError::store(APPLYING))?;
+        let lane_epochs = self.lane_epochs(checkpoint_id)?;
+        let lane_count = pending.3;
+        if lane_epochs.len() == usize::try_from(lane_count).unwrap_or(usize::MAX) {
+            self.publish_checkpoint(checkpoint_id, pending, lane_epochs, publish)?;
+        }
+        Ok(true)
+    }
+
+    /// Whether this Agent holds `lane` of the job's current generation (`Some(())` if so).
+    fn holds_lane(&self, lane: u32) -> Result<Option<()>> {
+        optional(
+            APPLYING,
+            self.tx.query_row(
+                "SELECT 1 FROM assignments WHERE job_id = ?1 AND generation = ?2 \
+                 AND lane = ?3 AND agent_id = ?4",
+                params![self.job.job_id, self.generation, lane, self.agent_id],
+                |_| Ok(()),
+            ),
+        )
+    }
+
+    /// Checkpoint `checkpoint_id` of the job's current generation, if it is still pending.
+    fn pending_checkpoint(&self, checkpoint_id: &str) -> Result<Option<Pending>> {
+        optional(
+            APPLYING,
+            self.tx.query_row(
+                "SELECT version_id, kind, savepoint_name, lanes, created_at FROM checkpoints \
+                 WHERE checkpoint_id = ?1 AND job_id = ?2 AND generation = ?3 \
+                 AND state = 'pending'",
+                params![checkpoint_id, self.job.job_id, self.generation],
+                |r| {
+                    Ok((
+                        r.get::<_, String>(0)?,
+                        r.get::<_, String>(1)?,
+                        r.get::<_, Option<String>>(2)?,
+                        r.get::<_, i64>(3)?,
+                        r.get::<_, i64>(4)?,
+                    ))
+                },
+            ),
+        )
+    }
+
+    /// The durable epoch every lane reported so far for `checkpoint_id`, by lane.
+    fn lane_epochs(&self, checkpoint_id: &str) -> Result<BTreeMap<u32, u64>> {
+        let mut stmt = self
+            .tx
+            .prepare_cached("SELECT lane, epoch FROM lane_checkpoints WHERE checkpoint_id = ?1")
+            .map_err(HubError::store(APPLYING))?;
+        Ok(stmt
+            .query_map([checkpoint_id], |r| {
+                Ok((r.get::<_, u32>(0)?, r.get::<_, i64>(1)?))
+            })
+            .and_then(|rows| rows.collect::<rusqlite::Result<Vec<_>>>())
+            .map_err(HubError::store(APPLYING))?
+            .into_iter()
+            .map(|(l, e)| (l, to_u64(e)))
+            .collect())
+    }
+
+    /// Marks checkpoint `checkpoint_id`, which every lane reported, as publishing and queues
+    /// its manifest, when its version's spec says where manifests go.
+    fn publish_checkpoint(
+        &self,
+        checkpoint_id: &str,
+        (version_id, kind, savepoint_name, _, created): Pending,
+        lane_epochs: BTreeMap<u32, u64>,
+        publish: &mut Vec<PublishTask>,
+    ) -> Result<()> {
+        self.tx
+            .execute(
+                "UPDATE checkpoints SET state = 'publishing' WHERE checkpoint_id = ?1",
+                [checkpoint_id],
+            )
+            .map_err(HubError::store(APPLYING))?;
+        let version = version_row(self.tx, &version_id)?;
+        let spec: JobSpec = from_stored("job spec", &version.spec_text())?;
+        let Some(checkpoint) = spec.checkpoint else {
+            return Ok(());
+        };
+        publish.push(PublishTask {
+            body: JobManifestBody {
+                job_id: self.job.job_id.clone(),
+                version_id,
+                generation: self.job.generation,
+                state_format_version: version.version.state_format_version,
+                checkpoint_id: checkpoint_id.to_owned(),
+                kind: kind_from(&kind),
+                savepoint_name,
+                lane_epochs,
+                created_at: rfc3339(created),
+                completed_at: rfc3339(self.now),
+            },
+            checkpoint,
+        });
+        Ok(())
     }
 }
 

@@ -217,47 +217,13 @@ fn explain_text(plans: &weir::CompiledPlans) -> Result<String> {
 async fn dispatch(cli: Cli) -> Result<()> {
     let engine = Engine::new();
     match cli.command {
-        Command::Hub(args) => hub_cmd::run(args).await?,
-        Command::Agent(args) => agent_cmd::run(args).await?,
-        Command::Jobs { hub, command } => jobs_cmd::jobs(&hub, command).await?,
-        Command::Agents { hub, command } => jobs_cmd::agents(&hub, command).await?,
-        Command::Plan { job, parallelism } => {
-            let Loaded { spec, file, .. } = load(&engine, &job, parallelism).await?;
-            let plans = weir::CompiledPlans::compile(&spec, Some(&file))?;
-            print_stdout(&plans.to_json_pretty())?;
-        }
+        Command::Hub(args) => hub_cmd::run(args).await,
+        Command::Agent(args) => agent_cmd::run(args).await,
+        Command::Jobs { hub, command } => jobs_cmd::jobs(&hub, command).await,
+        Command::Agents { hub, command } => jobs_cmd::agents(&hub, command).await,
+        Command::Plan { job, parallelism } => plan_command(&engine, &job, parallelism).await,
         Command::Validate { job, parallelism } => {
-            let Loaded {
-                spec,
-                file,
-                positions,
-                ..
-            } = load(&engine, &job, parallelism).await?;
-            let prepared = engine
-                .prepare(&spec, Some(&file))
-                .await
-                .map_err(|e| weir::locate_sql_error(e, &positions))?;
-            let plan = prepared.partitioned();
-            let mut text = format!(
-                "{file}: valid: {} operators in {} vertices, {} tasks",
-                plan.vertices.iter().map(|v| v.chain.len()).sum::<usize>(),
-                plan.vertices.len(),
-                plan.checkpoint_ack_set.len()
-            );
-            for v in &plan.vertices {
-                for node in &v.chain {
-                    let describe = prepared
-                        .nodes
-                        .get(&node.operator_id)
-                        .map(|n| n.describe())
-                        .unwrap_or_default();
-                    text.push_str(&format!(
-                        "\n  {} (x{}): {describe}",
-                        node.operator_id, v.parallelism
-                    ));
-                }
-            }
-            print_stdout(&text)?;
+            validate_command(&engine, &job, parallelism).await
         }
         Command::Run {
             job,
@@ -270,133 +236,259 @@ async fn dispatch(cli: Cli) -> Result<()> {
             metrics_addr,
             ui,
         } => {
-            let Loaded {
-                spec,
-                file,
-                explain,
-                sql,
-                positions,
-            } = load(&engine, &job, parallelism).await?;
-            let prepared = engine
-                .prepare_retrying(&spec, Some(&file))
-                .await
-                .map_err(|e| weir::locate_sql_error(e, &positions))?;
-            if explain {
-                print_stdout(&explain_text(&prepared.plans)?)?;
-                return Ok(());
-            }
-            let checkpoint_storage = checkpoint_dir
-                .as_deref()
-                .map(|dir| {
-                    // The job's S3 options go with an s3:// directory only: a local override of
-                    // a job that checkpoints to S3 needs none.
-                    let s3 = prepared
-                        .plans
-                        .checkpoint
-                        .as_ref()
-                        .and_then(|c| c.s3.as_ref())
-                        .filter(|_| weir::api::is_s3_url(dir));
-                    weir::CheckpointLocation::from_dir_option(dir, s3)
-                })
-                .transpose()
-                .context("opening the checkpoint directory")?;
-            if checkpoint_storage.is_some() && prepared.plans.checkpoint.is_none() {
-                anyhow::bail!(
-                    "{file}: --checkpoint-dir given, but the job takes no checkpoints: add a \
-                     `checkpoint` section (SQL: SET 'checkpoint.interval' = '1s')"
-                );
-            }
-            // What the workbench shows, and its address bound before the job starts.
-            let ui = match ui {
-                Some(addr) => {
-                    let storage = match (&checkpoint_storage, &prepared.plans.checkpoint) {
-                        (Some(storage), _) => Some(storage.clone()),
-                        (None, Some(c)) => Some(
-                            // Resolved already, with every variable of this process.
-                            weir_hub::checkpoint_storage(c, &weir::api::secrets::EnvAccess::All)
-                                .context("opening the checkpoint directory")?,
-                        ),
-                        (None, None) => None,
-                    };
-                    let info = local_ui::LocalJobInfo::new(&prepared, &spec, sql, storage)?;
-                    let listener = tokio::net::TcpListener::bind(&addr)
-                        .await
-                        .with_context(|| format!("binding the workbench address {addr}"))?;
-                    Some((info, listener))
-                }
-                None => None,
-            };
-            let options = weir::RunOptions {
+            let args = RunArgs {
+                job,
+                parallelism,
+                json,
                 state_dir,
-                checkpoint_storage,
+                checkpoint_dir,
                 restore,
                 accept_duplicates,
+                metrics_addr,
+                ui,
             };
-            let job_id = prepared.partitioned().job_id.to_string();
-            // Bound before the job starts: a busy address is refused before anything runs.
-            let metrics_listener = match &metrics_addr {
-                Some(addr) => Some(
-                    weir_metrics::bind(addr)
-                        .await
-                        .context("starting the metrics endpoint")?,
-                ),
-                None => None,
-            };
-            let running = engine
-                .start_with(prepared, options)
-                .await
-                .context("starting the job")?;
-            // Kept until the job ends; dropping it stops the endpoint.
-            let _metrics_server = match metrics_listener {
-                Some(listener) => {
-                    let handle = weir_metrics::JobHandle {
-                        job: job_id,
-                        metrics: running.metrics().clone(),
-                        checkpoints: running.checkpoint_probe(),
-                    };
-                    let server = listener
-                        .serve(std::sync::Arc::new(handle))
-                        .context("starting the metrics endpoint")?;
-                    eprintln!("metrics: http://{}/metrics", server.local_addr());
-                    Some(server)
-                }
-                None => None,
-            };
-            let ui = match ui {
-                Some((info, listener)) => {
-                    let job = info.running(&running);
-                    let sampler = job.spawn_sampler();
-                    let addr = listener.local_addr()?;
-                    let app = local_ui::router(job.clone());
-                    let server = tokio::spawn(async move { axum::serve(listener, app).await });
-                    eprintln!("workbench: http://{addr}/");
-                    Some((job, sampler, server))
-                }
-                None => None,
-            };
-            let progress = std::io::stderr()
-                .is_terminal()
-                .then(|| summary::Progress::start(running.metrics().clone()));
-            let result = running.wait().await;
-            if let Some(p) = progress {
-                p.finish().await;
-            }
-            if let Some((job, sampler, server)) = ui {
-                sampler.abort();
-                job.ended(result.as_ref().err().map(ToString::to_string));
-                report_run(&result, json)?;
-                eprintln!("the job ended; the workbench stays up until Ctrl-C");
-                tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
-                    served = server => { served??; }
-                }
-                result?;
-                return Ok(());
-            }
-            report_run(&result, json)?;
-            result?;
+            run_command(&engine, args).await
         }
     }
+}
+
+/// `weir plan`: prints every plan of the job as JSON.
+async fn plan_command(engine: &Engine, job: &Path, parallelism: Option<u32>) -> Result<()> {
+    let Loaded { spec, file, .. } = load(engine, job, parallelism).await?;
+    let plans = weir::CompiledPlans::compile(&spec, Some(&file))?;
+    print_stdout(&plans.to_json_pretty())
+}
+
+/// `weir validate`: prepares the job as `run` would and prints its operators, starting nothing.
+async fn validate_command(engine: &Engine, job: &Path, parallelism: Option<u32>) -> Result<()> {
+    let Loaded {
+        spec,
+        file,
+        positions,
+        ..
+    } = load(engine, job, parallelism).await?;
+    let prepared = engine
+        .prepare(&spec, Some(&file))
+        .await
+        .map_err(|e| weir::locate_sql_error(e, &positions))?;
+    let plan = prepared.partitioned();
+    let mut text = format!(
+        "{file}: valid: {} operators in {} vertices, {} tasks",
+        plan.vertices.iter().map(|v| v.chain.len()).sum::<usize>(),
+        plan.vertices.len(),
+        plan.checkpoint_ack_set.len()
+    );
+    for v in &plan.vertices {
+        for node in &v.chain {
+            let describe = prepared
+                .nodes
+                .get(&node.operator_id)
+                .map(|n| n.describe())
+                .unwrap_or_default();
+            text.push_str(&format!(
+                "\n  {} (x{}): {describe}",
+                node.operator_id, v.parallelism
+            ));
+        }
+    }
+    print_stdout(&text)
+}
+
+/// The flags of `weir run` (see [`Command::Run`]).
+struct RunArgs {
+    job: PathBuf,
+    parallelism: Option<u32>,
+    json: bool,
+    state_dir: Option<PathBuf>,
+    checkpoint_dir: Option<String>,
+    restore: Option<weir::RestoreFrom>,
+    accept_duplicates: bool,
+    metrics_addr: Option<String>,
+    ui: Option<String>,
+}
+
+/// A running job's workbench: the job it shows, the task sampling its rates and the server.
+type Workbench = (
+    std::sync::Arc<local_ui::LocalJob>,
+    tokio::task::JoinHandle<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+);
+
+/// `weir run`: prepares the job (or prints its plans for EXPLAIN), binds the metrics and
+/// workbench addresses, runs it to its end and prints the summary.
+async fn run_command(engine: &Engine, args: RunArgs) -> Result<()> {
+    let Loaded {
+        spec,
+        file,
+        explain,
+        sql,
+        positions,
+    } = load(engine, &args.job, args.parallelism).await?;
+    let prepared = engine
+        .prepare_retrying(&spec, Some(&file))
+        .await
+        .map_err(|e| weir::locate_sql_error(e, &positions))?;
+    if explain {
+        print_stdout(&explain_text(&prepared.plans)?)?;
+        return Ok(());
+    }
+    let checkpoint_storage = checkpoint_override(&prepared, args.checkpoint_dir.as_deref(), &file)?;
+    // What the workbench shows, and its address bound before the job starts.
+    let ui = match args.ui {
+        Some(addr) => {
+            Some(bind_workbench(&prepared, &spec, sql, checkpoint_storage.as_ref(), &addr).await?)
+        }
+        None => None,
+    };
+    let options = weir::RunOptions {
+        state_dir: args.state_dir,
+        checkpoint_storage,
+        restore: args.restore,
+        accept_duplicates: args.accept_duplicates,
+    };
+    let job_id = prepared.partitioned().job_id.to_string();
+    // Bound before the job starts: a busy address is refused before anything runs.
+    let metrics_listener = match &args.metrics_addr {
+        Some(addr) => Some(
+            weir_metrics::bind(addr)
+                .await
+                .context("starting the metrics endpoint")?,
+        ),
+        None => None,
+    };
+    let running = engine
+        .start_with(prepared, options)
+        .await
+        .context("starting the job")?;
+    // Kept until the job ends; dropping it stops the endpoint.
+    let _metrics_server = match metrics_listener {
+        Some(listener) => Some(serve_metrics(listener, job_id, &running)?),
+        None => None,
+    };
+    let ui = match ui {
+        Some((info, listener)) => Some(serve_workbench(info, listener, &running)?),
+        None => None,
+    };
+    wait_and_report(running, ui, args.json).await
+}
+
+/// The checkpoint storage `--checkpoint-dir` names, if given, with the job's S3 options for an
+/// s3:// directory; refused for a job that takes no checkpoints.
+fn checkpoint_override(
+    prepared: &weir::PreparedJob,
+    checkpoint_dir: Option<&str>,
+    file: &str,
+) -> Result<Option<weir::CheckpointLocation>> {
+    let checkpoint_storage = checkpoint_dir
+        .map(|dir| {
+            // The job's S3 options go with an s3:// directory only: a local override of a job
+            // that checkpoints to S3 needs none.
+            let s3 = prepared
+                .plans
+                .checkpoint
+                .as_ref()
+                .and_then(|c| c.s3.as_ref())
+                .filter(|_| weir::api::is_s3_url(dir));
+            weir::CheckpointLocation::from_dir_option(dir, s3)
+        })
+        .transpose()
+        .context("opening the checkpoint directory")?;
+    if checkpoint_storage.is_some() && prepared.plans.checkpoint.is_none() {
+        anyhow::bail!(
+            "{file}: --checkpoint-dir given, but the job takes no checkpoints: add a \
+             `checkpoint` section (SQL: SET 'checkpoint.interval' = '1s')"
+        );
+    }
+    Ok(checkpoint_storage)
+}
+
+/// What the workbench at `addr` shows of the job (its checkpoints read from the override or
+/// the job's own directory), and its address bound before the job starts.
+async fn bind_workbench(
+    prepared: &weir::PreparedJob,
+    spec: &JobSpec,
+    sql: Option<String>,
+    checkpoint_storage: Option<&weir::CheckpointLocation>,
+    addr: &str,
+) -> Result<(local_ui::LocalJobInfo, tokio::net::TcpListener)> {
+    let storage = match (checkpoint_storage, &prepared.plans.checkpoint) {
+        (Some(storage), _) => Some(storage.clone()),
+        (None, Some(c)) => Some(
+            // Resolved already, with every variable of this process.
+            weir_hub::checkpoint_storage(c, &weir::api::secrets::EnvAccess::All)
+                .context("opening the checkpoint directory")?,
+        ),
+        (None, None) => None,
+    };
+    let info = local_ui::LocalJobInfo::new(prepared, spec, sql, storage)?;
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .with_context(|| format!("binding the workbench address {addr}"))?;
+    Ok((info, listener))
+}
+
+/// Serves the running job's metrics on `listener` (printing its address), until the returned
+/// server is dropped.
+fn serve_metrics(
+    listener: weir_metrics::MetricsListener,
+    job_id: String,
+    running: &weir::RunningJob,
+) -> Result<weir_metrics::MetricsServer> {
+    let handle = weir_metrics::JobHandle {
+        job: job_id,
+        metrics: running.metrics().clone(),
+        checkpoints: running.checkpoint_probe(),
+    };
+    let server = listener
+        .serve(std::sync::Arc::new(handle))
+        .context("starting the metrics endpoint")?;
+    eprintln!("metrics: http://{}/metrics", server.local_addr());
+    Ok(server)
+}
+
+/// Starts serving the workbench of the running job on `listener`, with its rates sampled.
+fn serve_workbench(
+    info: local_ui::LocalJobInfo,
+    listener: tokio::net::TcpListener,
+    running: &weir::RunningJob,
+) -> Result<Workbench> {
+    let job = info.running(running);
+    let sampler = job.spawn_sampler();
+    let addr = listener.local_addr()?;
+    let app = local_ui::router(job.clone());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    eprintln!("workbench: http://{addr}/");
+    Ok((job, sampler, server))
+}
+
+/// Waits for the job to end (a progress bar on a terminal) and prints its summary; with a
+/// workbench, keeps serving it until Ctrl-C.
+async fn wait_and_report(
+    running: weir::RunningJob,
+    ui: Option<Workbench>,
+    json: bool,
+) -> Result<()> {
+    let progress = std::io::stderr()
+        .is_terminal()
+        .then(|| summary::Progress::start(running.metrics().clone()));
+    let result = running.wait().await;
+    if let Some(p) = progress {
+        p.finish().await;
+    }
+    if let Some((job, sampler, server)) = ui {
+        sampler.abort();
+        job.ended(result.as_ref().err().map(ToString::to_string));
+        report_run(&result, json)?;
+        eprintln!("the job ended; the workbench stays up until Ctrl-C");
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            served = server => { served??; }
+        }
+        result?;
+        return Ok(());
+    }
+    report_run(&result, json)?;
+    result?;
     Ok(())
 }
 

@@ -38,7 +38,13 @@ pub(super) fn interval(
             upper: offset,
             window: true,
         };
-        return Some((interval, Vec::new()));
+        // What the ON clause says besides the keys and the windows is the pairs' condition.
+        let residual = join
+            .filter
+            .as_ref()
+            .map(|f| split_conjunction(f).into_iter().cloned().collect())
+            .unwrap_or_default();
+        return Some((interval, residual));
     }
     if left.rowtimes.is_empty() || right.rowtimes.is_empty() {
         return None;

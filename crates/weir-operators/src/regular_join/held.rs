@@ -10,7 +10,8 @@
 //! shard found empty in keyed state when first touched stays so until rows are released.
 
 use super::ROWS;
-use std::collections::{HashMap, hash_map};
+use hashbrown::hash_map::{Entry as MapEntry, EntryRef};
+use std::collections::HashMap as StdHashMap;
 use weir_api::state::NamespaceRange;
 use weir_api::{Error, KeyedStateStore, Result, StateShardId};
 
@@ -58,13 +59,17 @@ struct KeyRows {
     complete: bool,
     /// By encoded row; a count of no copies is a removal keyed state has yet to see. Hashed,
     /// not ordered: the order pairs are emitted in within a batch changes no table.
-    rows: HashMap<Vec<u8>, Entry, KeyHasher>,
+    rows: HashMap<Vec<u8>, Entry>,
 }
 
 /// A fast hash of short byte strings for the encoded keys and rows, with a fixed seed so that
 /// a run's order of pairs repeats (they come from the job's data, but a flood of colliding
 /// rows only slows the one operator that holds them, like any skewed key).
 type KeyHasher = foldhash::fast::FixedState;
+
+/// hashbrown's map, for `entry_ref`: a lookup by a borrowed key hashes it once and copies it
+/// only when it is inserted.
+type HashMap<K, V> = hashbrown::HashMap<K, V, KeyHasher>;
 
 /// Roughly what a held key and a held row cost beyond their bytes.
 const KEY_OVERHEAD: usize = 96;
@@ -73,9 +78,9 @@ const ROW_OVERHEAD: usize = 64;
 /// Both sides' held rows.
 #[derive(Debug, Default)]
 pub(super) struct Held {
-    sides: [HashMap<Vec<u8>, KeyRows, KeyHasher>; 2],
+    sides: [HashMap<Vec<u8>, KeyRows>; 2],
     /// Per state shard touched: whether keyed state holds nothing of it that is not held.
-    whole: HashMap<u32, bool>,
+    whole: StdHashMap<u32, bool>,
     /// Bytes the held rows take, roughly.
     bytes: usize,
 }
@@ -84,21 +89,6 @@ impl Held {
     /// Bytes the held rows take, roughly.
     pub(super) fn bytes(&self) -> usize {
         self.bytes
-    }
-
-    /// Whether every row of `shard` in keyed state is held, finding out on its first touch.
-    fn is_whole(&mut self, store: &mut dyn KeyedStateStore, shard: u32) -> Result<bool> {
-        if let Some(&whole) = self.whole.get(&shard) {
-            return Ok(whole);
-        }
-        let mut empty = true;
-        for name in ROWS {
-            empty &= store
-                .scan(name, StateShardId(shard), NamespaceRange::ALL, Some(1))?
-                .is_empty();
-        }
-        self.whole.insert(shard, empty);
-        Ok(empty)
     }
 
     /// The held rows of `key` on `side`, created (empty, complete when its shard is whole),
@@ -110,22 +100,23 @@ impl Held {
         key: &[u8],
         shard: u32,
     ) -> Result<(&mut KeyRows, &mut usize)> {
-        if !self.sides[side].contains_key(key) {
-            let complete = self.is_whole(store, shard)?;
-            self.bytes += key.len() + KEY_OVERHEAD;
-            self.sides[side].insert(
-                key.to_vec(),
-                KeyRows {
+        let Held {
+            sides,
+            whole,
+            bytes,
+        } = self;
+        let held = match sides[side].entry_ref(key) {
+            EntryRef::Occupied(held) => held.into_mut(),
+            EntryRef::Vacant(vacant) => {
+                let complete = is_whole(whole, store, shard)?;
+                *bytes += key.len() + KEY_OVERHEAD;
+                vacant.insert(KeyRows {
                     shard,
                     complete,
                     rows: HashMap::default(),
-                },
-            );
-        }
-        let Held { sides, bytes, .. } = self;
-        let held = sides[side]
-            .get_mut(key)
-            .ok_or_else(|| Error::Internal("held join rows vanished".into()))?;
+                })
+            }
+        };
         Ok((held, bytes))
     }
 
@@ -140,37 +131,29 @@ impl Held {
         row: &[u8],
     ) -> Result<&mut Count> {
         let (held, bytes) = self.key_rows(store, side, key, shard)?;
-        let mut added = 0;
-        let entry = if held.complete {
-            held.rows.entry(row.to_vec()).or_insert_with(|| {
-                added = row.len() + ROW_OVERHEAD;
-                Entry::default()
-            })
-        } else {
-            if !held.rows.contains_key(row) {
-                store.set_current_key(key, StateShardId(shard));
-                store.set_current_namespace(&[]);
-                let count = match store.get(ROWS[side], row)? {
-                    Some(payload) => Count::decode(&payload)?,
-                    None => Count::default(),
+        let entry = match held.rows.entry_ref(row) {
+            EntryRef::Occupied(entry) => entry.into_mut(),
+            EntryRef::Vacant(vacant) => {
+                let count = if held.complete {
+                    Count::default()
+                } else {
+                    store.set_current_key(key, StateShardId(shard));
+                    store.set_current_namespace(&[]);
+                    match store.get(ROWS[side], row)? {
+                        Some(payload) => Count::decode(&payload)?,
+                        None => Count::default(),
+                    }
                 };
-                added = row.len() + ROW_OVERHEAD;
-                held.rows.insert(
-                    row.to_vec(),
-                    Entry {
-                        count,
-                        dirty: false,
-                    },
-                );
+                *bytes += row.len() + ROW_OVERHEAD;
+                vacant.insert(Entry {
+                    count,
+                    dirty: false,
+                })
             }
-            held.rows
-                .get_mut(row)
-                .ok_or_else(|| Error::Internal("a held join row vanished".into()))?
         };
         // A slot left with no copies is a removal for keyed state (harmless if it was never
         // there), so every clean held row has copies.
         entry.dirty = true;
-        *bytes += added;
         Ok(&mut entry.count)
     }
 
@@ -191,7 +174,7 @@ impl Held {
         store.set_current_namespace(&[]);
         for (row, payload) in store.entries(ROWS[side])? {
             let size = row.len() + ROW_OVERHEAD;
-            if let hash_map::Entry::Vacant(slot) = held.rows.entry(row) {
+            if let MapEntry::Vacant(slot) = held.rows.entry(row) {
                 *bytes += size;
                 slot.insert(Entry {
                     count: Count::decode(&payload)?,
@@ -266,4 +249,24 @@ impl Held {
         }
         Ok(())
     }
+}
+
+/// Whether every row of `shard` in keyed state is held (`whole` remembers it per shard),
+/// finding out on its first touch.
+fn is_whole(
+    whole: &mut StdHashMap<u32, bool>,
+    store: &mut dyn KeyedStateStore,
+    shard: u32,
+) -> Result<bool> {
+    if let Some(&known) = whole.get(&shard) {
+        return Ok(known);
+    }
+    let mut empty = true;
+    for name in ROWS {
+        empty &= store
+            .scan(name, StateShardId(shard), NamespaceRange::ALL, Some(1))?
+            .is_empty();
+    }
+    whole.insert(shard, empty);
+    Ok(empty)
 }

@@ -690,6 +690,34 @@ def machine_info():
     return {"nproc": os.cpu_count(), "cpu": cpu, "ram_gib": ram_gib}
 
 
+def cpu_times():
+    """(busy, total) jiffies of all CPUs from /proc/stat, or None where there is none."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:]]
+    except (OSError, ValueError):
+        return None
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
+    return sum(fields) - idle, sum(fields)
+
+
+def wait_quiet(limit_secs=30.0, busy_below=0.15):
+    """Waits (up to limit_secs) until the CPUs were less than busy_below busy over one second:
+    a timed run does not start while the previous one's processes (a JVM shutting down, a
+    checker) still take the cores. Returns the seconds waited."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < limit_secs:
+        before = cpu_times()
+        if before is None:
+            return 0.0
+        time.sleep(1.0)
+        after = cpu_times()
+        total = after[1] - before[1]
+        if total > 0 and (after[0] - before[0]) / total < busy_below:
+            break
+    return time.perf_counter() - started
+
+
 def loadavg():
     """The 1, 5 and 15 minute load averages, or None."""
     try:
@@ -980,6 +1008,7 @@ def run_case_inner(con, args, weir_bin, work, data_file, query, fmt, flink_jars,
     for parallelism, key in parallelisms:
         for _ in range(args.runs):
             try:
+                wait_quiet()
                 run = run_weir(weir_bin, script, parallelism)
             except RuntimeError as e:
                 fail(f"weir -p {parallelism}: {e}")
@@ -1057,6 +1086,7 @@ def run_flink_case(con, args, work, data_file, query, fmt, flink_jars, record, f
     )
     for _ in range(args.runs):
         try:
+            wait_quiet()
             run = flink_runner.run_flink(script, args.parallelism, jars)
         except RuntimeError as e:
             fail(f"flink: {e}")

@@ -285,33 +285,7 @@ impl std::fmt::Display for SourcePredicate {
 /// Whether `prune` compares columns of `data_type`: booleans, integers, floating point, text
 /// (`Utf8`, `LargeUtf8`, `Utf8View`), dates, times, timestamps and decimals.
 pub fn prunable_type(data_type: &DataType) -> bool {
-    matches!(
-        data_type,
-        DataType::Boolean
-            | DataType::Int8
-            | DataType::Int16
-            | DataType::Int32
-            | DataType::Int64
-            | DataType::UInt8
-            | DataType::UInt16
-            | DataType::UInt32
-            | DataType::UInt64
-            | DataType::Float16
-            | DataType::Float32
-            | DataType::Float64
-            | DataType::Utf8
-            | DataType::LargeUtf8
-            | DataType::Utf8View
-            | DataType::Date32
-            | DataType::Date64
-            | DataType::Time32(_)
-            | DataType::Time64(_)
-            | DataType::Timestamp(_, _)
-            | DataType::Decimal32(_, _)
-            | DataType::Decimal64(_, _)
-            | DataType::Decimal128(_, _)
-            | DataType::Decimal256(_, _)
-    )
+    crate::supports(data_type, crate::ColumnUse::Prune)
 }
 
 /// The JSON scalar `value` read as one value of `data_type` (see [`PruneCondition`] for what

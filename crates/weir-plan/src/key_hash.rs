@@ -235,41 +235,9 @@ fn unsupported(column: &str, data_type: &DataType) -> Error {
     }
 }
 
+/// Whether the key hash has an encoding for `data_type` (`weir_api::supports`, keys).
 fn is_supported(data_type: &DataType) -> bool {
-    match data_type {
-        DataType::Null
-        | DataType::Boolean
-        | DataType::Int8
-        | DataType::Int16
-        | DataType::Int32
-        | DataType::Int64
-        | DataType::UInt8
-        | DataType::UInt16
-        | DataType::UInt32
-        | DataType::UInt64
-        | DataType::Float16
-        | DataType::Float32
-        | DataType::Float64
-        | DataType::Utf8
-        | DataType::LargeUtf8
-        | DataType::Utf8View
-        | DataType::Binary
-        | DataType::LargeBinary
-        | DataType::BinaryView
-        | DataType::FixedSizeBinary(_)
-        | DataType::Date32
-        | DataType::Date64
-        | DataType::Timestamp(_, _)
-        | DataType::Time32(TimeUnit::Second | TimeUnit::Millisecond)
-        | DataType::Time64(TimeUnit::Microsecond | TimeUnit::Nanosecond)
-        | DataType::Duration(_)
-        | DataType::Decimal32(_, _)
-        | DataType::Decimal64(_, _)
-        | DataType::Decimal128(_, _)
-        | DataType::Decimal256(_, _) => true,
-        DataType::Dictionary(_, value) => is_supported(value),
-        _ => false,
-    }
+    weir_api::supports(data_type, weir_api::ColumnUse::Key)
 }
 
 /// Folds one column into the running `hashes`; on an unsupported type returns that type.

@@ -250,12 +250,14 @@ fn sql_options_read_env_references_where_the_job_runs() {
         }
         command.output().expect("weir runs")
     };
-    // Unset: an error naming the option's path and the variable, and nothing written.
+    // Unset: an error at the option in the script, naming the variable, and nothing written.
     let out = run(&[("WEIR_TEST_INPUT", "in.csv")]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(
-        err.contains("sinks[0].options.path") && err.contains("WEIR_TEST_OUTPUT is not set"),
+        err.contains("refs.sql:2:")
+            && err.contains("option 'path' of table `o`")
+            && err.contains("WEIR_TEST_OUTPUT is not set"),
         "{err}"
     );
     assert!(!work.path().join("out").exists());

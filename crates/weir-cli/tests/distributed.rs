@@ -217,6 +217,7 @@ async fn the_walk_through_job_runs_on_two_agents_as_it_runs_in_one_process() {
             .expect("copy the bundled bids");
         }
     }
+    std::fs::write(local.path().join("examples/bids-lanes.sql"), &sql).expect("write the job");
     let job = cluster.submit("bids-lanes", sql).await;
     cluster.request(&job, DesiredState::Running).await;
     cluster
@@ -247,6 +248,43 @@ async fn the_walk_through_job_runs_on_two_agents_as_it_runs_in_one_process() {
     let distributed = rows(cluster.dir()).await;
     assert!(!distributed.is_empty(), "the lanes wrote no window");
     assert_eq!(distributed, rows(local.path()).await);
+
+    // At their default log level the Hub and the Agents say what they did.
+    let log = |name: &str| {
+        std::fs::read_to_string(cluster.dir().join(format!("{name}.log"))).expect("log")
+    };
+    let (hub, agent) = (log("hub"), log("agent-0"));
+    for said in [
+        "an Agent registered",
+        "the job's desired state changed",
+        "lanes placed",
+    ] {
+        assert!(hub.contains(said), "the Hub's log lacks `{said}`:\n{hub}");
+    }
+    for said in ["Agent started", "registered with the Hub"] {
+        assert!(
+            agent.contains(said),
+            "agent-0's log lacks `{said}`:\n{agent}"
+        );
+    }
+
+    // A job the Hub refuses is named by its file.
+    std::fs::write(
+        cluster.dir().join("broken-job.sql"),
+        "INSERT INTO nowhere SELEC 1;",
+    )
+    .expect("write");
+    let refused = std::process::Command::new(cluster.weir())
+        .args(["jobs", "submit", "broken-job.sql", "--hub"])
+        .arg(format!("http://{}", cluster.hub_addr()))
+        .env("WEIR_TOKEN", &cluster.admin_token)
+        .env_remove("WEIR_TOKEN_FILE")
+        .current_dir(cluster.dir())
+        .output()
+        .expect("weir jobs submit");
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success(), "{stderr}");
+    assert!(stderr.contains("broken-job.sql"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -626,3 +626,26 @@ impl MetricsSnapshot {
         self.operators.iter().find(|o| o.operator_id == id)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The snapshot (and so the run summary) lists operators in the order the job gives them,
+    /// sources first, not by id.
+    #[test]
+    fn a_snapshot_lists_operators_in_pipeline_order() {
+        let metrics = JobMetrics::new([
+            (OperatorId::new("z_source"), "source"),
+            (OperatorId::new("m_window"), "operator"),
+            (OperatorId::new("a_sink"), "sink"),
+        ]);
+        let ids: Vec<String> = metrics
+            .snapshot()
+            .operators
+            .into_iter()
+            .map(|o| o.operator_id)
+            .collect();
+        assert_eq!(ids, ["z_source", "m_window", "a_sink"]);
+    }
+}

@@ -41,13 +41,14 @@ pub struct Proc {
 }
 
 impl Proc {
-    /// Starts `weir <args>` in `dir`, its stderr in `<dir>/<name>.log`.
+    /// Starts `weir <args>` in `dir`, its stderr in `<dir>/<name>.log`, logging at the default
+    /// level a user gets (no `RUST_LOG`).
     pub fn spawn(name: &str, args: &[&str], dir: &Path) -> Proc {
         let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
         let child = Command::new(weir_bin())
             .args(args)
             .current_dir(dir)
-            .env("RUST_LOG", "info")
+            .env_remove("RUST_LOG")
             .env("NO_COLOR", "1")
             .stdin(Stdio::null())
             .stdout(Stdio::null())

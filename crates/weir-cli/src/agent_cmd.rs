@@ -118,7 +118,7 @@ fn allow_list(paths: Vec<PathBuf>, urls: Vec<String>) -> Result<Option<weir::api
 }
 
 /// Ctrl-C, or SIGTERM on Unix (what systemd and Kubernetes send).
-async fn shutdown_signal() {
+pub(crate) async fn shutdown_signal() {
     #[cfg(unix)]
     {
         let mut term =

@@ -204,6 +204,9 @@ async fn serve(args: ServeArgs) -> Result<()> {
         "weir hub listening on {scheme}://{addr} (store {})",
         db.display()
     );
-    hub.serve(listener, tls).await?;
+    tokio::select! {
+        served = hub.serve(listener, tls) => served?,
+        () = crate::agent_cmd::shutdown_signal() => eprintln!("weir hub stopped (signal)"),
+    }
     Ok(())
 }

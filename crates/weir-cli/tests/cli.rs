@@ -566,3 +566,36 @@ sinks:
         "{again}"
     );
 }
+
+/// `weir hub` says where it listens when it starts and that it stopped when SIGTERM (what
+/// systemd sends) stops it, and exits cleanly.
+#[cfg(unix)]
+#[test]
+fn the_hub_says_it_started_and_stopped() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut hub = Command::new(env!("CARGO_BIN_EXE_weir"))
+        .args(["hub", "--listen", "127.0.0.1:0", "--db", "hub.sqlite"])
+        .current_dir(dir.path())
+        .env_remove("RUST_LOG")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("weir hub starts");
+    let mut stderr = std::io::BufReader::new(hub.stderr.take().expect("stderr"));
+    let mut said = String::new();
+    while !said.contains("weir hub listening on") {
+        let mut line = String::new();
+        let read = std::io::BufRead::read_line(&mut stderr, &mut line).expect("stderr line");
+        assert!(read > 0, "the Hub ended before it listened: {said}");
+        said.push_str(&line);
+    }
+    let killed = Command::new("kill")
+        .args(["-TERM", &hub.id().to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(killed.success());
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).expect("stderr");
+    let status = hub.wait().expect("the Hub ends");
+    assert!(status.success(), "{status:?}: {said}{rest}");
+    assert!(rest.contains("weir hub stopped"), "{said}{rest}");
+}

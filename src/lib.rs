@@ -40,15 +40,12 @@ pub use weir_runtime::{
 /// `positions` ([`sql::SqlJob::positions`]) turns into the file's line and column and the words
 /// of the script (`option 'format' of table `bids``). Other errors are returned as they are.
 pub fn locate_sql_error(error: Error, positions: &sql::SpecPositions) -> Error {
-    let Error::Prepare { file, path, source } = error else {
+    let Some(origin) = prepare_error_path(&error).and_then(|p| positions.locate(p)) else {
         return error;
     };
-    let inner = match &source {
-        api::Error::Config { path, .. } => path.as_str(),
-        _ => path.as_str(),
-    };
-    let Some(origin) = positions.locate(inner) else {
-        return Error::Prepare { file, path, source };
+    let origin = origin.clone();
+    let Error::Prepare { file, source, .. } = error else {
+        return error;
     };
     let source = match source {
         api::Error::Config { message, .. } => api::Error::Config {
@@ -61,6 +58,19 @@ pub fn locate_sql_error(error: Error, positions: &sql::SpecPositions) -> Error {
         file: format!("{file}:{}", origin.position),
         path: origin.what.clone(),
         source,
+    }
+}
+
+/// The JSON path of the spec field a deep-build error blames: an option's own path where the
+/// error is about one (`sources[0].options.format`), else the node's; `None` for other errors.
+pub fn prepare_error_path(error: &Error) -> Option<&str> {
+    match error {
+        Error::Prepare {
+            source: api::Error::Config { path, .. },
+            ..
+        }
+        | Error::Prepare { path, .. } => Some(path),
+        _ => None,
     }
 }
 

@@ -113,14 +113,7 @@ fn runtime_error(e: &weir::Error) -> ValidationError {
 /// and words ([`weir::locate_sql_error`]), and so do `line` and `column`; `path` stays the
 /// compiled spec's JSON path.
 fn sql_runtime_error(e: weir::Error, positions: &weir::sql::SpecPositions) -> ValidationError {
-    let path = match &e {
-        weir::Error::Prepare {
-            source: weir::api::Error::Config { path, .. },
-            ..
-        }
-        | weir::Error::Prepare { path, .. } => Some(path.clone()),
-        _ => None,
-    };
+    let path = weir::prepare_error_path(&e).map(str::to_owned);
     let at = path
         .as_deref()
         .and_then(|p| positions.locate(p))

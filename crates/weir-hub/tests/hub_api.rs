@@ -672,3 +672,36 @@ async fn lanes_are_placed_only_where_the_allow_lists_take_the_job() {
         .collect();
     assert_eq!(on, [Some("wide".to_owned())]);
 }
+
+/// A SQL job's deep-build error is reported at the `CREATE TABLE` option that wrote it: line
+/// and column of the script, the script's words in the message, the spec's JSON path as `path`.
+#[tokio::test]
+async fn a_sql_jobs_bad_option_is_reported_at_its_line_and_column() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = fresh_hub(dir.path()).await;
+    let sql = "SET 'checkpoint.interval' = '1s';\n\
+               CREATE TABLE t (a BIGINT) WITH ('connector' = 'filesystem', 'path' = 'in.csv', 'format' = 'xml');\n\
+               CREATE TABLE o (a BIGINT) WITH ('connector' = 'blackhole');\n\
+               INSERT INTO o SELECT a FROM t;\n";
+    let refused = t
+        .client
+        .validate(&ValidateRequest {
+            name: Some("bad-format".into()),
+            sql: Some(sql.into()),
+            spec: None,
+        })
+        .await
+        .unwrap();
+    assert!(!refused.valid, "{refused:?}");
+    let error = &refused.errors[0];
+    assert_eq!(
+        (error.line, error.column),
+        (Some(2), Some(80)),
+        "{refused:?}"
+    );
+    assert_eq!(error.path.as_deref(), Some("sources[0].options.format"));
+    assert!(
+        error.message.contains("option 'format' of table `t`"),
+        "{refused:?}"
+    );
+}

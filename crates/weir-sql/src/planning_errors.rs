@@ -72,8 +72,11 @@ fn located(stmt: &Statement, message: &str, at: Option<Position>) -> SqlError {
             .and_then(|f| stmt.find_word(f))
     };
     let named = || {
-        ["No field named ", "table '", "'"]
-            .iter()
+        // The column of "'x' must appear in GROUP BY" is its first quoted word.
+        let grouped = cleaned.contains("must appear in GROUP BY").then_some("'");
+        ["No field named ", "table '"]
+            .into_iter()
+            .chain(grouped)
             .find_map(|marker| {
                 let at = cleaned.find(marker)? + marker.len();
                 let rest = &cleaned[at..];

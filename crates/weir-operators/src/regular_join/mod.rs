@@ -20,6 +20,7 @@
 
 mod held;
 mod operator;
+mod row_set;
 #[cfg(test)]
 mod tests;
 
@@ -105,6 +106,8 @@ pub(crate) struct Config {
     pub(crate) output: SchemaRef,
     /// Whether the output carries row kinds.
     pub(crate) updating: bool,
+    /// Per side, whether its input carries row kinds (retractions).
+    pub(crate) updating_inputs: [bool; 2],
     /// The columns of a pair, left then right, all nullable: what `condition` reads.
     pub(crate) pair: SchemaRef,
     pub(crate) condition: Option<Arc<dyn PhysicalExpr>>,
@@ -214,6 +217,7 @@ impl OperatorFactory for RegularJoinFactory {
             key_names: [options.left_keys, options.right_keys],
             output: Arc::new(Schema::new(fields)),
             updating,
+            updating_inputs: kinds.map(|k| k.is_some()),
             pair,
             condition,
             ttl: options.state_ttl.filter(|d| d.0 > 0),

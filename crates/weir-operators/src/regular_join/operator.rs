@@ -13,8 +13,8 @@ use weir_state::row_codec::{decode_rows, encode_rows};
 
 /// A row of the other side, held for a key of the batch.
 struct Other {
-    /// Its bytes, kept only on a padded side (where its count of matches changes).
-    row: Vec<u8>,
+    /// Its position among the key's held rows (where a changed count of matches goes).
+    at: usize,
     count: Count,
     changed: bool,
 }
@@ -63,10 +63,10 @@ pub(crate) struct RegularJoinOperator {
 impl RegularJoinOperator {
     pub(crate) fn new(cfg: Arc<Config>, store: Box<dyn KeyedStateStore>, shard_count: u32) -> Self {
         Self {
+            held: Held::new(cfg.updating_inputs),
             cfg,
             store,
             shard_count,
-            held: Held::default(),
         }
     }
 
@@ -132,8 +132,8 @@ impl RegularJoinOperator {
         })
     }
 
-    /// The other side's rows of every key group, read once; their bytes are kept only where
-    /// their counts may change (a padded side), their columns decoded for the pairs.
+    /// The other side's rows of every key group, read once, their columns decoded for the
+    /// pairs.
     fn load_others(
         &mut self,
         other: usize,
@@ -148,16 +148,15 @@ impl RegularJoinOperator {
                 keyed.shards[*first],
             )?;
         }
-        let keep_rows = self.cfg.join.pads(other);
         let mut rows: Vec<Other> = Vec::new();
         let mut ranges: Vec<Range<usize>> = Vec::with_capacity(groups.len());
         let mut refs: Vec<&[u8]> = Vec::new();
         for (first, _) in groups {
             let start = rows.len();
-            for (row, count) in self.held.held_rows(other, &keyed.keys[*first]) {
+            for (at, row, count) in self.held.held_rows(other, &keyed.keys[*first]) {
                 refs.push(row);
                 rows.push(Other {
-                    row: if keep_rows { row.to_vec() } else { Vec::new() },
+                    at,
                     count,
                     changed: false,
                 });
@@ -250,7 +249,7 @@ impl RegularJoinOperator {
                     emits.push((Some(r), None, padded));
                 }
             }
-            self.store_changed(1 - side, key, &mut others.rows[range.clone()])?;
+            self.store_changed(1 - side, key.0, &mut others.rows[range.clone()]);
         }
         Ok(())
     }
@@ -285,23 +284,15 @@ impl RegularJoinOperator {
         Ok(true)
     }
 
-    /// Writes the counts of the held rows of `other` that changed back under `key` (and its
-    /// shard), so the next batch and the state see them.
-    fn store_changed(
-        &mut self,
-        other: usize,
-        (key, shard): (&[u8], u32),
-        others: &mut [Other],
-    ) -> Result<()> {
+    /// Writes the counts of the held rows of `other` that changed back under `key`, so the
+    /// next batch and the state see them.
+    fn store_changed(&mut self, other: usize, key: &[u8], others: &mut [Other]) {
         for o in others {
             if o.changed {
-                *self
-                    .held
-                    .slot(self.store.as_mut(), other, key, shard, &o.row)? = o.count;
+                self.held.set_count(other, key, o.at, o.count);
                 o.changed = false;
             }
         }
-        Ok(())
     }
 }
 

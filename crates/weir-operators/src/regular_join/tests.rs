@@ -42,23 +42,32 @@ fn prepare(join: &str, condition: Option<&str>, updating: bool) -> Arc<dyn Prepa
 }
 
 fn prepare_options(
-    mut options: serde_json::Value,
+    options: serde_json::Value,
     condition: Option<&str>,
     updating: bool,
+) -> Arc<dyn PreparedOperator> {
+    prepare_sides(options, condition, [updating; 2])
+}
+
+/// A join whose sides are updating (carry row kinds) as `updating` says.
+fn prepare_sides(
+    mut options: serde_json::Value,
+    condition: Option<&str>,
+    updating: [bool; 2],
 ) -> Arc<dyn PreparedOperator> {
     if let Some(c) = condition {
         options["condition"] = serde_json::json!(c);
     }
     let kinds: &[RowKind] = &[RowKind::Insert];
-    let kinds = updating.then_some(kinds);
+    let [left, right] = updating.map(|u| u.then_some(kinds));
     RegularJoinFactory::default()
         .prepare(&OperatorArgs {
             operator_id: &OperatorId::new("j"),
             options: &options,
             options_path: "operators[0].options",
             input_schemas: &[
-                side("l", &[(Some("a"), 0)], kinds).schema(),
-                side("r", &[(Some("a"), 0)], kinds).schema(),
+                side("l", &[(Some("a"), 0)], left).schema(),
+                side("r", &[(Some("a"), 0)], right).schema(),
             ],
         })
         .expect("prepares")
@@ -373,4 +382,113 @@ fn a_new_instance_matches_the_rows_written_at_a_barrier() {
         ["-D a 1 - -", "+I a 1 a 7"],
         "the left row of `a` came back from keyed state, padded"
     );
+}
+
+/// An insert-only left side whose rows come again and again (copies of one row arrive in
+/// different batches), joined FULL with an updating right side: its copies are held apart and
+/// added up when written, whatever the buffer, barriers or a new instance in between.
+#[test]
+fn copies_of_an_insert_only_row_add_up_through_the_buffer_barriers_and_a_restore() {
+    use RowKind::*;
+    let mut steps: Vec<(usize, RecordBatch)> = Vec::new();
+    let keys = ["a", "b", "c"];
+    for round in 0..8_i64 {
+        let left: Vec<(Option<&str>, i64)> = (0..4)
+            .map(|i| (Some(keys[((round + i) % 3) as usize]), i % 2))
+            .collect();
+        steps.push((0, side("l", &left, None)));
+        let k = keys[(round % 3) as usize];
+        steps.push((1, side("r", &[(Some(k), round % 3)], Some(&[Insert]))));
+        if round % 3 == 2 {
+            steps.push((1, side("r", &[(Some(k), round % 3)], Some(&[Delete]))));
+        }
+    }
+    // (buffer, barrier every n steps, a new instance at each barrier)
+    let runs = [
+        (32 << 20, None, false),
+        (0, None, false),
+        (100, None, false),
+        (32 << 20, Some(3), false),
+        (32 << 20, Some(3), true),
+        (100, Some(2), true),
+    ];
+    let mut tables = Vec::new();
+    for (n, (buffer, every, restore)) in runs.into_iter().enumerate() {
+        let backend = Backend::new(&format!("copies{n}"));
+        let options = serde_json::json!({
+            "join": "full", "left_keys": ["lk"], "right_keys": ["rk"], "buffer_bytes": buffer,
+        });
+        let prepared_run = prepare_sides(options, Some("lv <= rv"), [false, true]);
+        let mut op = prepared_run.create(&ctx(&backend)).expect("creates");
+        let mut rows = Vec::new();
+        for (i, step) in steps.iter().enumerate() {
+            rows.extend(run(op.as_mut(), std::slice::from_ref(step)));
+            if every.is_some_and(|e| i % e == e - 1) {
+                let barrier = weir_api::Barrier {
+                    epoch: weir_api::Epoch(i as u64),
+                    is_final: false,
+                };
+                op.on_barrier(barrier, &mut Output::new())
+                    .expect("writes out");
+                backend.redb.commit().expect("commits");
+                if restore {
+                    op = prepared_run.create(&ctx(&backend)).expect("creates again");
+                }
+            }
+        }
+        tables.push(materialize(&rows));
+    }
+    // The table of the final inputs, joined by hand.
+    let mut left: Vec<(String, i64)> = Vec::new();
+    let mut right: Vec<(String, i64)> = Vec::new();
+    for (input, batch) in &steps {
+        let kinds = row_kinds(batch).expect("kinds");
+        let ks = batch
+            .column(0)
+            .as_any()
+            .downcast_ref::<StringArray>()
+            .expect("keys");
+        let vs = batch
+            .column(1)
+            .as_any()
+            .downcast_ref::<Int64Array>()
+            .expect("values");
+        for r in 0..batch.num_rows() {
+            let row = (ks.value(r).to_owned(), vs.value(r));
+            let held = if *input == 0 { &mut left } else { &mut right };
+            if kinds.is_some_and(|k| k.value(r) == Delete.as_i8()) {
+                let at = held
+                    .iter()
+                    .position(|h| *h == row)
+                    .expect("retracted row held");
+                held.remove(at);
+            } else {
+                held.push(row);
+            }
+        }
+    }
+    let mut expected: BTreeMap<String, i64> = BTreeMap::new();
+    let matches = |l: &(String, i64), r: &(String, i64)| l.0 == r.0 && l.1 <= r.1;
+    for l in &left {
+        let mut any = false;
+        for r in right.iter().filter(|r| matches(l, r)) {
+            any = true;
+            *expected
+                .entry(format!("{} {} {} {}", l.0, l.1, r.0, r.1))
+                .or_insert(0) += 1;
+        }
+        if !any {
+            *expected.entry(format!("{} {} - -", l.0, l.1)).or_insert(0) += 1;
+        }
+    }
+    for r in right.iter().filter(|r| !left.iter().any(|l| matches(l, r))) {
+        *expected.entry(format!("- - {} {}", r.0, r.1)).or_insert(0) += 1;
+    }
+    assert!(
+        expected.values().any(|n| *n > 1),
+        "copies of a row: {expected:?}"
+    );
+    for (n, table) in tables.iter().enumerate() {
+        assert_eq!(table, &expected, "run {n}: {:?}", runs[n]);
+    }
 }

@@ -25,6 +25,7 @@
 
 mod deployment;
 mod error;
+pub mod evolution;
 mod fingerprint;
 mod job_graph;
 pub mod key_hash;

@@ -269,6 +269,8 @@ pub(crate) struct JobBuilder {
     sinks: Vec<serde_json::Value>,
     /// Where each source and sink node, and each of their options, was written.
     positions: SpecPositions,
+    /// How many statements have inserted into each table so far.
+    statements: BTreeMap<String, usize>,
 }
 
 /// The physical columns a source must read for the columns `read` of `def`: those read, those
@@ -506,6 +508,18 @@ impl JobBuilder {
     }
 
     /// A sink node writing `input` to `table`.
+    /// The name of the next statement inserting into `table` (its nodes' prefix): the table's
+    /// name, then `{table}_2`, `{table}_3`, ... for further statements into it.
+    pub(crate) fn statement_name(&mut self, table: &str) -> String {
+        let n = self.statements.entry(table.to_owned()).or_default();
+        *n += 1;
+        if *n == 1 {
+            table.to_owned()
+        } else {
+            format!("{table}_{n}")
+        }
+    }
+
     pub(crate) fn sink(&mut self, name: &str, table: &str, input: &str, here: &Here) -> Result<()> {
         let t = self
             .tables

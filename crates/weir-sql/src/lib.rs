@@ -230,8 +230,8 @@ impl SqlCompiler {
                         job: &mut job,
                         settings: &settings,
                         stmt,
-                        prefix: format!("q{inserts}_"),
-                        counter: 0,
+                        prefix: String::new(),
+                        counters: Default::default(),
                         row_number: None,
                         numbered: Vec::new(),
                         versioned_views: Vec::new(),
@@ -439,6 +439,54 @@ mod tests {
         assert!(text.contains("repeat(...) asks for 1000000000"), "{text}");
     }
 
+    /// The ids of the operators each statement compiles to.
+    async fn operator_ids(script: &str) -> Vec<String> {
+        let spec = SqlCompiler::new()
+            .compile(script, "ids.sql")
+            .await
+            .expect("compiles")
+            .spec;
+        spec.operators
+            .iter()
+            .filter_map(|o| o.name.clone())
+            .chain(spec.sinks.iter().filter_map(|s| s.name.clone()))
+            .collect()
+    }
+
+    #[tokio::test]
+    async fn operator_ids_stay_when_a_statement_changes_elsewhere() {
+        let tables = "CREATE TABLE bids (auction BIGINT, price BIGINT, ts TIMESTAMP(3), \
+              WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) \
+              WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n\
+            CREATE TABLE counts (auction BIGINT, n BIGINT) WITH ('connector' = 'blackhole');\n\
+            CREATE TABLE cheap (auction BIGINT, price BIGINT) WITH ('connector' = 'blackhole');\n";
+        let window = "INSERT INTO counts SELECT auction, COUNT(*) FROM TABLE(TUMBLE(TABLE bids, \
+            DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY auction, window_start, window_end;\n";
+        let filtered = format!(
+            "CREATE VIEW pricey AS SELECT * FROM bids WHERE price > 5;\n{}",
+            window.replace("TABLE bids,", "TABLE pricey,")
+        );
+        let cheap = "INSERT INTO cheap SELECT auction, price FROM bids WHERE price < 10;\n";
+        let before = operator_ids(&format!("{tables}{window}")).await;
+        let window_ids: Vec<&String> = before.iter().filter(|i| i.contains("window")).collect();
+        assert_eq!(window_ids, ["counts_window1"], "{before:?}");
+        // A filter under the window, and another statement before it, keep its id.
+        for changed in [
+            format!("{tables}{filtered}"),
+            format!("{tables}{cheap}{window}"),
+        ] {
+            let after = operator_ids(&changed).await;
+            assert!(after.contains(&"counts_window1".to_owned()), "{after:?}");
+        }
+        // A second statement into the same table has ids of its own.
+        let twice = operator_ids(&format!("{tables}{window}{window}")).await;
+        assert!(
+            twice.contains(&"counts_window1".to_owned())
+                && twice.contains(&"counts_2_window1".to_owned()),
+            "{twice:?}"
+        );
+    }
+
     #[tokio::test]
     async fn quoted_and_non_ascii_table_names_compile() {
         let script = "CREATE TABLE \"Bids\" (a BIGINT, b BIGINT, c AS a + b) WITH (\
@@ -457,7 +505,7 @@ mod tests {
             .iter()
             .filter_map(|s| s.name.as_deref())
             .collect();
-        assert_eq!(sinks, ["q1_ergebnisse_gr__e_sink2", "q2_Gr__e_sink2"]);
+        assert_eq!(sinks, ["ergebnisse_gr__e_sink1", "Gr__e_sink1"]);
         // A quoted name is not the same table as its lower-case spelling.
         let err = SqlCompiler::new()
             .compile(

@@ -105,9 +105,11 @@ pub(crate) struct Translator<'a> {
     pub(crate) job: &'a mut JobBuilder,
     pub(crate) settings: &'a Settings,
     pub(crate) stmt: &'a Statement,
-    /// Prefix of the nodes of this statement (`q1_`, `q2_`, ...).
+    /// Prefix of the nodes of this statement: the table it inserts into (`result_`), with
+    /// `_2`, `_3`, ... for further statements inserting into the same table.
     pub(crate) prefix: String,
-    pub(crate) counter: usize,
+    /// Per kind of node, how many this statement has named: the `2` of `result_window2`.
+    pub(crate) counters: std::collections::BTreeMap<String, usize>,
     /// The `ROW_NUMBER()` window under a `rn <= N` filter being translated, and N: it becomes
     /// a `window_top_n` or `dedup_first` operator ([`Translator::rank`]).
     pub(crate) row_number: Option<(*const datafusion::logical_expr::Window, i64)>,
@@ -120,6 +122,19 @@ pub(crate) struct Translator<'a> {
     pub(crate) versioned_views: Vec<(String, Vec<String>)>,
     /// The tables the statement reads `FOR SYSTEM_TIME AS OF` a time.
     pub(crate) temporal: Vec<temporal::TemporalRef>,
+}
+
+/// `text` with every character a node name cannot hold as `_`.
+fn node_name_part(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
 }
 
 fn is_simple_name(name: &str) -> bool {
@@ -154,21 +169,17 @@ impl<'a> Translator<'a> {
         node
     }
 
-    /// The next node name: `kind` (which may hold a table's name in any script) with every
-    /// character a node name cannot hold as `_`; the counter keeps names apart.
+    /// The next node name: the statement's prefix, then `kind` (which may hold a table's name
+    /// in any script) and how many nodes of that kind the statement has named, so
+    /// `result_window1`. A node's name is its operator id, which a restore finds its state by,
+    /// so it must not move when the statement changes elsewhere: counting per kind, a filter
+    /// added under a window leaves the window `window1`, and the prefix is the table written
+    /// to, not the statement's place in the script.
     fn next_name(&mut self, kind: &str) -> String {
-        self.counter += 1;
-        let kind: String = kind
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
-        format!("{}{kind}{}", self.prefix, self.counter)
+        let kind = node_name_part(kind);
+        let n = self.counters.entry(kind.clone()).or_default();
+        *n += 1;
+        format!("{}{kind}{n}", self.prefix)
     }
 
     /// Translates the plan of `INSERT INTO table SELECT ...`.
@@ -184,6 +195,7 @@ impl<'a> Translator<'a> {
             ));
         }
         let table = dml.table_name.table().to_owned();
+        self.prefix = format!("{}_", self.job.statement_name(&node_name_part(&table)));
         let mut input = self.plan(&dml.input)?;
         self.check_upsert_key(&table, &input)?;
         if let Changes::Updating { since, .. } = &input.changes
@@ -247,7 +259,7 @@ impl<'a> Translator<'a> {
             rowtimes: Vec::new(),
             window: None,
         };
-        let name = self.next_name(&format!("{table}_sink"));
+        let name = self.next_name("sink");
         self.job.sink(&name, &table, &stream.node, self.here())
     }
 

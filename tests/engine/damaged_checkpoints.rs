@@ -86,6 +86,7 @@ fn options(dir: &Path, restore: Option<RestoreFrom>, accept_duplicates: bool) ->
         checkpoint_storage: Some(CheckpointLocation::local(&dir.join("cp")).expect("cp dir")),
         restore,
         accept_duplicates,
+        evolution: Default::default(),
     }
 }
 

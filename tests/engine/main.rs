@@ -8,6 +8,7 @@ mod computed;
 mod damaged_checkpoints;
 mod determinism;
 mod end_to_end;
+mod evolution;
 mod full;
 mod keyed_state;
 mod lanes;

@@ -284,6 +284,7 @@ async fn a_pruned_parquet_job_killed_and_restored_loses_and_repeats_nothing() {
         checkpoint_storage: Some(CheckpointLocation::local(&cp).expect("checkpoint dir")),
         restore,
         accept_duplicates: false,
+        evolution: Default::default(),
     };
     let mut killed = 0;
     for (parallelism, restore) in [(2, None), (3, Some(RestoreFrom::Latest))] {

@@ -193,6 +193,7 @@ fn run_options(checkpoints: &Path, state: &Path, restore: Option<RestoreFrom>) -
         checkpoint_storage: Some(CheckpointLocation::local(checkpoints).expect("checkpoint dir")),
         restore,
         accept_duplicates: false,
+        evolution: Default::default(),
     }
 }
 

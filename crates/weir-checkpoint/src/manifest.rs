@@ -195,6 +195,11 @@ pub struct EpochManifest {
     /// `stateShardCount` of every keyed vertex, by vertex id.
     #[serde(rename = "stateShardCount")]
     pub state_shard_counts: BTreeMap<VertexId, u32>,
+    /// What a restore into a changed job needs to know of every operator of the job that took
+    /// the epoch (`weir_plan::evolution`); absent from manifests written before it existed,
+    /// which restore only into the same logic.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub operators: Vec<weir_plan::evolution::OperatorProfile>,
     /// One entry per task of the plan's checkpoint ACK set, no more, no fewer.
     pub task_snapshots: Vec<TaskSnapshot>,
     /// Source read positions, one per (source operator, split).

@@ -68,6 +68,9 @@ pub enum ManifestProblem {
         /// The checkpoint's logical fingerprint.
         found: String,
     },
+    /// The job changed in a way the rules of changing a job refuse without an explicit
+    /// action (`weir_plan::evolution`): one operator and why.
+    Evolution(weir_plan::evolution::OperatorChange),
 }
 
 impl ManifestProblem {
@@ -80,7 +83,8 @@ impl ManifestProblem {
             ManifestProblem::OperatorNotInPlan(_)
             | ManifestProblem::OperatorNotInCheckpoint(_)
             | ManifestProblem::StateShardCountChanged { .. }
-            | ManifestProblem::LogicChanged { .. } => true,
+            | ManifestProblem::LogicChanged { .. }
+            | ManifestProblem::Evolution(_) => true,
             ManifestProblem::MissingTask(_)
             | ManifestProblem::DuplicateTask { .. }
             | ManifestProblem::ExtraTask(_)
@@ -153,6 +157,17 @@ impl fmt::Display for ManifestProblem {
                 "the job's logic changed (options, keys or edges): the checkpoint's logical \
                  fingerprint is {found}, this plan's is {expected}"
             ),
+            ManifestProblem::Evolution(change) => {
+                let rule = match &change.verdict {
+                    weir_plan::evolution::Verdict::Refused { rule } => rule.says(),
+                    _ => "allowed",
+                };
+                write!(
+                    f,
+                    "operator `{}` ({}): {} (rule: {rule})",
+                    change.operator_id, change.type_name, change.detail
+                )
+            }
         }
     }
 }

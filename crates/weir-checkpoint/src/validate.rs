@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use weir_api::{
     ChannelId, EdgeId, Epoch, JobId, OperatorId, PipelineId, SubtaskIndex, TaskId, VertexId,
 };
+use weir_plan::evolution::{EvolutionActions, EvolutionReport, OperatorProfile, compare};
 use weir_plan::{NodeKind, PartitionedPlan, Plan, ShardAssignment};
 use weir_state::segment::overlapping_segments;
 use weir_state::{STATE_FORMAT_VERSION, SegmentDescriptor};
@@ -43,6 +44,17 @@ pub struct ExpectedCheckpoint {
     operators: BTreeMap<OperatorId, (VertexId, NodeKind)>,
     /// The upstream vertex of every edge.
     edge_sources: BTreeMap<EdgeId, VertexId>,
+    /// How the job may restore a checkpoint of a changed version of itself.
+    evolution: Evolution,
+}
+
+/// The job's side of the rules of changing a job: its operators' profiles (written into its
+/// manifests), what the user allows, and whether the job is exactly-once.
+#[derive(Debug, Clone, Default)]
+struct Evolution {
+    profiles: Vec<OperatorProfile>,
+    actions: EvolutionActions,
+    exactly_once: bool,
 }
 
 impl ExpectedCheckpoint {
@@ -89,7 +101,47 @@ impl ExpectedCheckpoint {
                 .iter()
                 .map(|e| (e.edge_id.clone(), e.from_vertex.clone()))
                 .collect(),
+            evolution: Evolution::default(),
         }
+    }
+
+    /// The same, for a job whose operators have `profiles` (recorded in every manifest it
+    /// publishes), restoring with `actions` under the rules of changing a job
+    /// ([`ExpectedCheckpoint::evolution_report`]); `exactly_once` when its semantic mode is.
+    pub fn with_evolution(
+        mut self,
+        profiles: Vec<OperatorProfile>,
+        actions: EvolutionActions,
+        exactly_once: bool,
+    ) -> Self {
+        self.evolution = Evolution {
+            profiles,
+            actions,
+            exactly_once,
+        };
+        self
+    }
+
+    /// The verdict per operator on restoring `manifest` into this job, when the rules of
+    /// changing a job decide the restore: the job's logic differs from the checkpoint's, or
+    /// actions were given. `None` when it restores the same logic without actions, or when
+    /// either side has no profiles (a manifest written before they existed restores only into
+    /// the same logic).
+    pub fn evolution_report(&self, manifest: &EpochManifest) -> Option<EvolutionReport> {
+        let e = &self.evolution;
+        let changed = manifest.logical_fingerprint != self.logical_fingerprint;
+        if (!changed && e.actions.is_empty())
+            || manifest.operators.is_empty()
+            || e.profiles.is_empty()
+        {
+            return None;
+        }
+        Some(compare(
+            &manifest.operators,
+            &e.profiles,
+            &e.actions,
+            e.exactly_once,
+        ))
     }
 
     /// The plan's fingerprint.
@@ -129,6 +181,7 @@ impl ExpectedCheckpoint {
             attempt_id: attempt,
             state_format_version: STATE_FORMAT_VERSION,
             state_shard_counts: self.shard_counts(),
+            operators: self.evolution.profiles.clone(),
             task_snapshots: Vec::new(),
             source_offsets: Vec::new(),
             source_enumerator_snapshots: Vec::new(),
@@ -217,6 +270,12 @@ impl ExpectedCheckpoint {
     ///   `stateFormatVersion`, and when none of these applies
     ///   [`ManifestProblem::LogicChanged`] with both logical fingerprints.
     pub fn restore_problems(&self, manifest: &EpochManifest) -> Vec<ManifestProblem> {
+        if let Some(report) = self.evolution_report(manifest) {
+            let mut problems = structural_problems(manifest);
+            self.identity_problems(manifest, &mut problems);
+            problems.extend(report.refusals().cloned().map(ManifestProblem::Evolution));
+            return problems;
+        }
         if manifest.plan_fingerprint == self.plan_fingerprint {
             self.problems(manifest)
         } else if manifest.logical_fingerprint == self.logical_fingerprint {

@@ -11,6 +11,7 @@ mod agent_cmd;
 mod hub_cmd;
 mod jobs_cmd;
 mod local_ui;
+mod plan_cmd;
 mod secrets;
 mod summary;
 
@@ -73,6 +74,8 @@ enum Command {
         /// the job ends, until Ctrl-C.
         #[arg(long, value_name = "HOST:PORT")]
         ui: Option<String>,
+        #[command(flatten)]
+        evolution: plan_cmd::EvolutionFlags,
     },
     /// Check a job the way `run` would start it (types, options, schemas, edges), starting nothing.
     Validate {
@@ -82,14 +85,9 @@ enum Command {
         #[arg(short, long)]
         parallelism: Option<u32>,
     },
-    /// Print every plan of a job (model, stream graph, job graph, partitioned, deployment) as JSON.
-    Plan {
-        /// The job spec.
-        job: PathBuf,
-        /// Override the job's default parallelism.
-        #[arg(short, long)]
-        parallelism: Option<u32>,
-    },
+    /// Print every plan of a job (model, stream graph, job graph, partitioned, deployment) as
+    /// JSON; `weir plan diff OLD NEW` says what a restore of OLD's checkpoint into NEW keeps.
+    Plan(plan_cmd::PlanArgs),
     /// Run the Hub: the control plane of distributed jobs (REST API, Agent protocol); `weir hub
     /// token ...` manages its API tokens.
     Hub(hub_cmd::HubArgs),
@@ -221,7 +219,7 @@ async fn dispatch(cli: Cli) -> Result<()> {
         Command::Agent(args) => agent_cmd::run(args).await,
         Command::Jobs { hub, command } => jobs_cmd::jobs(&hub, command).await,
         Command::Agents { hub, command } => jobs_cmd::agents(&hub, command).await,
-        Command::Plan { job, parallelism } => plan_command(&engine, &job, parallelism).await,
+        Command::Plan(args) => plan_cmd::plan_command(&engine, args).await,
         Command::Validate { job, parallelism } => {
             validate_command(&engine, &job, parallelism).await
         }
@@ -235,8 +233,10 @@ async fn dispatch(cli: Cli) -> Result<()> {
             accept_duplicates,
             metrics_addr,
             ui,
+            evolution,
         } => {
             let args = RunArgs {
+                evolution: evolution.actions()?,
                 job,
                 parallelism,
                 json,
@@ -253,12 +253,6 @@ async fn dispatch(cli: Cli) -> Result<()> {
 }
 
 /// `weir plan`: prints every plan of the job as JSON.
-async fn plan_command(engine: &Engine, job: &Path, parallelism: Option<u32>) -> Result<()> {
-    let Loaded { spec, file, .. } = load(engine, job, parallelism).await?;
-    let plans = weir::CompiledPlans::compile(&spec, Some(&file))?;
-    print_stdout(&plans.to_json_pretty())
-}
-
 /// `weir validate`: prepares the job as `run` would and prints its operators, starting nothing.
 async fn validate_command(engine: &Engine, job: &Path, parallelism: Option<u32>) -> Result<()> {
     let Loaded {
@@ -305,6 +299,7 @@ struct RunArgs {
     accept_duplicates: bool,
     metrics_addr: Option<String>,
     ui: Option<String>,
+    evolution: weir::plan::evolution::EvolutionActions,
 }
 
 /// A running job's workbench: the job it shows, the task sampling its rates and the server.
@@ -345,6 +340,7 @@ async fn run_command(engine: &Engine, args: RunArgs) -> Result<()> {
         checkpoint_storage,
         restore: args.restore,
         accept_duplicates: args.accept_duplicates,
+        evolution: args.evolution,
     };
     let job_id = prepared.partitioned().job_id.to_string();
     // Bound before the job starts: a busy address is refused before anything runs.

@@ -599,3 +599,93 @@ fn the_hub_says_it_started_and_stopped() {
     assert!(status.success(), "{status:?}: {said}{rest}");
     assert!(rest.contains("weir hub stopped"), "{said}{rest}");
 }
+
+#[test]
+fn plan_diff_says_what_a_restore_keeps_and_refuses() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let tables = "CREATE TABLE bids (auction BIGINT, price BIGINT, ts TIMESTAMP(3), \
+        WATERMARK FOR ts AS ts - INTERVAL '1' SECOND) \
+        WITH ('connector' = 'datagen', 'number-of-rows' = '10');\n\
+        CREATE TABLE counts (auction BIGINT, n BIGINT) WITH ('connector' = 'blackhole');\n";
+    let window = "INSERT INTO counts SELECT auction, COUNT(*) FROM TABLE(TUMBLE(TABLE bids, \
+        DESCRIPTOR(ts), INTERVAL '10' SECOND)) GROUP BY auction, window_start, window_end;\n";
+    let write = |name: &str, text: String| {
+        std::fs::write(dir.path().join(name), text).expect("write script");
+        name.to_owned()
+    };
+    let old = write("old.sql", format!("{tables}{window}"));
+    let filtered = write(
+        "filtered.sql",
+        format!(
+            "{tables}CREATE VIEW pricey AS SELECT * FROM bids WHERE price > 5;\n{}",
+            window.replace("TABLE bids,", "TABLE pricey,")
+        ),
+    );
+    let summed = write(
+        "summed.sql",
+        format!(
+            "{}{}",
+            tables.replace("n BIGINT)", "n BIGINT, total BIGINT)"),
+            window.replace("COUNT(*)", "COUNT(*), SUM(price)")
+        ),
+    );
+
+    // A filter before the window: the window keeps its state.
+    let out = weir(&["plan", "diff", &old, &filtered], dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("keep   counts_window1 [window]: state kept"),
+        "{text}"
+    );
+    assert!(text.contains("add    counts_filter1 [filter]"), "{text}");
+
+    // An aggregate added to the window: refused, naming the window and the rule's way out.
+    let out = weir(&["plan", "diff", &old, &summed], dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{text}");
+    assert!(
+        text.contains("REFUSE counts_window1 [window]")
+            && text.contains("--drop-state counts_window1"),
+        "{text}"
+    );
+    assert!(err.contains("would be refused: `counts_window1`"), "{err}");
+    // ... and allowed with the state dropped, as JSON.
+    let out = weir(
+        &[
+            "plan",
+            "diff",
+            &old,
+            &summed,
+            "--drop-state",
+            "counts_window1",
+            "--json",
+        ],
+        dir.path(),
+    );
+    let report = stdout_json(&out);
+    let window = report["operators"]
+        .as_array()
+        .expect("operators")
+        .iter()
+        .find(|c| c["operatorId"] == "counts_window1")
+        .expect("the window");
+    assert_eq!(window["verdict"], "starts-empty", "{report}");
+
+    // A malformed action is refused before anything runs.
+    let out = weir(
+        &["run", &old, "--map-operator", "counts_window1"],
+        dir.path(),
+    );
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("expected OLD=NEW"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}

@@ -375,6 +375,7 @@ sinks:
             .map(|dir| CheckpointLocation::local(dir).expect("checkpoint storage")),
         restore,
         accept_duplicates: false,
+        evolution: Default::default(),
     };
     let running = crate::start_with(job, options).await.expect("job starts");
     (running, seen)

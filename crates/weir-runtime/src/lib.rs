@@ -20,6 +20,7 @@ mod input_gate;
 mod metrics;
 pub mod partition;
 mod prepare;
+mod profiles;
 mod registry;
 mod run_context;
 mod schema_check;

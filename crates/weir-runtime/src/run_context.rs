@@ -27,6 +27,10 @@ pub struct RunOptions {
     /// them: that output may then be published twice. Without it such a restore is refused.
     /// Sinks that can withdraw (the file sink) withdraw either way.
     pub accept_duplicates: bool,
+    /// What a restore into a changed job may do beyond keeping state: start new stateful
+    /// operators empty, drop operators' state, give an operator's state to another id
+    /// (docs/fault-tolerance.md, "Changing a job").
+    pub evolution: weir_plan::evolution::EvolutionActions,
 }
 
 /// What every attempt of one run of a job shares.

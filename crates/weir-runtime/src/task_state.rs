@@ -57,7 +57,8 @@ impl TaskState {
     }
 
     /// Loads `segments` into a fresh backend before any operator is created: the task's state
-    /// file is replaced by the checkpoint's state.
+    /// file is replaced by the checkpoint's state. The segments of an operator in `renames`
+    /// (old -> new) load as its new id's state.
     ///
     /// # Errors
     /// When the file cannot be replaced, or a segment is missing, corrupt or incompatible.
@@ -65,6 +66,7 @@ impl TaskState {
         &self,
         segments: &[weir_state::SegmentDescriptor],
         store: &weir_state::SegmentStore,
+        renames: &std::collections::HashMap<weir_api::OperatorId, weir_api::OperatorId>,
     ) -> weir_api::Result<weir_state::RestoreReport> {
         let path = weir_state::task_state_file(&self.dir, &self.task);
         match std::fs::remove_file(&path) {
@@ -80,9 +82,12 @@ impl TaskState {
             }
         }
         let backend = self.backend()?;
-        let report = store
-            .restore(backend, segments, &weir_state::RestoreOptions::new())
-            .await?;
+        let options = renames
+            .iter()
+            .fold(weir_state::RestoreOptions::new(), |o, (from, to)| {
+                o.rename(from, to)
+            });
+        let report = store.restore(backend, segments, &options).await?;
         self.sync().await?;
         Ok(report)
     }

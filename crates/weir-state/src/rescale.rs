@@ -126,7 +126,7 @@ impl SegmentStore {
             BTreeMap::new();
         let mut report = RestoreReport::default();
         for d in segments {
-            let (segment, len) = self.fetch_decoded(d).await?;
+            let (segment, len) = self.fetch_decoded(d, None).await?;
             report.segments += 1;
             report.bytes += len;
             let DecodedSegment {

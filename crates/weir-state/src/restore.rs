@@ -25,6 +25,8 @@ const PREFETCH: usize = 2;
 #[derive(Debug, Clone, Default)]
 pub struct RestoreOptions {
     expected: HashMap<(OperatorId, String), StateSpec>,
+    /// Operators whose segments load under another id, old -> new.
+    renamed: HashMap<OperatorId, OperatorId>,
 }
 
 impl RestoreOptions {
@@ -37,6 +39,13 @@ impl RestoreOptions {
     pub fn expect_state(mut self, operator: &OperatorId, spec: StateSpec) -> Self {
         self.expected
             .insert((operator.clone(), spec.name.clone()), spec);
+        self
+    }
+
+    /// Loads the segments of operator `from` as the state of operator `to` (a job that
+    /// renamed the operator restoring a checkpoint of its older version).
+    pub fn rename(mut self, from: &OperatorId, to: &OperatorId) -> Self {
+        self.renamed.insert(from.clone(), to.clone());
         self
     }
 
@@ -86,7 +95,10 @@ impl SegmentStore {
         // Owned descriptors: a closure over borrowed ones makes the future's `Send` depend on
         // a higher-ranked lifetime, which callers in spawned tasks cannot prove.
         let mut decoded = futures::stream::iter(segments.to_vec())
-            .map(|d| async move { self.fetch_decoded(&d).await })
+            .map(|d| async move {
+                let target = options.renamed.get(&d.operator).cloned();
+                self.fetch_decoded(&d, target).await
+            })
             .buffered(PREFETCH);
         while let Some((segment, len)) = decoded.try_next().await? {
             let DecodedSegment {
@@ -138,18 +150,21 @@ impl SegmentStore {
         Ok(bytes)
     }
 
-    /// Fetches, verifies and decodes one segment (decoding on a blocking thread); returns it
-    /// with the file size.
+    /// Fetches, verifies and decodes one segment (decoding on a blocking thread), its entries
+    /// keyed for operator `target` when given (else for the operator that wrote them); returns
+    /// it with the file size.
     pub(crate) async fn fetch_decoded(
         &self,
         descriptor: &SegmentDescriptor,
+        target: Option<OperatorId>,
     ) -> StateResult<(DecodedSegment, u64)> {
         let bytes = self.fetch_verified(descriptor).await?;
         let len = bytes.len() as u64;
         let owned = descriptor.clone();
-        let segment = tokio::task::spawn_blocking(move || decode_segment(&owned, bytes))
-            .await
-            .map_err(|e| background("decoding a state segment", e))??;
+        let segment =
+            tokio::task::spawn_blocking(move || decode_segment(&owned, bytes, target.as_ref()))
+                .await
+                .map_err(|e| background("decoding a state segment", e))??;
         Ok((segment, len))
     }
 }

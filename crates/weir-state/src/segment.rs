@@ -620,10 +620,13 @@ pub(crate) struct DecodedSegment {
     pub(crate) entries: Vec<(Vec<u8>, Vec<u8>)>,
 }
 
-/// Decodes a segment file after its checksum was verified, and checks it against `descriptor`.
+/// Decodes a segment file after its checksum was verified, and checks it against `descriptor`;
+/// its entries are keyed for operator `target` when given (a renamed operator), else for the
+/// operator that wrote them.
 pub(crate) fn decode_segment(
     descriptor: &SegmentDescriptor,
     bytes: Bytes,
+    target: Option<&OperatorId>,
 ) -> StateResult<DecodedSegment> {
     let path = descriptor.path.as_str();
     let builder =
@@ -639,6 +642,7 @@ pub(crate) fn decode_segment(
         builder.metadata().file_metadata().key_value_metadata(),
     )?
     .check(path, descriptor)?;
+    let operator = target.cloned().unwrap_or(operator);
     let reader = builder
         .with_batch_size(BATCH_ROWS)
         .build()

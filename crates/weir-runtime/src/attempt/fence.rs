@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 use weir_api::OperatorId;
+use weir_checkpoint::ExpectedCheckpoint;
 use weir_plan::PlanVertex;
 
 /// How an attempt with checkpoints is wired: its setup, the epoch it restores, and both ends of
@@ -63,10 +64,21 @@ pub(super) async fn begin(
         attempt = tracing::field::Empty,
         epoch = tracing::field::Empty,
     );
-    let setup =
-        recovery::begin_attempt(plan, config, restore, sinks, run.options.accept_duplicates)
-            .instrument(span)
-            .await?;
+    let expected = ExpectedCheckpoint::from_plan(plan).with_evolution(
+        run.job.profiles(),
+        run.options.evolution.clone(),
+        run.job.semantic_mode == weir_api::SemanticMode::StrictExactlyOnce,
+    );
+    let setup = recovery::begin_attempt(
+        plan,
+        expected,
+        config,
+        restore,
+        sinks,
+        run.options.accept_duplicates,
+    )
+    .instrument(span)
+    .await?;
     if let Some(s) = &run.summary {
         let report = &setup.report;
         update(s, |s| {
@@ -86,7 +98,10 @@ pub(super) async fn begin(
     let (report_to, reports) = mpsc::unbounded_channel();
     Ok(Some(CheckpointWiring {
         config: config.clone(),
-        restore: setup.restored.clone().map(RestorePlan::new),
+        restore: setup
+            .restored
+            .clone()
+            .map(|m| RestorePlan::new(m, setup.evolution.as_ref())),
         setup,
         trigger,
         reports,

@@ -58,6 +58,13 @@ pub(super) async fn restore_tasks(
 ) -> Result<RestoredTasks> {
     let mut states = HashMap::new();
     let mut restores = JoinSet::new();
+    // Operators the job renamed restore the state of their old id.
+    let renames = Arc::new(
+        wiring
+            .and_then(|w| w.restore.as_ref())
+            .map(|r| r.renames())
+            .unwrap_or_default(),
+    );
     for vertex in &plan.vertices {
         for subtask in 0..vertex.parallelism {
             let key = TaskKey::new(&vertex.vertex_id, subtask);
@@ -77,8 +84,9 @@ pub(super) async fn restore_tasks(
                 let label = format!("{}[{subtask}/{}]", vertex.vertex_id, vertex.parallelism);
                 let owned = owned_shards(vertex, subtask);
                 let key = key.clone();
+                let renames = Arc::clone(&renames);
                 restores.spawn(async move {
-                    match restore_task(&state, &segments, &store, &owned).await {
+                    match restore_task(&state, &segments, &store, &owned, &renames).await {
                         Ok(images) => Ok((key, images)),
                         Err(source) => Err((
                             segments,
@@ -131,21 +139,24 @@ pub(super) async fn restore_tasks(
 }
 
 /// Restores one task: keyed-state segments into its redb file, image segments decoded (only the
-/// rows of `owned` shards) for its operators.
+/// rows of `owned` shards) for its operators; the segments of an operator in `renames` (old ->
+/// new) go to its new id.
 async fn restore_task(
     state: &TaskState,
     segments: &[SegmentDescriptor],
     store: &weir_state::SegmentStore,
     owned: &[StateShardId],
+    renames: &HashMap<OperatorId, OperatorId>,
 ) -> weir_api::Result<TaskImages> {
     let (image, keyed): (Vec<SegmentDescriptor>, Vec<SegmentDescriptor>) =
         segments.iter().cloned().partition(|d| d.is_image());
     if !keyed.is_empty() {
-        state.restore(&keyed, store).await?;
+        state.restore(&keyed, store, renames).await?;
     }
     let mut by_operator: BTreeMap<OperatorId, Vec<SegmentDescriptor>> = BTreeMap::new();
     for d in image {
-        by_operator.entry(d.operator.clone()).or_default().push(d);
+        let operator = renames.get(&d.operator).unwrap_or(&d.operator).clone();
+        by_operator.entry(operator).or_default().push(d);
     }
     let mut images = HashMap::new();
     for (operator, segments) in by_operator {

@@ -14,6 +14,7 @@ use weir_api::{
 use weir_checkpoint::{
     AttemptId, CheckpointStore, EpochManifest, EpochRecord, EpochState, ExpectedCheckpoint,
 };
+use weir_plan::evolution::EvolutionReport;
 use weir_plan::{PartitionedPlan, PlanVertex};
 use weir_state::{SegmentDescriptor, SegmentStore};
 
@@ -42,6 +43,9 @@ pub(crate) struct AttemptSetup {
     pub(crate) segments: SegmentStore,
     pub(crate) expected: ExpectedCheckpoint,
     pub(crate) restored: Option<EpochManifest>,
+    /// The verdict on each operator when the restored checkpoint is of a changed job (or
+    /// actions were given).
+    pub(crate) evolution: Option<EvolutionReport>,
     pub(crate) next_epoch: Epoch,
     /// What the restore repaired, passed over and withdrew.
     pub(crate) report: RecoveryReport,
@@ -71,6 +75,7 @@ pub(crate) struct RecoveryReport {
 /// sink commit, withdrawal or cleanup fails.
 pub(crate) async fn begin_attempt(
     plan: &PartitionedPlan,
+    expected: ExpectedCheckpoint,
     config: &CheckpointConfig,
     restore: Option<&RestoreFrom>,
     sinks: &BTreeMap<OperatorId, SinkHandle>,
@@ -84,7 +89,6 @@ pub(crate) async fn begin_attempt(
         store = store.with_local_root(root.clone());
     }
     let segments = SegmentStore::new(storage.store.clone(), storage.base.clone());
-    let expected = ExpectedCheckpoint::from_plan(plan);
     let attempt = store
         .acquire_attempt()
         .await
@@ -191,7 +195,17 @@ pub(crate) async fn begin_attempt(
             .await?;
         }
     }
-    recover_sinks(plan, &store, restored.as_ref(), sinks).await?;
+    let evolution = restored.as_ref().and_then(|m| expected.evolution_report(m));
+    if let Some(report) = &evolution {
+        for change in &report.operators {
+            tracing::info!(operator = %change.operator_id, verdict = ?change.verdict, "{}", change.detail);
+        }
+    }
+    let renames = restored
+        .clone()
+        .map(|m| RestorePlan::new(m, evolution.as_ref()).renames())
+        .unwrap_or_default();
+    recover_sinks(plan, &store, restored.as_ref(), sinks, &renames).await?;
     if let Some(m) = &restored {
         tracing::Span::current().record("epoch", tracing::field::display(m.epoch));
         tracing::info!(epoch = %m.epoch, attempt = %attempt, "restoring checkpoint");
@@ -202,6 +216,7 @@ pub(crate) async fn begin_attempt(
         segments,
         expected,
         restored,
+        evolution,
         next_epoch,
         report,
     })
@@ -297,19 +312,22 @@ async fn next_epoch(store: &CheckpointStore, listed: Option<Option<Epoch>>) -> R
 }
 
 /// Publishes the restored manifest's pending transactions (idempotent) and deletes every other
-/// staged file of every epoch-mode sink subtask, of this parallelism and the manifest's.
+/// staged file of every epoch-mode sink subtask, of this parallelism and the manifest's. A sink
+/// the job renamed (`renames`, old -> new) publishes its transactions under its new id.
 async fn recover_sinks(
     plan: &PartitionedPlan,
     store: &CheckpointStore,
     manifest: Option<&EpochManifest>,
     sinks: &BTreeMap<OperatorId, SinkHandle>,
+    renames: &HashMap<OperatorId, OperatorId>,
 ) -> Result<()> {
     let mut by_subtask: BTreeMap<(OperatorId, SubtaskIndex), Vec<(Epoch, serde_json::Value)>> =
         BTreeMap::new();
     if let Some(m) = manifest {
         for t in &m.sink_transactions {
+            let operator = renames.get(&t.operator).unwrap_or(&t.operator);
             by_subtask
-                .entry((t.operator.clone(), t.subtask))
+                .entry((operator.clone(), t.subtask))
                 .or_default()
                 .push((t.epoch, t.pre_commit.clone()));
         }
@@ -387,11 +405,54 @@ pub(crate) struct StoredCursor {
 #[derive(Debug, Clone)]
 pub(crate) struct RestorePlan {
     manifest: EpochManifest,
+    /// For a restore into a changed job: per operator of the job that keeps its state, the
+    /// checkpoint's operator it restores (itself unless renamed); `None`: every operator
+    /// restores its own.
+    restores: Option<BTreeMap<OperatorId, OperatorId>>,
 }
 
 impl RestorePlan {
-    pub(crate) fn new(manifest: EpochManifest) -> Self {
-        RestorePlan { manifest }
+    /// What to restore of `manifest`; `evolution` is the verdict on each operator when the job
+    /// changed since the checkpoint (or actions were given).
+    pub(crate) fn new(manifest: EpochManifest, evolution: Option<&EvolutionReport>) -> Self {
+        let restores = evolution.map(|report| {
+            report
+                .operators
+                .iter()
+                .filter_map(|c| {
+                    let from = report.restores_from(&c.operator_id)?;
+                    Some((c.operator_id.clone(), from.clone()))
+                })
+                .collect()
+        });
+        RestorePlan { manifest, restores }
+    }
+
+    /// The checkpoint's operator whose state operator `operator` of the job restores, `None`
+    /// for one that starts empty.
+    fn restores_from<'a>(&'a self, operator: &'a OperatorId) -> Option<&'a OperatorId> {
+        match &self.restores {
+            None => Some(operator),
+            Some(map) => map.get(operator),
+        }
+    }
+
+    /// The job's id of the checkpoint's operator `from`, `None` when its state is not restored.
+    fn restored_as<'a>(&'a self, from: &'a OperatorId) -> Option<&'a OperatorId> {
+        match &self.restores {
+            None => Some(from),
+            Some(map) => map.iter().find(|(_, f)| *f == from).map(|(to, _)| to),
+        }
+    }
+
+    /// The checkpoint's operators restored under another id, old -> new.
+    pub(crate) fn renames(&self) -> HashMap<OperatorId, OperatorId> {
+        self.restores
+            .iter()
+            .flatten()
+            .filter(|(to, from)| to != from)
+            .map(|(to, from)| (from.clone(), to.clone()))
+            .collect()
     }
 
     /// The restored epoch.
@@ -405,7 +466,7 @@ impl RestorePlan {
         self.manifest
             .source_enumerator_snapshots
             .iter()
-            .map(|e| (e.operator.clone(), e.finished.clone()))
+            .filter_map(|e| Some((self.restored_as(&e.operator)?.clone(), e.finished.clone())))
             .collect()
     }
 
@@ -415,7 +476,11 @@ impl RestorePlan {
     /// # Errors
     /// When a segment's shard count differs from the plan's or a shard has no owner.
     pub(crate) fn segments_of(&self, vertex: &PlanVertex) -> Result<Vec<Vec<SegmentDescriptor>>> {
-        let operators: HashSet<&OperatorId> = vertex.chain.iter().map(|n| &n.operator_id).collect();
+        let operators: HashSet<&OperatorId> = vertex
+            .chain
+            .iter()
+            .filter_map(|n| self.restores_from(&n.operator_id))
+            .collect();
         let mine: Vec<SegmentDescriptor> = self
             .manifest
             .segments()
@@ -466,16 +531,18 @@ impl RestorePlan {
         listed: &[SourceSplit],
         parallelism: u32,
     ) -> Result<Vec<Vec<(SourceSplit, SplitResume)>>> {
+        // A source that starts empty reads every split from the beginning.
+        let from = self.restores_from(operator);
         let enumerator = self
             .manifest
             .source_enumerator_snapshots
             .iter()
-            .find(|e| &e.operator == operator);
+            .find(|e| Some(&e.operator) == from);
         let offsets: HashMap<&str, &weir_checkpoint::SourceSplitOffset> = self
             .manifest
             .source_offsets
             .iter()
-            .filter(|o| &o.operator == operator)
+            .filter(|o| Some(&o.operator) == from)
             .map(|o| (o.split.as_str(), o))
             .collect();
         let listed_ids: HashSet<&str> = listed.iter().map(|s| s.id.as_str()).collect();
@@ -565,7 +632,7 @@ mod tests {
 
     #[test]
     fn a_discovered_split_in_the_cut_resumes_at_its_cursor() {
-        let plan = RestorePlan::new(manifest());
+        let plan = RestorePlan::new(manifest(), None);
         // The restore lists the discovered split again (after the enumerated ones).
         let listed = [split("s0"), split("done"), split("late"), split("newer")];
         let per_subtask = plan
@@ -592,7 +659,7 @@ mod tests {
 
     #[test]
     fn a_discovered_split_the_restore_does_not_list_is_an_error() {
-        let plan = RestorePlan::new(manifest());
+        let plan = RestorePlan::new(manifest(), None);
         let err = plan
             .splits_for(&OperatorId::new("events"), &[split("s0")], 2)
             .unwrap_err();

@@ -1,0 +1,373 @@
+//! Changing a job and keeping its state: a savepoint of one version of a job restored into
+//! another, under the rules of docs/fault-tolerance.md ("Changing a job"). A filter added
+//! before a window keeps the window's state; an aggregate added to a window is refused until
+//! its state is dropped; a renamed window keeps its state through a mapping; a new window
+//! starts empty only when allowed.
+//!
+//! The input is the checkpoint tests' (one CSV file, no row late wherever a cut falls). Each
+//! test takes a savepoint of the first version while it runs, kills it, and restores the
+//! savepoint into the second version.
+
+use crate::checkpoints::{assert_same_rows, options, published_rows, start, walk};
+use crate::support::Rng;
+use std::path::Path;
+use weir::plan::evolution::EvolutionActions;
+use weir::{Engine, JobSpec, RestoreFrom, RunOptions};
+
+const ROWS: usize = 6_000;
+
+/// `ts,k,v` rows: 50 keys, ts in ms increasing with jitter under the watermark's 50 ms.
+fn input_rows() -> Vec<String> {
+    let mut rng = Rng(11);
+    (0..ROWS)
+        .map(|i| {
+            let ts = (i as u64) * 5 + rng.below(40);
+            format!("{ts},k{},{}", rng.below(50), rng.below(1000))
+        })
+        .collect()
+}
+
+fn write_input(dir: &Path, rows: &[String]) {
+    let text = format!("ts,k,v\n{}\n", rows.join("\n"));
+    std::fs::write(dir.join("in-0.csv"), text).expect("write input");
+}
+
+/// One version of the job: `filter` (a predicate) before the window, the window's `name` and
+/// extra aggregates, and optionally a second window with a sink of its own.
+#[derive(Clone, Copy, Default)]
+struct Version<'a> {
+    filter: Option<&'a str>,
+    window: &'a str,
+    extra_aggregate: bool,
+    second_window: bool,
+}
+
+fn spec(dir: &Path, v: Version<'_>) -> JobSpec {
+    let (filter, window_input) = match v.filter {
+        Some(predicate) => (
+            format!(
+                "  - {{ name: f, type: filter, input: events, options: {{ predicate: \"{predicate}\" }} }}\n"
+            ),
+            "f",
+        ),
+        None => (String::new(), "events"),
+    };
+    let extra = if v.extra_aggregate {
+        "        - { function: max, column: v, as: top }\n"
+    } else {
+        ""
+    };
+    let (second, second_sink) = if v.second_window {
+        (
+            "  - name: w_b\n    type: window\n    input: { from: events, partition: { hash: [k] } }\n    \
+             options:\n      time_column: ts\n      window: { type: tumble, size: 300 }\n      \
+             key_by: [k]\n      aggregates:\n        - { function: min, column: v, as: low }\n"
+                .to_owned(),
+            format!(
+                "  - {{ name: out_b, connector: file, input: w_b, options: {{ path: \"{}\", format: parquet }} }}\n",
+                dir.join("out_b").display()
+            ),
+        )
+    } else {
+        (String::new(), String::new())
+    };
+    let yaml = format!(
+        r#"
+job: evolving
+parallelism: 2
+state_shards: 16
+checkpoint: {{ interval: 60000 }}
+sources:
+  - name: events
+    connector: file
+    schema:
+      - {{ name: ts, type: int64, nullable: false }}
+      - {{ name: k, type: string, nullable: false }}
+      - {{ name: v, type: int64, nullable: false }}
+    options: {{ path: "{input}", format: csv, batch_size: 16 }}
+    watermark: {{ column: ts, max_out_of_orderness: 50, interval: 1 }}
+operators:
+{filter}  - name: {window}
+    type: window
+    input: {{ from: {window_input}, partition: {{ hash: [k] }} }}
+    options:
+      time_column: ts
+      window: {{ type: tumble, size: 100 }}
+      key_by: [k]
+      aggregates:
+        - {{ function: count, as: n }}
+        - {{ function: sum, column: v, as: total }}
+{extra}{second}sinks:
+  - name: out
+    connector: file
+    input: {window}
+    options: {{ path: "{out}", format: parquet }}
+  - {{ name: pace, connector: blackhole, input: events, options: {{ rows_per_second: 20000 }} }}
+{second_sink}"#,
+        window = v.window,
+        input = dir.join("in-0.csv").display(),
+        out = dir.join("out").display(),
+    );
+    JobSpec::from_yaml_str(&yaml, "evolving.yaml").expect("spec parses")
+}
+
+fn restoring(cp: &Path, actions: EvolutionActions) -> RunOptions {
+    RunOptions {
+        evolution: actions,
+        ..options(cp, Some(RestoreFrom::Savepoint("upgrade".into())))
+    }
+}
+
+/// Runs `first` over the input in `dir`, takes savepoint `upgrade` once a third of the input
+/// is read (a paced blackhole sink holds the source back) and kills it; returns the savepoint's
+/// read position in the input (records read).
+async fn savepoint_of(engine: &Engine, dir: &Path, first: &JobSpec) -> u64 {
+    let running = start(engine, first, options(&dir.join("cp"), None))
+        .await
+        .expect("start");
+    let started = std::time::Instant::now();
+    while running.metrics().snapshot().source_rows() < (ROWS / 3) as u64 {
+        assert!(!running.is_finished(), "the job ended before the savepoint");
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "a third of the input was not read within 60 s"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+    let epoch = running.savepoint("upgrade").await.expect("savepoint");
+    running.kill().await;
+    let manifest = walk(&dir.join("cp"))
+        .into_iter()
+        .find(|p| {
+            p.ends_with(format!("{}/manifest.json", epoch.0))
+                && p.to_string_lossy().contains("/checkpoint/")
+        })
+        .expect("the savepoint's manifest");
+    let m: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(&manifest).expect("read manifest")).expect("json");
+    let offsets = m["sourceOffsets"].as_array().expect("offsets");
+    assert_eq!(offsets.len(), 1, "one split: {offsets:?}");
+    offsets[0]["cursor"]["next_record"]
+        .as_u64()
+        .expect("next_record")
+}
+
+/// The rows the job of `version` publishes over `rows`, run once without a restore.
+async fn reference(engine: &Engine, rows: &[String], version: Version<'_>) -> Vec<String> {
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path(), rows);
+    let job = spec(dir.path(), version);
+    start(engine, &job, options(&dir.path().join("cp"), None))
+        .await
+        .expect("start")
+        .wait()
+        .await
+        .expect("reference run");
+    published_rows(&dir.path().join("out"))
+}
+
+const V1: Version<'static> = Version {
+    filter: None,
+    window: "w",
+    extra_aggregate: false,
+    second_window: false,
+};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_filter_added_before_a_window_keeps_the_window_state() {
+    let engine = Engine::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rows = input_rows();
+    write_input(dir.path(), &rows);
+    let cut = savepoint_of(&engine, dir.path(), &spec(dir.path(), V1)).await;
+    let filtered = Version {
+        filter: Some("v < 500"),
+        ..V1
+    };
+    let summary = start(
+        &engine,
+        &spec(dir.path(), filtered),
+        restoring(&dir.path().join("cp"), EvolutionActions::default()),
+    )
+    .await
+    .expect("a filter before a window restores without any action")
+    .wait()
+    .await
+    .expect("restored run");
+    assert!(
+        summary
+            .checkpoints
+            .expect("counters")
+            .restored_from
+            .is_some()
+    );
+    // The same as a job that read the rows before the cut unfiltered and the rest filtered:
+    // the window's rows of before the savepoint were kept.
+    let cut = usize::try_from(cut).expect("cut");
+    assert!(
+        cut > 0 && cut < ROWS,
+        "the savepoint fell inside the input: {cut}"
+    );
+    let expected_input: Vec<String> = rows[..cut]
+        .iter()
+        .cloned()
+        .chain(
+            rows[cut..]
+                .iter()
+                .filter(|r| {
+                    let v: u64 = r
+                        .rsplit(',')
+                        .next()
+                        .and_then(|v| v.parse().ok())
+                        .expect("v");
+                    v < 500
+                })
+                .cloned(),
+        )
+        .collect();
+    let want = reference(&engine, &expected_input, V1).await;
+    assert_same_rows(
+        &published_rows(&dir.path().join("out")),
+        &want,
+        "published output",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_aggregate_added_to_a_window_is_refused_until_its_state_is_dropped() {
+    let engine = Engine::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path(), &input_rows());
+    savepoint_of(&engine, dir.path(), &spec(dir.path(), V1)).await;
+    let wider = spec(
+        dir.path(),
+        Version {
+            extra_aggregate: true,
+            ..V1
+        },
+    );
+    let cp = dir.path().join("cp");
+    let err = start(&engine, &wider, restoring(&cp, EvolutionActions::default()))
+        .await
+        .expect_err("refused");
+    let text = err.to_string();
+    assert!(
+        text.contains("operator `w` (window)")
+            && text.contains("what a state means may not change")
+            && text.contains("--drop-state w"),
+        "{text}"
+    );
+    let drop = EvolutionActions {
+        drop_state: ["w".into()].into(),
+        ..Default::default()
+    };
+    let summary = start(&engine, &wider, restoring(&cp, drop))
+        .await
+        .expect("starts with the window's state dropped")
+        .wait()
+        .await
+        .expect("restored run");
+    assert!(
+        summary
+            .checkpoints
+            .expect("counters")
+            .restored_from
+            .is_some()
+    );
+    // Windows that close after the restore carry the new aggregate: one more column.
+    let published = published_rows(&dir.path().join("out"));
+    let widths: std::collections::BTreeSet<usize> =
+        published.iter().map(|r| r.split(" | ").count()).collect();
+    assert_eq!(widths.len(), 2, "rows of both versions: {widths:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_renamed_window_keeps_its_state_through_a_mapping() {
+    let engine = Engine::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rows = input_rows();
+    write_input(dir.path(), &rows);
+    savepoint_of(&engine, dir.path(), &spec(dir.path(), V1)).await;
+    let renamed = spec(
+        dir.path(),
+        Version {
+            window: "per_key",
+            ..V1
+        },
+    );
+    let cp = dir.path().join("cp");
+    let err = start(
+        &engine,
+        &renamed,
+        restoring(&cp, EvolutionActions::default()),
+    )
+    .await
+    .expect_err("refused");
+    let text = err.to_string();
+    assert!(
+        text.contains("operator `per_key` (window): new and keeps state")
+            && text.contains("operator `w` (window): removed")
+            && text.contains("--map-operator w=NEW"),
+        "{text}"
+    );
+    let map = EvolutionActions {
+        map_operator: [("w".into(), "per_key".into())].into(),
+        ..Default::default()
+    };
+    start(&engine, &renamed, restoring(&cp, map))
+        .await
+        .expect("starts with the state mapped")
+        .wait()
+        .await
+        .expect("restored run");
+    let want = reference(&engine, &rows, V1).await;
+    assert_same_rows(
+        &published_rows(&dir.path().join("out")),
+        &want,
+        "published output",
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_new_window_starts_empty_only_when_allowed() {
+    let engine = Engine::new();
+    let dir = tempfile::tempdir().expect("tempdir");
+    let rows = input_rows();
+    write_input(dir.path(), &rows);
+    savepoint_of(&engine, dir.path(), &spec(dir.path(), V1)).await;
+    let two = spec(
+        dir.path(),
+        Version {
+            second_window: true,
+            ..V1
+        },
+    );
+    let cp = dir.path().join("cp");
+    let err = start(&engine, &two, restoring(&cp, EvolutionActions::default()))
+        .await
+        .expect_err("refused");
+    let text = err.to_string();
+    assert!(
+        text.contains("operator `w_b` (window): new and keeps state; --allow-new-state"),
+        "{text}"
+    );
+    let allow = EvolutionActions {
+        allow_new_state: true,
+        ..Default::default()
+    };
+    start(&engine, &two, restoring(&cp, allow))
+        .await
+        .expect("starts with the new window empty")
+        .wait()
+        .await
+        .expect("restored run");
+    // The first window's output is whole; the new one saw only the rows after the cut.
+    let want = reference(&engine, &rows, V1).await;
+    assert_same_rows(
+        &published_rows(&dir.path().join("out")),
+        &want,
+        "published output",
+    );
+    let second = published_rows(&dir.path().join("out_b"));
+    assert!(!second.is_empty(), "the new window wrote rows");
+}

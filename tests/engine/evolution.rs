@@ -252,7 +252,7 @@ async fn an_aggregate_added_to_a_window_is_refused_until_its_state_is_dropped() 
         .expect_err("refused");
     let text = err.to_string();
     assert!(
-        text.contains("operator `w` (window)")
+        text.contains("does not fit this job: operator `w` (window)")
             && text.contains("what a state means may not change")
             && text.contains("--drop-state w"),
         "{text}"

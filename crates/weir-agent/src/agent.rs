@@ -11,11 +11,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 use weir::api::Epoch;
+use weir::plan::evolution::EvolutionActions;
 use weir::{Engine, JobSpec, RestoreFrom, RunOptions};
 use weir_control::{
     AgentCapabilities, CHECKPOINT_PROTOCOL, Command, CommandAction, CommandOutcome, ControlError,
     HubClient, LaneReading, LaneState, MetricsPush, RUNTIME_VERSION, RegisterAgent, Registration,
-    ReportBatch, ReportItem, Restore, STATE_BACKEND_REDB,
+    ReportBatch, ReportItem, Restore, STATE_BACKEND_REDB, StateActions,
 };
 
 /// How an Agent runs.
@@ -403,9 +404,16 @@ impl Agent {
                 lane_count,
                 spec,
                 restore,
+                actions,
             } => {
-                self.run_lanes(lanes, &command, wanted, *lane_count, spec, restore)
-                    .await
+                self.run_lanes(
+                    lanes,
+                    &command,
+                    (wanted, *lane_count),
+                    spec,
+                    (restore, actions),
+                )
+                .await
             }
             CommandAction::Stop { lanes: stop } => {
                 for &lane in stop {
@@ -432,17 +440,17 @@ impl Agent {
         self.acknowledge(&command, outcome);
     }
 
-    /// Starts the lanes of a `run` command; lanes of the job running here in an older
-    /// generation that the command does not name are stopped (they were placed elsewhere),
-    /// the ones it names keep running under the new generation.
+    /// Starts the `wanted` lanes (of `lane_count`) of a `run` command, restoring as `restore`
+    /// says with its state actions; lanes of the job running here in an older generation that
+    /// the command does not name are stopped (they were placed elsewhere), the ones it names
+    /// keep running under the new generation.
     async fn run_lanes(
         &mut self,
         lanes: &mut Lanes,
         command: &Command,
-        wanted: &[u32],
-        lane_count: u32,
+        (wanted, lane_count): (&[u32], u32),
         spec: &serde_json::Value,
-        restore: &Restore,
+        (restore, actions): (&Restore, &StateActions),
     ) -> CommandOutcome {
         let job = &command.job_id;
         let generation = command.generation;
@@ -480,6 +488,11 @@ impl Agent {
                         epochs.get(&lane).map(|e| RestoreFrom::Epoch(Epoch(*e)))
                     }
                 },
+                evolution: EvolutionActions::from_names(
+                    actions.allow_new_state,
+                    &actions.drop_state,
+                    &actions.map_operator,
+                ),
                 ..RunOptions::default()
             };
             match lanes

@@ -71,7 +71,7 @@ pub enum CheckpointError {
         expected: u32,
     },
     /// The manifest does not describe a complete checkpoint of the expected plan.
-    #[error("checkpoint manifest {path} is invalid: {}", list(problems))]
+    #[error("checkpoint manifest {path} {}: {}", verdict(problems), list(problems))]
     Invalid {
         /// The manifest's path.
         path: String,
@@ -184,6 +184,15 @@ impl fmt::Display for SegmentIssue {
                 self.path, self.expected_bytes
             ),
         }
+    }
+}
+
+/// "does not fit this job" when every problem is an incompatibility, else "is invalid".
+fn verdict(problems: &[ManifestProblem]) -> &'static str {
+    if !problems.is_empty() && problems.iter().all(ManifestProblem::is_incompatibility) {
+        "does not fit this job"
+    } else {
+        "is invalid"
     }
 }
 

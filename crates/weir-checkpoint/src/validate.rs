@@ -123,14 +123,13 @@ impl ExpectedCheckpoint {
     }
 
     /// The verdict per operator on restoring `manifest` into this job, when the rules of
-    /// changing a job decide the restore: the job's logic differs from the checkpoint's, or
-    /// actions were given. `None` when it restores the same logic without actions, or when
-    /// either side has no profiles (a manifest written before they existed restores only into
-    /// the same logic).
+    /// changing a job decide the restore: the job's logic differs from the checkpoint's. `None`
+    /// when it restores the same logic (whole, whatever the actions: a restarted job restores
+    /// its own checkpoints as they are), or when either side has no profiles (a manifest
+    /// written before they existed restores only into the same logic).
     pub fn evolution_report(&self, manifest: &EpochManifest) -> Option<EvolutionReport> {
         let e = &self.evolution;
-        let changed = manifest.logical_fingerprint != self.logical_fingerprint;
-        if (!changed && e.actions.is_empty())
+        if manifest.logical_fingerprint == self.logical_fingerprint
             || manifest.operators.is_empty()
             || e.profiles.is_empty()
         {

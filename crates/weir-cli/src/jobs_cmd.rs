@@ -70,6 +70,11 @@ pub(crate) enum JobsCommand {
         /// The savepoint of the current version to start from.
         #[arg(long)]
         savepoint: String,
+        /// Print what the upgrade would do with each operator's state, changing nothing.
+        #[arg(long)]
+        preview: bool,
+        #[command(flatten)]
+        evolution: crate::plan_cmd::EvolutionFlags,
     },
     /// Roll back an upgrade: the version before it is current again.
     Rollback {
@@ -201,13 +206,19 @@ pub(crate) async fn jobs(hub: &HubConnection, command: JobsCommand) -> Result<()
             job_id,
             job,
             savepoint,
+            preview,
+            evolution,
         } => {
             let (sql, spec, _) = source(&job)?;
             let request = UpgradeRequest {
                 sql,
                 spec,
                 savepoint_id: savepoint,
+                actions: evolution.state_actions()?,
             };
+            if preview {
+                return print(&client.preview_upgrade(&job_id, &request).await?);
+            }
             print(
                 &client
                     .upgrade(&job_id, &request)

@@ -7,8 +7,9 @@ use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use weir::Engine;
-use weir::api::{OperatorId, SemanticMode};
+use weir::api::SemanticMode;
 use weir::plan::evolution::{EvolutionActions, EvolutionReport, OperatorProfile, compare};
+use weir_control::StateActions;
 
 /// The arguments of `weir plan`.
 #[derive(Debug, Args)]
@@ -58,8 +59,8 @@ pub(crate) struct EvolutionFlags {
 }
 
 impl EvolutionFlags {
-    /// The flags as the runtime takes them.
-    pub(crate) fn actions(&self) -> Result<EvolutionActions> {
+    /// The flags as a Hub request carries them.
+    pub(crate) fn state_actions(&self) -> Result<StateActions> {
         let mut map_operator = std::collections::BTreeMap::new();
         for pair in &self.map_operator {
             let Some((old, new)) = pair.split_once('=') else {
@@ -69,17 +70,27 @@ impl EvolutionFlags {
                 bail!("--map-operator {pair}: expected OLD=NEW, both ids");
             }
             if map_operator
-                .insert(OperatorId::new(old), OperatorId::new(new))
+                .insert(old.to_owned(), new.to_owned())
                 .is_some()
             {
                 bail!("--map-operator {old}=...: given twice");
             }
         }
-        Ok(EvolutionActions {
+        Ok(StateActions {
             allow_new_state: self.allow_new_state,
-            drop_state: self.drop_state.iter().map(OperatorId::new).collect(),
+            drop_state: self.drop_state.clone(),
             map_operator,
         })
+    }
+
+    /// The flags as the runtime takes them.
+    pub(crate) fn actions(&self) -> Result<EvolutionActions> {
+        let a = self.state_actions()?;
+        Ok(EvolutionActions::from_names(
+            a.allow_new_state,
+            &a.drop_state,
+            &a.map_operator,
+        ))
     }
 }
 

@@ -669,13 +669,36 @@ fn plan_diff_says_what_a_restore_keeps_and_refuses() {
         dir.path(),
     );
     let report = stdout_json(&out);
-    let window = report["operators"]
+    let line = report["operators"]
         .as_array()
         .expect("operators")
         .iter()
         .find(|c| c["operatorId"] == "counts_window1")
         .expect("the window");
-    assert_eq!(window["verdict"], "starts-empty", "{report}");
+    assert_eq!(line["verdict"], "starts-empty", "{report}");
+
+    // A second INSERT into the table: its window is new and starts empty only when allowed.
+    let twice = write("twice.sql", format!("{tables}{window}{window}"));
+    let out = weir(&["plan", "diff", &old, &twice], dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        !out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("REFUSE counts_2_window1 [window]: new and keeps state")
+            && text.contains("keep   counts_window1 [window]: state kept"),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = weir(
+        &["plan", "diff", &old, &twice, "--allow-new-state"],
+        dir.path(),
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("empty  counts_2_window1 [window]"), "{text}");
 
     // A malformed action is refused before anything runs.
     let out = weir(

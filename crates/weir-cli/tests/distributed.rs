@@ -401,6 +401,7 @@ async fn a_job_over_three_agents_survives_an_agent_kill_and_a_hub_restart_exactl
                 sql: Some(other_logic),
                 spec: None,
                 savepoint_id: savepoint.checkpoint_id.clone(),
+                actions: Default::default(),
             },
         )
         .await
@@ -413,6 +414,7 @@ async fn a_job_over_three_agents_survives_an_agent_kill_and_a_hub_restart_exactl
                 sql: Some(job_sql(broker, &topic, s3, &bucket, LANES, 200)),
                 spec: None,
                 savepoint_id: savepoint.checkpoint_id.clone(),
+                actions: Default::default(),
             },
         )
         .await

@@ -121,6 +121,10 @@ pub enum CommandAction {
         spec: serde_json::Value,
         /// Where to restore from.
         restore: Restore,
+        /// What a restore of a checkpoint of an older version of the job (the savepoint an
+        /// upgrade starts from) may do beyond keeping state.
+        #[serde(default, skip_serializing_if = "crate::StateActions::is_empty")]
+        actions: crate::StateActions,
     },
     /// Stop these lanes.
     #[serde(rename_all = "camelCase")]
@@ -364,11 +368,16 @@ mod tests {
                 lane_count: 3,
                 spec: serde_json::json!({"job": "j"}),
                 restore: Restore::LaneEpochs(BTreeMap::from([(0, 5), (2, 6)])),
+                actions: crate::StateActions {
+                    drop_state: vec!["w".into()],
+                    ..Default::default()
+                },
             },
         };
         let text = serde_json::to_string(&command).unwrap();
         assert!(
-            text.contains(r#""restore":{"laneEpochs":{"0":5,"2":6}}"#),
+            text.contains(r#""restore":{"laneEpochs":{"0":5,"2":6}}"#)
+                && text.contains(r#""actions":{"dropState":["w"]}"#),
             "{text}"
         );
         assert_eq!(serde_json::from_str::<Command>(&text).unwrap(), command);

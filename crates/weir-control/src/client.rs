@@ -250,6 +250,21 @@ impl HubClient {
         self.call(Method::POST, &path, None, Some(request)).await
     }
 
+    /// `POST /api/v1/jobs/{job_id}/upgrades/preview`: what the upgrade would do with each
+    /// operator's state, changing nothing.
+    ///
+    /// # Errors
+    /// 409 when the current version has no operator profiles and the logic changed, 422 when
+    /// the new version is invalid.
+    pub async fn preview_upgrade(
+        &self,
+        job_id: &str,
+        request: &UpgradeRequest,
+    ) -> Result<crate::UpgradePreview> {
+        let path = format!("/api/v1/jobs/{}/upgrades/preview", segment(job_id));
+        self.call(Method::POST, &path, None, Some(request)).await
+    }
+
     /// `POST /api/v1/jobs/{job_id}/upgrades/{upgrade_id}/rollback`.
     ///
     /// # Errors

@@ -376,4 +376,48 @@ pub struct UpgradeRequest {
     pub spec: Option<serde_json::Value>,
     /// A completed savepoint of the current version.
     pub savepoint_id: String,
+    /// What the restore into the new version may do beyond keeping state, when the new
+    /// version changes the job's logic.
+    #[serde(default, skip_serializing_if = "StateActions::is_empty")]
+    pub actions: StateActions,
+}
+
+/// What a restore into a changed job may do beyond keeping state (docs/fault-tolerance.md,
+/// "Changing a job"): the `--allow-new-state`, `--drop-state` and `--map-operator` of
+/// `weir run`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StateActions {
+    /// Stateful operators the savepoint does not have may start empty.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub allow_new_state: bool,
+    /// Operators whose state in the savepoint is dropped (removed, or started empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub drop_state: Vec<String>,
+    /// The savepoint's operators that have another id in the new version, old -> new.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub map_operator: std::collections::BTreeMap<String, String>,
+}
+
+impl StateActions {
+    /// Whether no action is given.
+    pub fn is_empty(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// `POST /api/v1/jobs/{job_id}/upgrades/preview`: what an upgrade with the same request would
+/// do with each operator's state, changing nothing.
+#[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct UpgradePreview {
+    /// Whether the upgrade would be accepted as far as the job's state goes.
+    pub allowed: bool,
+    /// Whether the new version changes the job's logic (else its state restores whole).
+    pub logic_changed: bool,
+    /// One line per operator: `operatorId`, `typeName`, `verdict` (`kept`, `stateless`,
+    /// `added`, `removed`, `starts-empty`, `dropped`, `refused`), `rule` (refused ones),
+    /// `was` (mapped ones) and `detail`; empty when the logic is the same.
+    #[schema(value_type = Vec<Object>)]
+    pub operators: Vec<serde_json::Value>,
 }

@@ -24,8 +24,8 @@ pub use error::{ApiError, ControlError, Result};
 pub use jobs::{
     Assignment, CheckpointAccepted, CheckpointKind, CheckpointRequest, DesiredState,
     DesiredStateChange, JobDetail, JobSummary, JobVersion, LANE_HISTORY, LaneRecord, ObservedPhase,
-    ObservedState, RecoveryRecord, SavepointRequest, SubmitJob, UpgradeRecord, UpgradeRequest,
-    UpgradeState, ValidateRequest, ValidateResult, ValidationError,
+    ObservedState, RecoveryRecord, SavepointRequest, StateActions, SubmitJob, UpgradePreview,
+    UpgradeRecord, UpgradeRequest, UpgradeState, ValidateRequest, ValidateResult, ValidationError,
 };
 pub use live::{
     CheckpointsView, HISTORY_SAMPLES, JobMetricsView, LaneCheckpoints, LaneMetrics, LaneReading,

@@ -30,6 +30,10 @@ pub struct Compiled {
     pub touches: Vec<weir::api::Touch>,
     /// What may not work as the user expects, though the job is valid.
     pub warnings: Vec<String>,
+    /// Every operator's profile: what an upgrade from or to this version compares.
+    pub profiles: Vec<weir::plan::evolution::OperatorProfile>,
+    /// Whether the job is strictly exactly-once (a sink's delivery may not change then).
+    pub strict: bool,
 }
 
 /// Warnings about where a distributed job's checkpoints go: lanes move between Agents and the
@@ -230,6 +234,8 @@ pub async fn compile(
             warnings: checkpoint_warnings(&checkpoint),
             plan_fingerprint: prepared.plans.partitioned.fingerprint(),
             logical_fingerprint: prepared.plans.partitioned.logical_fingerprint(),
+            profiles: prepared.profiles(),
+            strict: prepared.semantic_mode == weir::api::SemanticMode::StrictExactlyOnce,
             spec,
             plans_json,
             lanes,

@@ -60,6 +60,23 @@ pub struct EvolutionActions {
 }
 
 impl EvolutionActions {
+    /// The actions from operator ids as text (a request or the command line): new stateful
+    /// operators allowed, the ids whose state is dropped, and `(old, new)` renames.
+    pub fn from_names<'a>(
+        allow_new_state: bool,
+        drop_state: impl IntoIterator<Item = &'a String>,
+        map_operator: impl IntoIterator<Item = (&'a String, &'a String)>,
+    ) -> Self {
+        Self {
+            allow_new_state,
+            drop_state: drop_state.into_iter().map(OperatorId::new).collect(),
+            map_operator: map_operator
+                .into_iter()
+                .map(|(old, new)| (OperatorId::new(old), OperatorId::new(new)))
+                .collect(),
+        }
+    }
+
     /// Whether no action is given.
     pub fn is_empty(&self) -> bool {
         *self == Self::default()

@@ -29,6 +29,7 @@ function actionOf(method, path) {
   if (path.endsWith("/savepoints")) return "take savepoints";
   if (path.endsWith("/rollback")) return "roll back upgrades";
   if (path.endsWith("/upgrades")) return "upgrade jobs";
+  if (path.endsWith("/upgrades/preview")) return "preview upgrades";
   if (path.endsWith("/validate")) return "validate jobs";
   if (path === "/api/v1/jobs") return "submit jobs";
   return `${method} ${path}`;
@@ -140,6 +141,7 @@ export const paths = {
   desiredState: (id) => `/api/v1/jobs/${enc(id)}/desired-state`,
   savepoints: (id) => `/api/v1/jobs/${enc(id)}/savepoints`,
   upgrades: (id) => `/api/v1/jobs/${enc(id)}/upgrades`,
+  upgradePreview: (id) => `/api/v1/jobs/${enc(id)}/upgrades/preview`,
   rollback: (id, upgrade) => `/api/v1/jobs/${enc(id)}/upgrades/${enc(upgrade)}/rollback`,
   /** `query`: `{since, last}`, each optional. */
   metrics: (id, query = {}) => {

@@ -134,17 +134,46 @@ export function renderJob(root, params, ctx) {
           `${r.savepointName || r.checkpointId} (${time(r.completedAt)})`),
       ),
     );
+    // The actions of a restore into a changed job (docs/fault-tolerance.md, "Changing a job").
+    const allowNew = h("input", { type: "checkbox", id: "upgrade-allow-new",
+      "data-testid": "upgrade-allow-new" });
+    const dropState = h("input", { type: "text", id: "upgrade-drop-state",
+      "data-testid": "upgrade-drop-state", placeholder: "operator ids, comma-separated",
+      autocomplete: "off" });
+    const mapOperator = h("input", { type: "text", id: "upgrade-map-operator",
+      "data-testid": "upgrade-map-operator", placeholder: "old=new, comma-separated",
+      autocomplete: "off" });
+    const report = h("div", { id: "upgrade-report", "data-testid": "upgrade-report" });
+    const request = () => {
+      const list = (text) => text.split(",").map((x) => x.trim()).filter((x) => x);
+      const actions = {};
+      if (allowNew.checked) actions.allowNewState = true;
+      if (list(dropState.value).length) actions.dropState = list(dropState.value);
+      const pairs = list(mapOperator.value).map((p) => p.split("=").map((x) => x.trim()));
+      if (pairs.length) actions.mapOperator = Object.fromEntries(pairs);
+      return { sql: editor.value(), savepointId: select.value, actions };
+    };
     openPanel(
       h("h3", {}, "Upgrade"),
       h("p", { class: "muted" },
-        "A new version of the stopped job, started from a savepoint of the current one."),
+        "A new version of the stopped job, started from a savepoint of the current one. " +
+        "Preview what it does with each operator's state before upgrading."),
       h("label", { for: "upgrade-savepoint" }, "Savepoint"),
       select,
       editor.root,
+      h("label", {}, allowNew, " Let new stateful operators start empty"),
+      h("label", { for: "upgrade-drop-state" }, "Drop the state of"),
+      dropState,
+      h("label", { for: "upgrade-map-operator" }, "Give an operator's state to a renamed one"),
+      mapOperator,
+      report,
+      h("button", { "data-testid": "upgrade-preview",
+        onclick: () => act("Preview", async () => {
+          replace(report, renderPreview(await post(paths.upgradePreview(jobId), request())));
+        }) }, "Preview state"),
       h("button", { class: "primary", "data-testid": "upgrade-confirm",
         onclick: () => act("Upgrade", async () => {
-          const upgrade = await post(paths.upgrades(jobId),
-            { sql: editor.value(), savepointId: select.value });
+          const upgrade = await post(paths.upgrades(jobId), request());
           toast(`Upgraded to ${upgrade.toVersion}`);
           closePanel();
         }) }, "Upgrade"),
@@ -230,4 +259,25 @@ export function renderJob(root, params, ctx) {
     clearInterval(timer);
     if (state.tabCleanup) state.tabCleanup();
   };
+}
+
+/** An upgrade preview: what the restore does with each operator's state, and why. */
+function renderPreview(p) {
+  if (!p.logicChanged) {
+    return h("p", { class: "muted", "data-verdict": "same-logic" },
+      "The job's logic is the same: every operator's state is restored.");
+  }
+  return [
+    h("p", { "data-allowed": String(p.allowed) },
+      p.allowed ? "The upgrade would be accepted:" : "The upgrade would be refused:"),
+    h("table", {},
+      h("thead", {}, h("tr", {}, h("th", {}, "Operator"), h("th", {}, "Type"),
+        h("th", {}, "State"), h("th", {}, "Why"))),
+      h("tbody", {}, p.operators.map((c) =>
+        h("tr", { key: c.operatorId, "data-verdict": c.verdict },
+          h("td", { class: "mono" }, c.operatorId + (c.was ? ` (was ${c.was})` : "")),
+          h("td", {}, c.typeName),
+          h("td", { class: c.verdict === "refused" ? "bad" : null }, c.verdict),
+          h("td", {}, c.detail))))),
+  ];
 }

@@ -713,6 +713,17 @@ async fn the_workbench_validates_submits_starts_shows_the_graph_and_checkpoints_
         refused.contains("409") && refused.contains("logic") && refused.contains("`sql`"),
         "the Hub's error, its status and field: {refused}"
     );
+    // The preview says which operator's state stops it, and what dropping it would do.
+    page.click("[data-testid=upgrade-preview]").await;
+    let refusing = page
+        .until(
+            "the preview's refused window",
+            "document.querySelector('#upgrade-report [data-allowed=false]') && \
+             document.querySelector('#upgrade-report tr[data-verdict=refused]')?.textContent",
+        )
+        .await;
+    let refusing = refusing.as_str().unwrap_or_default().to_owned();
+    assert!(refusing.contains("window"), "{refusing}");
     page.browser
         .client()
         .execute(

@@ -10,8 +10,8 @@ use axum::extract::{Path, State};
 use std::sync::Arc;
 use weir_control::{
     ApiError, CheckpointAccepted, CheckpointKind, CheckpointRequest, DesiredStateChange, JobDetail,
-    JobSummary, JobVersion, SavepointRequest, SubmitJob, UpgradeRecord, UpgradeRequest,
-    ValidateRequest, ValidateResult,
+    JobSummary, JobVersion, SavepointRequest, SubmitJob, UpgradePreview, UpgradeRecord,
+    UpgradeRequest, ValidateRequest, ValidateResult,
 };
 
 /// Checks a job name: it is the job id and the prefix of its lanes' job ids.
@@ -272,6 +272,31 @@ pub(crate) async fn upgrade(
     let source = source(request.sql.as_ref(), request.spec.as_ref())?;
     let compiled = compile_for_store(&hub, &job_id, source).await?;
     hub.with_store(move |s| s.upgrade(&job_id, &request, &compiled, now_ms()))
+        .await
+        .map(Json)
+}
+
+/// What an upgrade with this request would do with each operator's state (kept, started
+/// empty, dropped, refused), changing nothing: the report to read before upgrading a job whose
+/// logic changes.
+#[utoipa::path(post, path = "/api/v1/jobs/{job_id}/upgrades/preview", tag = "jobs",
+    security(("api_token" = [])),
+    params(("job_id" = String, Path, description = "The job")),
+    request_body = UpgradeRequest,
+    responses((status = 200, body = UpgradePreview), (status = 400, body = ApiError),
+        (status = 404, body = ApiError), (status = 409, body = ApiError),
+        (status = 422, body = ApiError)))]
+pub(crate) async fn preview_upgrade(
+    State(hub): State<Arc<Hub>>,
+    _caller: Admin,
+    Path(job_id): Path<String>,
+    ApiJson(request): ApiJson<UpgradeRequest>,
+) -> Result<Json<UpgradePreview>> {
+    let known = job_id.clone();
+    hub.with_store(move |s| s.job(&known)).await?;
+    let source = source(request.sql.as_ref(), request.spec.as_ref())?;
+    let compiled = compile_for_store(&hub, &job_id, source).await?;
+    hub.with_store(move |s| s.preview_upgrade(&job_id, &request, &compiled))
         .await
         .map(Json)
 }

@@ -35,6 +35,7 @@ use utoipa::OpenApi;
         jobs::checkpoint,
         jobs::savepoint,
         jobs::upgrade,
+        jobs::preview_upgrade,
         jobs::rollback,
         agents::list,
         agents::register,
@@ -100,6 +101,10 @@ pub(crate) fn router(hub: Arc<Hub>) -> Router {
         .route("/api/v1/ui/config", get(live::ui_config))
         .route("/api/v1/jobs/{job_id}/savepoints", post(jobs::savepoint))
         .route("/api/v1/jobs/{job_id}/upgrades", post(jobs::upgrade))
+        .route(
+            "/api/v1/jobs/{job_id}/upgrades/preview",
+            post(jobs::preview_upgrade),
+        )
         .route(
             "/api/v1/jobs/{job_id}/upgrades/{upgrade_id}/rollback",
             post(jobs::rollback),

@@ -9,7 +9,7 @@ use rusqlite::{Transaction, params};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use weir_control::{
     AgentCapabilities, CommandAction, DesiredState, DesiredStateChange, JobSummary, JobVersion,
-    LANE_HISTORY, LaneRecord, Restore,
+    LANE_HISTORY, LaneRecord, Restore, StateActions,
 };
 
 /// A row of `jobs`.
@@ -31,6 +31,10 @@ pub(crate) struct JobRow {
 pub(crate) struct VersionRow {
     pub version: JobVersion,
     pub plans_json: String,
+    /// Its operators' profiles; `None` for a version stored before they were recorded.
+    pub profiles: Option<Vec<weir::plan::evolution::OperatorProfile>>,
+    /// The actions its restore of an older version's savepoint takes.
+    pub actions: StateActions,
 }
 
 fn desired_from(s: &str) -> DesiredState {
@@ -98,8 +102,8 @@ pub(crate) fn version_row(tx: &Transaction<'_>, version_id: &str) -> Result<Vers
     let row = tx
         .query_row(
             "SELECT version_id, job_id, number, source_sql, spec_json, plan_fingerprint, \
-             state_format_version, lanes, created_at, plans_json \
-             FROM job_versions WHERE version_id = ?1",
+             state_format_version, lanes, created_at, plans_json, operator_profiles, \
+             state_actions FROM job_versions WHERE version_id = ?1",
             [version_id],
             |r| {
                 Ok((
@@ -115,6 +119,8 @@ pub(crate) fn version_row(tx: &Transaction<'_>, version_id: &str) -> Result<Vers
                         created_at: r.get(8)?,
                     },
                     r.get::<_, String>(9)?,
+                    r.get::<_, Option<String>>(10)?,
+                    r.get::<_, Option<String>>(11)?,
                 ))
             },
         )
@@ -122,6 +128,15 @@ pub(crate) fn version_row(tx: &Transaction<'_>, version_id: &str) -> Result<Vers
     Ok(VersionRow {
         version: row.0.into_version()?,
         plans_json: row.1,
+        profiles: row
+            .2
+            .map(|p| from_stored("operator profiles", &p))
+            .transpose()?,
+        actions: row
+            .3
+            .map(|a| from_stored("state actions", &a))
+            .transpose()?
+            .unwrap_or_default(),
     })
 }
 
@@ -160,6 +175,7 @@ pub(crate) fn insert_version(
     compiled: &Compiled,
     sql: Option<&str>,
     spec: Option<&serde_json::Value>,
+    actions: &StateActions,
     now: i64,
 ) -> Result<String> {
     let context = "storing a job version";
@@ -175,7 +191,8 @@ pub(crate) fn insert_version(
     tx.execute(
         "INSERT INTO job_versions (version_id, job_id, number, source_sql, source_spec, \
          spec_json, plans_json, plan_fingerprint, state_format_version, lanes, created_at, \
-         touches) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+         touches, operator_profiles, state_actions) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
         params![
             version_id,
             job_id,
@@ -192,6 +209,10 @@ pub(crate) fn insert_version(
                 "touched places",
                 &crate::compile::places_of(&compiled.touches)
             )?,
+            to_stored("operator profiles", &compiled.profiles)?,
+            (!actions.is_empty())
+                .then(|| to_stored("state actions", actions))
+                .transpose()?,
         ],
     )
     .map_err(HubError::store(context))?;
@@ -375,6 +396,7 @@ fn send_runs(
             lane_count: version.version.lanes,
             spec: version.version.spec.clone(),
             restore: job.generation_restore.clone(),
+            actions: version.actions.clone(),
         };
         enqueue(tx, agent, job, &job.current_version, &action, now)?;
     }
@@ -637,7 +659,8 @@ impl Store {
                 params![name, version_id, now],
             )
             .map_err(HubError::store("submitting a job"))?;
-            let stored = insert_version(tx, name, compiled, sql, spec, now)?;
+            let stored =
+                insert_version(tx, name, compiled, sql, spec, &StateActions::default(), now)?;
             debug_assert_eq!(stored, version_id);
             let mut job = require_job(tx, name)?;
             if desired == DesiredState::Running {

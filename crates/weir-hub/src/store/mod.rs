@@ -32,6 +32,7 @@ const MIGRATIONS: &[M<'static>] = &[
     M::up(include_str!("../../migrations/01-init.sql")),
     M::up(include_str!("../../migrations/02-auth.sql")),
     M::up(include_str!("../../migrations/03-places.sql")),
+    M::up(include_str!("../../migrations/04-evolution.sql")),
 ];
 
 /// The intent store.

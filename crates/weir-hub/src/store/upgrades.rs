@@ -1,13 +1,16 @@
 //! Upgrades (a new version started from a savepoint of the current one) and rollbacks.
 
-use super::jobs::{JobRow, insert_version, lanes, require_job, version_row};
+use super::jobs::{JobRow, VersionRow, insert_version, lanes, require_job, version_row};
 use super::{Store, from_stored, optional, rfc3339, to_stored, to_u32};
 use crate::compile::Compiled;
 use crate::error::{HubError, Result};
 use crate::observed::aggregate;
 use rusqlite::{Transaction, params};
 use std::collections::BTreeMap;
-use weir_control::{DesiredState, ObservedPhase, UpgradeRecord, UpgradeRequest, UpgradeState};
+use weir::plan::evolution::{EvolutionActions, compare};
+use weir_control::{
+    DesiredState, ObservedPhase, UpgradePreview, UpgradeRecord, UpgradeRequest, UpgradeState,
+};
 
 /// Refuses (409) unless the job is stopped and every lane reports it.
 fn require_stopped(tx: &Transaction<'_>, job: &JobRow) -> Result<()> {
@@ -71,7 +74,69 @@ struct StoredPlans {
     partitioned_plan: weir::plan::PartitionedPlan,
 }
 
+/// What restoring a savepoint of version `current` (`version_id`) into `compiled` with the
+/// request's actions does with each operator's state; a 409 on `field` when `current` was
+/// stored without operator profiles and the logic changed.
+fn preview(
+    current: &VersionRow,
+    version_id: &str,
+    request: &UpgradeRequest,
+    compiled: &Compiled,
+    field: &str,
+) -> Result<UpgradePreview> {
+    let plans: StoredPlans = from_stored("plans", &current.plans_json)?;
+    if plans.partitioned_plan.logical_fingerprint() == compiled.logical_fingerprint {
+        return Ok(UpgradePreview {
+            allowed: true,
+            logic_changed: false,
+            operators: Vec::new(),
+        });
+    }
+    let Some(profiles) = &current.profiles else {
+        return Err(HubError::conflict(
+            field,
+            format!(
+                "the new version changes the job's logic (options, keys or edges) against \
+                 version `{version_id}`, which was stored before the Hub recorded its \
+                 operators: it can be upgraded only without changing the logic"
+            ),
+        ));
+    };
+    let a = &request.actions;
+    let actions = EvolutionActions::from_names(a.allow_new_state, &a.drop_state, &a.map_operator);
+    let report = compare(profiles, &compiled.profiles, &actions, compiled.strict);
+    Ok(UpgradePreview {
+        allowed: report.allowed(),
+        logic_changed: true,
+        operators: report
+            .operators
+            .iter()
+            .map(|c| serde_json::to_value(c).unwrap_or_default())
+            .collect(),
+    })
+}
+
 impl Store {
+    /// What an upgrade of job `job_id` with `request` to `compiled` would do with each
+    /// operator's state, changing nothing.
+    ///
+    /// # Errors
+    /// 404 for an unknown job; 409 when the current version has no operator profiles and the
+    /// logic changed.
+    pub fn preview_upgrade(
+        &self,
+        job_id: &str,
+        request: &UpgradeRequest,
+        compiled: &Compiled,
+    ) -> Result<UpgradePreview> {
+        self.read("previewing an upgrade", |tx| {
+            let job = require_job(tx, job_id)?;
+            let current = version_row(tx, &job.current_version)?;
+            let field = if request.sql.is_some() { "sql" } else { "spec" };
+            preview(&current, &job.current_version, request, compiled, field)
+        })
+    }
+
     /// Makes `compiled` the job's current version, to start from savepoint
     /// `request.savepoint_id` of the version it replaces.
     ///
@@ -134,20 +199,33 @@ impl Store {
             }
             let epochs: BTreeMap<u32, u64> = from_stored("lane epochs", &epochs)?;
             let current = version_row(tx, &job.current_version)?;
-            // The lanes restore the savepoint's state only into the same logic: refused here,
-            // the job stays stopped on its version, instead of failing at the start.
-            let plans: StoredPlans = from_stored("plans", &current.plans_json)?;
-            if plans.partitioned_plan.logical_fingerprint() != compiled.logical_fingerprint {
-                let field = if request.sql.is_some() { "sql" } else { "spec" };
+            // A restore the lanes would refuse is refused here: the job stays stopped on its
+            // version instead of failing at the start.
+            let field = if request.sql.is_some() { "sql" } else { "spec" };
+            let preview = preview(&current, &job.current_version, request, compiled, field)?;
+            if !preview.allowed {
+                let refusals: Vec<String> = preview
+                    .operators
+                    .iter()
+                    .filter(|c| c["verdict"] == "refused")
+                    .map(|c| {
+                        format!(
+                            "operator `{}` ({}): {}",
+                            c["operatorId"].as_str().unwrap_or_default(),
+                            c["typeName"].as_str().unwrap_or_default(),
+                            c["detail"].as_str().unwrap_or_default()
+                        )
+                    })
+                    .collect();
                 return Err(HubError::conflict(
                     field,
                     format!(
-                        "the new version changes the job's logic (options, keys or edges) \
-                         against version `{}`: its lanes could not restore the savepoint's \
-                         state. An upgrade may change what does not touch the logic \
-                         (checkpoint settings, restart policy, channel capacity); other \
-                         changes are a new job",
-                        job.current_version
+                        "the new version changes the job's logic against version `{}` in a way \
+                         its lanes would refuse to restore the savepoint into: {} (allow it \
+                         with `actions`: allowNewState, dropState, mapOperator; see the \
+                         preview)",
+                        job.current_version,
+                        refusals.join("; ")
                     ),
                 ));
             }
@@ -169,6 +247,7 @@ impl Store {
                 compiled,
                 request.sql.as_deref(),
                 request.spec.as_ref(),
+                &request.actions,
                 now,
             )?;
             let upgrade_id = super::new_id();

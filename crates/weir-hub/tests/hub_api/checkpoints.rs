@@ -124,6 +124,7 @@ async fn upgrades_need_a_stopped_job_and_a_savepoint_and_roll_back() {
         sql: None,
         spec: Some(v2.clone()),
         savepoint_id: savepoint.into(),
+        actions: Default::default(),
     };
 
     let checkpoint = checkpoint_both(&t, &a, &b, 0, false).await;
@@ -194,6 +195,7 @@ async fn upgrades_need_a_stopped_job_and_a_savepoint_and_roll_back() {
         sql: None,
         spec: Some(other_logic.clone()),
         savepoint_id: savepoint.clone(),
+        actions: Default::default(),
     };
     let refused = t.client.upgrade("bids", &logic).await.unwrap_err();
     assert_eq!(status(&refused), (409, Some("spec".into())));
@@ -377,4 +379,79 @@ mod full {
         assert!(manifest.verify());
         assert_eq!(manifest.checksum, record.checksum);
     }
+}
+
+#[tokio::test]
+async fn an_upgrade_that_changes_the_logic_is_previewed_refused_then_accepted_with_actions() {
+    let dir = tempfile::tempdir().unwrap();
+    let (t, a, b) = two_agents_running_bids(dir.path()).await;
+    let savepoint = checkpoint_both(&t, &a, &b, 0, true).await;
+    t.set_desired("bids", DesiredState::Stopped).await;
+    for (agent, reg, lane) in [("a", &a, 0), ("b", &b, 1)] {
+        report(
+            &t.client,
+            agent,
+            reg,
+            1,
+            vec![lane_status("bids", 2, lane, LaneState::Stopped)],
+        )
+        .await
+        .unwrap();
+    }
+    // Another source option (its read positions would not fit) and a filter before the sink.
+    let mut v2 = spec(dir.path(), 2);
+    v2["sources"][0]["options"]["rows"] = json!(20);
+    v2["operators"] = json!([{
+        "name": "big", "type": "filter", "input": "bids",
+        "options": { "predicate": "auction > 3" }
+    }]);
+    v2["sinks"][0]["input"] = json!("big");
+    let mut request = UpgradeRequest {
+        sql: None,
+        spec: Some(v2),
+        savepoint_id: savepoint.clone(),
+        actions: Default::default(),
+    };
+
+    let preview = t.client.preview_upgrade("bids", &request).await.unwrap();
+    assert!(preview.logic_changed && !preview.allowed, "{preview:?}");
+    let verdict = |p: &weir_control::UpgradePreview, id: &str| {
+        p.operators
+            .iter()
+            .find(|c| c["operatorId"] == id)
+            .map(|c| c["verdict"].as_str().unwrap_or_default().to_owned())
+    };
+    assert_eq!(verdict(&preview, "bids").as_deref(), Some("refused"));
+    assert_eq!(verdict(&preview, "big").as_deref(), Some("added"));
+    let refused = t.client.upgrade("bids", &request).await.unwrap_err();
+    assert_eq!(status(&refused), (409, Some("spec".into())));
+    assert!(
+        refused.to_string().contains("operator `bids` (datagen)"),
+        "{refused}"
+    );
+
+    // Reading the source again from its start is what the user asks for.
+    request.actions.drop_state = vec!["bids".into()];
+    let preview = t.client.preview_upgrade("bids", &request).await.unwrap();
+    assert!(preview.allowed, "{preview:?}");
+    assert_eq!(verdict(&preview, "bids").as_deref(), Some("starts-empty"));
+    let applied = t.client.upgrade("bids", &request).await.unwrap();
+    assert_eq!(applied.state, UpgradeState::Applied);
+
+    // The lanes are told the actions with the savepoint's epochs.
+    t.set_desired("bids", DesiredState::Running).await;
+    let commands = t.client.commands("a", &a.session_token).await.unwrap();
+    let actions: Vec<&weir_control::StateActions> = commands
+        .iter()
+        .filter_map(|c| match &c.action {
+            CommandAction::Run {
+                restore: Restore::LaneEpochs(_),
+                actions,
+                ..
+            } => Some(actions),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(actions.len(), 1, "{commands:?}");
+    assert_eq!(actions[0].drop_state, ["bids"]);
 }

@@ -144,6 +144,25 @@ pub enum TestkitError {
         detail: String,
     },
 
+    /// `redis-server` is not on `PATH` and Debian's packages could not be fetched.
+    #[error(
+        "the Redis test was not run: Redis could not be installed ({detail}); install it \
+         (Debian/Ubuntu: `apt-get update && apt-get install redis-server`, or let the test \
+         fetch the packages: `apt-get download` needs current package lists) and run it again"
+    )]
+    RedisMissing {
+        /// What failed.
+        detail: String,
+    },
+    /// The Redis server did not answer, or a command to it failed.
+    #[error("Redis failed: {reason}; its log ends with:\n{tail}")]
+    RedisStart {
+        /// What failed.
+        reason: String,
+        /// The end of its log.
+        tail: String,
+    },
+
     /// Chromium or chromedriver is missing and could not be installed.
     #[error(
         "the browser test was NOT RUN: headless Chromium could not be had ({detail}); install \

@@ -8,6 +8,7 @@ pub mod browser;
 mod error;
 pub mod kafka;
 pub mod prometheus;
+pub mod redis;
 pub mod s3;
 
 pub use error::TestkitError;

@@ -12,39 +12,11 @@
 //! shard found empty in keyed state when first touched stays so until rows are released.
 
 use super::ROWS;
-use super::row_set::{Entry, RowHasher, RowSet};
+use super::row_set::{Count, Entry, RowHasher, RowSet};
 use hashbrown::hash_map::EntryRef;
 use std::collections::HashMap as StdHashMap;
 use weir_api::state::NamespaceRange;
-use weir_api::{Error, KeyedStateStore, Result, StateShardId};
-
-/// A distinct row of one side: its copies and how many rows of the other side it matches
-/// (kept on a padded side only).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(super) struct Count {
-    pub(super) copies: i64,
-    pub(super) matches: i64,
-}
-
-impl Count {
-    fn decode(payload: &[u8]) -> Result<Self> {
-        let bytes: [u8; 16] = payload
-            .try_into()
-            .map_err(|_| Error::Internal("regular join state: a corrupt row count".into()))?;
-        let (copies, matches) = bytes.split_at(8);
-        Ok(Self {
-            copies: i64::from_le_bytes(copies.try_into().unwrap_or_default()),
-            matches: i64::from_le_bytes(matches.try_into().unwrap_or_default()),
-        })
-    }
-
-    fn encode(self) -> [u8; 16] {
-        let mut out = [0_u8; 16];
-        out[..8].copy_from_slice(&self.copies.to_le_bytes());
-        out[8..].copy_from_slice(&self.matches.to_le_bytes());
-        out
-    }
-}
+use weir_api::{KeyedStateStore, Result, StateShardId};
 
 /// The held rows of one key of one side.
 #[derive(Debug)]

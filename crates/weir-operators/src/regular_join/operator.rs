@@ -2,7 +2,8 @@
 //! and what each row of it emits (see the module above).
 
 use super::Config;
-use super::held::{Count, Held};
+use super::held::Held;
+use super::row_set::Count;
 use arrow::array::{Array, ArrayRef, Int8Array, RecordBatch, UInt32Array, new_null_array};
 use arrow::compute::take;
 use std::ops::Range;

@@ -6,14 +6,42 @@
 //! be held apart (their counts add up; [`RowSet::merge`] folds them together when they are
 //! written to keyed state). An updating side's rows are distinct, found through the index.
 
-use super::held::Count;
 use hashbrown::HashTable;
 use std::hash::BuildHasher;
+use weir_api::{Error, Result};
 
 /// A fast hash of short byte strings, with a fixed seed so that a run's order of pairs repeats
 /// (the rows come from the job's data, but a flood of colliding rows only slows the one
 /// operator that holds them, like any skewed key).
 pub(super) type RowHasher = foldhash::fast::FixedState;
+
+/// A distinct row of one side: its copies and how many rows of the other side it matches
+/// (kept on a padded side only).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Count {
+    pub(super) copies: i64,
+    pub(super) matches: i64,
+}
+
+impl Count {
+    pub(super) fn decode(payload: &[u8]) -> Result<Self> {
+        let bytes: [u8; 16] = payload
+            .try_into()
+            .map_err(|_| Error::Internal("regular join state: a corrupt row count".into()))?;
+        let (copies, matches) = bytes.split_at(8);
+        Ok(Self {
+            copies: i64::from_le_bytes(copies.try_into().unwrap_or_default()),
+            matches: i64::from_le_bytes(matches.try_into().unwrap_or_default()),
+        })
+    }
+
+    pub(super) fn encode(self) -> [u8; 16] {
+        let mut out = [0_u8; 16];
+        out[..8].copy_from_slice(&self.copies.to_le_bytes());
+        out[8..].copy_from_slice(&self.matches.to_le_bytes());
+        out
+    }
+}
 
 /// A held row's count, and whether keyed state has yet to see it.
 #[derive(Debug, Clone, Copy, Default)]

@@ -407,18 +407,37 @@ async fn a_job_over_three_agents_survives_an_agent_kill_and_a_hub_restart_exactl
         .await
         .expect_err("another logic");
     assert_eq!(refused.status(), Some(409), "{refused}");
-    let upgrade = client
-        .upgrade(
-            &job,
-            &UpgradeRequest {
-                sql: Some(job_sql(broker, &topic, s3, &bucket, LANES, 200)),
-                spec: None,
-                savepoint_id: savepoint.checkpoint_id.clone(),
-                actions: Default::default(),
-            },
+    // A new version whose logic changes in a way that keeps the window's state: a filter
+    // before it, which every bid passes (so the output is the first version's), and another
+    // checkpoint interval. The preview says the window keeps its state; the lanes restore the
+    // savepoint into it by the rules of changing a job.
+    let filtered = job_sql(broker, &topic, s3, &bucket, LANES, 200)
+        .replace(
+            "INSERT INTO bids_per_auction",
+            "CREATE VIEW priced AS SELECT * FROM bids WHERE price >= 0;\n\nINSERT INTO \
+             bids_per_auction",
         )
+        .replace("TUMBLE(TABLE bids,", "TUMBLE(TABLE priced,");
+    let request = UpgradeRequest {
+        sql: Some(filtered),
+        spec: None,
+        savepoint_id: savepoint.checkpoint_id.clone(),
+        actions: Default::default(),
+    };
+    let preview = client
+        .preview_upgrade(&job, &request)
         .await
-        .expect("upgrade");
+        .expect("preview");
+    let window = preview
+        .operators
+        .iter()
+        .find(|c| c["typeName"] == "window")
+        .expect("the window in the preview");
+    assert!(
+        preview.allowed && preview.logic_changed && window["verdict"] == "kept",
+        "{preview:?}"
+    );
+    let upgrade = client.upgrade(&job, &request).await.expect("upgrade");
     assert_eq!(client.job_versions(&job).await.expect("versions").len(), 2);
     cluster.set_state(&job, DesiredState::Running).await;
     let total = input.before_flush + input.after_flush;

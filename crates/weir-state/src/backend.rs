@@ -20,6 +20,12 @@ use weir_api::{JobId, OperatorId, StateSpec, TaskId};
 /// them to redb (keys, values and bookkeeping, approximately).
 pub const JOURNAL_BUDGET: usize = 32 << 20;
 
+/// The page cache of one task's state file. redb's own default is 1 GiB per database, a ceiling
+/// a job reaches once per task that spills: a keyed vertex at parallelism 8 could hold 8 GiB of
+/// cached pages. The cache earns its keep on the B-tree's interior pages, which every lookup
+/// touches and which this holds many times over.
+pub const STATE_CACHE_BYTES: usize = 64 << 20;
+
 /// The state format version this build reads and writes; stored in every file.
 pub const STATE_FORMAT_VERSION: u32 = 1;
 
@@ -150,7 +156,9 @@ impl RedbStateBackend {
     /// [`StateError::FormatVersion`] for a file of another format version;
     /// [`StateError::Storage`] when redb cannot open or initialize it.
     pub fn open(path: &Path, clock: Arc<dyn StateClock>) -> StateResult<Self> {
-        let db = Database::create(path)
+        let db = Database::builder()
+            .set_cache_size(STATE_CACHE_BYTES)
+            .create(path)
             .map_err(|e| StateError::storage(format!("opening {}", path.display()), e))?;
         let ctx = || format!("initializing {}", path.display());
         let txn = db

@@ -71,8 +71,8 @@ pub mod timers;
 mod view;
 
 pub use backend::{
-    JOURNAL_BUDGET, Migration, MigrationFn, RedbStateBackend, STATE_FORMAT_VERSION, StateSize,
-    task_state_file,
+    JOURNAL_BUDGET, Migration, MigrationFn, RedbStateBackend, STATE_CACHE_BYTES,
+    STATE_FORMAT_VERSION, StateSize, task_state_file,
 };
 pub use clock::{ManualClock, StateClock, SystemClock};
 pub use error::{StateError, StateResult};

@@ -260,7 +260,12 @@ impl ExpectedCheckpoint {
     ///   against the checkpoint's parallelism `k` (shard owners are the contiguous ranges
     ///   `weir_plan::ShardAssignment::contiguous` gives at `k`). Input watermarks are not
     ///   checked: the channels were those of the old parallelism.
-    /// - Another logical fingerprint: the job's logic changed. Reported in user terms, each
+    /// - Another logical fingerprint, when this plan was given profiles
+    ///   ([`ExpectedCheckpoint::with_evolution`]) and the manifest has them: the rules of changing
+    ///   a job decide ([`ExpectedCheckpoint::evolution_report`]); each operator they refuse is a
+    ///   [`ManifestProblem::Evolution`], besides structural problems and a differing `jobId`,
+    ///   `pipelineId` or `stateFormatVersion`.
+    /// - Another logical fingerprint otherwise: the job's logic changed. Reported in user terms, each
     ///   an incompatibility ([`ManifestProblem::is_incompatibility`]): operators in the
     ///   checkpoint that this plan lacks ([`ManifestProblem::OperatorNotInPlan`]), vertex
     ///   heads of this plan without tasks in the checkpoint

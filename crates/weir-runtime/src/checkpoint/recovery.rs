@@ -43,8 +43,7 @@ pub(crate) struct AttemptSetup {
     pub(crate) segments: SegmentStore,
     pub(crate) expected: ExpectedCheckpoint,
     pub(crate) restored: Option<EpochManifest>,
-    /// The verdict on each operator when the restored checkpoint is of a changed job (or
-    /// actions were given).
+    /// The verdict on each operator when the restored checkpoint is of a changed job.
     pub(crate) evolution: Option<EvolutionReport>,
     pub(crate) next_epoch: Epoch,
     /// What the restore repaired, passed over and withdrew.
@@ -413,7 +412,7 @@ pub(crate) struct RestorePlan {
 
 impl RestorePlan {
     /// What to restore of `manifest`; `evolution` is the verdict on each operator when the job
-    /// changed since the checkpoint (or actions were given).
+    /// changed since the checkpoint.
     pub(crate) fn new(manifest: EpochManifest, evolution: Option<&EvolutionReport>) -> Self {
         let restores = evolution.map(|report| {
             report

@@ -322,6 +322,15 @@ fn both(
             "its state is dropped on request: it starts empty".to_owned(),
         );
     }
+    if !o.stateful {
+        return added(n, actions);
+    }
+    if !n.stateful {
+        return (
+            Verdict::Dropped,
+            "keeps no state any more: its state is not restored".to_owned(),
+        );
+    }
     if o.keys != n.keys || o.key_hash != n.key_hash || o.state_shard_count != n.state_shard_count {
         return refused(
             Rule::Rekeyed,
@@ -332,15 +341,6 @@ fn both(
                 show_keys(&n.keys),
                 show_count(n.state_shard_count)
             ),
-        );
-    }
-    if !o.stateful {
-        return added(n, actions);
-    }
-    if !n.stateful {
-        return (
-            Verdict::Dropped,
-            "keeps no state any more: its state is not restored".to_owned(),
         );
     }
     if o.type_name != n.type_name || o.state_signature != n.state_signature {

@@ -639,7 +639,7 @@ fn plan_diff_says_what_a_restore_keeps_and_refuses() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        text.contains("keep   counts_window1 [window]: state kept"),
+        text.contains("keep   counts_window_bids [window]: state kept"),
         "{text}"
     );
     assert!(text.contains("add    counts_filter1 [filter]"), "{text}");
@@ -650,11 +650,14 @@ fn plan_diff_says_what_a_restore_keeps_and_refuses() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{text}");
     assert!(
-        text.contains("REFUSE counts_window1 [window]")
-            && text.contains("--drop-state counts_window1"),
+        text.contains("REFUSE counts_window_bids [window]")
+            && text.contains("--drop-state counts_window_bids"),
         "{text}"
     );
-    assert!(err.contains("would be refused: `counts_window1`"), "{err}");
+    assert!(
+        err.contains("would be refused: `counts_window_bids`"),
+        "{err}"
+    );
     // ... and allowed with the state dropped, as JSON.
     let out = weir(
         &[
@@ -663,7 +666,7 @@ fn plan_diff_says_what_a_restore_keeps_and_refuses() {
             &old,
             &summed,
             "--drop-state",
-            "counts_window1",
+            "counts_window_bids",
             "--json",
         ],
         dir.path(),
@@ -673,7 +676,7 @@ fn plan_diff_says_what_a_restore_keeps_and_refuses() {
         .as_array()
         .expect("operators")
         .iter()
-        .find(|c| c["operatorId"] == "counts_window1")
+        .find(|c| c["operatorId"] == "counts_window_bids")
         .expect("the window");
     assert_eq!(line["verdict"], "starts-empty", "{report}");
 
@@ -687,8 +690,8 @@ fn plan_diff_says_what_a_restore_keeps_and_refuses() {
         String::from_utf8_lossy(&out.stderr)
     );
     assert!(
-        text.contains("REFUSE counts_2_window1 [window]: new and keeps state")
-            && text.contains("keep   counts_window1 [window]: state kept"),
+        text.contains("REFUSE counts_2_window_bids [window]: new and keeps state")
+            && text.contains("keep   counts_window_bids [window]: state kept"),
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
@@ -698,11 +701,14 @@ fn plan_diff_says_what_a_restore_keeps_and_refuses() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{text}");
-    assert!(text.contains("empty  counts_2_window1 [window]"), "{text}");
+    assert!(
+        text.contains("empty  counts_2_window_bids [window]"),
+        "{text}"
+    );
 
     // A malformed action is refused before anything runs.
     let out = weir(
-        &["run", &old, "--map-operator", "counts_window1"],
+        &["run", &old, "--map-operator", "counts_window_bids"],
         dir.path(),
     );
     assert!(!out.status.success());

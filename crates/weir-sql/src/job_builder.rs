@@ -273,6 +273,40 @@ pub(crate) struct JobBuilder {
     statements: BTreeMap<String, usize>,
 }
 
+/// The nodes a spec node reads: its `input` or `inputs`, each a name or `{"from": name}`.
+fn node_inputs(node: &serde_json::Value) -> Vec<String> {
+    let one = |v: &serde_json::Value| v.as_str().or_else(|| v["from"].as_str()).map(str::to_owned);
+    match (&node["input"], &node["inputs"]) {
+        (serde_json::Value::Null, serde_json::Value::Array(items)) => {
+            items.iter().filter_map(one).collect()
+        }
+        (input, _) => one(input).into_iter().collect(),
+    }
+}
+
+/// Replaces every node reference in `value` (a name, `{"from": name}`, or a list of them) that
+/// `rename` renames.
+fn rename_references(value: &mut serde_json::Value, rename: &dyn Fn(&str) -> Option<String>) {
+    match value {
+        serde_json::Value::String(reference) => {
+            if let Some(new) = rename(reference) {
+                *reference = new;
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                rename_references(item, rename);
+            }
+        }
+        serde_json::Value::Object(map) => {
+            if let Some(from) = map.get_mut("from") {
+                rename_references(from, rename);
+            }
+        }
+        _ => {}
+    }
+}
+
 /// The physical columns a source must read for the columns `read` of `def`: those read, those
 /// its computed columns and its watermark use (every computed column is evaluated at the
 /// source), at least one; `None` when that is all of them. A computed column's expression is
@@ -561,6 +595,91 @@ impl JobBuilder {
             "input": input,
             "options": options,
         }));
+    }
+
+    /// Names the stateful operators among `statement` (the nodes one statement made) by what
+    /// they are and what they read, not by a count: `{prefix}{type}_{lineage}`, where the
+    /// lineage of a table's source is the table, a stateless node (`project`, `filter`,
+    /// `union`) passes its inputs' lineages on, and a stateful one is its type followed by
+    /// its inputs' lineages (sorted): `counts_window_bids`, `counts_window_window_bids`,
+    /// `joined_interval_join_auctions_bids`. An operator's id is what a restore finds its
+    /// state by (docs/fault-tolerance.md, "Changing a job"), so a filter or a projection added
+    /// anywhere, or a statement added before, leaves it alone. A lineage longer than 48
+    /// characters is its type and a hash of it; operators of one statement that would have
+    /// the same name get `_2`, `_3`, ... in plan order. Every reference to a renamed node
+    /// (inputs, side outputs `node.output`, sinks) follows.
+    pub(crate) fn name_by_lineage(&mut self, prefix: &str, statement: &BTreeSet<String>) {
+        const STATELESS: [&str; 3] = ["project", "filter", "union"];
+        let mut lineage: BTreeMap<String, String> = BTreeMap::new();
+        let mut renames: BTreeMap<String, String> = BTreeMap::new();
+        let mut taken: BTreeSet<String> = self
+            .operators
+            .iter()
+            .chain(&self.sinks)
+            .filter_map(|n| n["name"].as_str().map(str::to_owned))
+            .collect();
+        for op in &self.operators {
+            let (Some(name), Some(kind)) = (op["name"].as_str(), op["type"].as_str()) else {
+                continue;
+            };
+            let mut read: Vec<String> = node_inputs(op)
+                .iter()
+                .map(|input| {
+                    let node = input.split_once('.').map_or(input.as_str(), |(n, _)| n);
+                    lineage
+                        .get(node)
+                        .cloned()
+                        .unwrap_or_else(|| node.to_owned())
+                })
+                .collect();
+            read.sort();
+            read.dedup();
+            let read = read.join("_");
+            if STATELESS.contains(&kind) {
+                lineage.insert(name.to_owned(), read);
+                continue;
+            }
+            let own = format!("{kind}_{read}");
+            lineage.insert(name.to_owned(), own.clone());
+            if !statement.contains(name) {
+                continue;
+            }
+            let base = if own.len() > 48 {
+                let digest = weir_plan::sha256_hex(own.as_bytes());
+                format!("{prefix}{kind}_{}", &digest[..8])
+            } else {
+                format!("{prefix}{own}")
+            };
+            let mut candidate = base.clone();
+            let mut n = 1;
+            while taken.contains(&candidate) {
+                n += 1;
+                candidate = format!("{base}_{n}");
+            }
+            taken.insert(candidate.clone());
+            renames.insert(name.to_owned(), candidate);
+        }
+        if renames.is_empty() {
+            return;
+        }
+        let rename = |reference: &str| -> Option<String> {
+            let (node, output) = match reference.split_once('.') {
+                Some((n, o)) => (n, Some(o)),
+                None => (reference, None),
+            };
+            let new = renames.get(node)?;
+            Some(output.map_or_else(|| new.clone(), |o| format!("{new}.{o}")))
+        };
+        for node in self.operators.iter_mut().chain(self.sinks.iter_mut()) {
+            if let Some(new) = node["name"].as_str().and_then(|n| renames.get(n)) {
+                node["name"] = serde_json::json!(new);
+            }
+            for field in ["input", "inputs"] {
+                if let Some(references) = node.get_mut(field) {
+                    rename_references(references, &rename);
+                }
+            }
+        }
     }
 
     /// An operator of several inputs, each `(node, hash keys)`, in input order.

@@ -232,6 +232,7 @@ impl SqlCompiler {
                         stmt,
                         prefix: String::new(),
                         counters: Default::default(),
+                        named: Default::default(),
                         row_number: None,
                         numbered: Vec::new(),
                         versioned_views: Vec::new(),
@@ -469,20 +470,23 @@ mod tests {
         let cheap = "INSERT INTO cheap SELECT auction, price FROM bids WHERE price < 10;\n";
         let before = operator_ids(&format!("{tables}{window}")).await;
         let window_ids: Vec<&String> = before.iter().filter(|i| i.contains("window")).collect();
-        assert_eq!(window_ids, ["counts_window1"], "{before:?}");
+        assert_eq!(window_ids, ["counts_window_bids"], "{before:?}");
         // A filter under the window, and another statement before it, keep its id.
         for changed in [
             format!("{tables}{filtered}"),
             format!("{tables}{cheap}{window}"),
         ] {
             let after = operator_ids(&changed).await;
-            assert!(after.contains(&"counts_window1".to_owned()), "{after:?}");
+            assert!(
+                after.contains(&"counts_window_bids".to_owned()),
+                "{after:?}"
+            );
         }
         // A second statement into the same table has ids of its own.
         let twice = operator_ids(&format!("{tables}{window}{window}")).await;
         assert!(
-            twice.contains(&"counts_window1".to_owned())
-                && twice.contains(&"counts_2_window1".to_owned()),
+            twice.contains(&"counts_window_bids".to_owned())
+                && twice.contains(&"counts_2_window_bids".to_owned()),
             "{twice:?}"
         );
     }

@@ -108,8 +108,10 @@ pub(crate) struct Translator<'a> {
     /// Prefix of the nodes of this statement: the table it inserts into (`result_`), with
     /// `_2`, `_3`, ... for further statements inserting into the same table.
     pub(crate) prefix: String,
-    /// Per kind of node, how many this statement has named: the `2` of `result_window2`.
+    /// Per kind of node, how many this statement has named: the `2` of `result_filter2`.
     pub(crate) counters: std::collections::BTreeMap<String, usize>,
+    /// Every node name this statement made.
+    pub(crate) named: std::collections::BTreeSet<String>,
     /// The `ROW_NUMBER()` window under a `rn <= N` filter being translated, and N: it becomes
     /// a `window_top_n` or `dedup_first` operator ([`Translator::rank`]).
     pub(crate) row_number: Option<(*const datafusion::logical_expr::Window, i64)>,
@@ -171,15 +173,15 @@ impl<'a> Translator<'a> {
 
     /// The next node name: the statement's prefix, then `kind` (which may hold a table's name
     /// in any script) and how many nodes of that kind the statement has named, so
-    /// `result_window1`. A node's name is its operator id, which a restore finds its state by,
-    /// so it must not move when the statement changes elsewhere: counting per kind, a filter
-    /// added under a window leaves the window `window1`, and the prefix is the table written
-    /// to, not the statement's place in the script.
+    /// `result_filter1`. The statement's stateful operators are named again by what they are
+    /// and what they read once it is translated ([`JobBuilder::name_by_lineage`]).
     fn next_name(&mut self, kind: &str) -> String {
         let kind = node_name_part(kind);
         let n = self.counters.entry(kind.clone()).or_default();
         *n += 1;
-        format!("{}{kind}{n}", self.prefix)
+        let name = format!("{}{kind}{n}", self.prefix);
+        self.named.insert(name.clone());
+        name
     }
 
     /// Translates the plan of `INSERT INTO table SELECT ...`.
@@ -260,7 +262,9 @@ impl<'a> Translator<'a> {
             window: None,
         };
         let name = self.next_name("sink");
-        self.job.sink(&name, &table, &stream.node, self.here())
+        self.job.sink(&name, &table, &stream.node, self.here())?;
+        self.job.name_by_lineage(&self.prefix, &self.named);
+        Ok(())
     }
 
     /// Translates one plan node (and its inputs) into the operators that compute it on a

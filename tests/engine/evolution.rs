@@ -40,6 +40,8 @@ struct Version<'a> {
     window: &'a str,
     extra_aggregate: bool,
     second_window: bool,
+    /// The file sink's name; `None`: neither the window nor its sink (only the paced one).
+    sink: Option<&'a str>,
 }
 
 fn spec(dir: &Path, v: Version<'_>) -> JobSpec {
@@ -71,6 +73,30 @@ fn spec(dir: &Path, v: Version<'_>) -> JobSpec {
     } else {
         (String::new(), String::new())
     };
+    let (window, sink) = match v.sink {
+        Some(sink) => (
+            format!(
+                "{filter}  - name: {w}\n    type: window\n    input: {{ from: {window_input}, \
+                 partition: {{ hash: [k] }} }}\n    options:\n      time_column: ts\n      \
+                 window: {{ type: tumble, size: 100 }}\n      key_by: [k]\n      aggregates:\n        \
+                 - {{ function: count, as: n }}\n        - {{ function: sum, column: v, as: total }}\n\
+                 {extra}{second}",
+                w = v.window
+            ),
+            format!(
+                "  - name: {sink}\n    connector: file\n    input: {w}\n    options: \
+                 {{ path: \"{out}\", format: parquet }}\n",
+                w = v.window,
+                out = dir.join("out").display()
+            ),
+        ),
+        None => (format!("{filter}{second}"), String::new()),
+    };
+    let operators = if window.is_empty() {
+        String::new()
+    } else {
+        format!("operators:\n{window}")
+    };
     let yaml = format!(
         r#"
 job: evolving
@@ -86,27 +112,10 @@ sources:
       - {{ name: v, type: int64, nullable: false }}
     options: {{ path: "{input}", format: csv, batch_size: 16 }}
     watermark: {{ column: ts, max_out_of_orderness: 50, interval: 1 }}
-operators:
-{filter}  - name: {window}
-    type: window
-    input: {{ from: {window_input}, partition: {{ hash: [k] }} }}
-    options:
-      time_column: ts
-      window: {{ type: tumble, size: 100 }}
-      key_by: [k]
-      aggregates:
-        - {{ function: count, as: n }}
-        - {{ function: sum, column: v, as: total }}
-{extra}{second}sinks:
-  - name: out
-    connector: file
-    input: {window}
-    options: {{ path: "{out}", format: parquet }}
-  - {{ name: pace, connector: blackhole, input: events, options: {{ rows_per_second: 20000 }} }}
+{operators}sinks:
+{sink}  - {{ name: pace, connector: blackhole, input: events, options: {{ rows_per_second: 20000 }} }}
 {second_sink}"#,
-        window = v.window,
         input = dir.join("in-0.csv").display(),
-        out = dir.join("out").display(),
     );
     JobSpec::from_yaml_str(&yaml, "evolving.yaml").expect("spec parses")
 }
@@ -171,6 +180,7 @@ const V1: Version<'static> = Version {
     window: "w",
     extra_aggregate: false,
     second_window: false,
+    sink: Some("out"),
 };
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -370,4 +380,72 @@ async fn a_new_window_starts_empty_only_when_allowed() {
     );
     let second = published_rows(&dir.path().join("out_b"));
     assert!(!second.is_empty(), "the new window wrote rows");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_renamed_sink_finishes_its_transactions_and_a_removed_one_leaves_them() {
+    let engine = Engine::new();
+    let rows = input_rows();
+    let want = reference(&engine, &rows, V1).await;
+    // Renamed with a mapping: the same output, every row once.
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path(), &rows);
+    savepoint_of(&engine, dir.path(), &spec(dir.path(), V1)).await;
+    let renamed = spec(
+        dir.path(),
+        Version {
+            sink: Some("results"),
+            ..V1
+        },
+    );
+    let map = EvolutionActions {
+        map_operator: [("out".into(), "results".into())].into(),
+        ..Default::default()
+    };
+    start(&engine, &renamed, restoring(&dir.path().join("cp"), map))
+        .await
+        .expect("starts with the sink mapped")
+        .wait()
+        .await
+        .expect("restored run");
+    assert_same_rows(
+        &published_rows(&dir.path().join("out")),
+        &want,
+        "published output",
+    );
+
+    // Removed with the window: refused until both are dropped, then the job runs without them.
+    let dir = tempfile::tempdir().expect("tempdir");
+    write_input(dir.path(), &rows);
+    savepoint_of(&engine, dir.path(), &spec(dir.path(), V1)).await;
+    let without = spec(dir.path(), Version { sink: None, ..V1 });
+    let cp = dir.path().join("cp");
+    let err = start(
+        &engine,
+        &without,
+        restoring(&cp, EvolutionActions::default()),
+    )
+    .await
+    .expect_err("refused");
+    assert!(
+        err.to_string().contains("operator `out` (file): removed"),
+        "{err}"
+    );
+    let drop = EvolutionActions {
+        drop_state: ["w".into(), "out".into()].into(),
+        ..Default::default()
+    };
+    let summary = start(&engine, &without, restoring(&cp, drop))
+        .await
+        .expect("starts without the window and its sink")
+        .wait()
+        .await
+        .expect("restored run");
+    assert!(
+        summary
+            .checkpoints
+            .expect("counters")
+            .restored_from
+            .is_some()
+    );
 }

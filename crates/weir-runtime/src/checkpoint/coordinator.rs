@@ -503,7 +503,7 @@ impl Coordinator {
                 &self.sinks,
                 &self.store,
                 &self.job_id,
-                &operator,
+                (&operator, &operator),
                 subtask,
                 &values,
             )
@@ -542,12 +542,13 @@ impl Coordinator {
     }
 }
 
-/// Publishes the pre-committed transactions `values` of one sink subtask.
+/// Publishes the pre-committed transactions `values` of one subtask of sink `operator`, staged
+/// by the subtask of `staged_by` (the same id, but for a sink renamed by a changed job).
 pub(crate) async fn commit_sink(
     sinks: &BTreeMap<OperatorId, SinkHandle>,
     store: &CheckpointStore,
     job_id: &weir_api::JobId,
-    operator: &OperatorId,
+    (operator, staged_by): (&OperatorId, &OperatorId),
     subtask: SubtaskIndex,
     values: &[serde_json::Value],
 ) -> Result<()> {
@@ -557,11 +558,13 @@ pub(crate) async fn commit_sink(
              have or which no longer commits by epoch (the sink protocol changed)"
         ),
     })?;
+    // The transactions name files in the staging area of the id that wrote them (another one
+    // for a sink a changed job renamed).
     let ctx = TaskContext {
-        staging: Some(super::sink_staging(store, operator, subtask)),
+        staging: Some(super::sink_staging(store, staged_by, subtask)),
         ..TaskContext::new(
             job_id.clone(),
-            operator.clone(),
+            staged_by.clone(),
             subtask,
             handle.parallelism.max(subtask.0 + 1),
         )

@@ -14,7 +14,7 @@ use weir_api::{
 use weir_checkpoint::{
     AttemptId, CheckpointStore, EpochManifest, EpochRecord, EpochState, ExpectedCheckpoint,
 };
-use weir_plan::evolution::EvolutionReport;
+use weir_plan::evolution::{EvolutionReport, Verdict};
 use weir_plan::{PartitionedPlan, PlanVertex};
 use weir_state::{SegmentDescriptor, SegmentStore};
 
@@ -204,7 +204,14 @@ pub(crate) async fn begin_attempt(
         .clone()
         .map(|m| RestorePlan::new(m, evolution.as_ref()).renames())
         .unwrap_or_default();
-    recover_sinks(plan, &store, restored.as_ref(), sinks, &renames).await?;
+    // Sinks removed from the job with their state dropped leave their transactions behind.
+    let dropped: HashSet<OperatorId> = evolution
+        .iter()
+        .flat_map(|r| &r.operators)
+        .filter(|c| c.verdict == Verdict::Dropped)
+        .map(|c| c.operator_id.clone())
+        .collect();
+    recover_sinks(plan, &store, restored.as_ref(), sinks, (&renames, &dropped)).await?;
     if let Some(m) = &restored {
         tracing::Span::current().record("epoch", tracing::field::display(m.epoch));
         tracing::info!(epoch = %m.epoch, attempt = %attempt, "restoring checkpoint");
@@ -312,21 +319,25 @@ async fn next_epoch(store: &CheckpointStore, listed: Option<Option<Epoch>>) -> R
 
 /// Publishes the restored manifest's pending transactions (idempotent) and deletes every other
 /// staged file of every epoch-mode sink subtask, of this parallelism and the manifest's. A sink
-/// the job renamed (`renames`, old -> new) publishes its transactions under its new id.
+/// the job renamed (`renames`, old -> new) publishes its transactions under its new id; those
+/// of a sink removed with its state dropped (`dropped`) are left alone, with a warning.
 async fn recover_sinks(
     plan: &PartitionedPlan,
     store: &CheckpointStore,
     manifest: Option<&EpochManifest>,
     sinks: &BTreeMap<OperatorId, SinkHandle>,
-    renames: &HashMap<OperatorId, OperatorId>,
+    (renames, dropped): (&HashMap<OperatorId, OperatorId>, &HashSet<OperatorId>),
 ) -> Result<()> {
     let mut by_subtask: BTreeMap<(OperatorId, SubtaskIndex), Vec<(Epoch, serde_json::Value)>> =
         BTreeMap::new();
     if let Some(m) = manifest {
         for t in &m.sink_transactions {
-            let operator = renames.get(&t.operator).unwrap_or(&t.operator);
+            if dropped.contains(&t.operator) {
+                tracing::warn!(sink = %t.operator, epoch = %t.epoch, subtask = %t.subtask, "the sink was removed with its state dropped: its transaction of the restored epoch is not finished again (it was published when the epoch became durable, unless the job stopped in between)");
+                continue;
+            }
             by_subtask
-                .entry((operator.clone(), t.subtask))
+                .entry((t.operator.clone(), t.subtask))
                 .or_default()
                 .push((t.epoch, t.pre_commit.clone()));
         }
@@ -334,7 +345,16 @@ async fn recover_sinks(
     for ((operator, subtask), mut values) in by_subtask.clone() {
         values.sort_by_key(|(e, _)| *e);
         let values: Vec<serde_json::Value> = values.into_iter().map(|(_, v)| v).collect();
-        commit_sink(sinks, store, &plan.job_id, &operator, subtask, &values).await?;
+        let renamed = renames.get(&operator).unwrap_or(&operator);
+        commit_sink(
+            sinks,
+            store,
+            &plan.job_id,
+            (renamed, &operator),
+            subtask,
+            &values,
+        )
+        .await?;
         // After a sink subtask's recovery commit, before the next one's.
         failpoint("mid-recovery-commit");
     }

@@ -327,6 +327,14 @@ pub trait PreparedOperator: Send + Sync + std::fmt::Debug {
         true
     }
 
+    /// The top-level options that change how the operator runs (memory, batching), not what
+    /// its state means. A restore into a changed version of the job ignores them when it
+    /// compares the operator's options with the checkpoint's, so tuning them keeps the state.
+    /// The default: none.
+    fn tuning_options(&self) -> Vec<&'static str> {
+        Vec::new()
+    }
+
     /// Creates the instance for one subtask.
     ///
     /// # Errors

@@ -706,6 +706,27 @@ fn plan_diff_says_what_a_restore_keeps_and_refuses() {
         "{text}"
     );
 
+    // A buffer size only tunes how a GROUP BY runs: its state is kept.
+    let group = "CREATE TABLE totals (auction BIGINT, n BIGINT) WITH ('connector' = 'blackhole');\n\
+        INSERT INTO totals SELECT auction, COUNT(*) FROM bids GROUP BY auction;\n";
+    let grouped = write("grouped.sql", format!("{tables}{group}"));
+    let tuned = write(
+        "tuned.sql",
+        format!("SET 'state.buffer-size' = '64mb';\n{tables}{group}"),
+    );
+    let out = weir(&["plan", "diff", &grouped, &tuned], dir.path());
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("keep") && l.contains("[group_aggregate]: state kept")),
+        "{text}"
+    );
+
     // A malformed action is refused before anything runs.
     let out = weir(
         &["run", &old, "--map-operator", "counts_window_bids"],

@@ -216,6 +216,11 @@ impl OperatorFactory for TemporalJoinFactory {
 pub struct PreparedTemporalJoin(Arc<Config>);
 
 impl PreparedOperator for PreparedTemporalJoin {
+    /// Its buffer decides when rows reach keyed state, not what keyed state holds.
+    fn tuning_options(&self) -> Vec<&'static str> {
+        vec!["buffer_bytes"]
+    }
+
     fn output_schema(&self) -> SchemaRef {
         Arc::clone(&self.0.output)
     }

@@ -18,6 +18,14 @@ impl PreparedJob {
     }
 
     fn profile(&self, vertex: &PlanVertex, node: &ModelNode) -> OperatorProfile {
+        let mut options = node.options.clone();
+        if let (Some(PreparedNode::Operator(op)), Some(map)) =
+            (self.nodes.get(&node.operator_id), options.as_object_mut())
+        {
+            for tuning in op.tuning_options() {
+                map.remove(tuning);
+            }
+        }
         let (stateful, keys, delivery) = match self.nodes.get(&node.operator_id) {
             // Its read positions.
             Some(PreparedNode::Source(_)) => (true, Vec::new(), None),
@@ -45,13 +53,13 @@ impl PreparedJob {
             None => (false, Vec::new(), None),
         };
         let shards = vertex.shards.as_ref().filter(|_| !keys.is_empty());
-        // What its state means: its type, its options and, for an operator, the types of the
-        // input columns its options name (a sink's transactions and a source's positions do
+        // What its state means: its type, its options (but those that only tune how it runs)
+        // and, for an operator, the types of the input columns its options name (a sink's transactions and a source's positions do
         // not depend on columns; a column the operator does not name, or whether a column may
         // hold nulls, does not change what it stores).
         let reads_columns = node.kind == weir_plan::NodeKind::Operator;
         let mut named = std::collections::BTreeSet::new();
-        words(&node.options, &mut named);
+        words(&options, &mut named);
         let inputs: Vec<Vec<String>> = node
             .inputs
             .iter()
@@ -72,7 +80,7 @@ impl PreparedJob {
             .collect();
         let signature = serde_json::json!({
             "type": node.type_name,
-            "options": canonicalize(node.options.clone()),
+            "options": canonicalize(options),
             "inputs": inputs,
         });
         OperatorProfile {

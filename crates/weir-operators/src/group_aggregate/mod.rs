@@ -169,6 +169,11 @@ struct Config {
 pub struct PreparedGroupAggregate(Arc<Config>);
 
 impl PreparedOperator for PreparedGroupAggregate {
+    /// Its buffer decides when rows reach keyed state, not what keyed state holds.
+    fn tuning_options(&self) -> Vec<&'static str> {
+        vec!["buffer_bytes"]
+    }
+
     fn output_schema(&self) -> SchemaRef {
         Arc::clone(&self.0.output)
     }

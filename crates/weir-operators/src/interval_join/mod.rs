@@ -57,6 +57,11 @@ pub struct PreparedIntervalJoin {
 }
 
 impl PreparedOperator for PreparedIntervalJoin {
+    /// Its buffer decides when rows reach keyed state, not what keyed state holds.
+    fn tuning_options(&self) -> Vec<&'static str> {
+        vec!["buffer_bytes"]
+    }
+
     fn output_schema(&self) -> SchemaRef {
         Arc::clone(&self.cfg.output)
     }

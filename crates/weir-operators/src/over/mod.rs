@@ -269,6 +269,11 @@ impl OperatorFactory for OverFactory {
 pub struct PreparedOver(Arc<OverConfig>);
 
 impl PreparedOperator for PreparedOver {
+    /// Its buffer decides when rows reach keyed state, not what keyed state holds.
+    fn tuning_options(&self) -> Vec<&'static str> {
+        vec!["buffer_bytes"]
+    }
+
     fn output_schema(&self) -> SchemaRef {
         Arc::clone(&self.0.output)
     }

@@ -231,6 +231,11 @@ impl OperatorFactory for RegularJoinFactory {
 pub struct PreparedRegularJoin(Arc<Config>);
 
 impl PreparedOperator for PreparedRegularJoin {
+    /// Its buffer decides when rows reach keyed state, not what keyed state holds.
+    fn tuning_options(&self) -> Vec<&'static str> {
+        vec!["buffer_bytes"]
+    }
+
     fn output_schema(&self) -> SchemaRef {
         Arc::clone(&self.0.output)
     }

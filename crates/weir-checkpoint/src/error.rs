@@ -1,9 +1,9 @@
 //! The one error enum of the checkpoint crate, its classification and its mapping into
 //! [`weir_api::Error`].
 
-use crate::epoch_log::EpochState;
 use crate::layout;
-use crate::manifest::AttemptId;
+use crate::lifecycle::AttemptId;
+use crate::lifecycle::EpochState;
 use crate::problem::ManifestProblem;
 use std::fmt;
 use weir_api::{Epoch, ErrorKind};

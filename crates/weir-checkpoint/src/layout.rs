@@ -20,8 +20,8 @@
 //! number zero-padded to 20 digits (every `u64` fits), so they also sort by name. All paths here are relative to the store's base path, like
 //! [`weir_state::SegmentDescriptor::path`].
 
-use crate::epoch_log::EpochState;
-use crate::manifest::AttemptId;
+use crate::lifecycle::AttemptId;
+use crate::lifecycle::EpochState;
 use object_store::path::Path as ObjectPath;
 use weir_api::Epoch;
 

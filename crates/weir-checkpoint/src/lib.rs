@@ -58,6 +58,7 @@ pub mod epoch_log;
 mod error;
 mod fencing;
 pub mod layout;
+mod lifecycle;
 mod local_sync;
 pub mod manifest;
 mod problem;

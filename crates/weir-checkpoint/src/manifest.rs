@@ -26,7 +26,6 @@
 use crate::error::{CheckpointError, CheckpointResult};
 use serde::{Deserialize, Serialize, Serializer};
 use std::collections::{BTreeMap, BTreeSet};
-use std::fmt;
 use weir_api::{ChannelId, Epoch, EventTimeMs, JobId, OperatorId, PipelineId, SubtaskIndex};
 use weir_api::{TaskId, VertexId};
 use weir_plan::sha256_hex;
@@ -44,20 +43,7 @@ const CHECKSUM_CLOSE: &[u8] = b"\"}";
 /// Length of a SHA-256 in hex.
 const HEX_LEN: usize = 64;
 
-/// One run of a job: a restart gets a new attempt id, so output and reports of an older attempt
-/// can be told apart and fenced: see
-/// [`CheckpointStore::acquire_attempt`](crate::CheckpointStore::acquire_attempt).
-#[derive(
-    Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize, Default,
-)]
-#[serde(transparent)]
-pub struct AttemptId(pub u64);
-
-impl fmt::Display for AttemptId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}", self.0)
-    }
-}
+pub use crate::lifecycle::AttemptId;
 
 /// Why an epoch was taken: a periodic checkpoint, which retention deletes when it is old, or a
 /// savepoint a user asked for, which retention never deletes.

@@ -5,8 +5,6 @@ use crate::committed_keys::CommittedKeys;
 use crate::error::{StateError, StateResult};
 use crate::journal::{Journal, Staged};
 use crate::layout::{self, EntryKey};
-use crate::store::RedbKeyedStore;
-use crate::view::StateReadView;
 use redb::{
     Database, Durability, ReadOnlyTable, ReadableDatabase, ReadableTable, TableDefinition,
     WriteTransaction,
@@ -14,7 +12,7 @@ use redb::{
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
-use weir_api::{JobId, OperatorId, StateSpec, TaskId};
+use weir_api::{OperatorId, StateSpec, TaskId};
 
 /// Bytes of committed mutations the journal holds before [`RedbStateBackend::commit`] writes
 /// them to redb (keys, values and bookkeeping, approximately).
@@ -211,11 +209,6 @@ impl RedbStateBackend {
         })
     }
 
-    /// The keyed store of one operator of one job; stores share this backend's journal.
-    pub fn keyed_store(&self, job: &JobId, operator: &OperatorId) -> RedbKeyedStore {
-        RedbKeyedStore::new(self.clone(), job.as_str(), operator.as_str())
-    }
-
     /// Locks the shared state. A poisoned lock is taken over: the journal may then hold part of
     /// a batch, which the runtime rolls back when it handles the panic as a task failure.
     pub(crate) fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -334,41 +327,6 @@ impl RedbStateBackend {
         Ok(removed)
     }
 
-    /// Entries and bytes of one state of one operator, over committed data.
-    ///
-    /// # Errors
-    ///
-    /// [`StateError::Storage`] when redb fails.
-    pub fn state_size(
-        &self,
-        job: &JobId,
-        operator: &OperatorId,
-        state: &str,
-    ) -> StateResult<StateSize> {
-        let view = self.read_view()?;
-        view.state_size(job, operator, state)
-    }
-
-    /// A point-in-time view of committed state for snapshots and inspection.
-    ///
-    /// The view is a redb read transaction: an MVCC snapshot that does not block commits, which
-    /// keep going while a snapshot writer iterates the view. It sees every committed mutation
-    /// (the journal's committed part is written to redb first) and none of the batch in
-    /// progress.
-    ///
-    /// # Errors
-    ///
-    /// [`StateError::Storage`] when redb fails.
-    pub fn read_view(&self) -> StateResult<StateReadView> {
-        let mut inner = self.lock();
-        inner.write_journal()?;
-        let txn = inner
-            .db
-            .begin_read()
-            .map_err(|e| StateError::storage("starting a read view", e))?;
-        StateReadView::new(txn)
-    }
-
     /// Registers a migration of `state` of `operator` from stored schema version `from_version`
     /// to whatever version the descriptor registered later asks for. The function receives the
     /// old payload and returns the new one; map keys and set elements are not migrated.
@@ -485,7 +443,7 @@ impl Inner {
     /// Writes the journal's committed mutations to redb in one write transaction, with the size
     /// accounting; the batch in progress's mutations stay staged. On failure the journal is
     /// kept as it was.
-    fn write_journal(&mut self) -> StateResult<()> {
+    pub(crate) fn write_journal(&mut self) -> StateResult<()> {
         if !self.journal.has_acknowledged() {
             return Ok(());
         }

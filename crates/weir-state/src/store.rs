@@ -6,8 +6,16 @@ use crate::journal::Staged;
 use crate::layout;
 use crate::scan;
 use weir_api::{
-    KeyedStateStore, NamespaceRange, ScannedEntry, StateAddress, StateShardId, StateSpec,
+    JobId, KeyedStateStore, NamespaceRange, OperatorId, ScannedEntry, StateAddress, StateShardId,
+    StateSpec,
 };
+
+impl RedbStateBackend {
+    /// The keyed store of one operator of one job; stores share this backend's journal.
+    pub fn keyed_store(&self, job: &JobId, operator: &OperatorId) -> RedbKeyedStore {
+        RedbKeyedStore::new(self.clone(), job.as_str(), operator.as_str())
+    }
+}
 
 /// One operator's keyed state in a task's [`RedbStateBackend`]; implements [`KeyedStateStore`].
 ///

@@ -1,10 +1,47 @@
 //! Point-in-time views of committed state: the key index snapshots enumerate.
 
-use crate::backend::{ENTRIES, REGISTRY, ReadTable, SIZES, StateSize};
+use crate::backend::{ENTRIES, REGISTRY, ReadTable, RedbStateBackend, SIZES, StateSize};
 use crate::error::{StateError, StateResult};
 use crate::layout::{self, EntryKey};
-use redb::{ReadOnlyTable, ReadTransaction};
+use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase};
 use weir_api::{JobId, OperatorId, StateShardId, StateSpec};
+
+impl RedbStateBackend {
+    /// Entries and bytes of one state of one operator, over committed data.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Storage`] when redb fails.
+    pub fn state_size(
+        &self,
+        job: &JobId,
+        operator: &OperatorId,
+        state: &str,
+    ) -> StateResult<StateSize> {
+        let view = self.read_view()?;
+        view.state_size(job, operator, state)
+    }
+
+    /// A point-in-time view of committed state for snapshots and inspection.
+    ///
+    /// The view is a redb read transaction: an MVCC snapshot that does not block commits, which
+    /// keep going while a snapshot writer iterates the view. It sees every committed mutation
+    /// (the journal's committed part is written to redb first) and none of the batch in
+    /// progress.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Storage`] when redb fails.
+    pub fn read_view(&self) -> StateResult<StateReadView> {
+        let mut inner = self.lock();
+        inner.write_journal()?;
+        let txn = inner
+            .db
+            .begin_read()
+            .map_err(|e| StateError::storage("starting a read view", e))?;
+        StateReadView::new(txn)
+    }
+}
 
 /// One committed entry as stored: the layout key, the payload and the TTL deadline.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -18,20 +18,32 @@ use weir::api::{
 };
 use weir::{CheckpointLocation, Engine, JobSpec, RestoreFrom, RunOptions};
 
-const ROWS: usize = 6_000;
+pub(crate) const ROWS: usize = 6_000;
 
 /// Writes the input: one CSV file of `ts,k,v`, 50 keys, ts in ms. One file: a subtask reads
 /// its splits one after another, so with several files the rows that are late would depend on
 /// the parallelism.
 fn write_input(dir: &Path) {
-    let mut rng = Rng(7);
-    let mut text = String::from("ts,k,v\n");
-    for i in 0..ROWS {
-        let ts = (i as u64) * 5 + rng.below(40);
-        let k = rng.below(50);
-        let v = rng.below(1000);
-        text.push_str(&format!("{ts},k{k},{v}\n"));
-    }
+    write_rows(dir, &input_rows(7));
+}
+
+/// `ROWS` rows of `ts,k,v` from `seed`: 50 keys, ts in ms increasing with jitter under the
+/// watermark's 50 ms (no row is late), v below 1000.
+pub(crate) fn input_rows(seed: u64) -> Vec<String> {
+    let mut rng = Rng(seed);
+    (0..ROWS)
+        .map(|i| {
+            let ts = (i as u64) * 5 + rng.below(40);
+            let k = rng.below(50);
+            let v = rng.below(1000);
+            format!("{ts},k{k},{v}")
+        })
+        .collect()
+}
+
+/// Writes `rows` under a `ts,k,v` header as `dir/in-0.csv`.
+pub(crate) fn write_rows(dir: &Path, rows: &[String]) {
+    let text = format!("ts,k,v\n{}\n", rows.join("\n"));
     std::fs::write(dir.join("in-0.csv"), text).expect("write input");
 }
 

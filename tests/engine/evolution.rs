@@ -8,28 +8,16 @@
 //! test takes a savepoint of the first version while it runs, kills it, and restores the
 //! savepoint into the second version.
 
-use crate::checkpoints::{assert_same_rows, options, published_rows, start, walk};
-use crate::support::Rng;
+use crate::checkpoints::{
+    self, ROWS, assert_same_rows, options, published_rows, start, walk, write_rows,
+};
 use std::path::Path;
 use weir::plan::evolution::EvolutionActions;
 use weir::{Engine, JobSpec, RestoreFrom, RunOptions};
 
-const ROWS: usize = 6_000;
-
-/// `ts,k,v` rows: 50 keys, ts in ms increasing with jitter under the watermark's 50 ms.
+/// The checkpoint tests' input, from another seed.
 fn input_rows() -> Vec<String> {
-    let mut rng = Rng(11);
-    (0..ROWS)
-        .map(|i| {
-            let ts = (i as u64) * 5 + rng.below(40);
-            format!("{ts},k{},{}", rng.below(50), rng.below(1000))
-        })
-        .collect()
-}
-
-fn write_input(dir: &Path, rows: &[String]) {
-    let text = format!("ts,k,v\n{}\n", rows.join("\n"));
-    std::fs::write(dir.join("in-0.csv"), text).expect("write input");
+    checkpoints::input_rows(11)
 }
 
 /// One version of the job: `filter` (a predicate) before the window, the window's `name` and
@@ -127,6 +115,29 @@ fn restoring(cp: &Path, actions: EvolutionActions) -> RunOptions {
     }
 }
 
+/// The error of restoring savepoint `upgrade` in `cp` into `job` without any action.
+async fn refusal(engine: &Engine, job: &JobSpec, cp: &Path) -> weir::Error {
+    start(engine, job, restoring(cp, EvolutionActions::default()))
+        .await
+        .expect_err("refused")
+}
+
+/// Restores into `job` as `options` say (it must start: `what` says why it may) and runs it to
+/// its end.
+async fn restore_run(
+    engine: &Engine,
+    job: &JobSpec,
+    options: RunOptions,
+    what: &str,
+) -> weir::RunSummary {
+    start(engine, job, options)
+        .await
+        .expect(what)
+        .wait()
+        .await
+        .expect("restored run")
+}
+
 /// Runs `first` over the input in `dir`, takes savepoint `upgrade` once a third of the input
 /// is read (a paced blackhole sink holds the source back) and kills it; returns the savepoint's
 /// read position in the input (records read).
@@ -164,7 +175,7 @@ async fn savepoint_of(engine: &Engine, dir: &Path, first: &JobSpec) -> u64 {
 /// The rows the job of `version` publishes over `rows`, run once without a restore.
 async fn reference(engine: &Engine, rows: &[String], version: Version<'_>) -> Vec<String> {
     let dir = tempfile::tempdir().expect("tempdir");
-    write_input(dir.path(), rows);
+    write_rows(dir.path(), rows);
     let job = spec(dir.path(), version);
     start(engine, &job, options(&dir.path().join("cp"), None))
         .await
@@ -188,22 +199,19 @@ async fn a_filter_added_before_a_window_keeps_the_window_state() {
     let engine = Engine::new();
     let dir = tempfile::tempdir().expect("tempdir");
     let rows = input_rows();
-    write_input(dir.path(), &rows);
+    write_rows(dir.path(), &rows);
     let cut = savepoint_of(&engine, dir.path(), &spec(dir.path(), V1)).await;
     let filtered = Version {
         filter: Some("v < 500"),
         ..V1
     };
-    let summary = start(
+    let summary = restore_run(
         &engine,
         &spec(dir.path(), filtered),
         restoring(&dir.path().join("cp"), EvolutionActions::default()),
+        "a filter before a window restores without any action",
     )
-    .await
-    .expect("a filter before a window restores without any action")
-    .wait()
-    .await
-    .expect("restored run");
+    .await;
     assert!(
         summary
             .checkpoints
@@ -247,7 +255,7 @@ async fn a_filter_added_before_a_window_keeps_the_window_state() {
 async fn an_aggregate_added_to_a_window_is_refused_until_its_state_is_dropped() {
     let engine = Engine::new();
     let dir = tempfile::tempdir().expect("tempdir");
-    write_input(dir.path(), &input_rows());
+    write_rows(dir.path(), &input_rows());
     savepoint_of(&engine, dir.path(), &spec(dir.path(), V1)).await;
     let wider = spec(
         dir.path(),
@@ -257,9 +265,7 @@ async fn an_aggregate_added_to_a_window_is_refused_until_its_state_is_dropped() 
         },
     );
     let cp = dir.path().join("cp");
-    let err = start(&engine, &wider, restoring(&cp, EvolutionActions::default()))
-        .await
-        .expect_err("refused");
+    let err = refusal(&engine, &wider, &cp).await;
     let text = err.to_string();
     assert!(
         text.contains("does not fit this job: operator `w` (window)")
@@ -271,12 +277,13 @@ async fn an_aggregate_added_to_a_window_is_refused_until_its_state_is_dropped() 
         drop_state: ["w".into()].into(),
         ..Default::default()
     };
-    let summary = start(&engine, &wider, restoring(&cp, drop))
-        .await
-        .expect("starts with the window's state dropped")
-        .wait()
-        .await
-        .expect("restored run");
+    let summary = restore_run(
+        &engine,
+        &wider,
+        restoring(&cp, drop),
+        "starts with the window's state dropped",
+    )
+    .await;
     assert!(
         summary
             .checkpoints
@@ -296,7 +303,7 @@ async fn a_renamed_window_keeps_its_state_through_a_mapping() {
     let engine = Engine::new();
     let dir = tempfile::tempdir().expect("tempdir");
     let rows = input_rows();
-    write_input(dir.path(), &rows);
+    write_rows(dir.path(), &rows);
     savepoint_of(&engine, dir.path(), &spec(dir.path(), V1)).await;
     let renamed = spec(
         dir.path(),
@@ -306,30 +313,26 @@ async fn a_renamed_window_keeps_its_state_through_a_mapping() {
         },
     );
     let cp = dir.path().join("cp");
-    let err = start(
-        &engine,
-        &renamed,
-        restoring(&cp, EvolutionActions::default()),
-    )
-    .await
-    .expect_err("refused");
+    let err = refusal(&engine, &renamed, &cp).await;
     let text = err.to_string();
     assert!(
         text.contains("operator `per_key` (window): new and keeps state")
             && text.contains("operator `w` (window): removed")
-            && text.contains("--map-operator w=NEW"),
+            && text.contains("--map-operator w=NEW")
+            && text.contains("(rule: a stateful operator removed needs its state dropped)"),
         "{text}"
     );
     let map = EvolutionActions {
         map_operator: [("w".into(), "per_key".into())].into(),
         ..Default::default()
     };
-    start(&engine, &renamed, restoring(&cp, map))
-        .await
-        .expect("starts with the state mapped")
-        .wait()
-        .await
-        .expect("restored run");
+    restore_run(
+        &engine,
+        &renamed,
+        restoring(&cp, map),
+        "starts with the state mapped",
+    )
+    .await;
     let want = reference(&engine, &rows, V1).await;
     assert_same_rows(
         &published_rows(&dir.path().join("out")),
@@ -343,7 +346,7 @@ async fn a_new_window_starts_empty_only_when_allowed() {
     let engine = Engine::new();
     let dir = tempfile::tempdir().expect("tempdir");
     let rows = input_rows();
-    write_input(dir.path(), &rows);
+    write_rows(dir.path(), &rows);
     savepoint_of(&engine, dir.path(), &spec(dir.path(), V1)).await;
     let two = spec(
         dir.path(),
@@ -353,24 +356,24 @@ async fn a_new_window_starts_empty_only_when_allowed() {
         },
     );
     let cp = dir.path().join("cp");
-    let err = start(&engine, &two, restoring(&cp, EvolutionActions::default()))
-        .await
-        .expect_err("refused");
+    let err = refusal(&engine, &two, &cp).await;
     let text = err.to_string();
     assert!(
-        text.contains("operator `w_b` (window): new and keeps state; --allow-new-state"),
+        text.contains("operator `w_b` (window): new and keeps state; --allow-new-state")
+            && text.contains("(rule: a stateful operator added starts empty only when allowed)"),
         "{text}"
     );
     let allow = EvolutionActions {
         allow_new_state: true,
         ..Default::default()
     };
-    start(&engine, &two, restoring(&cp, allow))
-        .await
-        .expect("starts with the new window empty")
-        .wait()
-        .await
-        .expect("restored run");
+    restore_run(
+        &engine,
+        &two,
+        restoring(&cp, allow),
+        "starts with the new window empty",
+    )
+    .await;
     // The first window's output is whole; the new one saw only the rows after the cut.
     let want = reference(&engine, &rows, V1).await;
     assert_same_rows(
@@ -389,7 +392,7 @@ async fn a_renamed_sink_finishes_its_transactions_and_a_removed_one_leaves_them(
     let want = reference(&engine, &rows, V1).await;
     // Renamed with a mapping: the same output, every row once.
     let dir = tempfile::tempdir().expect("tempdir");
-    write_input(dir.path(), &rows);
+    write_rows(dir.path(), &rows);
     savepoint_of(&engine, dir.path(), &spec(dir.path(), V1)).await;
     let renamed = spec(
         dir.path(),
@@ -402,12 +405,13 @@ async fn a_renamed_sink_finishes_its_transactions_and_a_removed_one_leaves_them(
         map_operator: [("out".into(), "results".into())].into(),
         ..Default::default()
     };
-    start(&engine, &renamed, restoring(&dir.path().join("cp"), map))
-        .await
-        .expect("starts with the sink mapped")
-        .wait()
-        .await
-        .expect("restored run");
+    restore_run(
+        &engine,
+        &renamed,
+        restoring(&dir.path().join("cp"), map),
+        "starts with the sink mapped",
+    )
+    .await;
     assert_same_rows(
         &published_rows(&dir.path().join("out")),
         &want,
@@ -416,17 +420,11 @@ async fn a_renamed_sink_finishes_its_transactions_and_a_removed_one_leaves_them(
 
     // Removed with the window: refused until both are dropped, then the job runs without them.
     let dir = tempfile::tempdir().expect("tempdir");
-    write_input(dir.path(), &rows);
+    write_rows(dir.path(), &rows);
     savepoint_of(&engine, dir.path(), &spec(dir.path(), V1)).await;
     let without = spec(dir.path(), Version { sink: None, ..V1 });
     let cp = dir.path().join("cp");
-    let err = start(
-        &engine,
-        &without,
-        restoring(&cp, EvolutionActions::default()),
-    )
-    .await
-    .expect_err("refused");
+    let err = refusal(&engine, &without, &cp).await;
     assert!(
         err.to_string().contains("operator `out` (file): removed"),
         "{err}"
@@ -435,12 +433,13 @@ async fn a_renamed_sink_finishes_its_transactions_and_a_removed_one_leaves_them(
         drop_state: ["w".into(), "out".into()].into(),
         ..Default::default()
     };
-    let summary = start(&engine, &without, restoring(&cp, drop))
-        .await
-        .expect("starts without the window and its sink")
-        .wait()
-        .await
-        .expect("restored run");
+    let summary = restore_run(
+        &engine,
+        &without,
+        restoring(&cp, drop),
+        "starts without the window and its sink",
+    )
+    .await;
     assert!(
         summary
             .checkpoints

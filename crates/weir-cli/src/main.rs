@@ -252,9 +252,13 @@ async fn dispatch(cli: Cli) -> Result<()> {
     }
 }
 
-/// `weir plan`: prints every plan of the job as JSON.
-/// `weir validate`: prepares the job as `run` would and prints its operators, starting nothing.
-async fn validate_command(engine: &Engine, job: &Path, parallelism: Option<u32>) -> Result<()> {
+/// Loads `job` and prepares it as `run` would (the deep build), an error of a SQL job located
+/// in its script; returns the prepared job and the file's name.
+async fn prepare_located(
+    engine: &Engine,
+    job: &Path,
+    parallelism: Option<u32>,
+) -> Result<(weir::PreparedJob, String)> {
     let Loaded {
         spec,
         file,
@@ -265,6 +269,12 @@ async fn validate_command(engine: &Engine, job: &Path, parallelism: Option<u32>)
         .prepare(&spec, Some(&file))
         .await
         .map_err(|e| weir::locate_sql_error(e, &positions))?;
+    Ok((prepared, file))
+}
+
+/// `weir validate`: prepares the job as `run` would and prints its operators, starting nothing.
+async fn validate_command(engine: &Engine, job: &Path, parallelism: Option<u32>) -> Result<()> {
+    let (prepared, file) = prepare_located(engine, job, parallelism).await?;
     let plan = prepared.partitioned();
     let mut text = format!(
         "{file}: valid: {} operators in {} vertices, {} tasks",

@@ -2,7 +2,7 @@
 //! checkpoint into another keeps, starts empty or refuses (docs/fault-tolerance.md, "Changing
 //! a job").
 
-use crate::{Loaded, load, print_stdout};
+use crate::{Loaded, load, prepare_located, print_stdout};
 use anyhow::{Context, Result, bail};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
@@ -118,17 +118,9 @@ pub(crate) async fn plan_command(engine: &Engine, args: PlanArgs) -> Result<()> 
 /// The profiles of a job's operators and whether it is strictly exactly-once, after the deep
 /// build `run` does.
 async fn profiles(engine: &Engine, job: &Path) -> Result<(Vec<OperatorProfile>, bool)> {
-    let Loaded {
-        spec,
-        file,
-        positions,
-        ..
-    } = load(engine, job, None).await?;
-    let prepared = engine
-        .prepare(&spec, Some(&file))
+    let (prepared, _) = prepare_located(engine, job, None)
         .await
-        .map_err(|e| weir::locate_sql_error(e, &positions))
-        .with_context(|| format!("preparing {file}"))?;
+        .with_context(|| format!("preparing {}", job.display()))?;
     let strict = prepared.semantic_mode == SemanticMode::StrictExactlyOnce;
     Ok((prepared.profiles(), strict))
 }

@@ -630,14 +630,21 @@ fn plan_diff_says_what_a_restore_keeps_and_refuses() {
         ),
     );
 
+    // `weir plan diff OLD NEW`'s report, its exit status checked against `allowed`.
+    let diff = |old: &str, new: &str, allowed: bool| -> String {
+        let out = weir(&["plan", "diff", old, new], dir.path());
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(
+            out.status.success(),
+            allowed,
+            "{text}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        text
+    };
+
     // A filter before the window: the window keeps its state.
-    let out = weir(&["plan", "diff", &old, &filtered], dir.path());
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = diff(&old, &filtered, true);
     assert!(
         text.contains("keep   counts_window_bids [window]: state kept"),
         "{text}"
@@ -682,13 +689,7 @@ fn plan_diff_says_what_a_restore_keeps_and_refuses() {
 
     // A second INSERT into the table: its window is new and starts empty only when allowed.
     let twice = write("twice.sql", format!("{tables}{window}{window}"));
-    let out = weir(&["plan", "diff", &old, &twice], dir.path());
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        !out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = diff(&old, &twice, false);
     assert!(
         text.contains("REFUSE counts_2_window_bids [window]: new and keeps state")
             && text.contains("keep   counts_window_bids [window]: state kept"),
@@ -714,13 +715,7 @@ fn plan_diff_says_what_a_restore_keeps_and_refuses() {
         "tuned.sql",
         format!("SET 'state.buffer-size' = '64mb';\n{tables}{group}"),
     );
-    let out = weir(&["plan", "diff", &grouped, &tuned], dir.path());
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = diff(&grouped, &tuned, true);
     assert!(
         text.lines()
             .any(|l| l.starts_with("keep") && l.contains("[group_aggregate]: state kept")),

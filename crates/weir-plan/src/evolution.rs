@@ -190,6 +190,21 @@ impl EvolutionReport {
     }
 }
 
+impl EvolutionReport {
+    /// Every job operator that restores a checkpoint operator's state, by that checkpoint
+    /// operator (old -> new; the same id unless mapped).
+    pub fn restored(&self) -> BTreeMap<OperatorId, OperatorId> {
+        self.operators
+            .iter()
+            .filter(|c| c.verdict == Verdict::Kept)
+            .map(|c| {
+                let from = c.was.as_ref().unwrap_or(&c.operator_id);
+                (from.clone(), c.operator_id.clone())
+            })
+            .collect()
+    }
+}
+
 impl fmt::Display for EvolutionReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         for c in &self.operators {

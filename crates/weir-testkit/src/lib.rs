@@ -66,6 +66,69 @@ pub(crate) fn fetch_once(
     Ok(target.to_path_buf())
 }
 
+/// Downloads Debian's `packages` into `work` with `apt-get download` and unpacks them all with
+/// `dpkg-deb -x` into `work/root`, which it returns (no system install). `missing` makes the
+/// error of a step that fails: the caller's "test was not run" error.
+pub(crate) fn unpack_debian_packages(
+    work: &Path,
+    packages: &[&str],
+    missing: fn(String) -> TestkitError,
+) -> Result<PathBuf, TestkitError> {
+    let list = packages.join(" ");
+    fetch_step(
+        std::process::Command::new("apt-get")
+            .arg("download")
+            .args(packages)
+            .current_dir(work),
+        &format!("apt-get download {list}"),
+        missing,
+    )?;
+    let debs: Vec<PathBuf> = fs::read_dir(work)
+        .map_err(io_err(format!("listing {}", work.display())))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "deb"))
+        .collect();
+    if debs.len() < packages.len() {
+        return Err(missing(format!(
+            "apt-get download {list} left {} of the {} packages",
+            debs.len(),
+            packages.len()
+        )));
+    }
+    let root = work.join("root");
+    for deb in debs {
+        fetch_step(
+            std::process::Command::new("dpkg-deb")
+                .arg("-x")
+                .arg(&deb)
+                .arg(&root),
+            &format!("dpkg-deb -x {}", deb.display()),
+            missing,
+        )?;
+    }
+    Ok(root)
+}
+
+/// Runs one step of fetching a server; a failure is `missing` (the server could not be had).
+fn fetch_step(
+    cmd: &mut std::process::Command,
+    name: &str,
+    missing: fn(String) -> TestkitError,
+) -> Result<(), TestkitError> {
+    let out = cmd
+        .stdin(std::process::Stdio::null())
+        .output()
+        .map_err(|e| missing(format!("{name} could not be run: {e}")))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    Err(missing(format!(
+        "{name} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    )))
+}
+
 /// A port on 127.0.0.1 that nothing listens on now, for a server the tests start.
 pub(crate) fn free_port() -> Result<u16, TestkitError> {
     let listener = std::net::TcpListener::bind("127.0.0.1:0")

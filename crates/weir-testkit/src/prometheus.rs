@@ -170,24 +170,9 @@ fn binary() -> Result<PathBuf> {
     let cache = cache_dir("prometheus");
     let binary = cache.join("prometheus");
     fetch_once(&cache, &binary, |work| {
-        run(
-            Command::new("apt-get")
-                .args(["download", "prometheus"])
-                .current_dir(work),
-            "apt-get download prometheus",
-        )?;
-        let deb = fs::read_dir(work)
-            .map_err(io_err(format!("listing {}", work.display())))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .find(|p| p.extension().is_some_and(|e| e == "deb"))
-            .ok_or_else(|| TestkitError::PrometheusMissing {
-                detail: "apt-get download prometheus left no .deb file".into(),
-            })?;
-        let unpacked = work.join("root");
-        run(
-            Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked),
-            "dpkg-deb -x (unpacking the prometheus package)",
-        )?;
+        let unpacked = crate::unpack_debian_packages(work, &["prometheus"], |detail| {
+            TestkitError::PrometheusMissing { detail }
+        })?;
         let staged = work.join("prometheus");
         fs::copy(unpacked.join("usr/bin/prometheus"), &staged)
             .map_err(io_err("copying usr/bin/prometheus out of the package"))?;
@@ -196,26 +181,6 @@ fn binary() -> Result<PathBuf> {
             cache.display()
         );
         Ok(staged)
-    })
-}
-
-/// Runs a fetch step; any failure means Prometheus is missing.
-fn run(cmd: &mut Command, name: &str) -> Result<()> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| TestkitError::PrometheusMissing {
-            detail: format!("{name} could not be run: {e}"),
-        })?;
-    if out.status.success() {
-        return Ok(());
-    }
-    Err(TestkitError::PrometheusMissing {
-        detail: format!(
-            "{name} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ),
     })
 }
 

@@ -206,34 +206,9 @@ fn binary() -> Result<Binary> {
     let cache = cache_dir("redis");
     let root = cache.join("root");
     fetch_once(&cache, &root, |work| {
-        run(
-            Command::new("apt-get")
-                .arg("download")
-                .args(PACKAGES)
-                .current_dir(work),
-            "apt-get download redis-tools liblzf1 libjemalloc2",
-        )?;
-        let unpacked = work.join("root");
-        let debs: Vec<PathBuf> = fs::read_dir(work)
-            .map_err(io_err(format!("listing {}", work.display())))?
-            .filter_map(|e| e.ok().map(|e| e.path()))
-            .filter(|p| p.extension().is_some_and(|e| e == "deb"))
-            .collect();
-        if debs.len() < PACKAGES.len() {
-            return Err(TestkitError::RedisMissing {
-                detail: format!(
-                    "apt-get download left {} of the {} packages",
-                    debs.len(),
-                    PACKAGES.len()
-                ),
-            });
-        }
-        for deb in debs {
-            run(
-                Command::new("dpkg-deb").arg("-x").arg(&deb).arg(&unpacked),
-                "dpkg-deb -x (unpacking a Redis package)",
-            )?;
-        }
+        let unpacked = crate::unpack_debian_packages(work, &PACKAGES, |detail| {
+            TestkitError::RedisMissing { detail }
+        })?;
         // The server decides what it is by the name it runs under.
         fs::copy(
             unpacked.join("usr/bin/redis-check-rdb"),
@@ -249,26 +224,6 @@ fn binary() -> Result<Binary> {
     Ok(Binary {
         path: root.join("usr/bin/redis-server"),
         libraries: Some(root.join("usr/lib/x86_64-linux-gnu")),
-    })
-}
-
-/// Runs a fetch step; any failure means Redis is missing.
-fn run(cmd: &mut Command, name: &str) -> Result<()> {
-    let out = cmd
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| TestkitError::RedisMissing {
-            detail: format!("{name} could not be run: {e}"),
-        })?;
-    if out.status.success() {
-        return Ok(());
-    }
-    Err(TestkitError::RedisMissing {
-        detail: format!(
-            "{name} failed ({}): {}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
-        ),
     })
 }
 

@@ -266,11 +266,7 @@ pub(crate) async fn upgrade(
     Path(job_id): Path<String>,
     ApiJson(request): ApiJson<UpgradeRequest>,
 ) -> Result<Json<UpgradeRecord>> {
-    // An unknown job is a 404 before any compiling.
-    let known = job_id.clone();
-    hub.with_store(move |s| s.job(&known)).await?;
-    let source = source(request.sql.as_ref(), request.spec.as_ref())?;
-    let compiled = compile_for_store(&hub, &job_id, source).await?;
+    let compiled = compile_upgrade(&hub, &job_id, &request).await?;
     hub.with_store(move |s| s.upgrade(&job_id, &request, &compiled, now_ms()))
         .await
         .map(Json)
@@ -292,13 +288,23 @@ pub(crate) async fn preview_upgrade(
     Path(job_id): Path<String>,
     ApiJson(request): ApiJson<UpgradeRequest>,
 ) -> Result<Json<UpgradePreview>> {
-    let known = job_id.clone();
-    hub.with_store(move |s| s.job(&known)).await?;
-    let source = source(request.sql.as_ref(), request.spec.as_ref())?;
-    let compiled = compile_for_store(&hub, &job_id, source).await?;
+    let compiled = compile_upgrade(&hub, &job_id, &request).await?;
     hub.with_store(move |s| s.preview_upgrade(&job_id, &request, &compiled))
         .await
         .map(Json)
+}
+
+/// The new version of an upgrade request for job `job_id`, compiled; an unknown job is a 404
+/// before any compiling.
+async fn compile_upgrade(
+    hub: &Arc<Hub>,
+    job_id: &str,
+    request: &UpgradeRequest,
+) -> Result<crate::compile::Compiled> {
+    let known = job_id.to_owned();
+    hub.with_store(move |s| s.job(&known)).await?;
+    let source = source(request.sql.as_ref(), request.spec.as_ref())?;
+    compile_for_store(hub, job_id, source).await
 }
 
 /// Rolls back an upgrade: the version before it is current again.

@@ -108,6 +108,17 @@ fn run(op: &mut dyn Operator, steps: &[(usize, RecordBatch)]) -> Vec<String> {
     rows
 }
 
+/// A checkpoint barrier of `epoch` through `op`, and the state it wrote committed.
+fn barrier(op: &mut dyn Operator, backend: &Backend, epoch: u64) {
+    let barrier = weir_api::Barrier {
+        epoch: weir_api::Epoch(epoch),
+        is_final: false,
+    };
+    op.on_barrier(barrier, &mut Output::new())
+        .expect("writes out");
+    backend.redb.commit().expect("commits");
+}
+
 /// The multiset the changes leave: +I/+U add a row, -U/-D take one away.
 fn materialize(rows: &[String]) -> BTreeMap<String, i64> {
     let mut table = BTreeMap::new();
@@ -338,13 +349,7 @@ fn the_table_does_not_depend_on_the_buffer_or_on_barriers() {
         for (i, step) in changing_steps().into_iter().enumerate() {
             rows.extend(run(op.as_mut(), &[step]));
             if barriers && i % 4 == 3 {
-                let barrier = weir_api::Barrier {
-                    epoch: weir_api::Epoch(i as u64),
-                    is_final: false,
-                };
-                op.on_barrier(barrier, &mut Output::new())
-                    .expect("writes out");
-                backend.redb.commit().expect("commits");
+                barrier(op.as_mut(), &backend, i as u64);
             }
         }
         tables.push(materialize(&rows));
@@ -364,14 +369,7 @@ fn a_new_instance_matches_the_rows_written_at_a_barrier() {
         first.as_mut(),
         &[(0, side("l", &[(Some("a"), 1), (Some("b"), 2)], None))],
     );
-    let barrier = weir_api::Barrier {
-        epoch: weir_api::Epoch(1),
-        is_final: false,
-    };
-    first
-        .on_barrier(barrier, &mut Output::new())
-        .expect("writes out");
-    backend.redb.commit().expect("commits");
+    barrier(first.as_mut(), &backend, 1);
     // Held after the barrier only: a new instance must not see it.
     run(first.as_mut(), &[(0, side("l", &[(Some("a"), 3)], None))]);
     drop(first);
@@ -424,13 +422,7 @@ fn copies_of_an_insert_only_row_add_up_through_the_buffer_barriers_and_a_restore
         for (i, step) in steps.iter().enumerate() {
             rows.extend(run(op.as_mut(), std::slice::from_ref(step)));
             if every.is_some_and(|e| i % e == e - 1) {
-                let barrier = weir_api::Barrier {
-                    epoch: weir_api::Epoch(i as u64),
-                    is_final: false,
-                };
-                op.on_barrier(barrier, &mut Output::new())
-                    .expect("writes out");
-                backend.redb.commit().expect("commits");
+                barrier(op.as_mut(), &backend, i as u64);
                 if restore {
                     op = prepared_run.create(&ctx(&backend)).expect("creates again");
                 }

@@ -200,10 +200,7 @@ pub(crate) async fn begin_attempt(
             tracing::info!(operator = %change.operator_id, verdict = ?change.verdict, "{}", change.detail);
         }
     }
-    let renames = restored
-        .clone()
-        .map(|m| RestorePlan::new(m, evolution.as_ref()).renames())
-        .unwrap_or_default();
+    let renames = renames(evolution.as_ref().map(EvolutionReport::restored).as_ref());
     // Sinks removed from the job with their state dropped leave their transactions behind.
     let dropped: HashSet<OperatorId> = evolution
         .iter()
@@ -317,6 +314,16 @@ async fn next_epoch(store: &CheckpointStore, listed: Option<Option<Epoch>>) -> R
     Ok(Epoch(after_manifests.max(log.next_epoch().0).max(1)))
 }
 
+/// The operators of `restored` (old -> new) that go to another id.
+fn renames(restored: Option<&BTreeMap<OperatorId, OperatorId>>) -> HashMap<OperatorId, OperatorId> {
+    restored
+        .into_iter()
+        .flatten()
+        .filter(|(from, to)| from != to)
+        .map(|(from, to)| (from.clone(), to.clone()))
+        .collect()
+}
+
 /// Publishes the restored manifest's pending transactions (idempotent) and deletes every other
 /// staged file of every epoch-mode sink subtask, of this parallelism and the manifest's. A sink
 /// the job renamed (`renames`, old -> new) publishes its transactions under its new id; those
@@ -424,54 +431,44 @@ pub(crate) struct StoredCursor {
 #[derive(Debug, Clone)]
 pub(crate) struct RestorePlan {
     manifest: EpochManifest,
-    /// For a restore into a changed job: per operator of the job that keeps its state, the
-    /// checkpoint's operator it restores (itself unless renamed); `None`: every operator
-    /// restores its own.
-    restores: Option<BTreeMap<OperatorId, OperatorId>>,
+    /// For a restore into a changed job: every checkpoint operator whose state is restored,
+    /// with the job operator it goes to (old -> new); `None`: every operator restores its own.
+    restored: Option<BTreeMap<OperatorId, OperatorId>>,
 }
 
 impl RestorePlan {
     /// What to restore of `manifest`; `evolution` is the verdict on each operator when the job
     /// changed since the checkpoint.
     pub(crate) fn new(manifest: EpochManifest, evolution: Option<&EvolutionReport>) -> Self {
-        let restores = evolution.map(|report| {
-            report
-                .operators
-                .iter()
-                .filter_map(|c| {
-                    let from = report.restores_from(&c.operator_id)?;
-                    Some((c.operator_id.clone(), from.clone()))
-                })
-                .collect()
-        });
-        RestorePlan { manifest, restores }
+        RestorePlan {
+            manifest,
+            restored: evolution.map(EvolutionReport::restored),
+        }
     }
 
     /// The checkpoint's operator whose state operator `operator` of the job restores, `None`
     /// for one that starts empty.
     fn restores_from<'a>(&'a self, operator: &'a OperatorId) -> Option<&'a OperatorId> {
-        match &self.restores {
+        match &self.restored {
             None => Some(operator),
-            Some(map) => map.get(operator),
+            Some(map) => map
+                .iter()
+                .find(|(_, to)| *to == operator)
+                .map(|(from, _)| from),
         }
     }
 
     /// The job's id of the checkpoint's operator `from`, `None` when its state is not restored.
     fn restored_as<'a>(&'a self, from: &'a OperatorId) -> Option<&'a OperatorId> {
-        match &self.restores {
+        match &self.restored {
             None => Some(from),
-            Some(map) => map.iter().find(|(_, f)| *f == from).map(|(to, _)| to),
+            Some(map) => map.get(from),
         }
     }
 
     /// The checkpoint's operators restored under another id, old -> new.
     pub(crate) fn renames(&self) -> HashMap<OperatorId, OperatorId> {
-        self.restores
-            .iter()
-            .flatten()
-            .filter(|(to, from)| to != from)
-            .map(|(to, from)| (from.clone(), to.clone()))
-            .collect()
+        renames(self.restored.as_ref())
     }
 
     /// The restored epoch.

@@ -106,6 +106,7 @@ operators:
 
 pub(crate) fn options(checkpoints: &Path, restore: Option<RestoreFrom>) -> RunOptions {
     RunOptions {
+        state: None,
         state_dir: None,
         checkpoint_storage: Some(CheckpointLocation::local(checkpoints).expect("checkpoint dir")),
         restore,

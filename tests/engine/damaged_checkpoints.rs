@@ -82,6 +82,7 @@ sinks:
 
 fn options(dir: &Path, restore: Option<RestoreFrom>, accept_duplicates: bool) -> RunOptions {
     RunOptions {
+        state: None,
         state_dir: None,
         checkpoint_storage: Some(CheckpointLocation::local(&dir.join("cp")).expect("cp dir")),
         restore,

@@ -306,7 +306,7 @@ fn a_failing_sink_rolls_back_the_state_of_its_batch() {
         subtask: SubtaskIndex(0),
     };
     let file = weir::state::task_state_file(dir.path(), &task);
-    let backend = weir::state::RedbStateBackend::open(&file, Arc::new(weir::state::SystemClock))
+    let backend = weir::state::StateBackend::open_redb(&file, Arc::new(weir::state::SystemClock))
         .expect("open the task's state file");
     let mut store = backend.keyed_store(&JobId::new("counts"), &OperatorId::new("counter"));
     let count = StateDescriptor::<Value<u64>>::new("count");

@@ -280,6 +280,7 @@ async fn a_pruned_parquet_job_killed_and_restored_loses_and_repeats_nothing() {
 
     let cp = dir.path().join("cp");
     let options = |restore: Option<RestoreFrom>| RunOptions {
+        state: None,
         state_dir: None,
         checkpoint_storage: Some(CheckpointLocation::local(&cp).expect("checkpoint dir")),
         restore,

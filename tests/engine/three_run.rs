@@ -38,7 +38,7 @@ use weir::api::{
     Boundedness, ConnectorSpec, PreparedSource, SourceCapability, SourceFactory, SourceSplit,
     SplitBatch, SplitReader, TaskContext,
 };
-use weir::plan::CheckpointSpec;
+use weir::plan::{CheckpointSpec, StateBackendSpec};
 use weir::{CheckpointLocation, Engine, JobSpec, RestoreFrom, RunOptions};
 
 /// Rows per batch of a source that does not set `batch_size`.
@@ -189,6 +189,7 @@ impl Attempt {
 
 fn run_options(checkpoints: &Path, state: &Path, restore: Option<RestoreFrom>) -> RunOptions {
     RunOptions {
+        state: None,
         state_dir: Some(state.to_path_buf()),
         checkpoint_storage: Some(CheckpointLocation::local(checkpoints).expect("checkpoint dir")),
         restore,
@@ -223,11 +224,13 @@ async fn kill_and_restore(
     pipeline: &Pipeline,
     reference: &Reference,
     hold_after: u64,
+    state: Option<&StateBackendSpec>,
 ) -> Attempt {
     let file = Some(name);
     let dir = tempfile::tempdir().expect("tempdir");
     let checkpoints = dir.path().join("_checkpoints");
-    let spec = checkpointed(pipeline.spec(name, dir.path()).await);
+    let mut spec = checkpointed(pipeline.spec(name, dir.path()).await);
+    spec.state = state.cloned();
 
     let state = tempfile::tempdir().expect("tempdir");
     let killed = {
@@ -504,13 +507,27 @@ fn staged_files(dir: &Path) -> Vec<PathBuf> {
 /// Runs every pipeline through the three runs, prints where each kill landed, and fails with
 /// every difference found and every pipeline the kill did not cut strictly inside its input.
 async fn check_all(pipelines: Vec<(String, Pipeline)>) {
+    check_all_on(pipelines, None).await;
+}
+
+/// [`check_all`] with runs (2) and (3) keeping their keyed state in the engine of `state`
+/// (run (1), the reference, keeps it in redb).
+async fn check_all_on(pipelines: Vec<(String, Pipeline)>, state: Option<StateBackendSpec>) {
     let engine = Engine::new();
     let mut failures = Vec::new();
     let mut missed = Vec::new();
     for (name, pipeline) in &pipelines {
         let started = Instant::now();
         let reference = reference(&engine, name, pipeline).await;
-        let attempt = kill_and_restore(&engine, name, pipeline, &reference, HOLD_AFTER).await;
+        let attempt = kill_and_restore(
+            &engine,
+            name,
+            pipeline,
+            &reference,
+            HOLD_AFTER,
+            state.as_ref(),
+        )
+        .await;
         let mid_way = attempt.mid_way(&reference);
         println!(
             "three-run {name}: {} rows read; held after {HOLD_AFTER} batches, killed with epoch \
@@ -577,6 +594,62 @@ mod full {
         }
         assert!(!pipelines.is_empty(), "no golden with results");
         check_all(pipelines).await;
+    }
+
+    /// The goldens of every kind of stateful operator through the three runs with their
+    /// keyed state in a real Redis server (runs (2) and (3); run (1) on redb is the reference).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn three_run_stateful_goldens_on_redis() {
+        let server = match weir_testkit::redis::RedisServer::start() {
+            Ok(server) => server,
+            Err(e) => {
+                eprintln!("NOT RUN: {e}");
+                return;
+            }
+        };
+        let stateful = [
+            "dedup_last.slt",
+            "group_by_retracting.slt",
+            "interval_join.slt",
+            "late_update.slt",
+            "over.slt",
+            "regular_join.slt",
+            "session.slt",
+            "temporal_join.slt",
+            "top_n.slt",
+            "tumble.slt",
+            "window_top_n.slt",
+        ];
+        let mut pipelines: Vec<(String, Pipeline)> = Vec::new();
+        for path in golden_files() {
+            let name = path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            if !stateful.contains(&name.as_str()) {
+                continue;
+            }
+            let golden = golden(&path);
+            let [sql] = <[String; 1]>::try_from(golden.jobs)
+                .unwrap_or_else(|jobs| panic!("{name}: {} job scripts, not one", jobs.len()));
+            pipelines.push((
+                name,
+                Pipeline::Golden {
+                    sql,
+                    inputs: golden.inputs,
+                },
+            ));
+        }
+        assert_eq!(
+            pipelines.len(),
+            stateful.len(),
+            "a stateful golden is missing"
+        );
+        check_all_on(pipelines, Some(StateBackendSpec::redis(server.url()))).await;
+        // The runs kept their state there (a job's state stays in Redis after it ends).
+        let keys = server.command(&["DBSIZE"]).expect("DBSIZE");
+        let keys: u64 = keys.trim().trim_start_matches(':').parse().unwrap_or(0);
+        assert!(keys > 20, "{keys} keys in Redis");
     }
 }
 

@@ -481,6 +481,7 @@ impl Agent {
                 continue;
             }
             let options = RunOptions {
+                state: None,
                 restore: match restore {
                     Restore::None => None,
                     Restore::Latest => Some(RestoreFrom::Latest),

@@ -567,7 +567,7 @@ async fn weir_state_segments_round_trip_through_a_manifest() -> TestResult {
     use weir_api::state::Value;
     use weir_api::{JobId, KeyedStateStore, StateDescriptor, StateShardId};
     use weir_state::{
-        KeyedStateExt, ManualClock, RedbStateBackend, RestoreOptions, SegmentStore, SnapshotScope,
+        KeyedStateExt, ManualClock, RestoreOptions, SegmentStore, SnapshotScope, StateBackend,
     };
 
     let (stores, dir) = stores();
@@ -589,7 +589,7 @@ async fn weir_state_segments_round_trip_through_a_manifest() -> TestResult {
         for task in &keyed.tasks {
             let clock = ManualClock::new(0);
             let file = dir.path().join(format!("{name}-{}.redb", task.subtask));
-            let backend = RedbStateBackend::open(&file, Arc::new(clock))?;
+            let backend = StateBackend::open_redb(&file, Arc::new(clock))?;
             let mut kv = backend.keyed_store(&plan.job_id, &agg);
             for shard in (0..4).filter(|s| owners[*s as usize] == task.subtask.0) {
                 kv.set_current_key(format!("k{shard}").as_bytes(), StateShardId(shard));
@@ -638,7 +638,7 @@ async fn weir_state_segments_round_trip_through_a_manifest() -> TestResult {
             .manifest
             .expect("a durable manifest");
         let task = &chosen.task_snapshots[0];
-        let fresh = RedbStateBackend::open(
+        let fresh = StateBackend::open_redb(
             &dir.path().join(format!("{name}-restored.redb")),
             Arc::new(ManualClock::new(0)),
         )?;

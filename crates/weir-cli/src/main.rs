@@ -13,6 +13,7 @@ mod jobs_cmd;
 mod local_ui;
 mod plan_cmd;
 mod secrets;
+mod state_flags;
 mod summary;
 
 /// The process's allocator. jemalloc keeps per-thread caches, so the batches one subtask's thread
@@ -76,6 +77,8 @@ enum Command {
         ui: Option<String>,
         #[command(flatten)]
         evolution: plan_cmd::EvolutionFlags,
+        #[command(flatten)]
+        state: state_flags::StateFlags,
     },
     /// Check a job the way `run` would start it (types, options, schemas, edges), starting nothing.
     Validate {
@@ -234,9 +237,11 @@ async fn dispatch(cli: Cli) -> Result<()> {
             metrics_addr,
             ui,
             evolution,
+            state,
         } => {
             let args = RunArgs {
                 evolution: evolution.actions()?,
+                state,
                 job,
                 parallelism,
                 json,
@@ -310,6 +315,7 @@ struct RunArgs {
     metrics_addr: Option<String>,
     ui: Option<String>,
     evolution: weir::plan::evolution::EvolutionActions,
+    state: state_flags::StateFlags,
 }
 
 /// A running job's workbench: the job it shows, the task sampling its rates and the server.
@@ -351,6 +357,7 @@ async fn run_command(engine: &Engine, args: RunArgs) -> Result<()> {
         restore: args.restore,
         accept_duplicates: args.accept_duplicates,
         evolution: args.evolution,
+        state: args.state.resolve(prepared.plans.state.as_ref())?,
     };
     let job_id = prepared.partitioned().job_id.to_string();
     // Bound before the job starts: a busy address is refused before anything runs.

@@ -4,13 +4,13 @@ use std::sync::Arc;
 use weir_api::{
     JobId, KeyedStateStore, OperatorId, Result, StateBackendHandle, SubtaskIndex, TaskContext,
 };
-use weir_state::{RedbStateBackend, StateClock, SystemClock};
+use weir_state::{StateBackend, StateClock, SystemClock};
 
 /// A redb backend in a directory of its own, removed when dropped.
 #[derive(Debug)]
 pub(crate) struct Backend {
     dir: std::path::PathBuf,
-    pub(crate) redb: RedbStateBackend,
+    pub(crate) redb: StateBackend,
 }
 
 impl Backend {
@@ -25,7 +25,7 @@ impl Backend {
             std::env::temp_dir().join(format!("weir-operator-state-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("temp dir");
-        let redb = RedbStateBackend::open(&dir.join("state.redb"), clock).expect("redb");
+        let redb = StateBackend::open_redb(&dir.join("state.redb"), clock).expect("redb");
         Arc::new(Self { dir, redb })
     }
 }

@@ -39,6 +39,7 @@ pub mod sql_constants;
 pub mod sql_depth;
 pub mod sql_guard;
 pub mod sql_redact;
+mod state_backend;
 mod stream_graph;
 
 pub use deployment::{DeploymentPlan, RuntimeNode, TaskAssignment, Transport};
@@ -62,6 +63,7 @@ pub use spec::{
 };
 pub use spec_builder::JobSpecBuilder;
 pub use spec_env::{EnvLookup, process_env};
+pub use state_backend::{RedisStateSpec, StateBackendKind, StateBackendSpec};
 pub use stream_graph::{EdgePolicy, StreamEdge, StreamGraph, StreamNode};
 
 use serde::Serialize;
@@ -86,6 +88,9 @@ pub struct CompiledPlans {
     /// Restart policy from the spec (not part of any plan or fingerprint).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restart: Option<RestartSpec>,
+    /// The keyed-state engine from the spec (not part of any plan or fingerprint).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub state: Option<StateBackendSpec>,
 }
 
 impl CompiledPlans {
@@ -109,6 +114,7 @@ impl CompiledPlans {
             deployment,
             checkpoint: spec.checkpoint.clone(),
             restart: spec.restart,
+            state: spec.state.clone(),
         })
     }
 

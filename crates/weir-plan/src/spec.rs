@@ -37,6 +37,9 @@ pub struct JobSpec {
     /// How often the job restarts by itself from its latest checkpoint after a failure.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub restart: Option<RestartSpec>,
+    /// Which engine holds keyed state (absent: redb); part of no plan or fingerprint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<crate::StateBackendSpec>,
     /// Sources.
     #[serde(default)]
     pub sources: Vec<SourceSpec>,
@@ -174,6 +177,9 @@ pub(crate) fn check_execution(spec: &JobSpec, file: &str) -> Result<()> {
                 },
             })?;
         }
+    }
+    if let Some(state) = &spec.state {
+        state.validate(file)?;
     }
     if spec.restart.is_some() && spec.checkpoint.is_none() {
         return Err(err(

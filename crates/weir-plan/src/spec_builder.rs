@@ -18,6 +18,7 @@ impl JobSpec {
                 semantic_mode: None,
                 checkpoint: None,
                 restart: None,
+                state: None,
                 sources: Vec::new(),
                 operators: Vec::new(),
                 sinks: Vec::new(),

@@ -370,6 +370,7 @@ sinks:
         job = job.with_split_share(share);
     }
     let options = RunOptions {
+        state: None,
         state_dir: None,
         checkpoint_storage: checkpoints
             .map(|dir| CheckpointLocation::local(dir).expect("checkpoint storage")),

@@ -31,6 +31,9 @@ pub struct RunOptions {
     /// operators empty, drop operators' state, give an operator's state to another id
     /// (docs/fault-tolerance.md, "Changing a job").
     pub evolution: weir_plan::evolution::EvolutionActions,
+    /// Which engine holds keyed state; overrides the job's `state` section (`None`: the
+    /// job's, else redb).
+    pub state: Option<weir_plan::StateBackendSpec>,
 }
 
 /// What every attempt of one run of a job shares.

@@ -5,60 +5,107 @@
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
-use weir_api::{JobId, KeyedStateStore, OperatorId, StateBackendHandle, TaskId};
-use weir_state::{RedbStateBackend, SystemClock};
+use weir_api::{JobId, KeyedStateStore, OperatorId, StateBackendHandle, StateShardId, TaskId};
+use weir_state::{RedisConfig, StateBackend, SystemClock};
 
 /// The longest a task's commits stay without a durable commit when no barrier comes (jobs
 /// without checkpoints): redb reuses the pages freed since the last durable commit only after
 /// the next one, so this bounds the growth of the file.
 pub(crate) const SYNC_EVERY: Duration = Duration::from_secs(5);
 
-/// One task's redb state, shared by the operators of its chain.
+/// Where a run's tasks keep keyed state.
+#[derive(Debug, Clone)]
+pub(crate) enum StatePlacement {
+    /// One redb file per task under `dir`.
+    Redb {
+        dir: PathBuf,
+        /// The directory outlives the job (a user's state directory), so the end of input
+        /// makes the files durable. A temporary one is deleted when the job ends, so that
+        /// fsync would be wasted.
+        kept: bool,
+    },
+    /// The job's namespace in a Redis server.
+    Redis(RedisConfig),
+}
+
+/// One task's keyed state, shared by the operators of its chain.
 #[derive(Debug)]
 pub(crate) struct TaskState {
-    dir: PathBuf,
+    placement: StatePlacement,
     task: TaskId,
-    backend: OnceLock<RedbStateBackend>,
+    /// The `(operator, shard)` pairs of this task, cleared in Redis when it opens: a task
+    /// starts from empty state or a restore, as it does on a fresh redb file.
+    owned: Vec<(OperatorId, StateShardId)>,
+    /// The vertex is not keyed and has more than one subtask: every subtask would write shard
+    /// 0, which only a file per task keeps apart.
+    shares_shard: bool,
+    backend: OnceLock<StateBackend>,
     /// When the last durable commit was made (or the task started).
     synced_at: Mutex<Instant>,
-    /// The file outlives the job (a user's state directory): make it durable at the end of
-    /// input too. A temporary file is deleted when the job ends, so that fsync would be wasted.
-    kept: bool,
 }
 
 impl TaskState {
-    pub(crate) fn new(dir: PathBuf, task: TaskId, kept: bool) -> Arc<Self> {
+    pub(crate) fn new(
+        placement: StatePlacement,
+        task: TaskId,
+        owned: Vec<(OperatorId, StateShardId)>,
+        shares_shard: bool,
+    ) -> Arc<Self> {
         Arc::new(TaskState {
-            dir,
+            placement,
             task,
+            owned,
+            shares_shard,
             backend: OnceLock::new(),
             synced_at: Mutex::new(Instant::now()),
-            kept,
         })
     }
 
-    /// Whether the file outlives the job, so that the end of input makes it durable.
+    /// Whether the state outlives the job (a kept state directory, or Redis), so that the end
+    /// of input writes and syncs it.
     pub(crate) fn kept(&self) -> bool {
-        self.kept
+        match &self.placement {
+            StatePlacement::Redb { kept, .. } => *kept,
+            StatePlacement::Redis(_) => true,
+        }
     }
 
-    fn backend(&self) -> weir_api::Result<&RedbStateBackend> {
+    fn backend(&self) -> weir_api::Result<&StateBackend> {
         if let Some(b) = self.backend.get() {
             return Ok(b);
         }
-        let opened = RedbStateBackend::open_for_task(&self.dir, &self.task, Arc::new(SystemClock))?;
+        let clock = Arc::new(SystemClock);
+        let opened = match &self.placement {
+            StatePlacement::Redb { dir, .. } => {
+                StateBackend::open_redb_for_task(dir, &self.task, clock)?
+            }
+            StatePlacement::Redis(_) if self.shares_shard => {
+                return Err(weir_api::Error::Config {
+                    path: "state.backend".to_owned(),
+                    message: format!(
+                        "vertex `{}` is not keyed and runs more than one subtask: keyed state \
+                         in Redis needs a keyed vertex (its subtasks would share shard 0); key \
+                         its input or use the redb backend",
+                        self.task.vertex
+                    ),
+                });
+            }
+            StatePlacement::Redis(config) => {
+                StateBackend::connect_redis(config, &self.task.job, &self.owned, clock)?
+            }
+        };
         // A chain's operators are created one after another on one thread: no race to lose.
         Ok(self.backend.get_or_init(|| opened))
     }
 
     /// The backend if an operator opened it (a chain without state never does).
-    pub(crate) fn opened(&self) -> Option<&RedbStateBackend> {
+    pub(crate) fn opened(&self) -> Option<&StateBackend> {
         self.backend.get()
     }
 
     /// Loads `segments` into a fresh backend before any operator is created: the task's state
-    /// file is replaced by the checkpoint's state. The segments of an operator in `renames`
-    /// (old -> new) load as its new id's state.
+    /// file (or its shards in Redis) is replaced by the checkpoint's state. The segments of an
+    /// operator in `renames` (old -> new) load as its new id's state.
     ///
     /// # Errors
     /// When the file cannot be replaced, or a segment is missing, corrupt or incompatible.
@@ -68,17 +115,19 @@ impl TaskState {
         store: &weir_state::SegmentStore,
         renames: &std::collections::HashMap<weir_api::OperatorId, weir_api::OperatorId>,
     ) -> weir_api::Result<weir_state::RestoreReport> {
-        let path = weir_state::task_state_file(&self.dir, &self.task);
-        match std::fs::remove_file(&path) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-            Err(e) => {
-                return Err(weir_api::Error::external(
-                    "state backend",
-                    format!("replacing `{}` for a restore", path.display()),
-                    e.to_string(),
-                    false,
-                ));
+        if let StatePlacement::Redb { dir, .. } = &self.placement {
+            let path = weir_state::task_state_file(dir, &self.task);
+            match std::fs::remove_file(&path) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(weir_api::Error::external(
+                        "state backend",
+                        format!("replacing `{}` for a restore", path.display()),
+                        e.to_string(),
+                        false,
+                    ));
+                }
             }
         }
         let backend = self.backend()?;

@@ -51,12 +51,18 @@ pub(crate) struct Settings {
     pub(crate) checkpoint_at: Option<Here>,
     /// Where the last `SET 'late.*'` was, for errors about the combination.
     pub(crate) late_at: Option<Here>,
+    /// `SET 'state.backend'`, `'state.redis.url'`, `'state.redis.prefix'`: the keyed-state
+    /// engine (the job spec's `state` section).
+    pub(crate) state_backend: weir_plan::StateBackendSpec,
+    /// Where the first `SET 'state.backend'` or `'state.redis.*'` was, for errors.
+    pub(crate) state_backend_at: Option<Here>,
 }
 
 /// The keys `SET` accepts, for error messages.
 const KEYS: &str = "'job.name', 'parallelism', 'state.shards', 'channel.capacity', \
                     'semantic.mode', 'late.policy', 'late.allowed-lateness', 'late.sink', \
-                    'table.exec.state.ttl', 'state.buffer-size', \
+                    'table.exec.state.ttl', 'state.buffer-size', 'state.backend', \
+                    'state.redis.url', 'state.redis.prefix', \
                     'watermark.interval', 'checkpoint.interval', 'checkpoint.dir', \
                     'checkpoint.retain', 'checkpoint.timeout', 'checkpoint.min-pause', \
                     'restart.attempts', 'restart.max-delay', \
@@ -157,6 +163,9 @@ impl Settings {
                 self.buffer_bytes =
                     Some(memory_size(value).map_err(|m| here.invalid(format!("'{key}': {m}")))?);
             }
+            "state.backend" | "state.redis.url" | "state.redis.prefix" => {
+                self.set_state_backend(&lower, value, here)?;
+            }
             "watermark.interval" => self.watermark_interval = Some(duration()?),
             "checkpoint.interval" | "execution.checkpointing.interval" => {
                 let d = duration()?;
@@ -218,8 +227,58 @@ impl Settings {
         late
     }
 
+    /// `SET 'state.backend'` (`redb` or `redis`) and the Redis server's `'state.redis.url'`
+    /// and `'state.redis.prefix'`.
+    fn set_state_backend(&mut self, key: &str, value: &str, here: &Here) -> Result<()> {
+        self.state_backend_at.get_or_insert_with(|| here.clone());
+        let redis = || weir_plan::RedisStateSpec {
+            url: String::new(),
+            prefix: None,
+        };
+        match key {
+            "state.backend" => {
+                self.state_backend.backend =
+                    weir_plan::StateBackendKind::parse(value).ok_or_else(|| {
+                        here.invalid(format!("'state.backend' is redb or redis, not '{value}'"))
+                    })?;
+            }
+            "state.redis.url" => {
+                self.state_backend.redis.get_or_insert_with(redis).url = value.to_owned();
+            }
+            _ => {
+                self.state_backend.redis.get_or_insert_with(redis).prefix = Some(value.to_owned());
+            }
+        }
+        Ok(())
+    }
+
     /// Checks combinations of options once the script is read.
     pub(crate) fn check(&self, here: &Here) -> Result<()> {
+        if let Some(at) = &self.state_backend_at {
+            let state = &self.state_backend;
+            let url = state.redis.as_ref().map(|r| r.url.as_str());
+            match (state.backend, url) {
+                (weir_plan::StateBackendKind::Redb, Some(_)) => {
+                    return Err(at.invalid(
+                        "'state.redis.*' options apply to SET 'state.backend' = 'redis'",
+                    ));
+                }
+                (weir_plan::StateBackendKind::Redis, None | Some("")) => {
+                    return Err(at.invalid(
+                        "'state.backend' = 'redis' needs the server: SET 'state.redis.url' = \
+                         'redis://HOST:PORT'",
+                    ));
+                }
+                (weir_plan::StateBackendKind::Redis, Some(url)) if !url.starts_with("redis://") => {
+                    return Err(at.invalid(format!(
+                        "'state.redis.url' is a redis:// URL \
+                         (redis://[user[:password]@]host[:port][/db]), not '{}'",
+                        weir_api::excerpt(url)
+                    )));
+                }
+                _ => {}
+            }
+        }
         let uses_checkpoints = self.checkpoint_dir.is_some()
             || self.checkpoint_retain.is_some()
             || self.checkpoint_timeout.is_some()
@@ -827,6 +886,9 @@ impl JobBuilder {
         if let Some(m) = settings.semantic_mode {
             spec["semantic_mode"] = serde_json::to_value(m).unwrap_or_default();
         }
+        if settings.state_backend_at.is_some() {
+            spec["state"] = serde_json::to_value(&settings.state_backend).unwrap_or_default();
+        }
         if let Some(interval) = settings.checkpoint_interval {
             let mut checkpoint = serde_json::json!({ "interval": interval.0 });
             if let Some(dir) = &settings.checkpoint_dir {
@@ -900,6 +962,41 @@ mod tests {
         assert_eq!(s.buffer_bytes, Some(256 << 20));
         let err = s.set("state.buffer-size", "-1", &here()).unwrap_err();
         assert!(err.to_string().starts_with("t.sql:2:5:"), "{err}");
+    }
+
+    #[test]
+    fn set_chooses_the_state_backend_and_names_what_is_missing() {
+        let mut s = Settings::default();
+        s.set("state.backend", "Redis", &here()).unwrap();
+        let err = s.check(&here()).unwrap_err().to_string();
+        assert!(
+            err.starts_with("t.sql:2:5:") && err.contains("'state.redis.url'"),
+            "{err}"
+        );
+        s.set("state.redis.url", "redis://127.0.0.1:6379/2", &here())
+            .unwrap();
+        s.set("state.redis.prefix", "team", &here()).unwrap();
+        s.check(&here()).unwrap();
+        assert_eq!(
+            serde_json::to_value(&s.state_backend).unwrap(),
+            serde_json::json!({"backend": "redis",
+                "redis": {"url": "redis://127.0.0.1:6379/2", "prefix": "team"}})
+        );
+        let err = Settings::default()
+            .set("state.backend", "rocksdb", &here())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("redb or redis"), "{err}");
+        let mut bad = Settings::default();
+        bad.set("state.backend", "redis", &here()).unwrap();
+        bad.set("state.redis.url", "localhost:6379", &here())
+            .unwrap();
+        assert!(
+            bad.check(&here())
+                .unwrap_err()
+                .to_string()
+                .contains("redis:// URL")
+        );
     }
 
     #[test]

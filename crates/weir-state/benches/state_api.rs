@@ -3,7 +3,7 @@
 //! Stresses the write path of `weir-state` as an operator drives it: per record
 //! `set_current_key` with the key's shard, a typed handle, then either a `Value<u64>` get+put
 //! (read the current count, write count + 1) or a `Map<String, f64>` put; after `N` records one
-//! `RedbStateBackend::commit`, i.e. one redb write transaction per batch. The baseline writes the
+//! `StateBackend::commit`, i.e. one redb write transaction per batch. The baseline writes the
 //! same entry keys (built with `weir_state::EntryKey::encode` and `weir_state::codec`, so the bytes
 //! are identical) and the same stored values (8-byte expiry header + postcard payload) straight
 //! into a redb table, one write transaction per batch of `N` and one `get`/`insert` per key, in
@@ -41,7 +41,7 @@ use redb::{
 use tempfile::TempDir;
 use weir_api::state::{Map, Value};
 use weir_api::{JobId, KeyedStateStore, OperatorId, StateDescriptor, StateShardId};
-use weir_state::{EntryKey, KeyedStateExt, ManualClock, RedbKeyedStore, RedbStateBackend, codec};
+use weir_state::{EntryKey, KeyedStateExt, ManualClock, OperatorStore, StateBackend, codec};
 
 /// Distinct user keys in the state; every one holds an entry before measuring.
 const KEY_SPACE: usize = 100_000;
@@ -87,7 +87,7 @@ impl Kind {
 /// How a batch reaches redb.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Variant {
-    /// Through `KeyedStateExt` handles, the journal and `RedbStateBackend::commit`.
+    /// Through `KeyedStateExt` handles, the journal and `StateBackend::commit`.
     Api,
     /// Raw redb `get`/`insert` of the same bytes in arrival order, default durability (fsync
     /// per commit).
@@ -177,8 +177,8 @@ fn stored(buf: &mut Vec<u8>, payload: &[u8]) {
 
 enum Target {
     Api {
-        backend: RedbStateBackend,
-        store: Box<RedbKeyedStore>,
+        backend: StateBackend,
+        store: Box<OperatorStore>,
     },
     Raw {
         db: Database,
@@ -210,7 +210,7 @@ impl Bed {
         let path = dir.path().join("state.redb");
         let target = match variant {
             Variant::Api => {
-                let backend = RedbStateBackend::open(&path, Arc::new(ManualClock::new(0)))
+                let backend = StateBackend::open_redb(&path, Arc::new(ManualClock::new(0)))
                     .expect("the state file opens");
                 let mut store =
                     Box::new(backend.keyed_store(&JobId::new(JOB), &OperatorId::new(OPERATOR)));

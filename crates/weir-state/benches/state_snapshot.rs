@@ -38,8 +38,8 @@ use weir_api::{
 };
 use weir_plan::ShardAssignment;
 use weir_state::{
-    KeyedStateExt, ManualClock, RedbStateBackend, RestoreOptions, RestoreReport, SegmentDescriptor,
-    SegmentStore, SnapshotScope, StateSize,
+    KeyedStateExt, ManualClock, RestoreOptions, RestoreReport, SegmentDescriptor, SegmentStore,
+    SnapshotScope, StateBackend, StateSize,
 };
 
 /// Keys in the state.
@@ -64,7 +64,7 @@ fn key(u: usize) -> String {
 /// The loaded source state and what a snapshot of it must contain.
 struct Source {
     _dir: TempDir,
-    backend: RedbStateBackend,
+    backend: StateBackend,
     size: StateSize,
     shards: Vec<u32>,
 }
@@ -72,7 +72,7 @@ struct Source {
 impl Source {
     fn load() -> Self {
         let dir = tempfile::tempdir().expect("a temp dir");
-        let backend = RedbStateBackend::open(
+        let backend = StateBackend::open_redb(
             &dir.path().join("source.redb"),
             Arc::new(ManualClock::new(0)),
         )
@@ -121,7 +121,7 @@ fn scope() -> SnapshotScope {
 fn snapshot(
     runtime: &Runtime,
     segments: &SegmentStore,
-    source: &RedbStateBackend,
+    source: &StateBackend,
 ) -> Vec<SegmentDescriptor> {
     let pending = segments
         .begin_snapshot(source, scope())
@@ -134,9 +134,9 @@ fn snapshot(
 }
 
 /// A fresh, empty backend to restore into.
-fn fresh() -> (TempDir, RedbStateBackend) {
+fn fresh() -> (TempDir, StateBackend) {
     let dir = tempfile::tempdir().expect("a temp dir");
-    let backend = RedbStateBackend::open(
+    let backend = StateBackend::open_redb(
         &dir.path().join("restored.redb"),
         Arc::new(ManualClock::new(0)),
     )
@@ -148,7 +148,7 @@ fn restore(
     runtime: &Runtime,
     segments: &SegmentStore,
     written: &[SegmentDescriptor],
-    target: &RedbStateBackend,
+    target: &StateBackend,
 ) -> RestoreReport {
     let report = runtime
         .block_on(segments.restore(target, written, &RestoreOptions::new()))

@@ -15,6 +15,18 @@ pub enum StateError {
         #[source]
         source: Box<redb::Error>,
     },
+    /// Redis failed (connection lost, refused, a command or script error); `context` says
+    /// what Weir was doing. The task fails and restarts from its last checkpoint.
+    #[error("Redis state error at {server} while {context}: {source}")]
+    Redis {
+        /// The server, without credentials.
+        server: String,
+        /// What Weir was doing, e.g. `committing the journal`.
+        context: String,
+        /// The Redis client's error.
+        #[source]
+        source: Box<redis::RedisError>,
+    },
     /// Creating the state directory failed.
     #[error("cannot create state directory {path}: {source}")]
     Io {
@@ -205,6 +217,9 @@ impl From<StateError> for weir_api::Error {
         match &err {
             StateError::Storage { context, .. } => {
                 weir_api::Error::external("state storage (redb)", context.clone(), &err, false)
+            }
+            StateError::Redis { context, .. } => {
+                weir_api::Error::external("state storage (Redis)", context.clone(), &err, true)
             }
             StateError::ObjectStore { context, .. } => {
                 weir_api::Error::external("object store", context.clone(), &err, true)

@@ -4,7 +4,7 @@
 
 use crate::segment::{META_LAST_SHARD, META_SHARD, image_segment_path};
 use crate::{
-    ManualClock, RedbStateBackend, RestoreOptions, SegmentDescriptor, SegmentStore, SnapshotScope,
+    ManualClock, RestoreOptions, SegmentDescriptor, SegmentStore, SnapshotScope, StateBackend,
     StateError, assign_segments,
 };
 use arrow::array::{Array, BinaryArray, UInt32Array};
@@ -302,9 +302,9 @@ async fn damaged_or_contradicting_segments_are_refused() -> TestResult {
     Ok(())
 }
 
-fn backend(root: &tempfile::TempDir) -> Result<RedbStateBackend, Box<dyn std::error::Error>> {
+fn backend(root: &tempfile::TempDir) -> Result<StateBackend, Box<dyn std::error::Error>> {
     let clock = Arc::new(ManualClock::new(0));
-    Ok(RedbStateBackend::open(
+    Ok(StateBackend::open_redb(
         &root.path().join("task.redb"),
         clock,
     )?)

@@ -1,15 +1,15 @@
-//! The journal: mutations not yet written to redb, both those of the batch in progress and
+//! The journal: mutations not yet written to the engine (redb or Redis), both those of the batch in progress and
 //! those of acknowledged batches waiting for the next write.
 //!
 //! The journal is an ordered map from entry key to the staged outcome. Reads consult it before
-//! redb (read-your-writes). [`crate::RedbStateBackend::commit`] acknowledges the batch in
+//! redb (read-your-writes). [`crate::StateBackend::commit`] acknowledges the batch in
 //! progress: its outcomes become committed state, but they reach redb only when the journal
 //! outgrows its budget, at a sync or when a read view is taken, in one write transaction. Rows
 //! that an operator stores and removes between two writes (most rows of an event-time operator
 //! whose watermark follows closely) so never cost a redb write. A key staged twice keeps only
 //! the last outcome, so a write applies each key once.
 //!
-//! [`crate::RedbStateBackend::rollback`] drops the outcomes of the batch in progress only: an
+//! [`crate::StateBackend::rollback`] drops the outcomes of the batch in progress only: an
 //! undo log keeps, for every key the batch touched first, the outcome it had before (or none).
 
 use std::collections::BTreeMap;
@@ -137,6 +137,29 @@ impl Journal {
     /// Whether acknowledged outcomes wait to be written to redb.
     pub(crate) fn has_acknowledged(&self) -> bool {
         self.staged.len() > self.undo.len() || self.undo.iter().any(|(_, prev)| prev.is_some())
+    }
+
+    /// The acknowledged outcomes as of the last acknowledgement, copied: what a read view
+    /// taken while the engine's committed data must stay unchanged lays over that data.
+    pub(crate) fn acknowledged(&self) -> BTreeMap<Vec<u8>, Staged> {
+        let before: std::collections::HashMap<&[u8], &Option<Staged>> = self
+            .undo
+            .iter()
+            .map(|(key, prev)| (key.as_slice(), prev))
+            .collect();
+        let mut out = BTreeMap::new();
+        for (key, slot) in &self.staged {
+            match before.get(key.as_slice()) {
+                None => {
+                    out.insert(key.clone(), slot.outcome.clone());
+                }
+                Some(Some(prev)) => {
+                    out.insert(key.clone(), prev.clone());
+                }
+                Some(None) => {}
+            }
+        }
+        out
     }
 
     /// Acknowledges the batch in progress: its outcomes can no longer be rolled back. Its

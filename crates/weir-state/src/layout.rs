@@ -185,6 +185,21 @@ pub(crate) fn key_prefix_of(entry_key: &[u8]) -> Option<&[u8]> {
     Some(&entry_key[..entry_key.len() - rest.len()])
 }
 
+/// The components of a state prefix ([`state_prefix`]): `(job, operator, shard, state)`.
+pub(crate) fn decode_state_prefix(bytes: &[u8]) -> StateResult<(&str, &str, StateShardId, &str)> {
+    let mut rest = bytes;
+    let job = take_str(&mut rest, "job id")?;
+    let operator = take_str(&mut rest, "operator id")?;
+    let shard = StateShardId(take_u32(&mut rest, "shard")?);
+    let state = take_str(&mut rest, "state name")?;
+    if !rest.is_empty() {
+        return Err(StateError::corrupt(
+            "a state prefix runs on past its state name",
+        ));
+    }
+    Ok((job, operator, shard, state))
+}
+
 fn take_u32(rest: &mut &[u8], what: &str) -> StateResult<u32> {
     let Some((head, tail)) = rest.split_first_chunk::<4>() else {
         return Err(StateError::corrupt(format!(

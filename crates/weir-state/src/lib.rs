@@ -1,13 +1,16 @@
-//! Weir's keyed state: the one key layout, the one value codec and the default backend on
-//! embedded [redb], with the journal, TTL, size accounting and schema versions.
+//! Weir's keyed state: the one key layout, the one value codec, and two engines under one
+//! backend: embedded [redb] (the default) and Redis, with the journal, TTL, size accounting and
+//! schema versions.
 //!
 //! This crate owns:
 //! - the key layout ([`layout`]) and the value codec ([`codec`], postcard);
-//! - [`RedbStateBackend`]: one redb file per task, a stored format version, the execution-local
-//!   journal ([`RedbStateBackend::commit`] / [`RedbStateBackend::rollback`]; committed
-//!   mutations are written to redb in bulk, up to [`JOURNAL_BUDGET`] at a time), TTL purging,
-//!   size accounting and schema migrations;
-//! - [`RedbKeyedStore`]: one operator's [`weir_api::KeyedStateStore`];
+//! - [`StateBackend`]: one task's state, the execution-local journal
+//!   ([`StateBackend::commit`] / [`StateBackend::rollback`]; committed mutations are written to
+//!   the engine in bulk, up to [`JOURNAL_BUDGET`] at a time), TTL purging, size accounting and
+//!   schema migrations, over an engine: one redb file per task with a stored format version
+//!   ([`StateBackend::open_redb`]), or the task's shards in a Redis namespace
+//!   ([`StateBackend::connect_redis`], key layout in docs/state.md);
+//! - [`OperatorStore`]: one operator's [`weir_api::KeyedStateStore`];
 //! - the typed handles ([`KeyedStateExt`]: [`ValueState`], [`MapState`], [`ListState`],
 //!   [`SetState`]);
 //! - [`StateReadView`]: point-in-time enumeration of committed state per (operator, shard, state),
@@ -31,11 +34,11 @@
 //! use std::sync::Arc;
 //! use weir_api::state::{Map, Value};
 //! use weir_api::{JobId, KeyedStateStore, OperatorId, StateDescriptor, StateShardId};
-//! use weir_state::{KeyedStateExt, ManualClock, RedbStateBackend};
+//! use weir_state::{KeyedStateExt, ManualClock, StateBackend};
 //!
 //! # fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let dir = tempfile::tempdir()?;
-//! let backend = RedbStateBackend::open(&dir.path().join("task.redb"), Arc::new(ManualClock::new(0)))?;
+//! let backend = StateBackend::open_redb(&dir.path().join("task.redb"), Arc::new(ManualClock::new(0)))?;
 //! let mut store = backend.keyed_store(&JobId::new("job"), &OperatorId::new("count"));
 //! let count = StateDescriptor::<Value<u64>>::new("count");
 //! let last = StateDescriptor::<Map<String, i64>>::new("last");
@@ -55,11 +58,14 @@ mod backend;
 mod clock;
 pub mod codec;
 mod committed_keys;
+mod engine;
 mod error;
 mod handle;
 mod image;
 mod journal;
 pub mod layout;
+mod redb_engine;
+mod redis_engine;
 mod rescale;
 mod restore;
 pub mod row_codec;
@@ -71,19 +77,21 @@ pub mod timers;
 mod view;
 
 pub use backend::{
-    JOURNAL_BUDGET, Migration, MigrationFn, RedbStateBackend, STATE_CACHE_BYTES,
-    STATE_FORMAT_VERSION, StateSize, task_state_file,
+    JOURNAL_BUDGET, Migration, MigrationFn, STATE_CACHE_BYTES, STATE_FORMAT_VERSION, StateBackend,
+    StateSize,
 };
 pub use clock::{ManualClock, StateClock, SystemClock};
 pub use error::{StateError, StateResult};
 pub use handle::{KeyedStateExt, ListState, MapState, SetState, ValueState};
 pub use layout::EntryKey;
+pub use redb_engine::task_state_file;
+pub use redis_engine::{DEFAULT_REDIS_PREFIX, RedisConfig};
 pub use rescale::{KeyHashFn, assign_segments};
 pub use restore::{RestoreOptions, RestoreReport};
 pub use row_codec::{ROW_CODEC_VERSION, decode_rows, encode_rows};
 pub use segment::SegmentDescriptor;
 pub use snapshot::{PendingSnapshot, SegmentStore, SnapshotScope};
-pub use store::RedbKeyedStore;
+pub use store::OperatorStore;
 pub use timers::{
     EVENT_TIME_TIMERS, PROCESSING_TIME_TIMERS, Timer, TimerDomain, TimerService, decode_timestamp,
     encode_timestamp,
@@ -92,6 +100,8 @@ pub use view::{EntryScan, RawEntry, StateReadView};
 
 #[cfg(test)]
 mod image_tests;
+#[cfg(test)]
+mod redis_tests;
 #[cfg(test)]
 mod scan_tests;
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! ([`StateError::ShardCountChanged`]) unless the caller asks for the migration explicitly
 //! with [`SegmentStore::restore_rehashed`], which re-keys row by row.
 
-use crate::backend::RedbStateBackend;
+use crate::backend::StateBackend;
 use crate::error::{StateError, StateResult};
 use crate::layout::EntryKey;
 use crate::restore::{
@@ -107,7 +107,7 @@ impl SegmentStore {
     /// [`StateError::Migration`] when `key_hash` fails on a key (naming the operator and state).
     pub async fn restore_rehashed(
         &self,
-        backend: &RedbStateBackend,
+        backend: &StateBackend,
         segments: &[SegmentDescriptor],
         target: &ShardAssignment,
         subtask: SubtaskIndex,

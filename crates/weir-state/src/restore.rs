@@ -1,7 +1,7 @@
 //! Restore: segments back into a redb backend, byte for byte, with checksums verified and
 //! schema versions checked.
 
-use crate::backend::RedbStateBackend;
+use crate::backend::StateBackend;
 use crate::error::{StateError, StateResult};
 use crate::segment::{DecodedSegment, SegmentDescriptor, check_disjoint, decode_segment};
 use crate::snapshot::SegmentStore;
@@ -19,7 +19,7 @@ const PREFETCH: usize = 2;
 ///
 /// For every `(operator, spec)` given with [`expect_state`](Self::expect_state), segments of
 /// that state must have the same schema version, or a migration from their version must be
-/// registered on the target backend ([`RedbStateBackend::register_migration`]); otherwise the
+/// registered on the target backend ([`StateBackend::register_migration`]); otherwise the
 /// restore is refused before anything is downloaded. After loading, the spec is registered,
 /// which runs the migration (part of the one migration mechanism of the backend).
 #[derive(Debug, Clone, Default)]
@@ -84,7 +84,7 @@ impl SegmentStore {
     /// [`StateError::Migration`]. A failed restore leaves the backend partly loaded: discard it.
     pub async fn restore(
         &self,
-        backend: &RedbStateBackend,
+        backend: &StateBackend,
         segments: &[SegmentDescriptor],
         options: &RestoreOptions,
     ) -> StateResult<RestoreReport> {
@@ -196,7 +196,7 @@ pub(crate) fn refuse_images(segments: &[SegmentDescriptor]) -> StateResult<()> {
 /// cover a common shard, mixed shard counts and schema versions that differ from the expected
 /// ones without a registered migration.
 pub(crate) fn check_segments(
-    backend: &RedbStateBackend,
+    backend: &StateBackend,
     segments: &[SegmentDescriptor],
     options: &RestoreOptions,
 ) -> StateResult<()> {
@@ -230,7 +230,7 @@ pub(crate) fn check_segments(
 
 /// Loads entries of one (job, operator, shard, state) on a blocking thread.
 pub(crate) async fn load_entries(
-    backend: &RedbStateBackend,
+    backend: &StateBackend,
     job: &JobId,
     operator: &OperatorId,
     shard: StateShardId,
@@ -270,7 +270,7 @@ impl Registrations {
     }
 
     /// Registers every noted spec; a different schema version runs the registered migration.
-    pub(crate) async fn apply(self, backend: &RedbStateBackend) -> StateResult<()> {
+    pub(crate) async fn apply(self, backend: &StateBackend) -> StateResult<()> {
         let backend = backend.clone();
         tokio::task::spawn_blocking(move || {
             for ((job, operator, _), spec) in self.specs {

@@ -1,6 +1,6 @@
 //! Tests of the cross-key namespace scan and the explicitly addressed reads and writes.
 
-use crate::{ManualClock, RedbKeyedStore, RedbStateBackend, StateError};
+use crate::{ManualClock, OperatorStore, StateBackend, StateError};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use weir_api::state::{Map, NamespaceRange, Value};
@@ -11,11 +11,11 @@ use weir_api::{
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
-fn open(dir: &std::path::Path, clock: &ManualClock) -> RedbStateBackend {
-    RedbStateBackend::open(&dir.join("t.redb"), Arc::new(clock.clone())).expect("open")
+fn open(dir: &std::path::Path, clock: &ManualClock) -> StateBackend {
+    StateBackend::open_redb(&dir.join("t.redb"), Arc::new(clock.clone())).expect("open")
 }
 
-fn store(backend: &RedbStateBackend, op: &str) -> RedbKeyedStore {
+fn store(backend: &StateBackend, op: &str) -> OperatorStore {
     backend.keyed_store(&JobId::new("job"), &OperatorId::new(op))
 }
 

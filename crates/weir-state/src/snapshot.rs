@@ -9,7 +9,7 @@
 //! is produced, through a channel of two segments, so encoding and upload overlap and memory
 //! stays bounded by a few segments.
 
-use crate::backend::RedbStateBackend;
+use crate::backend::StateBackend;
 use crate::error::{StateError, StateResult};
 use crate::segment::{SegmentDescriptor, SegmentEncoder, SegmentHeader};
 use crate::view::StateReadView;
@@ -62,7 +62,7 @@ impl SegmentStore {
     /// [`StateError::Storage`] when redb cannot start the read transaction.
     pub fn begin_snapshot(
         &self,
-        backend: &RedbStateBackend,
+        backend: &StateBackend,
         scope: SnapshotScope,
     ) -> StateResult<PendingSnapshot> {
         let view = backend.read_view()?;

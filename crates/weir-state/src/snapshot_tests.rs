@@ -3,8 +3,8 @@
 
 use crate::segment::{META_SPEC, segment_path};
 use crate::{
-    KeyedStateExt, ManualClock, RawEntry, RedbStateBackend, RestoreOptions, SegmentDescriptor,
-    SegmentStore, SnapshotScope, StateError, assign_segments,
+    KeyedStateExt, ManualClock, RawEntry, RestoreOptions, SegmentDescriptor, SegmentStore,
+    SnapshotScope, StateBackend, StateError, assign_segments,
 };
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;
@@ -54,12 +54,12 @@ fn seen_d() -> StateDescriptor<Set<u64>> {
         .with_ttl(Duration::from_secs(10))
 }
 
-fn backend(dir: &std::path::Path, name: &str, clock: &ManualClock) -> RedbStateBackend {
-    RedbStateBackend::open(&dir.join(name), Arc::new(clock.clone())).expect("open")
+fn backend(dir: &std::path::Path, name: &str, clock: &ManualClock) -> StateBackend {
+    StateBackend::open_redb(&dir.join(name), Arc::new(clock.clone())).expect("open")
 }
 
 /// Writes all four kinds for `key` (its shard from the hash over `shards`).
-fn write_key(b: &RedbStateBackend, key: &str, n: u64, shards: u32) -> TestResult {
+fn write_key(b: &StateBackend, key: &str, n: u64, shards: u32) -> TestResult {
     let mut s = b.keyed_store(&JobId::new(JOB), &OperatorId::new(OP));
     s.set_current_key(key.as_bytes(), StateShardId(shard_of(key, shards)));
     s.value_state(&count_d())?.update(&n)?;
@@ -74,7 +74,7 @@ fn write_key(b: &RedbStateBackend, key: &str, n: u64, shards: u32) -> TestResult
 }
 
 /// Every committed entry of the operator, all shards, minus those dead at `now_ms`.
-fn live_entries(b: &RedbStateBackend, shards: u32, now_ms: u64) -> Vec<RawEntry> {
+fn live_entries(b: &StateBackend, shards: u32, now_ms: u64) -> Vec<RawEntry> {
     let view = b.read_view().expect("view");
     (0..shards)
         .flat_map(|s| {

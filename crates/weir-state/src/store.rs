@@ -1,6 +1,6 @@
 //! The keyed store of one operator instance on the redb backend.
 
-use crate::backend::RedbStateBackend;
+use crate::backend::StateBackend;
 use crate::error::{StateError, StateResult};
 use crate::journal::Staged;
 use crate::layout;
@@ -10,22 +10,22 @@ use weir_api::{
     StateSpec,
 };
 
-impl RedbStateBackend {
+impl StateBackend {
     /// The keyed store of one operator of one job; stores share this backend's journal.
-    pub fn keyed_store(&self, job: &JobId, operator: &OperatorId) -> RedbKeyedStore {
-        RedbKeyedStore::new(self.clone(), job.as_str(), operator.as_str())
+    pub fn keyed_store(&self, job: &JobId, operator: &OperatorId) -> OperatorStore {
+        OperatorStore::new(self.clone(), job.as_str(), operator.as_str())
     }
 }
 
-/// One operator's keyed state in a task's [`RedbStateBackend`]; implements [`KeyedStateStore`].
+/// One operator's keyed state in a task's [`StateBackend`]; implements [`KeyedStateStore`].
 ///
 /// Reads see the task's staged mutations; writes are staged in the task's journal and reach redb
-/// on [`RedbStateBackend::commit`]. TTL is sliding: every read or write of a live entry of a
+/// on [`StateBackend::commit`]. TTL is sliding: every read or write of a live entry of a
 /// state with a TTL stages a new deadline `now + ttl`; an entry found expired is reported absent
 /// and its removal is staged.
 #[derive(Debug)]
-pub struct RedbKeyedStore {
-    backend: RedbStateBackend,
+pub struct OperatorStore {
+    backend: StateBackend,
     job: String,
     operator: String,
     shard: StateShardId,
@@ -38,8 +38,8 @@ pub struct RedbKeyedStore {
     prefix_cache: Option<(String, Vec<u8>)>,
 }
 
-impl RedbKeyedStore {
-    pub(crate) fn new(backend: RedbStateBackend, job: &str, operator: &str) -> Self {
+impl OperatorStore {
+    pub(crate) fn new(backend: StateBackend, job: &str, operator: &str) -> Self {
         Self {
             backend,
             job: job.to_owned(),
@@ -53,7 +53,7 @@ impl RedbKeyedStore {
     }
 
     /// The backend (task file and journal) this store writes to.
-    pub fn backend(&self) -> &RedbStateBackend {
+    pub fn backend(&self) -> &StateBackend {
         &self.backend
     }
 
@@ -244,7 +244,7 @@ impl RedbKeyedStore {
         };
         let mut inner = self.backend.lock();
         let now = inner.clock.now_ms();
-        let found = scan::lookup_range(&mut inner, &start, end.as_deref(), now, limit)?;
+        let found = scan::lookup_range(&mut inner, &prefix, &start, end.as_deref(), now, limit)?;
         for key in found.expired {
             inner.journal.stage(key, Staged::Delete);
         }
@@ -291,7 +291,7 @@ impl RedbKeyedStore {
     }
 }
 
-impl KeyedStateStore for RedbKeyedStore {
+impl KeyedStateStore for OperatorStore {
     fn set_current_key(&mut self, key: &[u8], shard: StateShardId) {
         self.prefix_cache = None;
         match &mut self.key {

@@ -1,7 +1,7 @@
 //! Behaviour tests of the backend, the journal, TTL, isolation, accounting and schema versions.
 
 use crate::{
-    KeyedStateExt, ManualClock, RawEntry, RedbKeyedStore, RedbStateBackend, STATE_FORMAT_VERSION,
+    KeyedStateExt, ManualClock, OperatorStore, RawEntry, STATE_FORMAT_VERSION, StateBackend,
     StateError, StateSize,
 };
 use std::collections::BTreeMap;
@@ -13,11 +13,11 @@ use weir_api::{JobId, KeyedStateStore, OperatorId, StateDescriptor, StateShardId
 
 type TestResult = Result<(), Box<dyn std::error::Error>>;
 
-fn open(path: &Path, clock: &ManualClock) -> Result<RedbStateBackend, StateError> {
-    RedbStateBackend::open(path, Arc::new(clock.clone()))
+fn open(path: &Path, clock: &ManualClock) -> Result<StateBackend, StateError> {
+    StateBackend::open_redb(path, Arc::new(clock.clone()))
 }
 
-fn store(backend: &RedbStateBackend, job: &str, op: &str) -> RedbKeyedStore {
+fn store(backend: &StateBackend, job: &str, op: &str) -> OperatorStore {
     backend.keyed_store(&JobId::new(job), &OperatorId::new(op))
 }
 
@@ -28,7 +28,7 @@ fn s_shard(key: &str) -> u32 {
 }
 
 /// Sets the current key (its UTF-8 bytes) with its shard from the stable key hash.
-fn set_key(store: &mut RedbKeyedStore, key: &str) {
+fn set_key(store: &mut OperatorStore, key: &str) {
     store.set_current_key(key.as_bytes(), StateShardId(s_shard(key)));
 }
 
@@ -36,7 +36,7 @@ fn count() -> StateDescriptor<Value<u64>> {
     StateDescriptor::new("count")
 }
 
-fn committed(backend: &RedbStateBackend, job: &str, op: &str, shard: u32) -> Vec<RawEntry> {
+fn committed(backend: &StateBackend, job: &str, op: &str, shard: u32) -> Vec<RawEntry> {
     let view = backend.read_view().expect("view");
     view.scan(&JobId::new(job), &OperatorId::new(op), StateShardId(shard))
         .expect("scan")
@@ -310,7 +310,7 @@ impl Now for ManualClock {
 }
 
 /// The size of a state recomputed from a full scan of every shard.
-fn scanned_size(backend: &RedbStateBackend, state: &str) -> StateSize {
+fn scanned_size(backend: &StateBackend, state: &str) -> StateSize {
     let view = backend.read_view().expect("view");
     let mut size = StateSize::default();
     for shard in 0..8 {
@@ -538,8 +538,8 @@ fn task_files_are_one_per_subtask_and_ids_cannot_escape() {
 #[test]
 fn handles_can_move_to_other_threads() {
     fn assert_send<T: Send>() {}
-    assert_send::<RedbStateBackend>();
-    assert_send::<RedbKeyedStore>();
+    assert_send::<StateBackend>();
+    assert_send::<OperatorStore>();
     assert_send::<crate::StateReadView>();
     assert_send::<crate::EntryScan>();
 }

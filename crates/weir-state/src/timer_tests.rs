@@ -2,8 +2,8 @@
 //! rescale.
 
 use super::*;
-use crate::{KeyedStateExt, RedbKeyedStore, assign_segments};
-use crate::{ManualClock, RedbStateBackend, RestoreOptions, SegmentStore, SnapshotScope};
+use crate::{KeyedStateExt, OperatorStore, assign_segments};
+use crate::{ManualClock, RestoreOptions, SegmentStore, SnapshotScope, StateBackend};
 use object_store::memory::InMemory;
 use object_store::path::Path as ObjectPath;
 use std::sync::Arc;
@@ -15,11 +15,11 @@ type TestResult = Result<(), Box<dyn std::error::Error>>;
 
 const SHARDS: u32 = 8;
 
-fn open(dir: &std::path::Path, name: &str, clock: &ManualClock) -> RedbStateBackend {
-    RedbStateBackend::open(&dir.join(name), Arc::new(clock.clone())).expect("open")
+fn open(dir: &std::path::Path, name: &str, clock: &ManualClock) -> StateBackend {
+    StateBackend::open_redb(&dir.join(name), Arc::new(clock.clone())).expect("open")
 }
 
-fn store(backend: &RedbStateBackend) -> RedbKeyedStore {
+fn store(backend: &StateBackend) -> OperatorStore {
     backend.keyed_store(&JobId::new("job"), &OperatorId::new("window"))
 }
 
@@ -37,7 +37,7 @@ fn timer(timestamp_ms: i64, shard: u32, key: &[u8], namespace: &[u8]) -> Timer {
     }
 }
 
-fn register(store: &mut RedbKeyedStore, timers: &TimerService, t: &Timer) -> Result<()> {
+fn register(store: &mut OperatorStore, timers: &TimerService, t: &Timer) -> Result<()> {
     timers.register(store, t.timestamp_ms, t.shard, &t.key, &t.namespace)
 }
 
@@ -186,7 +186,7 @@ fn limited_pops_fire_the_same_timers_in_chunks_and_domains_are_separate() -> Tes
 }
 
 /// Registers timers for 40 keys, each in its key's shard.
-fn register_many(backend: &RedbStateBackend) -> Result<()> {
+fn register_many(backend: &StateBackend) -> Result<()> {
     let mut s = store(backend);
     let timers = TimerService::event_time();
     for i in 0..40i64 {

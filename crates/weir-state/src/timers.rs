@@ -111,11 +111,11 @@ pub fn decode_timestamp(bytes: &[u8]) -> StateResult<i64> {
 /// use std::sync::Arc;
 /// use weir_api::{JobId, OperatorId, StateShardId};
 /// use weir_state::timers::TimerService;
-/// use weir_state::{ManualClock, RedbStateBackend};
+/// use weir_state::{ManualClock, StateBackend};
 ///
 /// # fn main() -> Result<(), Box<dyn std::error::Error>> {
 /// let dir = tempfile::tempdir()?;
-/// let backend = RedbStateBackend::open(&dir.path().join("t.redb"), Arc::new(ManualClock::new(0)))?;
+/// let backend = StateBackend::open_redb(&dir.path().join("t.redb"), Arc::new(ManualClock::new(0)))?;
 /// let mut store = backend.keyed_store(&JobId::new("job"), &OperatorId::new("window"));
 /// let timers = TimerService::event_time();
 /// // The window [0, 10) of key "k" (shard 3) fires at 9.

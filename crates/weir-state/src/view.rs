@@ -1,17 +1,21 @@
 //! Point-in-time views of committed state: the key index snapshots enumerate.
 
-use crate::backend::{ENTRIES, REGISTRY, ReadTable, RedbStateBackend, SIZES, StateSize};
-use crate::error::{StateError, StateResult};
+use crate::backend::{StateBackend, StateSize};
+use crate::engine::{EntryIter, ViewSource};
+use crate::error::StateResult;
+use crate::journal::Staged;
 use crate::layout::{self, EntryKey};
-use redb::{ReadOnlyTable, ReadTransaction, ReadableDatabase};
+use crate::scan::Merged;
+use std::collections::BTreeMap;
+use std::ops::Bound;
 use weir_api::{JobId, OperatorId, StateShardId, StateSpec};
 
-impl RedbStateBackend {
+impl StateBackend {
     /// Entries and bytes of one state of one operator, over committed data.
     ///
     /// # Errors
     ///
-    /// [`StateError::Storage`] when redb fails.
+    /// [`crate::StateError::Storage`] or [`crate::StateError::Redis`].
     pub fn state_size(
         &self,
         job: &JobId,
@@ -24,22 +28,17 @@ impl RedbStateBackend {
 
     /// A point-in-time view of committed state for snapshots and inspection.
     ///
-    /// The view is a redb read transaction: an MVCC snapshot that does not block commits, which
-    /// keep going while a snapshot writer iterates the view. It sees every committed mutation
-    /// (the journal's committed part is written to redb first) and none of the batch in
-    /// progress.
+    /// With redb the view is a read transaction: an MVCC snapshot that does not block commits,
+    /// which keep going while a snapshot writer iterates the view. With Redis, commits made
+    /// while a view lives stay in the journal (reads see them there) and reach Redis when the
+    /// last view is dropped. Either way the view sees every committed mutation and none of the
+    /// batch in progress.
     ///
     /// # Errors
     ///
-    /// [`StateError::Storage`] when redb fails.
+    /// [`crate::StateError::Storage`] or [`crate::StateError::Redis`].
     pub fn read_view(&self) -> StateResult<StateReadView> {
-        let mut inner = self.lock();
-        inner.write_journal()?;
-        let txn = inner
-            .db
-            .begin_read()
-            .map_err(|e| StateError::storage("starting a read view", e))?;
-        StateReadView::new(txn)
+        self.lock().read_view()
     }
 }
 
@@ -59,7 +58,7 @@ impl RawEntry {
     ///
     /// # Errors
     ///
-    /// [`StateError::Corrupt`] when the key does not follow the layout.
+    /// [`crate::StateError::Corrupt`] when the key does not follow the layout.
     pub fn parts(&self) -> StateResult<EntryKey<'_>> {
         EntryKey::decode(&self.key)
     }
@@ -74,44 +73,43 @@ impl RawEntry {
 
 /// A point-in-time, read-only view of one task's committed state.
 ///
-/// It holds a redb read transaction: an MVCC snapshot. Commits made after the view was taken
-/// are not visible in it, and they are not blocked by it, so a snapshot can be written from the
-/// view off the hot path while the task keeps processing. Staged (uncommitted) mutations are
-/// never visible. Keep views short-lived: redb cannot reuse pages a live view still sees.
+/// Commits made after the view was taken are not visible in it, and they are not blocked by
+/// it, so a snapshot can be written from the view off the hot path while the task keeps
+/// processing. Staged (uncommitted) mutations are never visible. Keep views short-lived: redb
+/// cannot reuse pages a live view still sees, and a Redis backend keeps commits in memory
+/// while one lives.
 pub struct StateReadView {
-    txn: ReadTransaction,
-    entries: ReadTable,
+    source: Box<dyn ViewSource>,
+    /// Committed outcomes the engine had not taken when the view was made, laid over it.
+    overlay: BTreeMap<Vec<u8>, Staged>,
 }
 
 impl std::fmt::Debug for StateReadView {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StateReadView").finish_non_exhaustive()
+        f.debug_struct("StateReadView")
+            .field("overlay", &self.overlay.len())
+            .finish_non_exhaustive()
     }
 }
 
 impl StateReadView {
-    pub(crate) fn new(txn: ReadTransaction) -> StateResult<Self> {
-        let entries = txn
-            .open_table(ENTRIES)
-            .map_err(|e| StateError::storage("opening a read view", e))?;
-        Ok(Self { txn, entries })
+    pub(crate) fn new(source: Box<dyn ViewSource>, overlay: BTreeMap<Vec<u8>, Staged>) -> Self {
+        Self { source, overlay }
     }
 
     /// Every committed entry of one shard of one operator, in key order (state by state).
     ///
     /// # Errors
     ///
-    /// [`StateError::Storage`] when redb fails to start the range.
+    /// [`crate::StateError::Storage`] or [`crate::StateError::Redis`] when the engine fails
+    /// to start the scan.
     pub fn scan(
         &self,
         job: &JobId,
         operator: &OperatorId,
         shard: StateShardId,
-    ) -> StateResult<EntryScan> {
-        EntryScan::new(
-            &self.entries,
-            layout::shard_prefix(job.as_str(), operator.as_str(), shard),
-        )
+    ) -> StateResult<EntryScan<'_>> {
+        self.entries(layout::shard_prefix(job.as_str(), operator.as_str(), shard))
     }
 
     /// Every committed entry of one operator, in key order: shard by shard, state by state.
@@ -120,142 +118,136 @@ impl StateReadView {
         &self,
         job: &JobId,
         operator: &OperatorId,
-    ) -> StateResult<EntryScan> {
-        EntryScan::new(
-            &self.entries,
-            layout::operator_prefix(job.as_str(), operator.as_str()),
-        )
+    ) -> StateResult<EntryScan<'_>> {
+        self.entries(layout::operator_prefix(job.as_str(), operator.as_str()))
     }
 
     /// Every committed entry of one state in one shard of one operator: one snapshot segment.
     ///
     /// # Errors
     ///
-    /// [`StateError::Storage`] when redb fails to start the range.
+    /// [`crate::StateError::Storage`] or [`crate::StateError::Redis`] when the engine fails
+    /// to start the scan.
     pub fn scan_state(
         &self,
         job: &JobId,
         operator: &OperatorId,
         shard: StateShardId,
         state: &str,
-    ) -> StateResult<EntryScan> {
-        EntryScan::new(
-            &self.entries,
-            layout::state_prefix(job.as_str(), operator.as_str(), shard, state),
-        )
+    ) -> StateResult<EntryScan<'_>> {
+        self.entries(layout::state_prefix(
+            job.as_str(),
+            operator.as_str(),
+            shard,
+            state,
+        ))
     }
 
     /// The registered descriptors of one operator (kind, schema version, TTL), by state name.
     ///
     /// # Errors
     ///
-    /// [`StateError::Storage`] when redb fails; [`StateError::Corrupt`] for an unreadable record.
+    /// [`crate::StateError::Storage`] or [`crate::StateError::Redis`] when the engine fails;
+    /// [`crate::StateError::Corrupt`] for an unreadable record.
     pub fn registered_states(
         &self,
         job: &JobId,
         operator: &OperatorId,
     ) -> StateResult<Vec<StateSpec>> {
-        let ctx = "listing registered states";
-        let table: ReadOnlyTable<&[u8], &[u8]> = self
-            .txn
-            .open_table(REGISTRY)
-            .map_err(|e| StateError::storage(ctx, e))?;
-        let prefix = layout::operator_prefix(job.as_str(), operator.as_str());
-        let mut out = Vec::new();
-        for item in table
-            .range::<&[u8]>(prefix.as_slice()..)
-            .map_err(|e| StateError::storage(ctx, e))?
-        {
-            let (k, v) = item.map_err(|e| StateError::storage(ctx, e))?;
-            if !k.value().starts_with(&prefix) {
-                break;
-            }
-            let spec = serde_json::from_slice(v.value())
-                .map_err(|e| StateError::corrupt(format!("state registration: {e}")))?;
-            out.push(spec);
-        }
-        Ok(out)
+        self.source.registered_states(job, operator)
     }
 
     /// Entries and bytes of one state of one operator.
     ///
     /// # Errors
     ///
-    /// [`StateError::Storage`] when redb fails.
+    /// [`crate::StateError::Storage`] or [`crate::StateError::Redis`] when the engine fails.
     pub fn state_size(
         &self,
         job: &JobId,
         operator: &OperatorId,
         state: &str,
     ) -> StateResult<StateSize> {
-        let ctx = "reading state sizes";
-        let table = self
-            .txn
-            .open_table(SIZES)
-            .map_err(|e| StateError::storage(ctx, e))?;
-        let id = layout::state_id_key(job.as_str(), operator.as_str(), state);
-        let found = table
-            .get(id.as_slice())
-            .map_err(|e| StateError::storage(ctx, e))?
-            .map(|g| g.value());
-        Ok(found
-            .map(|(entries, bytes)| StateSize { entries, bytes })
-            .unwrap_or_default())
+        if self.overlay.is_empty() {
+            return self.source.state_size(job, operator, state);
+        }
+        // Committed outcomes wait over the engine: count the merged entries.
+        let mut size = StateSize::default();
+        for item in self.scan_prefix(layout::operator_prefix(job.as_str(), operator.as_str()))? {
+            let (key, stored) = item?;
+            if EntryKey::decode(&key)?.state == state {
+                size.entries += 1;
+                size.bytes += (key.len() + stored.len()) as u64;
+            }
+        }
+        Ok(size)
+    }
+
+    fn entries(&self, prefix: Vec<u8>) -> StateResult<EntryScan<'_>> {
+        Ok(EntryScan {
+            inner: self.scan_prefix(prefix)?,
+            done: false,
+        })
+    }
+
+    /// `(entry key, stored value)` of every committed entry under `prefix`, in key order.
+    pub(crate) fn scan_prefix(&self, prefix: Vec<u8>) -> StateResult<EntryIter<'_>> {
+        let committed = self.source.scan(prefix.clone())?;
+        Ok(self.laid_over(committed, prefix))
+    }
+
+    /// `(entry key, stored value)` of every committed entry of the engine, in key order.
+    pub(crate) fn scan_everything(&self) -> StateResult<EntryIter<'_>> {
+        let committed = self.source.scan_all()?;
+        Ok(self.laid_over(committed, Vec::new()))
+    }
+
+    fn laid_over<'a>(&'a self, committed: EntryIter<'a>, prefix: Vec<u8>) -> EntryIter<'a> {
+        if self.overlay.is_empty() {
+            return committed;
+        }
+        let staged = self
+            .overlay
+            .range::<[u8], _>((Bound::Included(prefix.as_slice()), Bound::Unbounded))
+            .take_while(move |(k, _)| k.starts_with(&prefix));
+        Box::new(
+            Merged::new(committed, staged)
+                .filter_map(|item| item.map(|(k, v)| v.map(|v| (k, v))).transpose()),
+        )
     }
 }
 
 /// An iterator over the committed entries under one layout prefix; see [`StateReadView::scan`].
-pub struct EntryScan {
-    range: redb::Range<'static, &'static [u8], &'static [u8]>,
-    prefix: Vec<u8>,
+pub struct EntryScan<'a> {
+    inner: EntryIter<'a>,
     done: bool,
 }
 
-impl std::fmt::Debug for EntryScan {
+impl std::fmt::Debug for EntryScan<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("EntryScan")
-            .field("prefix", &self.prefix)
-            .finish_non_exhaustive()
+        f.debug_struct("EntryScan").finish_non_exhaustive()
     }
 }
 
-impl EntryScan {
-    fn new(table: &ReadTable, prefix: Vec<u8>) -> StateResult<Self> {
-        let range = table
-            .range::<&[u8]>(prefix.as_slice()..)
-            .map_err(|e| StateError::storage("scanning state", e))?;
-        Ok(Self {
-            range,
-            prefix,
-            done: false,
-        })
-    }
-}
-
-impl Iterator for EntryScan {
+impl Iterator for EntryScan<'_> {
     type Item = StateResult<RawEntry>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.done {
             return None;
         }
-        let item = match self.range.next()? {
+        let (key, stored) = match self.inner.next()? {
             Ok(item) => item,
             Err(e) => {
                 self.done = true;
-                return Some(Err(StateError::storage("scanning state", e)));
+                return Some(Err(e));
             }
         };
-        let (k, v) = item;
-        if !k.value().starts_with(&self.prefix) {
-            self.done = true;
-            return None;
-        }
         Some(
-            layout::decode_stored(v.value()).map(|(expiry, payload)| RawEntry {
-                key: k.value().to_vec(),
+            layout::decode_stored(&stored).map(|(expiry, payload)| RawEntry {
                 payload: payload.to_vec(),
                 expiry_ms: (expiry != 0).then_some(expiry),
+                key,
             }),
         )
     }

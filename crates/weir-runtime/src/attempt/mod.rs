@@ -27,9 +27,11 @@ use crate::checkpoint::coordinator::Coordinator;
 use crate::error::Result;
 use crate::run_context::RunContext;
 use crate::task::ChainTask;
+use crate::task_state::StatePlacement;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use weir_api::{JobId, VertexId};
+use weir_plan::StateBackendKind;
 
 /// One task of an attempt, a subtask of a vertex: the key of the attempt's per-task data.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -56,6 +58,32 @@ struct StateDir {
 }
 
 impl StateDir {
+    /// Where the run's tasks keep keyed state: the run's override, else the job's `state`
+    /// section, else redb files in this directory.
+    fn placement(&self, run: &RunContext) -> Result<StatePlacement> {
+        let (spec, origin) = match &run.options.state {
+            Some(spec) => (spec.clone(), "--state-backend"),
+            None => (
+                run.job.plans.state.clone().unwrap_or_default(),
+                run.job.file.as_str(),
+            ),
+        };
+        spec.validate(origin)?;
+        Ok(match (spec.backend, spec.redis) {
+            (StateBackendKind::Redis, Some(redis)) => {
+                let config = weir_state::RedisConfig::new(redis.url);
+                StatePlacement::Redis(match redis.prefix {
+                    Some(prefix) => config.with_prefix(prefix),
+                    None => config,
+                })
+            }
+            _ => StatePlacement::Redb {
+                dir: self.path.clone(),
+                kept: !self.temporary,
+            },
+        })
+    }
+
     /// The run's `state_dir`, or a fresh temporary directory named after the job and process.
     fn for_run(run: &RunContext, job_id: &JobId) -> StateDir {
         match &run.options.state_dir {
@@ -100,6 +128,7 @@ async fn launch_steps(run: &RunContext, restore: Option<RestoreFrom>) -> Result<
     let job = &run.job;
     let plan = job.partitioned();
     let state_dir = StateDir::for_run(run, &plan.job_id);
+    let placement = state_dir.placement(run)?;
     let sinks = coordinate::epoch_sinks(job);
 
     let wiring = fence::begin(run, restore.as_ref(), &sinks).await?;
@@ -110,7 +139,7 @@ async fn launch_steps(run: &RunContext, restore: Option<RestoreFrom>) -> Result<
     let never_started = splits.never_started(plan, &to_restore);
     let restored = restore::restore_tasks(
         plan,
-        &state_dir,
+        &placement,
         &never_started,
         to_restore,
         wiring.as_ref(),

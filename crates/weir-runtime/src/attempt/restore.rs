@@ -1,15 +1,16 @@
 //! Step 4 of an attempt: every task's state, restored from the chosen epoch before any task
 //! runs. All tasks restore at once, each on its own tokio task (decoding and loading use the
-//! blocking pool). Keyed state goes into the task's redb file; the images of operators that
+//! blocking pool). Keyed state goes into the task's engine (its redb file, or its shards in
+//! Redis); the images of operators that
 //! keep their state in memory are decoded for the operators to take when they are created.
 
+use super::TaskKey;
 use super::fence::CheckpointWiring;
-use super::{StateDir, TaskKey};
 use crate::checkpoint::damage;
 use crate::checkpoint::failpoint;
 use crate::checkpoint::recovery::RestorePlan;
 use crate::error::{Error, Result};
-use crate::task_state::TaskState;
+use crate::task_state::{StatePlacement, TaskState};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use tokio::task::JoinSet;
@@ -51,7 +52,7 @@ pub(super) fn segments_to_restore(
 /// checkpoint store finds any.
 pub(super) async fn restore_tasks(
     plan: &PartitionedPlan,
-    state_dir: &StateDir,
+    placement: &StatePlacement,
     never_started: &HashSet<TaskKey>,
     mut to_restore: HashMap<TaskKey, Vec<SegmentDescriptor>>,
     wiring: Option<&CheckpointWiring>,
@@ -71,10 +72,20 @@ pub(super) async fn restore_tasks(
             if never_started.contains(&key) {
                 continue;
             }
+            let owned: Vec<(OperatorId, StateShardId)> = owned_shards(vertex, subtask)
+                .into_iter()
+                .flat_map(|shard| {
+                    vertex
+                        .chain
+                        .iter()
+                        .map(move |node| (node.operator_id.clone(), shard))
+                })
+                .collect();
             let task_state = TaskState::new(
-                state_dir.path.clone(),
+                placement.clone(),
                 vertex.tasks[subtask as usize].clone(),
-                !state_dir.temporary,
+                owned,
+                vertex.shards.is_none() && vertex.parallelism > 1,
             );
             if let Some(wiring) = wiring
                 && let Some(segments) = to_restore.remove(&key)

@@ -8,9 +8,12 @@
 #   ROUND  file  (default) crates/weir-cli/tests/crash.rs: a windowed job into Parquet files
 #          joins  crates/weir-cli/tests/crash/joins.rs: an interval join, a deduplication, an
 #                 OVER aggregation, a window Top-N and cascading windows into Parquet files
+#          redis  crates/weir-cli/tests/crash/redis.rs: the joins round with keyed state in a
+#                 real redis-server (Debian's package, fetched once), then one run whose Redis
+#                 is restarted mid-run
 #          kafka  crates/weir-cli/tests/kafka_crash.rs: a Kafka-to-Kafka exactly-once job on a
 #                 real broker (needs Java 17+ and the broker's jars, fetched once with Maven)
-#          all    all three, one after the other
+#          all    all four, one after the other
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/weir-target}"
@@ -21,10 +24,11 @@ round="${2:-file}"
 case "$round" in
 file) tests=("crash killed_and_restored_runs") ;;
 joins) tests=("crash killed_and_restored_joins") ;;
+redis) tests=("crash with_state_in_redis") ;;
 kafka) tests=("kafka_crash kafka") ;;
-all) tests=("crash killed_and_restored_runs" "crash killed_and_restored_joins" "kafka_crash kafka") ;;
+all) tests=("crash killed_and_restored_runs" "crash killed_and_restored_joins" "crash with_state_in_redis" "kafka_crash kafka") ;;
 *)
-    echo "crash soak: unknown round '$round' (file, joins, kafka or all)" >&2
+    echo "crash soak: unknown round '$round' (file, joins, redis, kafka or all)" >&2
     exit 2
     ;;
 esac
@@ -37,10 +41,10 @@ for entry in "${tests[@]}"; do
         | tee -a "$log" || status=$?
 done
 echo
-if summary="$(grep -E '^(kafka |joins )?crash harness: [0-9]+ kills' "$log")"; then
+if summary="$(grep -E '^(kafka |joins |redis )?crash harness: [0-9]+ kills' "$log")"; then
     echo "$summary"
 else
     echo "crash soak: no summary line; the harness failed before the end (see above)" >&2
 fi
-grep -E '^(kafka |joins )?crash harness: seed' "$log" || true
+grep -E '^(kafka |joins |redis )?crash harness: seed' "$log" || true
 exit "$status"

@@ -20,6 +20,8 @@ use std::time::Instant;
 mod common;
 #[path = "crash/joins.rs"]
 mod joins;
+#[path = "crash/redis.rs"]
+mod redis;
 
 use common::{
     Diff, Evidence, Job, Kill, Outcome, Rounds, Schedule, Weir, XorShift, clock_seed, env_u64,

@@ -26,15 +26,10 @@ mod full {
     const OP: &str = "op";
     const SHARDS: u32 = 4;
 
-    /// The server, or `None` (the test is reported as not run) where it cannot be had.
-    fn server() -> Option<RedisServer> {
-        match RedisServer::start() {
-            Ok(server) => Some(server),
-            Err(e) => {
-                eprintln!("NOT RUN: {e}");
-                None
-            }
-        }
+    /// The server; where it cannot be had the test fails with the test kit's message, which
+    /// says it was not run and what to install.
+    fn server() -> RedisServer {
+        RedisServer::start().unwrap_or_else(|e| panic!("{e}"))
     }
 
     fn count_d() -> StateDescriptor<Value<u64>> {
@@ -180,9 +175,7 @@ mod full {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn redis_holds_what_redb_holds_and_each_restores_the_others_snapshot() -> TestResult {
-        let Some(server) = server() else {
-            return Ok(());
-        };
+        let server = server();
         let dir = tempfile::tempdir()?;
         let clock = ManualClock::new(1_000);
         let on_redb = redb(dir.path(), &clock);
@@ -246,9 +239,7 @@ mod full {
 
     #[test]
     fn two_jobs_with_the_same_state_names_never_see_each_other() -> TestResult {
-        let Some(server) = server() else {
-            return Ok(());
-        };
+        let server = server();
         let clock = ManualClock::new(1_000);
         let a = redis(&server, "job-a", &clock)?;
         let b = redis(&server, "job-b", &clock)?;
@@ -296,9 +287,7 @@ mod full {
 
     #[test]
     fn ttl_means_on_redis_what_it_means_on_redb_for_every_kind() -> TestResult {
-        let Some(server) = server() else {
-            return Ok(());
-        };
+        let server = server();
         let dir = tempfile::tempdir()?;
         let clock = ManualClock::new(1_000);
         let on_redb = redb(dir.path(), &clock);
@@ -364,9 +353,7 @@ mod full {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn commits_during_a_snapshot_wait_in_the_journal_and_the_view_sees_the_barrier()
     -> TestResult {
-        let Some(server) = server() else {
-            return Ok(());
-        };
+        let server = server();
         let clock = ManualClock::new(1_000);
         let b = redis(&server, "paused", &clock)?;
         let mut s = b.keyed_store(&JobId::new("paused"), &OperatorId::new(OP));

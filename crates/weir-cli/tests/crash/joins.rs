@@ -17,7 +17,7 @@ use std::time::Instant;
 const DEFAULT_KILLS: u64 = 8;
 
 /// The tables of the job, each with its number of (integer or timestamp) columns.
-const TABLES: [(&str, usize); 5] = [
+pub(super) const TABLES: [(&str, usize); 5] = [
     ("pairs", 5),
     ("firsts", 3),
     ("running", 5),
@@ -125,9 +125,14 @@ fn killed_and_restored_joins_dedup_over_and_top_n_publish_exactly_the_output_of_
 
 /// The job of a round (or of the run without kills) in `dir`, over the bids in `input`.
 fn job(dir: &Path, input: &Path) -> Job {
+    job_with(dir, input, "")
+}
+
+/// [`job`] with more `SET` statements in front (`settings`, each ending in a line feed).
+pub(super) fn job_with(dir: &Path, input: &Path, settings: &str) -> Job {
     let out = |table: &str| dir.join(table).display().to_string();
     let sql = format!(
-        "SET 'parallelism' = '2';\n\
+        "{settings}SET 'parallelism' = '2';\n\
          SET 'checkpoint.interval' = '150ms';\n\
          CREATE TABLE bids (\n\
          \x20 auction BIGINT NOT NULL,\n\
@@ -191,7 +196,7 @@ fn job(dir: &Path, input: &Path) -> Job {
 }
 
 /// The rows `job` published to `table`, sorted, as vectors (the tables' widths differ).
-fn published(job: &Job, (table, columns): &(&str, usize)) -> Vec<Vec<i64>> {
+pub(super) fn published(job: &Job, (table, columns): &(&str, usize)) -> Vec<Vec<i64>> {
     let dir = job.dir.join(table);
     let mut rows: Vec<Vec<i64>> = match columns {
         3 => rows_of::<3>(&dir),

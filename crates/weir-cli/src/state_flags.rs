@@ -11,8 +11,8 @@ pub(crate) struct StateFlags {
     /// overrides the job's `state.backend` (docs/state.md).
     #[arg(long, value_name = "redb|redis")]
     state_backend: Option<String>,
-    /// The Redis server when the backend is redis:
-    /// redis://[user[:password]@]host[:port][/db]; overrides the job's `state.redis.url`.
+    /// The Redis server when the backend is redis: redis://[user@]host[:port][/db]; overrides
+    /// the job's `state.redis.url` (its password comes from the job's `state.redis.password`).
     #[arg(long, env = "WEIR_REDIS_URL", value_name = "URL")]
     redis_url: Option<String>,
 }
@@ -62,6 +62,7 @@ fn with_url(job: &StateBackendSpec, url: &str) -> StateBackendSpec {
         redis: Some(RedisStateSpec {
             url: url.to_owned(),
             prefix: job.redis.as_ref().and_then(|r| r.prefix.clone()),
+            password: job.redis.as_ref().and_then(|r| r.password.clone()),
         }),
     }
 }

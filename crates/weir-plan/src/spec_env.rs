@@ -1,11 +1,13 @@
-//! `${env:NAME}` references in a job's `checkpoint` section. Connector options are resolved
-//! where each connector is prepared (the runtime), so that plans and their fingerprints keep
-//! the reference, never the secret; the checkpoint section is not part of any plan and is
-//! resolved here, by whoever opens the checkpoint storage.
+//! `${env:NAME}` references in a job's `checkpoint` and `state` sections. Connector options are
+//! resolved where each connector is prepared (the runtime), so that plans and their
+//! fingerprints keep the reference, never the secret; these sections are not part of any plan
+//! and are resolved here, by whoever opens the checkpoint storage or the state backend.
 
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 use weir_api::secrets::{EnvAccess, resolve_env_json};
 
-use crate::CheckpointSpec;
+use crate::{CheckpointSpec, StateBackendSpec};
 
 /// Reads one environment variable of this process.
 pub type EnvLookup<'a> = &'a dyn Fn(&str) -> Option<std::ffi::OsString>;
@@ -27,16 +29,39 @@ impl CheckpointSpec {
         access: &EnvAccess,
         lookup: EnvLookup<'_>,
     ) -> Result<CheckpointSpec, weir_api::Error> {
-        let mut json = serde_json::to_value(self).map_err(|e| {
-            weir_api::Error::config("checkpoint", format!("encoding the section: {e}"))
-        })?;
-        if resolve_env_json(&mut json, "checkpoint", access, lookup)? == 0 {
-            return Ok(self.clone());
-        }
-        serde_json::from_value(json).map_err(|e| {
-            weir_api::Error::config("checkpoint", format!("after resolving references: {e}"))
-        })
+        resolve_section(self, "checkpoint", access, lookup)
     }
+}
+
+impl StateBackendSpec {
+    /// The section with every `${env:NAME}` reference (the Redis password, say) replaced by
+    /// the variable's value, as `access` allows; see [`CheckpointSpec::resolve_env`].
+    ///
+    /// # Errors
+    /// The first malformed, refused or unset reference, naming its JSON path and variable.
+    pub fn resolve_env(
+        &self,
+        access: &EnvAccess,
+        lookup: EnvLookup<'_>,
+    ) -> Result<StateBackendSpec, weir_api::Error> {
+        resolve_section(self, "state", access, lookup)
+    }
+}
+
+/// A section with its references resolved, through its JSON form.
+fn resolve_section<T: Serialize + DeserializeOwned + Clone>(
+    section: &T,
+    path: &str,
+    access: &EnvAccess,
+    lookup: EnvLookup<'_>,
+) -> Result<T, weir_api::Error> {
+    let mut json = serde_json::to_value(section)
+        .map_err(|e| weir_api::Error::config(path, format!("encoding the section: {e}")))?;
+    if resolve_env_json(&mut json, path, access, lookup)? == 0 {
+        return Ok(section.clone());
+    }
+    serde_json::from_value(json)
+        .map_err(|e| weir_api::Error::config(path, format!("after resolving references: {e}")))
 }
 
 #[cfg(test)]

@@ -60,12 +60,16 @@ impl std::fmt::Display for StateBackendKind {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisStateSpec {
-    /// `redis://[user[:password]@]host[:port][/db]`.
+    /// `redis://[user@]host[:port][/db]`, without a password.
     pub url: String,
     /// The first component of every key (default `weir`); jobs are kept apart by their ids
     /// under it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
+    /// The server's password (`AUTH`), usually a `${env:NAME}` reference: a secret, hidden
+    /// wherever the job is shown.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
 }
 
 impl StateBackendSpec {
@@ -76,6 +80,7 @@ impl StateBackendSpec {
             redis: Some(RedisStateSpec {
                 url: url.into(),
                 prefix: None,
+                password: None,
             }),
         }
     }
@@ -102,13 +107,26 @@ impl StateBackendSpec {
                     .to_owned(),
             )),
             (StateBackendKind::Redis, Some(redis)) => {
-                if !redis.url.starts_with("redis://") {
+                let Some(rest) = redis.url.strip_prefix("redis://") else {
                     return Err(err(
                         "state.redis.url",
                         format!(
-                            "`{}` is not a redis:// URL (redis://[user[:password]@]host[:port][/db])",
+                            "`{}` is not a redis:// URL (redis://[user@]host[:port][/db])",
                             weir_api::excerpt(&redis.url)
                         ),
+                    ));
+                };
+                let authority = rest.split('/').next().unwrap_or_default();
+                if authority
+                    .rsplit_once('@')
+                    .is_some_and(|(user, _)| user.contains(':'))
+                {
+                    return Err(err(
+                        "state.redis.url",
+                        "holds a password: give it as `state.redis.password` (it may be \
+                         `${env:NAME}`), which is kept out of the job's text and hidden where \
+                         the job is shown"
+                            .to_owned(),
                     ));
                 }
                 if redis.prefix.as_deref().is_some_and(str::is_empty) {
@@ -146,6 +164,14 @@ mod tests {
             .expect_err("scheme")
             .to_string();
         assert!(e.contains("not a redis:// URL"), "{e}");
+        let e = StateBackendSpec::redis("redis://user:hunter2@host:6379")
+            .validate("job.yaml")
+            .expect_err("password in the URL")
+            .to_string();
+        assert!(
+            e.contains("state.redis.password") && !e.contains("hunter2"),
+            "{e}"
+        );
         assert!(serde_yaml::from_str::<StateBackendSpec>("backend: rocksdb").is_err());
         assert_eq!(
             StateBackendKind::parse(" Redis "),

@@ -72,9 +72,9 @@ impl PreparedJob {
     /// [`PreparedJob::prepare`] reaching only as far as `reach` allows: with
     /// [`Reach::Offline`] the connectors touch no file, store or broker and no source lists its
     /// splits (the job's `splits` stay empty: it is checked, not run). The `${env:NAME}`
-    /// references of connector options and of the checkpoint section are read as `env`
-    /// allows; the plans keep the references (their fingerprints never hold a secret), the
-    /// connectors and `plans.checkpoint` get the values.
+    /// references of connector options and of the checkpoint and state sections are read as
+    /// `env` allows; the plans keep the references (their fingerprints never hold a secret),
+    /// the connectors, `plans.checkpoint` and `plans.state` get the values.
     ///
     /// # Errors
     /// As [`PreparedJob::prepare`]; offline, also a source whose schema or format would have
@@ -95,6 +95,16 @@ impl PreparedJob {
                     source,
                 })?;
             plans.checkpoint = Some(resolved);
+        }
+        if let Some(state) = &plans.state {
+            let resolved = state
+                .resolve_env(env, &weir_plan::process_env)
+                .map_err(|source| Error::Prepare {
+                    file: file.to_owned(),
+                    path: "state".to_owned(),
+                    source,
+                })?;
+            plans.state = Some(resolved);
         }
         let mut job = PreparedJob {
             plans,

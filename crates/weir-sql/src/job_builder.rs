@@ -62,7 +62,7 @@ pub(crate) struct Settings {
 const KEYS: &str = "'job.name', 'parallelism', 'state.shards', 'channel.capacity', \
                     'semantic.mode', 'late.policy', 'late.allowed-lateness', 'late.sink', \
                     'table.exec.state.ttl', 'state.buffer-size', 'state.backend', \
-                    'state.redis.url', 'state.redis.prefix', \
+                    'state.redis.url', 'state.redis.prefix', 'state.redis.password', \
                     'watermark.interval', 'checkpoint.interval', 'checkpoint.dir', \
                     'checkpoint.retain', 'checkpoint.timeout', 'checkpoint.min-pause', \
                     'restart.attempts', 'restart.max-delay', \
@@ -163,7 +163,7 @@ impl Settings {
                 self.buffer_bytes =
                     Some(memory_size(value).map_err(|m| here.invalid(format!("'{key}': {m}")))?);
             }
-            "state.backend" | "state.redis.url" | "state.redis.prefix" => {
+            "state.backend" | "state.redis.url" | "state.redis.prefix" | "state.redis.password" => {
                 self.set_state_backend(&lower, value, here)?;
             }
             "watermark.interval" => self.watermark_interval = Some(duration()?),
@@ -227,13 +227,14 @@ impl Settings {
         late
     }
 
-    /// `SET 'state.backend'` (`redb` or `redis`) and the Redis server's `'state.redis.url'`
-    /// and `'state.redis.prefix'`.
+    /// `SET 'state.backend'` (`redb` or `redis`) and the Redis server's `'state.redis.url'`,
+    /// `'state.redis.prefix'` and `'state.redis.password'`.
     fn set_state_backend(&mut self, key: &str, value: &str, here: &Here) -> Result<()> {
         self.state_backend_at.get_or_insert_with(|| here.clone());
         let redis = || weir_plan::RedisStateSpec {
             url: String::new(),
             prefix: None,
+            password: None,
         };
         match key {
             "state.backend" => {
@@ -244,6 +245,10 @@ impl Settings {
             }
             "state.redis.url" => {
                 self.state_backend.redis.get_or_insert_with(redis).url = value.to_owned();
+            }
+            "state.redis.password" => {
+                self.state_backend.redis.get_or_insert_with(redis).password =
+                    Some(value.to_owned());
             }
             _ => {
                 self.state_backend.redis.get_or_insert_with(redis).prefix = Some(value.to_owned());
@@ -269,14 +274,14 @@ impl Settings {
                          'redis://HOST:PORT'",
                     ));
                 }
-                (weir_plan::StateBackendKind::Redis, Some(url)) if !url.starts_with("redis://") => {
-                    return Err(at.invalid(format!(
-                        "'state.redis.url' is a redis:// URL \
-                         (redis://[user[:password]@]host[:port][/db]), not '{}'",
-                        weir_api::excerpt(url)
-                    )));
+                _ => {
+                    state.validate("SET").map_err(|e| match e {
+                        weir_plan::Error::Spec { path, message, .. } => {
+                            at.invalid(format!("'{path}' {message}"))
+                        }
+                        other => at.invalid(other.to_string()),
+                    })?;
                 }
-                _ => {}
             }
         }
         let uses_checkpoints = self.checkpoint_dir.is_some()

@@ -381,4 +381,30 @@ mod full {
         assert_eq!(read(&fresh), vec![crate::codec::encode("count", &2u64)?]);
         Ok(())
     }
+
+    #[test]
+    fn a_server_with_a_password_is_reached_with_the_configured_one_only() -> TestResult {
+        let server = server();
+        server.command(&["CONFIG", "SET", "requirepass", "s3cret"])?;
+        let clock = ManualClock::new(1_000);
+        let url = RedisConfig::new(server.url());
+        let refused =
+            StateBackend::connect_redis(&url, &JobId::new("auth"), &[], Arc::new(clock.clone()))
+                .expect_err("no password");
+        let message = refused.to_string();
+        assert!(
+            message.contains("Redis") && !message.contains("s3cret"),
+            "{message}"
+        );
+        let config = url.with_password("s3cret");
+        assert!(!format!("{config:?}").contains("s3cret"));
+        let b = StateBackend::connect_redis(&config, &JobId::new("auth"), &[], Arc::new(clock))?;
+        let mut s = b.keyed_store(&JobId::new("auth"), &OperatorId::new(OP));
+        s.set_current_key(b"k", StateShardId(0));
+        s.value_state(&count_d())?.update(&5)?;
+        b.commit()?;
+        b.sync()?;
+        assert_eq!(s.value_state(&count_d())?.value()?, Some(5));
+        Ok(())
+    }
 }

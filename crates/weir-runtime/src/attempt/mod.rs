@@ -71,11 +71,14 @@ impl StateDir {
         spec.validate(origin)?;
         Ok(match (spec.backend, spec.redis) {
             (StateBackendKind::Redis, Some(redis)) => {
-                let config = weir_state::RedisConfig::new(redis.url);
-                StatePlacement::Redis(match redis.prefix {
-                    Some(prefix) => config.with_prefix(prefix),
-                    None => config,
-                })
+                let mut config = weir_state::RedisConfig::new(redis.url);
+                if let Some(prefix) = redis.prefix {
+                    config = config.with_prefix(prefix);
+                }
+                if let Some(password) = redis.password {
+                    config = config.with_password(password);
+                }
+                StatePlacement::Redis(config)
             }
             _ => StatePlacement::Redb {
                 dir: self.path.clone(),

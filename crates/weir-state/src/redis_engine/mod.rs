@@ -34,12 +34,27 @@ use weir_api::{JobId, OperatorId, StateKind, StateShardId, StateSpec};
 pub(crate) use view::RedisView;
 
 /// Where a Redis state backend keeps its state.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct RedisConfig {
-    /// The server: `redis://[user[:password]@]host[:port][/db]`.
+    /// The server: `redis://[user@]host[:port][/db]`.
     pub url: String,
     /// The first component of every key (default [`DEFAULT_REDIS_PREFIX`]).
     pub prefix: String,
+    /// The server's password (`AUTH`), if it has one.
+    pub password: Option<String>,
+}
+
+impl std::fmt::Debug for RedisConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisConfig")
+            .field("url", &redact(&self.url))
+            .field("prefix", &self.prefix)
+            .field(
+                "password",
+                &self.password.as_ref().map(|_| weir_api::secrets::REDACTED),
+            )
+            .finish()
+    }
 }
 
 /// The key prefix when none is configured.
@@ -51,7 +66,14 @@ impl RedisConfig {
         Self {
             url: url.into(),
             prefix: DEFAULT_REDIS_PREFIX.to_owned(),
+            password: None,
         }
+    }
+
+    /// The same server, reached with `password`.
+    pub fn with_password(mut self, password: impl Into<String>) -> Self {
+        self.password = Some(password.into());
+        self
     }
 
     /// The same server with another key prefix.
@@ -149,13 +171,20 @@ impl RedisEngine {
         job: &JobId,
         owned: &[(OperatorId, StateShardId)],
     ) -> StateResult<Self> {
-        let client = redis::Client::open(config.url.as_str()).map_err(|e| {
+        let url_error = |e| {
             redis_error(
                 &redact(&config.url),
                 "reading the URL of `state.redis.url`",
                 e,
             )
-        })?;
+        };
+        let mut info = redis::IntoConnectionInfo::into_connection_info(config.url.as_str())
+            .map_err(url_error)?;
+        if let Some(password) = &config.password {
+            let settings = info.redis_settings().clone().set_password(password);
+            info = info.set_redis_settings(settings);
+        }
+        let client = redis::Client::open(info).map_err(url_error)?;
         let server = client.get_connection_info().addr().to_string();
         let mut link = Link::open(&client, &server)?;
         let keys = Keys::new(&config.prefix, job.as_str());

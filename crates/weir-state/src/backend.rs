@@ -393,10 +393,14 @@ impl StateBackend {
 }
 
 impl Drop for Inner {
-    /// Writes what was committed but is still in the journal, so the engine holds every commit
-    /// (the batch in progress's mutations are dropped, as a rollback would).
+    /// Writes what was committed but is still in the journal, so a file holds every commit
+    /// (the batch in progress's mutations are dropped, as a rollback would). Redis is left as
+    /// the last write left it: see [`Engine::flush_on_close`].
     fn drop(&mut self) {
         self.journal.rollback();
+        if !self.engine.flush_on_close() {
+            return;
+        }
         if let Err(e) = self.write_journal() {
             tracing::warn!(engine = %self.engine.describe(), error = %e,
                 "writing committed state on close failed");

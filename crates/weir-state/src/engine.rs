@@ -72,6 +72,14 @@ pub(crate) trait Engine: Send {
     /// backend's lock. `None` when nothing is left to do.
     fn durable(&mut self) -> StateResult<Option<SyncFn>>;
 
+    /// Whether the backend writes the journal's committed outcomes when it is dropped. A file
+    /// keeps every commit; a shared server does not take writes from a task that is going
+    /// away (a new attempt may already be restoring its shards; a task that ends normally
+    /// syncs before).
+    fn flush_on_close(&self) -> bool {
+        true
+    }
+
     /// Whether a live view needs the committed data to stay as it is, so the journal must keep
     /// committed outcomes instead of writing them.
     fn writes_paused(&self) -> bool {

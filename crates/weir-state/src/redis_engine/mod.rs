@@ -510,17 +510,14 @@ impl Engine for RedisEngine {
         let mut iter = staged.iter().peekable();
         while let Some(&(first, _)) = iter.peek() {
             let parts = EntryKey::decode(first)?;
-            let kind = self.kind_of(&parts)?;
-            let spec_ttl = self.spec(parts.job, parts.operator, parts.state)?.ttl_ms;
+            self.check_job(parts.job)?;
+            let spec = self.spec(parts.job, parts.operator, parts.state)?;
+            let (kind, spec_ttl) = (spec.kind, spec.ttl_ms);
             let keys = self.keys.state(&parts);
             let part = key_part(&parts);
-            let key_prefix = layout::key_prefix(
-                &layout::state_prefix(parts.job, parts.operator, parts.shard, parts.state),
-                parts.namespace,
-                parts.key,
-            );
             let state_prefix =
                 layout::state_prefix(parts.job, parts.operator, parts.shard, parts.state);
+            let key_prefix = [state_prefix.as_slice(), &part].concat();
             let call = pipe
                 .cmd("EVALSHA")
                 .arg(&self.apply_sha)
@@ -627,5 +624,9 @@ impl Engine for RedisEngine {
 
     fn writes_paused(&self) -> bool {
         Arc::strong_count(&self.views) > 1
+    }
+
+    fn flush_on_close(&self) -> bool {
+        false
     }
 }

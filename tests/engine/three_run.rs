@@ -565,6 +565,23 @@ async fn three_run_examples() {
     .await;
 }
 
+/// A golden's one job script and inputs as a pipeline, named by its file.
+fn golden_pipeline(path: &Path, golden: crate::slt::Golden) -> (String, Pipeline) {
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let [sql] = <[String; 1]>::try_from(golden.jobs)
+        .unwrap_or_else(|jobs| panic!("{name}: {} job scripts, not one", jobs.len()));
+    (
+        name,
+        Pipeline::Golden {
+            sql,
+            inputs: golden.inputs,
+        },
+    )
+}
+
 /// The full tier (docs/testing.md): every golden with results through the three-run crash
 /// harness takes over a minute.
 mod full {
@@ -578,19 +595,7 @@ mod full {
             if golden.queries == 0 || golden.fails {
                 continue;
             }
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            let [sql] = <[String; 1]>::try_from(golden.jobs)
-                .unwrap_or_else(|jobs| panic!("{name}: {} job scripts, not one", jobs.len()));
-            pipelines.push((
-                name,
-                Pipeline::Golden {
-                    sql,
-                    inputs: golden.inputs,
-                },
-            ));
+            pipelines.push(golden_pipeline(&path, golden));
         }
         assert!(!pipelines.is_empty(), "no golden with results");
         check_all(pipelines).await;
@@ -617,23 +622,9 @@ mod full {
         ];
         let mut pipelines: Vec<(String, Pipeline)> = Vec::new();
         for path in golden_files() {
-            let name = path
-                .file_name()
-                .map(|n| n.to_string_lossy().into_owned())
-                .unwrap_or_default();
-            if !stateful.contains(&name.as_str()) {
-                continue;
+            if stateful.iter().any(|name| path.ends_with(name)) {
+                pipelines.push(golden_pipeline(&path, golden(&path)));
             }
-            let golden = golden(&path);
-            let [sql] = <[String; 1]>::try_from(golden.jobs)
-                .unwrap_or_else(|jobs| panic!("{name}: {} job scripts, not one", jobs.len()));
-            pipelines.push((
-                name,
-                Pipeline::Golden {
-                    sql,
-                    inputs: golden.inputs,
-                },
-            ));
         }
         assert_eq!(
             pipelines.len(),

@@ -172,15 +172,10 @@ impl StateReadView {
             return self.source.state_size(job, operator, state);
         }
         // Committed outcomes wait over the engine: count the merged entries.
-        let mut size = StateSize::default();
-        for item in self.scan_prefix(layout::operator_prefix(job.as_str(), operator.as_str()))? {
-            let (key, stored) = item?;
-            if EntryKey::decode(&key)?.state == state {
-                size.entries += 1;
-                size.bytes += (key.len() + stored.len()) as u64;
-            }
-        }
-        Ok(size)
+        size_of_state(
+            self.scan_prefix(layout::operator_prefix(job.as_str(), operator.as_str()))?,
+            state,
+        )
     }
 
     fn entries(&self, prefix: Vec<u8>) -> StateResult<EntryScan<'_>> {
@@ -215,6 +210,19 @@ impl StateReadView {
                 .filter_map(|item| item.map(|(k, v)| v.map(|v| (k, v))).transpose()),
         )
     }
+}
+
+/// Entries and bytes of `state` among an operator's `entries`, counted one by one.
+pub(crate) fn size_of_state(entries: EntryIter<'_>, state: &str) -> StateResult<StateSize> {
+    let mut size = StateSize::default();
+    for item in entries {
+        let (key, stored) = item?;
+        if EntryKey::decode(&key)?.state == state {
+            size.entries += 1;
+            size.bytes += (key.len() + stored.len()) as u64;
+        }
+    }
+    Ok(size)
 }
 
 /// An iterator over the committed entries under one layout prefix; see [`StateReadView::scan`].

@@ -17,7 +17,8 @@
 //! 0, so `ZRANGEBYLEX` enumerates a state's keys in the layout's order. Registry fields and
 //! members of the shards set are the layout's `(job, operator, state)` and state-prefix bytes.
 
-use crate::layout::EntryKey;
+use crate::error::StateResult;
+use crate::layout::{self, EntryKey};
 
 /// The key names of one job's namespace.
 #[derive(Debug, Clone)]
@@ -48,6 +49,21 @@ impl Keys {
 
     pub(crate) fn shards(&self) -> String {
         format!("{}:shards", self.base)
+    }
+
+    /// The keys of the state of one shard that a state prefix (`job | operator | shard |
+    /// state` of the layout) names.
+    pub(crate) fn of_state_prefix(&self, state_prefix: &[u8]) -> StateResult<StateKeys> {
+        let (job, operator, shard, state) = layout::decode_state_prefix(state_prefix)?;
+        Ok(self.state(&EntryKey {
+            job,
+            operator,
+            shard,
+            state,
+            namespace: b"",
+            key: b"",
+            sub_key: b"",
+        }))
     }
 
     /// The keys of one state of one shard, from its parsed entry key (any key part).

@@ -274,17 +274,8 @@ impl RedisEngine {
     }
 
     fn state_keys(&self, state_prefix: &[u8]) -> StateResult<StateKeys> {
-        let (job, operator, shard, state) = layout::decode_state_prefix(state_prefix)?;
-        self.check_job(job)?;
-        Ok(self.keys.state(&EntryKey {
-            job,
-            operator,
-            shard,
-            state,
-            namespace: b"",
-            key: b"",
-            sub_key: b"",
-        }))
+        self.check_job(layout::decode_state_prefix(state_prefix)?.0)?;
+        self.keys.of_state_prefix(state_prefix)
     }
 
     fn check_job(&self, job: &str) -> StateResult<()> {
@@ -493,8 +484,8 @@ impl Engine for RedisEngine {
         self.check_job(job)?;
         let kind = self.spec(job, operator, state)?.kind;
         let keys = self.state_keys(state_prefix)?;
-        Ok(Box::new(view::StateRange::new(
-            &mut self.link,
+        Ok(Box::new(view::StateRange::over(
+            view::LinkRef::Engine(&mut self.link),
             keys,
             kind,
             state_prefix.to_vec(),

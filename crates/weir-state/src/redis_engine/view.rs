@@ -6,7 +6,7 @@ use super::{CHUNK, Link, decode_read, owns, queue_read};
 use crate::backend::StateSize;
 use crate::engine::{EntryIter, ViewSource};
 use crate::error::{StateError, StateResult};
-use crate::layout::{self, EntryKey};
+use crate::layout;
 use crate::redb_engine::decode_spec;
 use redis::Value;
 use std::collections::{HashMap, VecDeque};
@@ -49,18 +49,8 @@ pub(crate) struct StateRange<'a> {
 }
 
 impl<'a> StateRange<'a> {
-    pub(crate) fn new(
-        link: &'a mut Link,
-        keys: StateKeys,
-        kind: StateKind,
-        state_prefix: Vec<u8>,
-        start: &[u8],
-        end: Option<&[u8]>,
-    ) -> Self {
-        Self::over(LinkRef::Engine(link), keys, kind, state_prefix, start, end)
-    }
-
-    fn over(
+    /// The range `[start, end)` of the state under `state_prefix` (`end: None`: to its end).
+    pub(crate) fn over(
         link: LinkRef<'a>,
         keys: StateKeys,
         kind: StateKind,
@@ -200,7 +190,7 @@ impl RedisView {
 
     /// A range over one whole state of one shard.
     fn state_range(&self, state_prefix: &[u8]) -> StateResult<StateRange<'_>> {
-        let (job, operator, shard, state) = layout::decode_state_prefix(state_prefix)?;
+        let (job, operator, _, state) = layout::decode_state_prefix(state_prefix)?;
         let kind = self
             .specs
             .get(&layout::state_id_key(job, operator, state))
@@ -210,15 +200,7 @@ impl RedisView {
                     "operator `{operator}` holds entries of unregistered state `{state}`"
                 ))
             })?;
-        let keys = self.keys.state(&EntryKey {
-            job,
-            operator,
-            shard,
-            state,
-            namespace: b"",
-            key: b"",
-            sub_key: b"",
-        });
+        let keys = self.keys.of_state_prefix(state_prefix)?;
         Ok(StateRange::over(
             LinkRef::View(&self.link),
             keys,
@@ -270,15 +252,10 @@ impl ViewSource for RedisView {
         operator: &OperatorId,
         state: &str,
     ) -> StateResult<StateSize> {
-        let mut size = StateSize::default();
-        for item in self.scan(layout::operator_prefix(job.as_str(), operator.as_str()))? {
-            let (key, stored) = item?;
-            if EntryKey::decode(&key)?.state == state {
-                size.entries += 1;
-                size.bytes += (key.len() + stored.len()) as u64;
-            }
-        }
-        Ok(size)
+        crate::view::size_of_state(
+            self.scan(layout::operator_prefix(job.as_str(), operator.as_str()))?,
+            state,
+        )
     }
 
     fn scan_all(&self) -> StateResult<EntryIter<'_>> {

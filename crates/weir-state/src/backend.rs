@@ -3,12 +3,13 @@
 
 use crate::clock::StateClock;
 use crate::committed_keys::CommittedKeys;
-use crate::engine::Engine;
+use crate::engine::{Engine, StateSize};
 use crate::error::{StateError, StateResult};
 use crate::journal::{Journal, Staged};
 use crate::layout::{self, EntryKey};
 use crate::redb_engine::{RedbEngine, task_state_file};
 use crate::redis_engine::{RedisConfig, RedisEngine};
+use crate::view::StateReadView;
 use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -18,31 +19,11 @@ use weir_api::{JobId, OperatorId, StateSpec, TaskId};
 /// them to the engine (keys, values and bookkeeping, approximately).
 pub const JOURNAL_BUDGET: usize = 32 << 20;
 
-/// The page cache of one task's state file. redb's own default is 1 GiB per database, a ceiling
-/// a job reaches once per task that spills: a keyed vertex at parallelism 8 could hold 8 GiB of
-/// cached pages. The cache earns its keep on the B-tree's interior pages, which every lookup
-/// touches and which this holds many times over.
-pub const STATE_CACHE_BYTES: usize = 64 << 20;
-
-/// The state format version this build reads and writes; stored in every file.
-pub const STATE_FORMAT_VERSION: u32 = 1;
-
 /// A migration: the stored payload of an old schema version -> the payload of the new version.
 pub type Migration = Arc<MigrationFn>;
 
 /// The function type behind a [`Migration`].
 pub type MigrationFn = dyn Fn(&[u8]) -> Result<Vec<u8>, String> + Send + Sync;
-
-/// Entries and bytes of one `(operator, state)`, counted over committed data.
-///
-/// `bytes` counts every entry's key and stored value (the 8-byte expiry header included).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct StateSize {
-    /// Number of entries (values; map, list and set items).
-    pub entries: u64,
-    /// Key plus stored value bytes of those entries.
-    pub bytes: u64,
-}
 
 /// Everything behind the backend's lock.
 pub(crate) struct Inner {
@@ -392,6 +373,38 @@ impl StateBackend {
     }
 }
 
+impl StateBackend {
+    /// Entries and bytes of one state of one operator, over committed data.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Storage`] or [`StateError::Redis`].
+    pub fn state_size(
+        &self,
+        job: &JobId,
+        operator: &OperatorId,
+        state: &str,
+    ) -> StateResult<StateSize> {
+        let view = self.read_view()?;
+        view.state_size(job, operator, state)
+    }
+
+    /// A point-in-time view of committed state for snapshots and inspection.
+    ///
+    /// With redb the view is a read transaction: an MVCC snapshot that does not block commits,
+    /// which keep going while a snapshot writer iterates the view. With Redis, commits made
+    /// while a view lives stay in the journal (reads see them there) and reach Redis when the
+    /// last view is dropped. Either way the view sees every committed mutation and none of the
+    /// batch in progress.
+    ///
+    /// # Errors
+    ///
+    /// [`StateError::Storage`] or [`StateError::Redis`].
+    pub fn read_view(&self) -> StateResult<StateReadView> {
+        self.lock().read_view()
+    }
+}
+
 impl Drop for Inner {
     /// Writes what was committed but is still in the journal, so a file holds every commit
     /// (the batch in progress's mutations are dropped, as a rollback would). Redis is left as
@@ -437,7 +450,7 @@ impl Inner {
 
     /// A read view of committed state: the engine's view, with the journal's committed
     /// outcomes laid over it when the engine could not take them yet.
-    pub(crate) fn read_view(&mut self) -> StateResult<crate::view::StateReadView> {
+    pub(crate) fn read_view(&mut self) -> StateResult<StateReadView> {
         self.write_journal()?;
         let overlay = if self.journal.has_acknowledged() {
             self.journal.acknowledged()
@@ -445,7 +458,7 @@ impl Inner {
             BTreeMap::new()
         };
         let source = self.engine.view()?;
-        Ok(crate::view::StateReadView::new(source, overlay))
+        Ok(StateReadView::new(source, overlay))
     }
 
     /// Sizes the filter of key prefixes afresh from the engine's committed entries.

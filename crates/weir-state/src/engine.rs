@@ -5,11 +5,24 @@
 //! Engines speak the one key layout of [`crate::layout`] and store the one stored-value format
 //! (expiry header and payload), so what one engine wrote reads identically through the other.
 
-use crate::backend::StateSize;
-use crate::error::StateResult;
+use crate::error::{StateError, StateResult};
 use crate::journal::Staged;
 use std::collections::BTreeMap;
 use weir_api::{JobId, OperatorId, StateSpec};
+
+/// The state format version this build reads and writes; stored in every file.
+pub const STATE_FORMAT_VERSION: u32 = 1;
+
+/// Entries and bytes of one `(operator, state)`, counted over committed data.
+///
+/// `bytes` counts every entry's key and stored value (the 8-byte expiry header included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StateSize {
+    /// Number of entries (values; map, list and set items).
+    pub entries: u64,
+    /// Key plus stored value bytes of those entries.
+    pub bytes: u64,
+}
 
 /// Committed `(entry key, stored value)` pairs, in key order.
 pub(crate) type EntryIter<'a> =
@@ -103,4 +116,16 @@ pub(crate) trait ViewSource: Send {
     /// Every committed entry of the job (or, for a file, every entry), in key order: for
     /// purging and for indexing committed keys.
     fn scan_all(&self) -> StateResult<EntryIter<'_>>;
+}
+
+/// A registration as engines store it (JSON), read back; `state` names it in errors.
+pub(crate) fn decode_spec(json: &[u8], state: &str) -> StateResult<StateSpec> {
+    serde_json::from_slice(json)
+        .map_err(|e| StateError::corrupt(format!("registration of state `{state}`: {e}")))
+}
+
+/// A registration as engines store it (JSON).
+pub(crate) fn encode_spec(spec: &StateSpec) -> StateResult<Vec<u8>> {
+    serde_json::to_vec(spec)
+        .map_err(|e| StateError::corrupt(format!("encoding a registration: {e}")))
 }

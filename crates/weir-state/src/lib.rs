@@ -64,6 +64,7 @@ mod handle;
 mod image;
 mod journal;
 pub mod layout;
+mod merge;
 mod redb_engine;
 mod redis_engine;
 mod rescale;
@@ -76,15 +77,13 @@ mod store;
 pub mod timers;
 mod view;
 
-pub use backend::{
-    JOURNAL_BUDGET, Migration, MigrationFn, STATE_CACHE_BYTES, STATE_FORMAT_VERSION, StateBackend,
-    StateSize,
-};
+pub use backend::{JOURNAL_BUDGET, Migration, MigrationFn, StateBackend};
 pub use clock::{ManualClock, StateClock, SystemClock};
+pub use engine::{STATE_FORMAT_VERSION, StateSize};
 pub use error::{StateError, StateResult};
 pub use handle::{KeyedStateExt, ListState, MapState, SetState, ValueState};
 pub use layout::EntryKey;
-pub use redb_engine::task_state_file;
+pub use redb_engine::{STATE_CACHE_BYTES, task_state_file};
 pub use redis_engine::{DEFAULT_REDIS_PREFIX, RedisConfig};
 pub use rescale::{KeyHashFn, assign_segments};
 pub use restore::{RestoreOptions, RestoreReport};

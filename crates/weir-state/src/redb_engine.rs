@@ -1,7 +1,9 @@
 //! The redb engine: one database file per task, its tables and their size accounting.
 
-use crate::backend::{STATE_CACHE_BYTES, STATE_FORMAT_VERSION, StateSize};
-use crate::engine::{Engine, EntryIter, SyncFn, ViewSource};
+use crate::engine::{
+    Engine, EntryIter, STATE_FORMAT_VERSION, StateSize, SyncFn, ViewSource, decode_spec,
+    encode_spec,
+};
 use crate::error::{StateError, StateResult};
 use crate::journal::Staged;
 use crate::layout::{self, EntryKey};
@@ -23,6 +25,12 @@ const SIZES: TableDefinition<&[u8], (u64, u64)> = TableDefinition::new("weir_siz
 /// `"format_version"` -> [`STATE_FORMAT_VERSION`].
 const META: TableDefinition<&str, u32> = TableDefinition::new("weir_meta");
 const FORMAT_KEY: &str = "format_version";
+
+/// The page cache of one task's state file. redb's own default is 1 GiB per database, a ceiling
+/// a job reaches once per task that spills: a keyed vertex at parallelism 8 could hold 8 GiB of
+/// cached pages. The cache earns its keep on the B-tree's interior pages, which every lookup
+/// touches and which this holds many times over.
+pub const STATE_CACHE_BYTES: usize = 64 << 20;
 
 type ReadTable = ReadOnlyTable<&'static [u8], &'static [u8]>;
 
@@ -349,16 +357,6 @@ impl Engine for RedbEngine {
 fn state_id_of_prefix(state_prefix: &[u8]) -> StateResult<Vec<u8>> {
     let (job, operator, _, state) = layout::decode_state_prefix(state_prefix)?;
     Ok(layout::state_id_key(job, operator, state))
-}
-
-pub(crate) fn decode_spec(json: &[u8], state: &str) -> StateResult<StateSpec> {
-    serde_json::from_slice(json)
-        .map_err(|e| StateError::corrupt(format!("registration of state `{state}`: {e}")))
-}
-
-pub(crate) fn encode_spec(spec: &StateSpec) -> StateResult<Vec<u8>> {
-    serde_json::to_vec(spec)
-        .map_err(|e| StateError::corrupt(format!("encoding a registration: {e}")))
 }
 
 fn open<'txn>(

@@ -47,7 +47,7 @@
 //! subtask keeps the rows of the shards it owns, so an image written at one parallelism restores
 //! at another. Both kinds are Snappy-compressed without dictionaries on keys and payloads.
 
-use crate::backend::STATE_FORMAT_VERSION;
+use crate::engine::STATE_FORMAT_VERSION;
 use crate::error::{StateError, StateResult};
 use crate::layout::{self, EntryKey};
 use arrow::array::{Array, ArrayRef, BinaryArray, BinaryBuilder, Int64Array, Int64Builder};

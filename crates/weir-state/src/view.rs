@@ -1,46 +1,13 @@
 //! Point-in-time views of committed state: the key index snapshots enumerate.
 
-use crate::backend::{StateBackend, StateSize};
-use crate::engine::{EntryIter, ViewSource};
+use crate::engine::{EntryIter, StateSize, ViewSource};
 use crate::error::StateResult;
 use crate::journal::Staged;
 use crate::layout::{self, EntryKey};
-use crate::scan::Merged;
+use crate::merge::Merged;
 use std::collections::BTreeMap;
 use std::ops::Bound;
 use weir_api::{JobId, OperatorId, StateShardId, StateSpec};
-
-impl StateBackend {
-    /// Entries and bytes of one state of one operator, over committed data.
-    ///
-    /// # Errors
-    ///
-    /// [`crate::StateError::Storage`] or [`crate::StateError::Redis`].
-    pub fn state_size(
-        &self,
-        job: &JobId,
-        operator: &OperatorId,
-        state: &str,
-    ) -> StateResult<StateSize> {
-        let view = self.read_view()?;
-        view.state_size(job, operator, state)
-    }
-
-    /// A point-in-time view of committed state for snapshots and inspection.
-    ///
-    /// With redb the view is a read transaction: an MVCC snapshot that does not block commits,
-    /// which keep going while a snapshot writer iterates the view. With Redis, commits made
-    /// while a view lives stay in the journal (reads see them there) and reach Redis when the
-    /// last view is dropped. Either way the view sees every committed mutation and none of the
-    /// batch in progress.
-    ///
-    /// # Errors
-    ///
-    /// [`crate::StateError::Storage`] or [`crate::StateError::Redis`].
-    pub fn read_view(&self) -> StateResult<StateReadView> {
-        self.lock().read_view()
-    }
-}
 
 /// One committed entry as stored: the layout key, the payload and the TTL deadline.
 #[derive(Debug, Clone, PartialEq, Eq)]

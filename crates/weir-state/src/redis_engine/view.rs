@@ -2,12 +2,10 @@
 //! point-in-time views snapshots read.
 
 use super::keys::{Keys, StateKeys};
-use super::{CHUNK, Link, decode_read, owns, queue_read};
-use crate::backend::StateSize;
-use crate::engine::{EntryIter, ViewSource};
+use super::wire::{CHUNK, Link, decode_read, owns, queue_read};
+use crate::engine::{EntryIter, StateSize, ViewSource, decode_spec};
 use crate::error::{StateError, StateResult};
 use crate::layout;
-use crate::redb_engine::decode_spec;
 use redis::Value;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

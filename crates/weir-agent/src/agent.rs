@@ -11,12 +11,13 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, watch};
 use tracing::Instrument;
 use weir::api::Epoch;
+use weir::plan::StateBackendKind;
 use weir::plan::evolution::EvolutionActions;
 use weir::{Engine, JobSpec, RestoreFrom, RunOptions};
 use weir_control::{
     AgentCapabilities, CHECKPOINT_PROTOCOL, Command, CommandAction, CommandOutcome, ControlError,
     HubClient, LaneReading, LaneState, MetricsPush, RUNTIME_VERSION, RegisterAgent, Registration,
-    ReportBatch, ReportItem, Restore, STATE_BACKEND_REDB, StateActions,
+    ReportBatch, ReportItem, Restore, StateActions,
 };
 
 /// How an Agent runs.
@@ -40,6 +41,21 @@ pub struct AgentConfig {
     /// The places its lanes may touch (`None`: anywhere); sent to the Hub, which checks jobs
     /// against it at validation, and checked again before each lane starts.
     pub allow: Option<weir::api::AllowList>,
+    /// The keyed-state backends it offers (`--state-backends`): sent to the Hub, which places
+    /// only jobs of these backends on it, and checked again before each lane starts. redb is
+    /// offered whether listed or not.
+    pub state_backends: Vec<StateBackendKind>,
+}
+
+impl AgentConfig {
+    /// The keyed-state backends it offers: [`AgentConfig::state_backends`] with redb, each
+    /// once, in [`StateBackendKind::ALL`] order.
+    pub fn offered_state_backends(&self) -> Vec<StateBackendKind> {
+        StateBackendKind::ALL
+            .into_iter()
+            .filter(|k| *k == StateBackendKind::Redb || self.state_backends.contains(k))
+            .collect()
+    }
 }
 
 impl std::fmt::Debug for AgentConfig {
@@ -49,6 +65,7 @@ impl std::fmt::Debug for AgentConfig {
             .field("hub", &self.hub)
             .field("agent_id", &self.agent_id)
             .field("slots", &self.slots)
+            .field("state_backends", &self.state_backends)
             .field("poll_interval", &self.poll_interval)
             .field(
                 "ca_certificate",
@@ -109,13 +126,14 @@ pub async fn run_agent_with_metrics(
     if let Some((pem, path)) = &config.ca_certificate {
         client = client.with_ca_certificate(pem, path).map_err(Error::Hub)?;
     }
+    let state_backends = config.offered_state_backends();
     let register = RegisterAgent {
         agent_id: config.agent_id.clone(),
         boot_id: boot_id(),
         credential: config.credential.clone(),
         capabilities: AgentCapabilities {
             runtime_version: RUNTIME_VERSION.to_owned(),
-            state_backends: vec![STATE_BACKEND_REDB.to_owned()],
+            state_backends: state_backends.iter().map(|k| k.name().to_owned()).collect(),
             checkpoint_protocol: CHECKPOINT_PROTOCOL,
             slots: config.slots,
             allow: config.allow.as_ref().map(|a| weir_control::AllowedPlaces {
@@ -124,8 +142,9 @@ pub async fn run_agent_with_metrics(
             }),
         },
     };
-    let mut lanes =
-        Lanes::with_metrics(engine, metrics.clone()).with_allow_list(config.allow.clone());
+    let mut lanes = Lanes::with_metrics(engine, metrics.clone())
+        .with_allow_list(config.allow.clone())
+        .with_state_backends(state_backends.clone());
     let mut agent = Agent {
         probes: metrics,
         client,
@@ -140,6 +159,7 @@ pub async fn run_agent_with_metrics(
         agent = %agent.config.agent_id,
         hub = %agent.config.hub,
         slots = agent.config.slots,
+        state_backends = ?state_backends.iter().map(|k| k.name()).collect::<Vec<_>>(),
         "Agent started"
     );
     let result = agent.run(&mut lanes, &mut shutdown).await;
@@ -687,4 +707,35 @@ fn lane_end(id: &LaneId, generation: u64, end: LaneEnd) -> ReportItem {
 /// Hub no longer knows the Agent or its token (404, 401). The Agent registers again.
 fn is_stale(e: &ControlError) -> bool {
     matches!(e.status(), Some(401 | 404 | 409))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(state_backends: Vec<StateBackendKind>) -> AgentConfig {
+        AgentConfig {
+            hub: "http://127.0.0.1:7800".into(),
+            agent_id: "a".into(),
+            slots: 1,
+            poll_interval: Duration::from_millis(200),
+            join_token: "token".into(),
+            credential: "credential".into(),
+            ca_certificate: None,
+            allow: None,
+            state_backends,
+        }
+    }
+
+    #[test]
+    fn redb_is_always_offered_and_redis_only_when_listed() {
+        use StateBackendKind::{Redb, Redis};
+        assert_eq!(config(vec![]).offered_state_backends(), [Redb]);
+        assert_eq!(config(vec![Redb]).offered_state_backends(), [Redb]);
+        assert_eq!(config(vec![Redis]).offered_state_backends(), [Redb, Redis]);
+        assert_eq!(
+            config(vec![Redis, Redb, Redis]).offered_state_backends(),
+            [Redb, Redis]
+        );
+    }
 }

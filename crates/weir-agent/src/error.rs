@@ -28,6 +28,20 @@ pub enum Error {
         /// The first place refused.
         touch: String,
     },
+    /// A lane whose job keeps its keyed state in a backend this Agent does not offer
+    /// (`--state-backends`; refused before it starts).
+    #[error(
+        "lane {lane} of job `{job}`: this Agent does not offer the `{backend}` state backend \
+         (--state-backends)"
+    )]
+    StateBackendNotOffered {
+        /// The distributed job.
+        job: String,
+        /// The lane.
+        lane: u32,
+        /// The job's state backend.
+        backend: weir::plan::StateBackendKind,
+    },
     /// A lane that this Agent does not run.
     #[error("lane {lane} of job `{job}` does not run on this Agent")]
     NoSuchLane {

@@ -9,6 +9,7 @@
 use crate::error::{Error, Result};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, PoisonError};
+use weir::plan::StateBackendKind;
 use weir::{CheckpointTrigger, Engine, JobSpec, RunOptions, RunningJob, SplitShare};
 pub use weir_control::lane_job_id;
 use weir_metrics::{JobHandle, JobSource};
@@ -96,6 +97,8 @@ pub struct Lanes {
     metrics: LaneProbes,
     /// The places lanes may touch (`None`: anywhere).
     allow: Option<weir::api::AllowList>,
+    /// The keyed-state backends lanes may run on (what the Agent declared to the Hub).
+    state_backends: Vec<StateBackendKind>,
 }
 
 impl std::fmt::Debug for Lanes {
@@ -119,6 +122,7 @@ impl Lanes {
             running: BTreeMap::new(),
             metrics,
             allow: None,
+            state_backends: StateBackendKind::ALL.to_vec(),
         }
     }
 
@@ -127,6 +131,15 @@ impl Lanes {
     #[must_use]
     pub fn with_allow_list(mut self, allow: Option<weir::api::AllowList>) -> Self {
         self.allow = allow;
+        self
+    }
+
+    /// These lanes, refusing any whose job keeps its keyed state in a backend other than
+    /// `backends` (default: every backend of this build). The Hub places lanes only on Agents
+    /// that declare their job's backend; this catches a Hub that did not.
+    #[must_use]
+    pub fn with_state_backends(mut self, backends: Vec<StateBackendKind>) -> Self {
+        self.state_backends = backends;
         self
     }
 
@@ -162,6 +175,18 @@ impl Lanes {
                 job: job.to_owned(),
                 lane,
                 count,
+            });
+        }
+        let backend = spec
+            .state
+            .as_ref()
+            .map_or(StateBackendKind::Redb, |s| s.backend);
+        if !self.state_backends.contains(&backend) {
+            tracing::warn!(job, lane, %backend, "refused a lane of a state backend not offered");
+            return Err(Error::StateBackendNotOffered {
+                job: job.to_owned(),
+                lane,
+                backend,
             });
         }
         let id = LaneId {
@@ -367,6 +392,33 @@ sinks:
         assert_eq!(lane.parallelism, Some(1));
         assert!(lane.sources.iter().all(|s| s.parallelism.is_none()));
         assert!(lane.operators.iter().all(|o| o.parallelism.is_none()));
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_lane_of_a_state_backend_the_agent_does_not_offer_is_refused() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::write(dir.path().join("in-0.csv"), "k,v\na,1\n").expect("input");
+        let mut spec = spec(dir.path());
+        // A server nobody listens on: the lane is refused before it would connect.
+        spec.state = Some(weir::plan::StateBackendSpec::redis("redis://127.0.0.1:1"));
+        let mut lanes = Lanes::new(Engine::new()).with_state_backends(vec![StateBackendKind::Redb]);
+        let err = lanes
+            .start("totals", 1, &spec, (0, 1), RunOptions::default())
+            .await
+            .expect_err("redis is not offered");
+        assert!(
+            matches!(
+                err,
+                Error::StateBackendNotOffered {
+                    backend: StateBackendKind::Redis,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("`redis` state backend"), "{err}");
+        assert!(lanes.running().is_empty());
+        assert!(!dir.path().join("out").exists(), "the refused lane wrote");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

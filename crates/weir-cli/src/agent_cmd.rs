@@ -48,6 +48,18 @@ pub struct AgentArgs {
     /// `kafka://broker:9092`; repeat for several); see `--allow-path`.
     #[arg(long, value_name = "URL")]
     allow_url: Vec<String>,
+    /// The keyed-state backends this Agent offers, comma-separated or repeated: `redb` (the
+    /// embedded default, always offered) and `redis`. The Hub places a job's lanes only on
+    /// Agents that offer its `state.backend`; offer `redis` only where the Redis servers of
+    /// the jobs are reachable (`--state-backends redb,redis`).
+    #[arg(
+        long,
+        value_name = "BACKEND,...",
+        value_delimiter = ',',
+        default_value = "redb",
+        value_parser = parse_state_backend
+    )]
+    state_backends: Vec<weir::plan::StateBackendKind>,
     /// An environment variable of this Agent that `${env:NAME}` references in its lanes'
     /// options may read (`KAFKA_PASSWORD`; `PREFIX*` allows a prefix; repeat for several).
     /// Without it, a lane with a reference is refused: the Agent's own secrets stay its own.
@@ -75,6 +87,7 @@ pub async fn run(args: AgentArgs) -> Result<()> {
         join_token,
         ca_certificate: crate::secrets::ca_certificate(args.ca_cert.as_deref())?,
         allow: allow_list(args.allow_path, args.allow_url)?,
+        state_backends: args.state_backends,
     };
     let (stop, stopped) = tokio::sync::watch::channel(false);
     tokio::spawn(async move {
@@ -98,6 +111,21 @@ pub async fn run(args: AgentArgs) -> Result<()> {
     weir_agent::run_agent_with_metrics(config, engine, stopped, lanes)
         .await
         .context("the Agent stopped")
+}
+
+/// A backend of `--state-backends`, by its name in job specs.
+fn parse_state_backend(name: &str) -> std::result::Result<weir::plan::StateBackendKind, String> {
+    weir::plan::StateBackendKind::parse(name).ok_or_else(|| {
+        let known: Vec<_> = weir::plan::StateBackendKind::ALL
+            .iter()
+            .map(|k| k.name())
+            .collect();
+        format!(
+            "`{}` is no state backend (known: {})",
+            name.trim(),
+            known.join(", ")
+        )
+    })
 }
 
 /// The allow-lists of `--allow-path` and `--allow-url` (`None` when neither is given); paths
@@ -137,5 +165,42 @@ pub(crate) async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use weir::plan::StateBackendKind::{Redb, Redis};
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(flatten)]
+        agent: AgentArgs,
+    }
+
+    fn backends(args: &[&str]) -> std::result::Result<Vec<weir::plan::StateBackendKind>, String> {
+        Cli::try_parse_from(["weir", "--id", "a"].iter().chain(args))
+            .map(|cli| cli.agent.state_backends)
+            .map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn state_backends_default_to_redb_and_take_a_list() {
+        assert_eq!(backends(&[]).unwrap(), [Redb]);
+        assert_eq!(
+            backends(&["--state-backends", "redb,redis"]).unwrap(),
+            [Redb, Redis]
+        );
+        assert_eq!(
+            backends(&["--state-backends", "Redis", "--state-backends", "redb"]).unwrap(),
+            [Redis, Redb]
+        );
+        let e = backends(&["--state-backends", "rocksdb"]).unwrap_err();
+        assert!(
+            e.contains("`rocksdb` is no state backend (known: redb, redis)"),
+            "{e}"
+        );
     }
 }

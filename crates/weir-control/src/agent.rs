@@ -14,8 +14,14 @@ pub const RUNTIME_VERSION: &str = env!("CARGO_PKG_VERSION");
 /// Hub refuses jobs for Agents speaking another.
 pub const CHECKPOINT_PROTOCOL: u32 = 1;
 
-/// Name of Weir's keyed-state backend (embedded redb), as Agents list it in `stateBackends`.
+/// Name of Weir's default keyed-state backend (embedded redb), as Agents list it in
+/// `stateBackends` and job specs name it in `state.backend`. Every Agent offers it.
 pub const STATE_BACKEND_REDB: &str = "redb";
+
+/// Name of the Redis keyed-state backend, as Agents list it in `stateBackends` and job specs
+/// name it in `state.backend`. An Agent offers it only when its operator says so (`weir agent
+/// --state-backends redb,redis`): the state lives on a Redis server the Agent must reach.
+pub const STATE_BACKEND_REDIS: &str = "redis";
 
 /// The job id lane `lane` of `job` runs as (`<job>-lane-<i>`): it names the lane's checkpoint
 /// namespace, its part files and its Kafka transactional ids.
@@ -29,7 +35,9 @@ pub fn lane_job_id(job: &str, lane: u32) -> String {
 pub struct AgentCapabilities {
     /// The Weir version of its runtime ([`RUNTIME_VERSION`]); must equal the Hub's.
     pub runtime_version: String,
-    /// Keyed-state backends it offers ([`STATE_BACKEND_REDB`]).
+    /// Keyed-state backends it offers, by their names in job specs ([`STATE_BACKEND_REDB`],
+    /// always; [`STATE_BACKEND_REDIS`] when its operator enables it). The Hub places a job's
+    /// lanes only on Agents that offer the job's `state.backend`.
     pub state_backends: Vec<String>,
     /// The checkpoint protocol it speaks ([`CHECKPOINT_PROTOCOL`]).
     pub checkpoint_protocol: u32,

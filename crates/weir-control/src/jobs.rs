@@ -133,7 +133,9 @@ pub enum ObservedPhase {
 pub struct ObservedState {
     /// The phase.
     pub phase: ObservedPhase,
-    /// The root cause when failed: the first failed lane, its Agent and its message.
+    /// The root cause when failed: the first failed lane, its Agent and its message. While
+    /// converging, why the first lane that waits for an Agent is not placed (`lane 0 waits
+    /// for an Agent: no live Agent offers the `redis` state backend`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
 }
@@ -196,12 +198,14 @@ pub struct JobVersion {
 pub struct Assignment {
     /// The lane.
     pub lane: u32,
-    /// The Agent it is placed on (`None`: waiting for a free slot).
+    /// The Agent it is placed on (`None`: waiting for an Agent that can take it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent_id: Option<String>,
     /// `pending` until the Agent reports, then the lane state it reported.
     pub state: String,
-    /// Why it failed or stopped, when reported.
+    /// Why it failed or stopped, when reported; for a lane waiting for an Agent, why no
+    /// Agent takes it (no live Agent, none offers the job's state backend, none's allow-lists
+    /// take the job, no free slot).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
 }

@@ -17,7 +17,7 @@ pub use agent::{
     AgentCapabilities, AgentEntry, AgentState, AllowedPlaces, AssignedLane, CHECKPOINT_PROTOCOL,
     Command, CommandAction, CommandOutcome, HeartbeatAck, LaneState, RUNTIME_VERSION,
     RegisterAgent, Registration, ReportAck, ReportBatch, ReportItem, Restore, STATE_BACKEND_REDB,
-    lane_job_id,
+    STATE_BACKEND_REDIS, lane_job_id,
 };
 pub use client::HubClient;
 pub use error::{ApiError, ControlError, Result};

@@ -3,7 +3,7 @@
 //! broker is touched, so a request cannot make the Hub read its files or reach another
 //! machine), the distributed checks, and the registered Agents' capabilities.
 
-use weir::plan::{CheckpointSpec, Plan};
+use weir::plan::{CheckpointSpec, Plan, StateBackendKind};
 use weir::{Engine, JobSpec};
 use weir_control::{
     AgentCapabilities, CHECKPOINT_PROTOCOL, RUNTIME_VERSION, STATE_BACKEND_REDB, ValidateResult,
@@ -276,6 +276,22 @@ pub fn incompatibilities(capabilities: &AgentCapabilities) -> Vec<String> {
     out
 }
 
+/// The keyed-state backend `spec`'s lanes run on: its `state.backend` (absent: redb).
+pub fn state_backend_of(spec: &JobSpec) -> StateBackendKind {
+    spec.state
+        .as_ref()
+        .map_or(StateBackendKind::Redb, |s| s.backend)
+}
+
+/// Whether an Agent with `capabilities` offers the keyed-state `backend` (names compared as
+/// job specs read them, case-insensitively).
+pub fn offers_state_backend(capabilities: &AgentCapabilities, backend: StateBackendKind) -> bool {
+    capabilities
+        .state_backends
+        .iter()
+        .any(|b| StateBackendKind::parse(b) == Some(backend))
+}
+
 /// `touches` as the store keeps them: local paths and URLs apart.
 pub fn places_of(touches: &[weir::api::Touch]) -> weir_control::AllowedPlaces {
     let mut places = weir_control::AllowedPlaces::default();
@@ -320,8 +336,18 @@ pub fn validate_result(
     let mut errors = Vec::new();
     let mut usable_slots = 0u64;
     let touches = compiled.map(|c| c.touches.as_slice()).unwrap_or_default();
+    let backend = compiled.ok().map(|c| state_backend_of(&c.spec));
     for (agent, caps) in live_agents {
         let mut problems = incompatibilities(caps);
+        if let Some(backend) = backend
+            && !offers_state_backend(caps, backend)
+        {
+            problems.push(format!(
+                "it offers no `{backend}` state backend (offers: {}; `weir agent \
+                 --state-backends redb,{backend}`)",
+                caps.state_backends.join(", ")
+            ));
+        }
         if let Some(refused) = refused_touch(caps, touches) {
             problems.push(format!("`{refused}` is outside its allow-lists"));
         }

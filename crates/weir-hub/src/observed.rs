@@ -7,18 +7,20 @@ use weir_control::{DesiredState, ObservedPhase, ObservedState};
 pub struct LaneView {
     /// The lane.
     pub lane: u32,
-    /// Its Agent (`None`: waiting for a slot).
+    /// Its Agent (`None`: waiting for an Agent that can take it).
     pub agent_id: Option<String>,
     /// `pending`, `lost`, or what the Agent reported.
     pub state: String,
-    /// The reported cause.
+    /// The reported cause; for a lane waiting for an Agent, why none takes it.
     pub cause: Option<String>,
 }
 
 /// Aggregates the lanes: `failed` with the first terminally failed lane as root cause;
 /// otherwise `running`/`stopped`/`finished` only when every lane reports it, `converging` while
-/// any lane is pending, starting, lost or on its way to the desired state. A lane in trouble
-/// never hides the others: each lane is listed in the job's detail.
+/// any lane is pending, starting, lost or on its way to the desired state, with the wait cause
+/// of the first lane that waits for an Agent (no live Agent, none offers the job's state
+/// backend, no free slot...). A lane in trouble never hides the others: each lane is listed in
+/// the job's detail.
 pub fn aggregate(desired: DesiredState, lanes: &[LaneView]) -> ObservedState {
     if let Some(failed) = lanes.iter().find(|l| l.state == "failed") {
         let agent = failed.agent_id.as_deref().unwrap_or("no Agent");
@@ -37,7 +39,18 @@ pub fn aggregate(desired: DesiredState, lanes: &[LaneView]) -> ObservedState {
         }
         _ => ObservedPhase::Converging,
     };
-    ObservedState { phase, cause: None }
+    let cause = (phase == ObservedPhase::Converging)
+        .then(|| {
+            lanes
+                .iter()
+                .find(|l| l.agent_id.is_none() && l.state == "pending")
+                .and_then(|l| {
+                    let cause = l.cause.as_deref()?;
+                    Some(format!("lane {} waits for an Agent: {cause}", l.lane))
+                })
+        })
+        .flatten();
+    ObservedState { phase, cause }
 }
 
 #[cfg(test)]
@@ -75,6 +88,22 @@ mod tests {
         );
         assert_eq!(state.phase, ObservedPhase::Failed);
         assert_eq!(state.cause.as_deref(), Some("lane 1 on `a1`: disk full"));
+    }
+
+    #[test]
+    fn a_lane_waiting_for_an_agent_names_why() {
+        let waiting = LaneView {
+            lane: 1,
+            agent_id: None,
+            state: "pending".into(),
+            cause: Some("no live Agent offers the `redis` state backend".into()),
+        };
+        let state = aggregate(DesiredState::Running, &[lane(0, "running"), waiting]);
+        assert_eq!(state.phase, ObservedPhase::Converging);
+        assert_eq!(
+            state.cause.as_deref(),
+            Some("lane 1 waits for an Agent: no live Agent offers the `redis` state backend")
+        );
     }
 
     #[test]

@@ -1,12 +1,13 @@
 //! Jobs, versions, desired state, generations, assignments and placement.
 
 use super::{Store, from_stored, optional, rfc3339, to_i64, to_stored, to_u32, to_u64};
-use crate::compile::{Compiled, incompatibilities};
+use crate::compile::Compiled;
 use crate::error::{HubError, Result};
 use crate::observed::{LaneView, aggregate};
-use crate::placement::{AgentLoad, place};
+use crate::placement::{Candidates, JobNeeds, LiveAgent, candidates, place};
 use rusqlite::{Transaction, params};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use weir::plan::StateBackendKind;
 use weir_control::{
     AgentCapabilities, CommandAction, DesiredState, DesiredStateChange, JobSummary, JobVersion,
     LANE_HISTORY, LaneRecord, Restore, StateActions,
@@ -296,20 +297,32 @@ pub(crate) fn summary(tx: &Transaction<'_>, job: &JobRow) -> Result<JobSummary> 
     })
 }
 
-/// Live Agents whose capabilities fit, with the lanes they hold (current generations of
-/// running jobs, lanes that hold a slot).
-/// The live Agents that can run `job`'s lanes, with what they run: compatible, and with
-/// allow-lists (if any) that take every place the job's current version touches.
-fn agent_loads(tx: &Transaction<'_>, job: &JobRow) -> Result<Vec<AgentLoad>> {
+/// The live Agents that can run `job`'s lanes, with what they run (current generations of
+/// running jobs, lanes that hold a slot): compatible, offering the state backend of the job's
+/// current version, and with allow-lists (if any) that take every place it touches; and why
+/// a lane that finds no slot among them waits.
+fn agent_loads(tx: &Transaction<'_>, job: &JobRow) -> Result<Candidates> {
     let context = "reading agent loads";
-    let places: String = tx
+    // The backend is in the stored spec (absent: redb); a version's spec never changes.
+    let (places, backend): (String, Option<String>) = tx
         .query_row(
-            "SELECT touches FROM job_versions WHERE version_id = ?1",
+            "SELECT touches, json_extract(spec_json, '$.state.backend') FROM job_versions \
+             WHERE version_id = ?1",
             [&job.current_version],
-            |r| r.get(0),
+            |r| Ok((r.get(0)?, r.get(1)?)),
         )
         .map_err(HubError::store(context))?;
     let touches = crate::compile::touches_of(&from_stored("touched places", &places)?);
+    let state_backend = match backend.as_deref() {
+        None => StateBackendKind::Redb,
+        Some(name) => StateBackendKind::parse(name).ok_or_else(|| HubError::Store {
+            context: format!(
+                "job version `{}` keeps its state in `{name}`, a backend this Hub does not know",
+                job.current_version
+            ),
+            source: rusqlite::Error::InvalidQuery,
+        })?,
+    };
     let mut stmt = tx
         .prepare_cached(
             "SELECT agent_id, capabilities FROM agents WHERE state = 'live' ORDER BY agent_id",
@@ -331,21 +344,23 @@ fn agent_loads(tx: &Transaction<'_>, job: &JobRow) -> Result<Vec<AgentLoad>> {
         .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
         .and_then(|rows| rows.collect::<rusqlite::Result<HashMap<_, _>>>())
         .map_err(HubError::store(context))?;
-    let mut loads = Vec::new();
-    for (agent_id, caps) in agents {
-        let caps: AgentCapabilities = from_stored("agent capabilities", &caps)?;
-        if incompatibilities(&caps).is_empty()
-            && crate::compile::refused_touch(&caps, &touches).is_none()
-        {
-            let lanes = held.get(&agent_id).copied().map_or(0, to_u32);
-            loads.push(AgentLoad {
+    let live = agents
+        .into_iter()
+        .map(|(agent_id, caps)| {
+            Ok(LiveAgent {
+                capabilities: from_stored::<AgentCapabilities>("agent capabilities", &caps)?,
+                lanes: held.get(&agent_id).copied().map_or(0, to_u32),
                 agent_id,
-                slots: caps.slots,
-                lanes,
-            });
-        }
-    }
-    Ok(loads)
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    Ok(candidates(
+        live,
+        JobNeeds {
+            state_backend,
+            touches: &touches,
+        },
+    ))
 }
 
 /// Queues a command for `agent_id`.
@@ -429,6 +444,22 @@ fn insert_assignment(
     Ok(())
 }
 
+/// Inserts the assignments of a placement: placed lanes pending on their Agent, the others
+/// waiting for one with `wait_cause`.
+fn insert_placed(
+    tx: &Transaction<'_>,
+    job: &JobRow,
+    placed: &[(u32, Option<String>)],
+    wait_cause: &str,
+    now: i64,
+) -> Result<()> {
+    for (lane, agent) in placed {
+        let cause = agent.is_none().then_some(wait_cause);
+        insert_assignment(tx, job, *lane, agent.as_deref(), "pending", cause, now)?;
+    }
+    Ok(())
+}
+
 /// Moves `job` to the next generation with `desired` and `restore`: older commands are
 /// superseded and unfinished job-level checkpoints abandoned. Fails with 409 when another
 /// writer moved the generation first.
@@ -496,11 +527,9 @@ fn start(tx: &Transaction<'_>, job: &mut JobRow, now: i64) -> Result<()> {
     .map_err(HubError::store("starting a job"))?;
     job.has_run = true;
     let lanes = version_row(tx, &job.current_version)?.version.lanes;
-    let mut loads = agent_loads(tx, job)?;
-    let placed = place(&(0..lanes).collect::<Vec<_>>(), &mut loads);
-    for (lane, agent) in &placed {
-        insert_assignment(tx, job, *lane, agent.as_deref(), "pending", None, now)?;
-    }
+    let mut candidates = agent_loads(tx, job)?;
+    let placed = place(&(0..lanes).collect::<Vec<_>>(), &mut candidates.loads);
+    insert_placed(tx, job, &placed, &candidates.wait_cause, now)?;
     send_runs(tx, job, &placed, now)
 }
 
@@ -528,15 +557,9 @@ fn stop(tx: &Transaction<'_>, job: &mut JobRow, now: i64) -> Result<()> {
                 } else {
                     "stopped"
                 };
-                insert_assignment(
-                    tx,
-                    job,
-                    lane.lane,
-                    agent.as_deref(),
-                    state,
-                    lane.cause.as_deref(),
-                    now,
-                )?;
+                // A lane that waited for an Agent stops without its wait cause.
+                let cause = agent.as_ref().and(lane.cause.as_deref());
+                insert_assignment(tx, job, lane.lane, agent.as_deref(), state, cause, now)?;
             }
         }
     }
@@ -568,7 +591,10 @@ fn live_agents(tx: &Transaction<'_>) -> Result<Vec<String>> {
 pub(crate) fn replace_lost(tx: &Transaction<'_>, job: &mut JobRow, now: i64) -> Result<()> {
     let before = lanes(tx, job)?;
     bump_generation(tx, job, DesiredState::Running, Restore::Latest)?;
-    let mut loads = agent_loads(tx, job)?;
+    let Candidates {
+        mut loads,
+        wait_cause,
+    } = agent_loads(tx, job)?;
     let mut placed = Vec::new();
     let mut lost = Vec::new();
     for lane in &before {
@@ -584,9 +610,7 @@ pub(crate) fn replace_lost(tx: &Transaction<'_>, job: &mut JobRow, now: i64) -> 
     }
     placed.extend(place(&lost, &mut loads));
     placed.sort();
-    for (lane, agent) in &placed {
-        insert_assignment(tx, job, *lane, agent.as_deref(), "pending", None, now)?;
-    }
+    insert_placed(tx, job, &placed, &wait_cause, now)?;
     send_runs(tx, job, &placed, now)
 }
 
@@ -611,16 +635,31 @@ pub(crate) fn place_waiting(tx: &Transaction<'_>, now: i64) -> Result<()> {
             .filter(|l| l.agent_id.is_none())
             .map(|l| l.lane)
             .collect();
-        let mut loads = agent_loads(tx, &job)?;
-        let placed: Vec<_> = place(&waiting, &mut loads)
+        let mut candidates = agent_loads(tx, &job)?;
+        let (placed, still_waiting): (Vec<_>, Vec<_>) = place(&waiting, &mut candidates.loads)
             .into_iter()
-            .filter(|(_, a)| a.is_some())
-            .collect();
+            .partition(|(_, a)| a.is_some());
         for (lane, agent) in &placed {
             tx.execute(
-                "UPDATE assignments SET agent_id = ?1, updated_at = ?2 \
+                "UPDATE assignments SET agent_id = ?1, cause = NULL, updated_at = ?2 \
                  WHERE job_id = ?3 AND generation = ?4 AND lane = ?5",
                 params![agent, now, job.job_id, to_i64(job.generation), lane],
+            )
+            .map_err(HubError::store(context))?;
+        }
+        for (lane, _) in &still_waiting {
+            // The reason may have changed (an Agent registered that cannot take the lane
+            // either); the lane's time changes only with it.
+            tx.execute(
+                "UPDATE assignments SET cause = ?1, updated_at = ?2 \
+                 WHERE job_id = ?3 AND generation = ?4 AND lane = ?5 AND cause IS NOT ?1",
+                params![
+                    candidates.wait_cause,
+                    now,
+                    job.job_id,
+                    to_i64(job.generation),
+                    lane
+                ],
             )
             .map_err(HubError::store(context))?;
         }

@@ -387,3 +387,117 @@ async fn lanes_wait_for_a_slot_and_are_placed_when_an_agent_registers() {
     assert_eq!(run_lanes(&commands, "bids"), [(1, vec![1], Restore::None)]);
     assert_eq!(t.client.get_job("bids").await.unwrap().generation, 1);
 }
+
+/// Agents declare the keyed-state backends they offer; a job's lanes go only to Agents that
+/// offer its backend, and wait with the reason while none does.
+#[tokio::test]
+async fn a_redis_job_waits_for_an_agent_that_offers_redis() {
+    let dir = tempfile::tempdir().unwrap();
+    let t = fresh_hub(dir.path()).await;
+    let redis = redis_spec(dir.path(), 2, "redis://127.0.0.1:6379/0");
+    t.client
+        .submit(&submit("bids", redis.clone(), DesiredState::Running))
+        .await
+        .unwrap();
+    let redb_only = t.register_offering("redb-only", 4, &["redb"]).await;
+    let offered = |agent: &str, agents: &[weir_control::AgentEntry]| {
+        agents
+            .iter()
+            .find(|a| a.agent_id == agent)
+            .map(|a| a.capabilities.state_backends.clone())
+    };
+    assert_eq!(
+        offered("redb-only", &t.client.list_agents().await.unwrap()),
+        Some(vec!["redb".to_owned()])
+    );
+    // The redb-only Agent gets nothing: both lanes wait, and say why.
+    assert_eq!(
+        placement(&t.client, "bids").await,
+        [(0, None, "pending".into()), (1, None, "pending".into())]
+    );
+    let commands = t
+        .client
+        .commands("redb-only", &redb_only.session_token)
+        .await
+        .unwrap();
+    assert!(run_lanes(&commands, "bids").is_empty(), "{commands:?}");
+    let why = "no live Agent offers the `redis` state backend";
+    let detail = t.client.job_detail("bids").await.unwrap();
+    assert!(
+        detail
+            .assignments
+            .iter()
+            .all(|a| a.cause.as_deref().is_some_and(|c| c.starts_with(why))),
+        "{:?}",
+        detail.assignments
+    );
+    let observed = t.client.get_job("bids").await.unwrap().observed;
+    assert_eq!(observed.phase, ObservedPhase::Converging);
+    assert!(
+        observed
+            .cause
+            .as_deref()
+            .is_some_and(|c| c.starts_with(&format!("lane 0 waits for an Agent: {why}"))),
+        "{observed:?}"
+    );
+    // Validation names the Agent that cannot run it, and that no live Agent can.
+    let validated = t
+        .client
+        .validate(&weir_control::ValidateRequest {
+            name: Some("bids2".into()),
+            sql: None,
+            spec: Some(redis),
+        })
+        .await
+        .unwrap();
+    assert!(!validated.valid, "{validated:?}");
+    assert!(
+        validated.warnings.iter().any(|w| w
+            .starts_with("Agent `redb-only` cannot run it: it offers no `redis` state backend")),
+        "{validated:?}"
+    );
+
+    // An Agent that offers redis takes both lanes; the wait causes are gone.
+    let with_redis = t
+        .register_offering("with-redis", 4, &["redb", "redis"])
+        .await;
+    assert_eq!(
+        placement(&t.client, "bids").await,
+        [
+            (0, Some("with-redis".into()), "pending".into()),
+            (1, Some("with-redis".into()), "pending".into())
+        ]
+    );
+    let commands = t
+        .client
+        .commands("with-redis", &with_redis.session_token)
+        .await
+        .unwrap();
+    assert_eq!(
+        run_lanes(&commands, "bids"),
+        [(1, vec![0, 1], Restore::None)]
+    );
+    let detail = t.client.job_detail("bids").await.unwrap();
+    assert!(
+        detail.assignments.iter().all(|a| a.cause.is_none()),
+        "{:?}",
+        detail.assignments
+    );
+    assert_eq!(detail.job.observed.cause, None);
+    // A redb job goes to any Agent: here to the redb-only one, which holds fewer lanes.
+    t.client
+        .submit(&submit(
+            "totals",
+            spec(dir.path(), 2),
+            DesiredState::Running,
+        ))
+        .await
+        .unwrap();
+    assert_eq!(
+        placement(&t.client, "totals").await,
+        [
+            (0, Some("redb-only".into()), "pending".into()),
+            (1, Some("redb-only".into()), "pending".into())
+        ]
+    );
+}

@@ -50,6 +50,22 @@ impl TestHub {
             .expect("the hub registers the agent")
     }
 
+    /// Registers Agent `agent` (boot `boot`) with `slots` slots, offering the keyed-state
+    /// `backends` (`redb`, `redis`): a new session.
+    pub(crate) async fn register_offering(
+        &self,
+        agent: &str,
+        slots: u32,
+        backends: &[&str],
+    ) -> Registration {
+        let mut request = register_request(agent, "boot", slots);
+        request.capabilities.state_backends = backends.iter().map(|b| (*b).to_owned()).collect();
+        self.client
+            .register(JOIN_TOKEN, &request)
+            .await
+            .expect("the hub registers the agent")
+    }
+
     /// Sets job `job`'s desired state unconditionally (whatever its generation).
     pub(crate) async fn set_desired(&self, job: &str, desired_state: DesiredState) -> JobSummary {
         self.client
@@ -112,6 +128,14 @@ pub(crate) fn spec(dir: &Path, lanes: u32) -> Value {
         }],
         "sinks": [{ "name": "out", "connector": "blackhole", "input": "bids" }]
     })
+}
+
+/// [`spec`] with its keyed state on the Redis server at `url` (never reached: the Hub
+/// connects to no job's server, and no Agent runs here).
+pub(crate) fn redis_spec(dir: &Path, lanes: u32, url: &str) -> Value {
+    let mut spec = spec(dir, lanes);
+    spec["state"] = json!({ "backend": "redis", "redis": { "url": url } });
+    spec
 }
 
 pub(crate) fn submit(name: &str, spec: Value, desired_state: DesiredState) -> SubmitJob {

@@ -66,3 +66,70 @@ fn with_url(job: &StateBackendSpec, url: &str) -> StateBackendSpec {
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flags(backend: Option<&str>, url: Option<&str>) -> StateFlags {
+        StateFlags {
+            state_backend: backend.map(str::to_owned),
+            redis_url: url.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn flags_choose_over_the_job_and_keep_its_prefix_and_password() {
+        let job = StateBackendSpec {
+            backend: StateBackendKind::Redis,
+            redis: Some(RedisStateSpec {
+                url: "redis://job-host:6379".into(),
+                prefix: Some("team".into()),
+                password: Some("${env:PW}".into()),
+            }),
+        };
+        // Nothing given: the job's own.
+        assert_eq!(flags(None, None).resolve(Some(&job)).unwrap(), None);
+        // A URL alone names the server of a Redis job, and nothing for a redb job.
+        let moved = flags(None, Some("redis://other:6380"))
+            .resolve(Some(&job))
+            .unwrap()
+            .unwrap();
+        let redis = moved.redis.unwrap();
+        assert_eq!(
+            (
+                redis.url.as_str(),
+                redis.prefix.as_deref(),
+                redis.password.as_deref()
+            ),
+            ("redis://other:6380", Some("team"), Some("${env:PW}"))
+        );
+        assert_eq!(flags(None, Some("redis://x")).resolve(None).unwrap(), None);
+        // --state-backend redb wins over the job's Redis.
+        assert_eq!(
+            flags(Some("redb"), None).resolve(Some(&job)).unwrap(),
+            Some(StateBackendSpec::default())
+        );
+        // --state-backend redis takes the job's server, or the flag's.
+        assert_eq!(
+            flags(Some("REDIS"), None).resolve(Some(&job)).unwrap(),
+            Some(job.clone())
+        );
+        assert_eq!(
+            flags(Some("redis"), Some("redis://h:1"))
+                .resolve(None)
+                .unwrap(),
+            Some(StateBackendSpec::redis("redis://h:1"))
+        );
+        let e = flags(Some("redis"), None)
+            .resolve(None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--redis-url"), "{e}");
+        let e = flags(Some("rocksdb"), None)
+            .resolve(None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("redb or redis"), "{e}");
+    }
+}

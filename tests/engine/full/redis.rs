@@ -1,7 +1,8 @@
 //! Jobs with their keyed state in a real Redis server (`weir_testkit::redis`): two jobs with
 //! the same operators and state names run at once on one server, each into its own namespace,
-//! and each publishes exactly what the job publishes with its state in redb. The input has
-//! late and out-of-order rows.
+//! and each publishes exactly what the job publishes with its state in redb; so does a third
+//! whose run chooses Redis over its redb script (`RunOptions::state`, `weir run
+//! --state-backend`). The input has late and out-of-order rows.
 
 use crate::support::{read_published_parts, table_rows};
 use std::path::Path;
@@ -90,8 +91,30 @@ async fn two_jobs_with_the_same_state_names_share_a_redis_server_and_publish_wha
     ran_b.expect("job b on Redis");
     assert_eq!(tables(&a_out), want, "job a");
     assert_eq!(tables(&b_out), want, "job b");
+    // A job written for redb, run with the run's override (`weir run --state-backend redis`).
+    let c_out = dir.path().join("c");
+    let c = engine
+        .compile_sql(&job(&input, &c_out, "SET 'job.name' = 'job-c';\n"), "c.sql")
+        .await
+        .expect("compiles");
+    let prepared = engine
+        .prepare(&c.spec, Some("c.sql"))
+        .await
+        .expect("prepares");
+    let options = weir::RunOptions {
+        state: Some(weir::plan::StateBackendSpec::redis(server.url())),
+        ..weir::RunOptions::default()
+    };
+    engine
+        .start_with(prepared, options)
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("job c on Redis");
+    assert_eq!(tables(&c_out), want, "job c");
     // Each kept its state under its own namespace.
-    for job in ["job-a", "job-b"] {
+    for job in ["job-a", "job-b", "job-c"] {
         let keys = server
             .command(&["KEYS", &format!("weir:{job}:index:*")])
             .expect("KEYS");

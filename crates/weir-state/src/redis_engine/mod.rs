@@ -251,7 +251,7 @@ impl RedisEngine {
             .ok_or_else(|| StateError::corrupt("a registration vanished"))
     }
 
-    /// The kind of the state an entry key belongs to, and the key's parts.
+    /// The kind of the state an entry key (parsed) belongs to.
     fn kind_of(&mut self, parts: &EntryKey<'_>) -> StateResult<StateKind> {
         self.check_job(parts.job)?;
         Ok(self.spec(parts.job, parts.operator, parts.state)?.kind)

@@ -407,4 +407,45 @@ mod full {
         assert_eq!(s.value_state(&count_d())?.value()?, Some(5));
         Ok(())
     }
+
+    #[test]
+    fn a_schema_version_change_migrates_the_redis_state_as_it_does_redb() -> TestResult {
+        let server = server();
+        let dir = tempfile::tempdir()?;
+        let clock = ManualClock::new(1_000);
+        let v1 = StateDescriptor::<Value<u32>>::new("total");
+        let v2 = StateDescriptor::<Value<(u32, String)>>::new("total").with_schema_version(2);
+        let mut seen = Vec::new();
+        for b in [redb(dir.path(), &clock), redis(&server, "migrate", &clock)?] {
+            let mut s = b.keyed_store(&JobId::new("migrate"), &OperatorId::new(OP));
+            for (i, key) in ["a", "b", "c"].iter().enumerate() {
+                s.set_current_key(key.as_bytes(), StateShardId(i as u32));
+                s.value_state(&v1)?.update(&(i as u32 + 1))?;
+            }
+            b.commit()?;
+            b.sync()?;
+            let err = s
+                .value_state(&v2)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                err.contains("version 1") && err.contains("version 2"),
+                "{err}"
+            );
+            b.register_typed_migration(&OperatorId::new(OP), "total", 1, |old: &[u8]| {
+                let v: u32 = crate::codec::decode("total", old).map_err(|e| e.to_string())?;
+                Ok((v * 10, "migrated".to_owned()))
+            });
+            let mut values = Vec::new();
+            for (i, key) in ["a", "b", "c"].iter().enumerate() {
+                s.set_current_key(key.as_bytes(), StateShardId(i as u32));
+                values.push(s.value_state(&v2)?.value()?);
+            }
+            seen.push((values, entries(&b, "migrate")));
+        }
+        assert_eq!(seen[0], seen[1]);
+        assert_eq!(seen[0].0[2], Some((30, "migrated".to_owned())));
+        Ok(())
+    }
 }

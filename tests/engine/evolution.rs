@@ -124,18 +124,26 @@ async fn refusal(engine: &Engine, job: &JobSpec, cp: &Path) -> weir::Error {
 
 /// Restores into `job` as `options` say (it must start: `what` says why it may) and runs it to
 /// its end.
-async fn restore_run(
-    engine: &Engine,
-    job: &JobSpec,
-    options: RunOptions,
-    what: &str,
-) -> weir::RunSummary {
-    start(engine, job, options)
+async fn restore_run(engine: &Engine, job: &JobSpec, options: RunOptions, what: &str) {
+    let summary = start(engine, job, options)
         .await
         .expect(what)
         .wait()
         .await
-        .expect("restored run")
+        .expect("restored run");
+    let restored = summary.checkpoints.as_ref().and_then(|c| c.restored_from);
+    assert!(restored.is_some(), "{what}: the run restored no checkpoint");
+}
+
+/// The actions that drop the state of `operators`.
+fn dropping(operators: &[&str]) -> EvolutionActions {
+    EvolutionActions {
+        drop_state: operators
+            .iter()
+            .map(|o| weir::api::OperatorId::new(*o))
+            .collect(),
+        ..Default::default()
+    }
 }
 
 /// Runs `first` over the input in `dir`, takes savepoint `upgrade` once a third of the input
@@ -205,20 +213,13 @@ async fn a_filter_added_before_a_window_keeps_the_window_state() {
         filter: Some("v < 500"),
         ..V1
     };
-    let summary = restore_run(
+    restore_run(
         &engine,
         &spec(dir.path(), filtered),
         restoring(&dir.path().join("cp"), EvolutionActions::default()),
         "a filter before a window restores without any action",
     )
     .await;
-    assert!(
-        summary
-            .checkpoints
-            .expect("counters")
-            .restored_from
-            .is_some()
-    );
     // The same as a job that read the rows before the cut unfiltered and the rest filtered:
     // the window's rows of before the savepoint were kept.
     let cut = usize::try_from(cut).expect("cut");
@@ -273,24 +274,14 @@ async fn an_aggregate_added_to_a_window_is_refused_until_its_state_is_dropped() 
             && text.contains("--drop-state w"),
         "{text}"
     );
-    let drop = EvolutionActions {
-        drop_state: ["w".into()].into(),
-        ..Default::default()
-    };
-    let summary = restore_run(
+    let drop = dropping(&["w"]);
+    restore_run(
         &engine,
         &wider,
         restoring(&cp, drop),
         "starts with the window's state dropped",
     )
     .await;
-    assert!(
-        summary
-            .checkpoints
-            .expect("counters")
-            .restored_from
-            .is_some()
-    );
     // Windows that close after the restore carry the new aggregate: one more column.
     let published = published_rows(&dir.path().join("out"));
     let widths: std::collections::BTreeSet<usize> =
@@ -429,22 +420,12 @@ async fn a_renamed_sink_finishes_its_transactions_and_a_removed_one_leaves_them(
         err.to_string().contains("operator `out` (file): removed"),
         "{err}"
     );
-    let drop = EvolutionActions {
-        drop_state: ["w".into(), "out".into()].into(),
-        ..Default::default()
-    };
-    let summary = restore_run(
+    let drop = dropping(&["w", "out"]);
+    restore_run(
         &engine,
         &without,
         restoring(&cp, drop),
         "starts without the window and its sink",
     )
     .await;
-    assert!(
-        summary
-            .checkpoints
-            .expect("counters")
-            .restored_from
-            .is_some()
-    );
 }

@@ -86,25 +86,24 @@ impl PreparedJob {
         reach: Reach,
         env: &EnvAccess,
     ) -> Result<Self> {
+        let section = |path: &str| {
+            let file = file.to_owned();
+            let path = path.to_owned();
+            move |source| Error::Prepare { file, path, source }
+        };
         if let Some(checkpoint) = &plans.checkpoint {
-            let resolved = checkpoint
-                .resolve_env(env, &weir_plan::process_env)
-                .map_err(|source| Error::Prepare {
-                    file: file.to_owned(),
-                    path: "checkpoint".to_owned(),
-                    source,
-                })?;
-            plans.checkpoint = Some(resolved);
+            plans.checkpoint = Some(
+                checkpoint
+                    .resolve_env(env, &weir_plan::process_env)
+                    .map_err(section("checkpoint"))?,
+            );
         }
         if let Some(state) = &plans.state {
-            let resolved = state
-                .resolve_env(env, &weir_plan::process_env)
-                .map_err(|source| Error::Prepare {
-                    file: file.to_owned(),
-                    path: "state".to_owned(),
-                    source,
-                })?;
-            plans.state = Some(resolved);
+            plans.state = Some(
+                state
+                    .resolve_env(env, &weir_plan::process_env)
+                    .map_err(section("state"))?,
+            );
         }
         let mut job = PreparedJob {
             plans,

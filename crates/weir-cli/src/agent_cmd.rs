@@ -90,8 +90,9 @@ pub async fn run(args: AgentArgs) -> Result<()> {
         state_backends: args.state_backends,
     };
     let (stop, stopped) = tokio::sync::watch::channel(false);
+    let signal = crate::shutdown::shutdown_signal();
     tokio::spawn(async move {
-        shutdown_signal().await;
+        signal.await;
         let _ = stop.send(true);
     });
     let lanes = weir_agent::LaneProbes::default();
@@ -143,29 +144,6 @@ fn allow_list(paths: Vec<PathBuf>, urls: Vec<String>) -> Result<Option<weir::api
         })
         .collect();
     Ok(Some(weir::api::AllowList { paths, urls }))
-}
-
-/// Ctrl-C, or SIGTERM on Unix (what systemd and Kubernetes send).
-pub(crate) async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(term) => term,
-                Err(_) => {
-                    let _ = tokio::signal::ctrl_c().await;
-                    return;
-                }
-            };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
 }
 
 #[cfg(test)]

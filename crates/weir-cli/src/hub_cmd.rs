@@ -200,13 +200,16 @@ async fn serve(args: ServeArgs) -> Result<()> {
             "warning: serving plain HTTP on {addr}: tokens cross the network in clear; give --tls-cert and --tls-key"
         );
     }
+    // Registered before the announcement, so a SIGTERM sent as soon as the Hub says it
+    // listens stops it cleanly rather than by the signal's default action.
+    let signal = crate::shutdown::shutdown_signal();
     eprintln!(
         "weir hub listening on {scheme}://{addr} (store {})",
         db.display()
     );
     tokio::select! {
         served = hub.serve(listener, tls) => served?,
-        () = crate::agent_cmd::shutdown_signal() => eprintln!("weir hub stopped (signal)"),
+        () = signal => eprintln!("weir hub stopped (signal)"),
     }
     Ok(())
 }

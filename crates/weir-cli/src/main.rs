@@ -13,6 +13,7 @@ mod jobs_cmd;
 mod local_ui;
 mod plan_cmd;
 mod secrets;
+mod shutdown;
 mod state_flags;
 mod summary;
 

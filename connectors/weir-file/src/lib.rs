@@ -62,12 +62,17 @@ mod options;
 mod parquet_prune;
 mod parquet_reader;
 mod part_file;
+mod partition;
+mod partition_commit;
+#[cfg(test)]
+mod partition_tests;
 #[cfg(test)]
 mod projection_tests;
 #[cfg(test)]
 mod prune_tests;
 mod rejection;
 mod sink;
+mod sink_writer;
 mod source;
 #[cfg(test)]
 mod split_tests;
@@ -77,8 +82,10 @@ mod text_numbers;
 
 pub use envelope::Envelope;
 pub use options::{
-    DEFAULT_BATCH_SIZE, DEFAULT_BYTES_PER_FILE, DEFAULT_ROWS_PER_FILE, FileFormat, FileSinkOptions,
-    FileSourceOptions, ParquetCompression,
+    DEFAULT_BATCH_SIZE, DEFAULT_BYTES_PER_FILE, DEFAULT_MAX_OPEN_PARTITIONS, DEFAULT_ROWS_PER_FILE,
+    FileFormat, FileSinkOptions, FileSourceOptions, ParquetCompression,
 };
+pub use partition::{DEFAULT_PARTITION, escape, unescape};
+pub use partition_commit::{CommitPolicy, CommitTrigger, DEFAULT_SUCCESS_FILE};
 pub use sink::FileSinkFactory;
 pub use source::FileSourceFactory;

@@ -14,7 +14,10 @@ use std::sync::Arc;
 /// Every function of this module and of `flink_formats` (`TO_TIMESTAMP`, `DATE_FORMAT` and
 /// `UNIX_TIMESTAMP` reading Java formats), ready to register.
 pub fn flink_functions() -> Vec<Arc<ScalarUDF>> {
-    let mut all = vec![Arc::new(ScalarUDF::new_from_impl(ToTimestampLtz::new()))];
+    let mut all = vec![
+        Arc::new(ScalarUDF::new_from_impl(ToTimestampLtz::new())),
+        Arc::new(ScalarUDF::new_from_impl(Hour::new())),
+    ];
     all.extend(crate::flink_formats::format_functions());
     all
 }
@@ -104,6 +107,66 @@ impl ScalarUDFImpl for ToTimestampLtz {
             }
             None => plan_err!("TO_TIMESTAMP_LTZ takes a value and an optional precision"),
         }
+    }
+}
+
+/// `HOUR(timestamp)`: the hour of the day (0 to 23) as a BIGINT, of a timestamp (in its time
+/// zone; UTC for `TIMESTAMP_LTZ`) or a date (0), as Flink's `HOUR`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct Hour {
+    signature: Signature,
+}
+
+impl Default for Hour {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Hour {
+    /// The function, taking one timestamp or date.
+    pub fn new() -> Self {
+        Self {
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for Hour {
+    fn name(&self) -> &str {
+        "hour"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        match arg_types.first() {
+            Some(DataType::Timestamp(..) | DataType::Date32 | DataType::Date64) => {
+                Ok(DataType::Int64)
+            }
+            Some(other) => plan_err!("HOUR takes a timestamp, not {other}"),
+            None => plan_err!("HOUR takes a timestamp"),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [value] = args.args.as_slice() else {
+            return plan_err!("HOUR takes one timestamp");
+        };
+        let array = value.to_array(args.number_rows)?;
+        let hours = arrow::compute::kernels::temporal::date_part(
+            array.as_ref(),
+            arrow::compute::kernels::temporal::DatePart::Hour,
+        )?;
+        let hours = arrow::compute::cast(&hours, &DataType::Int64)?;
+        Ok(match value {
+            ColumnarValue::Scalar(_) => {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(hours.as_ref(), 0)?)
+            }
+            ColumnarValue::Array(_) => ColumnarValue::Array(hours),
+        })
     }
 }
 

@@ -17,6 +17,9 @@ pub(crate) struct Connector {
     pub(crate) prefix_maps: &'static [(&'static str, &'static str)],
     /// Key prefixes passed to the connector as they are (Kafka's `properties.*`).
     pub(crate) passthrough: &'static [&'static str],
+    /// Whether the connector takes a table's `PARTITIONED BY` columns, as the option
+    /// `partition_by` (a list of column names) of both roles.
+    pub(crate) partitions: bool,
 }
 
 /// Options of both roles of the `kafka` connector: Flink's names, passed on unchanged.
@@ -99,10 +102,37 @@ pub(crate) const CONNECTORS: &[Connector] = &[
             ("sink.rows-per-file", "rows_per_file", true),
             ("sink.bytes-per-file", "bytes_per_file", true),
             ("parquet.compression", "compression", false),
+            ("sink.max-open-partitions", "max_open_partitions", true),
+            (
+                "sink.partition-commit.policy.kind",
+                "partition_commit_policy",
+                false,
+            ),
+            (
+                "sink.partition-commit.trigger",
+                "partition_commit_trigger",
+                false,
+            ),
+            (
+                "sink.partition-commit.delay",
+                "partition_commit_delay",
+                false,
+            ),
+            (
+                "sink.partition-commit.success-file.name",
+                "partition_success_file_name",
+                false,
+            ),
+            (
+                "partition.time-extractor.timestamp-pattern",
+                "partition_time_pattern",
+                false,
+            ),
         ]),
         prefix_maps: &[],
         common: &[],
         passthrough: &[],
+        partitions: true,
     },
     Connector {
         sql: &["datagen"],
@@ -118,6 +148,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         prefix_maps: &[("fields.", "fields")],
         common: &[],
         passthrough: &[],
+        partitions: false,
     },
     Connector {
         sql: &["blackhole"],
@@ -127,6 +158,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         prefix_maps: &[],
         common: &[],
         passthrough: &[],
+        partitions: false,
     },
     Connector {
         sql: &["kafka"],
@@ -136,6 +168,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         common: &KAFKA_COMMON,
         prefix_maps: &[],
         passthrough: &["properties."],
+        partitions: false,
     },
     Connector {
         sql: &["upsert-kafka"],
@@ -145,6 +178,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         common: &UPSERT_KAFKA_COMMON,
         prefix_maps: &[],
         passthrough: &["properties."],
+        partitions: false,
     },
 ];
 

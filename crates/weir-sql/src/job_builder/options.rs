@@ -44,6 +44,7 @@ pub(super) fn connector_options(
     }
     changes::changelog_options(table, connector.spec, role, &mut out)?;
     check_writable(table, role)?;
+    add_partitions(table, name, connector, &mut out)?;
     add_metadata(table, connector, &mut out)?;
     add_s3(table, s3, &mut out)?;
     Ok((connector.spec, serde_json::Value::Object(out)))
@@ -260,6 +261,34 @@ fn check_writable(table: &TableDef, role: Role) -> Result<()> {
     Ok(())
 }
 
+/// The `partition_by` option (the `PARTITIONED BY` columns) of a table whose connector takes
+/// partitions; `PARTITIONED BY` on any other connector is refused at the clause.
+fn add_partitions(
+    table: &TableDef,
+    name: &str,
+    connector: &Connector,
+    out: &mut serde_json::Map<String, serde_json::Value>,
+) -> Result<()> {
+    let Some((columns, at)) = &table.partitioned_by else {
+        return Ok(());
+    };
+    if !connector.partitions {
+        let takes: Vec<&str> = CONNECTORS
+            .iter()
+            .filter(|c| c.partitions)
+            .flat_map(|c| c.sql.iter().copied())
+            .collect();
+        return Err(table.here.at(*at).invalid(format!(
+            "table `{}`: connector '{name}' does not take PARTITIONED BY (connectors that do: {})",
+            table.name,
+            takes.join(", ")
+        )));
+    }
+    let names: Vec<&str> = columns.iter().map(|(c, _)| c.as_str()).collect();
+    out.insert("partition_by".to_owned(), serde_json::json!(names));
+    Ok(())
+}
+
 /// The `metadata` option (column -> metadata key) of a table with METADATA columns, which
 /// only the kafka connector has.
 fn add_metadata(
@@ -362,6 +391,20 @@ pub(super) fn record_table(
             None => continue,
         };
         positions.insert(format!("{node}.options.{spec_key}"), *at, what);
+    }
+    if let Some((columns, at)) = &table.partitioned_by {
+        positions.insert(
+            format!("{node}.options.partition_by"),
+            *at,
+            format!("PARTITIONED BY of table `{name}`"),
+        );
+        for (i, (column, at)) in columns.iter().enumerate() {
+            positions.insert(
+                format!("{node}.options.partition_by[{i}]"),
+                *at,
+                format!("partition column `{column}` of table `{name}`"),
+            );
+        }
     }
     if let Some(w) = &table.watermark {
         positions.insert(

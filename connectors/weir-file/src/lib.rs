@@ -80,5 +80,6 @@ pub use options::{
     DEFAULT_BATCH_SIZE, DEFAULT_BYTES_PER_FILE, DEFAULT_ROWS_PER_FILE, FileFormat, FileSinkOptions,
     FileSourceOptions, ParquetCompression,
 };
+pub use parquet_reader::ObjectParquetReader;
 pub use sink::FileSinkFactory;
 pub use source::FileSourceFactory;

@@ -85,6 +85,7 @@ pub use options::{
     DEFAULT_BATCH_SIZE, DEFAULT_BYTES_PER_FILE, DEFAULT_MAX_OPEN_PARTITIONS, DEFAULT_ROWS_PER_FILE,
     FileFormat, FileSinkOptions, FileSourceOptions, ParquetCompression,
 };
+pub use parquet_reader::ObjectParquetReader;
 pub use partition::{DEFAULT_PARTITION, escape, unescape};
 pub use partition_commit::{CommitPolicy, CommitTrigger, DEFAULT_SUCCESS_FILE};
 pub use sink::FileSinkFactory;

@@ -17,9 +17,21 @@ pub(crate) struct Connector {
     pub(crate) prefix_maps: &'static [(&'static str, &'static str)],
     /// Key prefixes passed to the connector as they are (Kafka's `properties.*`).
     pub(crate) passthrough: &'static [&'static str],
-    /// Whether the connector takes a table's `PARTITIONED BY` columns, as the option
-    /// `partition_by` (a list of column names) of both roles.
-    pub(crate) partitions: bool,
+    /// Which roles take a table's `PARTITIONED BY` columns, as the option `partition_by` (a
+    /// list of column names).
+    pub(crate) partitions: Partitions,
+}
+
+/// What a connector does with a table's `PARTITIONED BY` columns.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Partitions {
+    /// The clause is refused.
+    Refused,
+    /// Its sink takes `partition_by`; its source reads the partitions from the table itself
+    /// (the clause is accepted, and not passed on).
+    Sink,
+    /// Source and sink take `partition_by`.
+    Both,
 }
 
 /// Options of both roles of the `kafka` connector: Flink's names, passed on unchanged.
@@ -132,7 +144,28 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         prefix_maps: &[],
         common: &[],
         passthrough: &[],
-        partitions: true,
+        partitions: Partitions::Both,
+    },
+    Connector {
+        sql: &["delta"],
+        spec: "delta",
+        read: Some(&[
+            ("path", "path", false),
+            ("scan.startup.version", "version", true),
+            ("batch-size", "batch_size", true),
+        ]),
+        write: Some(&[
+            ("path", "path", false),
+            ("sink.target-file-size", "target_file_size", true),
+            ("delta.checkpointInterval", "checkpoint_interval", true),
+            ("auto-compaction", "auto_compaction", false),
+            ("compaction.file-size", "compaction_file_size", true),
+            ("compaction.min-files", "compaction_min_files", true),
+        ]),
+        prefix_maps: &[],
+        common: &[],
+        passthrough: &[],
+        partitions: Partitions::Sink,
     },
     Connector {
         sql: &["datagen"],
@@ -148,7 +181,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         prefix_maps: &[("fields.", "fields")],
         common: &[],
         passthrough: &[],
-        partitions: false,
+        partitions: Partitions::Refused,
     },
     Connector {
         sql: &["blackhole"],
@@ -158,7 +191,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         prefix_maps: &[],
         common: &[],
         passthrough: &[],
-        partitions: false,
+        partitions: Partitions::Refused,
     },
     Connector {
         sql: &["kafka"],
@@ -168,7 +201,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         common: &KAFKA_COMMON,
         prefix_maps: &[],
         passthrough: &["properties."],
-        partitions: false,
+        partitions: Partitions::Refused,
     },
     Connector {
         sql: &["upsert-kafka"],
@@ -178,7 +211,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         common: &UPSERT_KAFKA_COMMON,
         prefix_maps: &[],
         passthrough: &["properties."],
-        partitions: false,
+        partitions: Partitions::Refused,
     },
 ];
 

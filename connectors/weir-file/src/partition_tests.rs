@@ -252,6 +252,10 @@ async fn epochs_publish_partitions_and_commit_them_by_partition_time() {
     }))
     .await
     .unwrap();
+    assert!(
+        sink.describe()
+            .ends_with("; partitioned by dt, hour; commits partitions with _SUCCESS")
+    );
     let hour = |h: i64| h * 3_600_000 + 1_796_169_600_000; // 2026-12-02 00:00 UTC + h hours
     let mut writer = sink.create_writer(&ctx(0)).await.unwrap();
     writer.begin_epochs().await.unwrap();
@@ -403,4 +407,40 @@ async fn without_checkpoints_finish_commits_every_partition() {
     // Inferred: the partition column is a string after the files' columns.
     assert_eq!(source.schema().field(2).name(), "dt");
     assert_eq!(read_all(&source).await.unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn partition_values_are_typed_by_the_declared_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    crate::test_support::write(dir.path(), "t/day=2026-12-02/n=7/a.csv", "id\n1\n2\n");
+    crate::test_support::write(dir.path(), "t/day=2026-12-03/n=-1/b.csv", "id\n3\n");
+    let declared = Arc::new(Schema::new(vec![
+        Field::new("day", DataType::Date32, false),
+        Field::new("id", DataType::Int64, false),
+        Field::new("n", DataType::Int64, false),
+    ]));
+    let source = prepare(
+        json!({ "path": dir.path().join("t").display().to_string(), "format": "csv",
+                "partition_by": ["day", "n"] }),
+        Some(declared.clone()),
+        BadRecordPolicy::Fail,
+    )
+    .await
+    .unwrap();
+    assert_eq!(source.schema(), declared);
+    assert_eq!(
+        read_all(&source).await.unwrap(),
+        ["2026-12-02|1|7", "2026-12-02|2|7", "2026-12-03|3|-1"]
+    );
+    let predicate = SourcePredicate::resolve(
+        &[PruneCondition {
+            column: "day".into(),
+            op: weir_api::PruneOp::Gt,
+            value: Some(json!("2026-12-02")),
+        }],
+        &declared,
+    )
+    .unwrap();
+    let pruned = source.prune(&predicate).unwrap();
+    assert_eq!(read_all(&pruned).await.unwrap(), ["2026-12-03|3|-1"]);
 }

@@ -179,10 +179,17 @@ impl PreparedSink for FileSink {
     }
 
     fn describe(&self) -> String {
-        match self.options.envelope {
+        let mut line = match self.options.envelope {
             Some(envelope) => format!("file: {} {}", envelope.sql_name(), self.location.given()),
             None => format!("file: {} {}", self.options.format, self.location.given()),
+        };
+        if let Some(p) = &self.partitioning {
+            line.push_str(&format!("; partitioned by {}", p.columns.join(", ")));
         }
+        if let Some(c) = &self.commit {
+            line.push_str(&format!("; commits partitions with {}", c.success_file));
+        }
+        line
     }
 
     fn accepts_changes(&self) -> bool {

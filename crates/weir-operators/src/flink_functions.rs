@@ -246,6 +246,42 @@ mod tests {
     }
 
     #[test]
+    fn hour_reads_the_hour_of_a_utc_timestamp() {
+        let ts =
+            TimestampMillisecondArray::from(vec![Some(11 * 3_600_000 + 59_999), None, Some(-1)])
+                .with_timezone(UTC);
+        let out = Hour::new()
+            .invoke_with_args(ScalarFunctionArgs {
+                number_rows: 3,
+                arg_fields: vec![Arc::new(Field::new("t", ts.data_type().clone(), true))],
+                return_field: Arc::new(Field::new("r", DataType::Int64, true)),
+                config_options: Arc::new(ConfigOptions::default()),
+                args: vec![ColumnarValue::Array(Arc::new(ts))],
+            })
+            .unwrap();
+        let ColumnarValue::Array(a) = out else {
+            panic!("an array")
+        };
+        let hours: Vec<Option<i64>> = a.as_primitive::<Int64Type>().iter().collect();
+        assert_eq!(hours, [Some(11), None, Some(23)]);
+        assert!(Hour::new().return_type(&[DataType::Utf8]).is_err());
+        let date = arrow::array::Date32Array::from(vec![Some(20_000)]);
+        let out = Hour::new()
+            .invoke_with_args(ScalarFunctionArgs {
+                number_rows: 1,
+                arg_fields: vec![Arc::new(Field::new("d", DataType::Date32, true))],
+                return_field: Arc::new(Field::new("r", DataType::Int64, true)),
+                config_options: Arc::new(ConfigOptions::default()),
+                args: vec![ColumnarValue::Array(Arc::new(date))],
+            })
+            .unwrap();
+        let ColumnarValue::Array(a) = out else {
+            panic!("an array")
+        };
+        assert_eq!(a.as_primitive::<Int64Type>().value(0), 0);
+    }
+
+    #[test]
     fn a_precision_other_than_0_or_3_is_refused() {
         let six = ColumnarValue::Scalar(ScalarValue::Int64(Some(6)));
         let err = call(vec![column(vec![Some(1)]), six]).unwrap_err();

@@ -18,6 +18,7 @@ use std::sync::Arc;
 pub use weir_api as api;
 pub use weir_builtin as builtin;
 pub use weir_checkpoint as checkpoint;
+pub use weir_delta as delta;
 pub use weir_file as file;
 pub use weir_kafka as kafka;
 pub use weir_operators as operators;

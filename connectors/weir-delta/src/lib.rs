@@ -31,3 +31,8 @@ pub use source::DeltaSourceFactory;
 
 #[cfg(test)]
 mod tests;
+/// Real Delta readers (Python deltalake, Spark) over tables Weir wrote; in the full tier.
+#[cfg(test)]
+mod full {
+    mod reader_tests;
+}

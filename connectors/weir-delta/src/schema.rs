@@ -1,11 +1,36 @@
 //! The sink's schema as a Delta schema, and the check of an existing table's schema.
 
-use arrow::datatypes::Schema;
+use arrow::datatypes::{Field, Schema, SchemaRef, TimeUnit};
 use deltalake_core::kernel::engine::arrow_conversion::TryIntoKernel;
 use deltalake_core::kernel::{DataType, StructType};
+use std::sync::Arc;
 use weir_api::{Error, Result};
 
-/// The Delta schema of a sink's input `schema`.
+/// The Arrow schema the sink writes for input `schema`: a timestamp without a time zone
+/// (Weir's `TIMESTAMP(3)`, whose values count from the Unix epoch in UTC) becomes a UTC
+/// microsecond timestamp, Delta's `timestamp`, as the Flink Delta connector writes it. Delta's
+/// `timestamp_ntz` would need table features, which older readers lack and which force
+/// `NOT NULL` columns into a feature delta-rs cannot write.
+pub(crate) fn table_arrow_schema(schema: &Schema) -> SchemaRef {
+    let fields: Vec<Field> = schema
+        .fields()
+        .iter()
+        .map(|f| match f.data_type() {
+            arrow::datatypes::DataType::Timestamp(_, None) => {
+                f.as_ref()
+                    .clone()
+                    .with_data_type(arrow::datatypes::DataType::Timestamp(
+                        TimeUnit::Microsecond,
+                        Some("UTC".into()),
+                    ))
+            }
+            _ => f.as_ref().clone(),
+        })
+        .collect();
+    Arc::new(Schema::new(fields))
+}
+
+/// The Delta schema of a sink's input `schema` (after [`table_arrow_schema`]).
 ///
 /// # Errors
 /// [`Error::Config`] at `options_path` naming a column whose type Delta cannot hold.
@@ -87,7 +112,7 @@ pub(crate) fn check_compatible(
 #[allow(clippy::unwrap_used)]
 mod tests {
     use super::*;
-    use arrow::datatypes::{DataType as ArrowType, Field, TimeUnit};
+    use arrow::datatypes::DataType as ArrowType;
 
     fn schema(fields: Vec<Field>) -> StructType {
         delta_schema(&Schema::new(fields), "o").unwrap()
@@ -123,12 +148,13 @@ mod tests {
 
     #[test]
     fn millisecond_timestamps_are_delta_timestamps() {
-        let s = schema(vec![Field::new(
+        let input = Schema::new(vec![Field::new(
             "ts",
             ArrowType::Timestamp(TimeUnit::Millisecond, None),
             true,
         )]);
-        assert_eq!(s.field("ts").unwrap().data_type(), &DataType::TIMESTAMP_NTZ);
+        let s = delta_schema(&table_arrow_schema(&input), "o").unwrap();
+        assert_eq!(s.field("ts").unwrap().data_type(), &DataType::TIMESTAMP);
         let err = delta_schema(
             &Schema::new(vec![Field::new(
                 "t",

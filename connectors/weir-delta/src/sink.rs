@@ -3,7 +3,7 @@
 
 use crate::commit::{EpochFiles, TableCommitter};
 use crate::options::DeltaSinkOptions;
-use crate::schema::{check_compatible, delta_schema};
+use crate::schema::{check_compatible, delta_schema, table_arrow_schema};
 use crate::table::TableLocation;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
@@ -41,7 +41,8 @@ impl SinkFactory for DeltaSinkFactory {
             options.s3.as_ref(),
             &format!("{}.path", spec.options_path),
         )?;
-        let schema = delta_schema(&input_schema, spec.options_path)?;
+        let table_schema = table_arrow_schema(&input_schema);
+        let schema = delta_schema(&table_schema, spec.options_path)?;
         // An existing table must take the sink's rows; a missing one is created by the first
         // writer (preparing, which `weir validate` does too, changes nothing).
         if spec.reach == Reach::Full
@@ -52,7 +53,7 @@ impl SinkFactory for DeltaSinkFactory {
         Ok(Arc::new(PreparedDeltaSink {
             committer: TableCommitter::new(location, &options),
             options,
-            input_schema,
+            table_schema,
             schema,
             options_path: spec.options_path.to_owned(),
         }))
@@ -82,7 +83,8 @@ fn check_table(
 struct PreparedDeltaSink {
     options: DeltaSinkOptions,
     committer: TableCommitter,
-    input_schema: SchemaRef,
+    /// The schema of the rows written (see [`table_arrow_schema`]).
+    table_schema: SchemaRef,
     /// The sink's rows as a Delta schema (a table the first writer creates gets it).
     schema: StructType,
     options_path: String,
@@ -133,7 +135,7 @@ impl PreparedSink for PreparedDeltaSink {
             writer,
             epochs: false,
             task: ctx.label(),
-            input_schema: self.input_schema.clone(),
+            table_schema: self.table_schema.clone(),
         }))
     }
 
@@ -203,7 +205,7 @@ struct DeltaTableWriter {
     writer: RecordBatchWriter,
     epochs: bool,
     task: String,
-    input_schema: SchemaRef,
+    table_schema: SchemaRef,
 }
 
 impl DeltaTableWriter {
@@ -220,8 +222,20 @@ impl SinkWriter for DeltaTableWriter {
         if batch.num_rows() == 0 {
             return Ok(());
         }
-        // Field metadata and nullability are the plan's, not the table's: write by columns.
-        let batch = RecordBatch::try_new(self.input_schema.clone(), batch.columns().to_vec())
+        // Columns as the table holds them (timestamps in UTC microseconds); field metadata and
+        // nullability are the plan's, not the table's.
+        let mut columns = Vec::with_capacity(batch.num_columns());
+        for (column, field) in batch.columns().iter().zip(self.table_schema.fields()) {
+            if column.data_type() == field.data_type() {
+                columns.push(column.clone());
+            } else {
+                let cast = arrow::compute::cast(column, field.data_type()).map_err(|e| {
+                    weir_api::Error::arrow(format!("writing column `{}`", field.name()), e)
+                })?;
+                columns.push(cast);
+            }
+        }
+        let batch = RecordBatch::try_new(self.table_schema.clone(), columns)
             .map_err(|e| weir_api::Error::arrow("matching the sink's schema", e))?;
         let result = self.writer.write(batch).await;
         result.map_err(|e| self.error("writing to", e))

@@ -144,6 +144,21 @@ impl PreparedDeltaSource {
                 let snapshot = table
                     .snapshot()
                     .map_err(|e| self.location.error("reading", e))?;
+                if let Some(f) = snapshot
+                    .log_data()
+                    .iter()
+                    .find(|f| f.deletion_vector_descriptor().is_some())
+                {
+                    return Err(self.location.error(
+                        "reading",
+                        format!(
+                            "data file {} has a deletion vector, which this source does not \
+                             apply (its deleted rows would be read): purge the table (REORG \
+                             TABLE ... APPLY (PURGE)) or read another version",
+                            f.path()
+                        ),
+                    ));
+                }
                 let by_path = snapshot
                     .log_data()
                     .iter()

@@ -18,6 +18,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 mod common;
+#[path = "crash/delta.rs"]
+mod delta;
 #[path = "crash/joins.rs"]
 mod joins;
 #[path = "crash/redis.rs"]

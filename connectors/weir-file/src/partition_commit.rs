@@ -215,6 +215,7 @@ pub(crate) struct PartitionTracker {
 }
 
 impl PartitionTracker {
+    /// A tracker with no partition pending and no watermark yet.
     pub(crate) fn new(settings: CommitSettings) -> Self {
         Self {
             settings,

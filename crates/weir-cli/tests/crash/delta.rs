@@ -114,7 +114,8 @@ fn killed_and_restored_runs_commit_to_delta_exactly_the_rows_of_a_run_that_never
     let mut pending: VecDeque<Kill> = VecDeque::new();
     for (i, (name, nth)) in KILLS.iter().enumerate() {
         pending.push_back(Kill::At { name, nth: *nth });
-        if random_kills > 0 && i as u64 % (KILLS.len() as u64 / random_kills).max(1) == 0 {
+        if random_kills > 0 && (i as u64).is_multiple_of((KILLS.len() as u64 / random_kills).max(1))
+        {
             pending.push_back(Kill::After(Duration::from_millis(300 + rng.below(2_500))));
         }
     }

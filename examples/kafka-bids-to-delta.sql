@@ -28,12 +28,11 @@ CREATE TABLE bids (
   'scan.bounded.mode' = 'latest-offset'
 );
 
--- The day and hour of each window are columns of the table, so readers can filter on them.
--- (The table is not partitioned by them yet: PARTITIONED BY is not in Weir's SQL yet.)
+-- Partitioned by the day and hour of each window: `dt=2026-12-05/hour=14/` directories.
 CREATE TABLE bids_per_auction (
   auction BIGINT, window_start TIMESTAMP(3), window_end TIMESTAMP(3),
-  bids BIGINT, max_price BIGINT, dt STRING, `hour` INT
-) WITH (
+  bids BIGINT, max_price BIGINT, dt STRING, `hour` BIGINT
+) PARTITIONED BY (dt, `hour`) WITH (
   'connector' = 'delta',
   'path' = 's3://weir-example/bids-per-auction',
   -- Merge the small files of one-second commits as they pile up.
@@ -42,6 +41,6 @@ CREATE TABLE bids_per_auction (
 
 INSERT INTO bids_per_auction
 SELECT auction, window_start, window_end, COUNT(*), MAX(price),
-  DATE_FORMAT(window_start, 'yyyy-MM-dd'), EXTRACT(HOUR FROM window_start)
+  DATE_FORMAT(window_start, 'yyyy-MM-dd') AS dt, HOUR(window_start) AS `hour`
 FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND))
 GROUP BY auction, window_start, window_end;

@@ -410,7 +410,7 @@ async fn the_kafka_to_s3_example_runs() {
 
 /// `examples/kafka-bids-to-delta.sql` as the README runs it, against the test broker and S3
 /// server, its Delta table then read by the Python `deltalake` package: every bid counted once,
-/// each window's day and hour as the example computes them.
+/// partitioned by each window's day and hour as the example computes them.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_kafka_to_delta_example_runs() {
     use weir_testkit::delta_readers::{DeltaS3, DeltaStorage, delta_python_rows};
@@ -447,6 +447,7 @@ async fn the_kafka_to_delta_example_runs() {
         .expect("the Python deltalake reader reads the table");
     let total: u64 = read.column("bids").iter().filter_map(|b| b.as_u64()).sum();
     assert_eq!(total, n, "every bid counted once, in the Delta table on S3");
+    assert_eq!(read.partition_columns, ["dt", "hour"]);
     // Event times 1_700_000_000_000 ms + 50 ms x 1,000: 2023-11-14 22:13:20 to 22:14:10 UTC.
     for row in &read.rows {
         assert_eq!(row["dt"], "2023-11-14", "{row:?}");

@@ -14,6 +14,9 @@
 //! Final names carry their epoch, so a restore from an older epoch than the newest durable one
 //! can withdraw (delete) the published files of the epochs it passes over before the replay
 //! publishes their rows again ([`withdraw_after`]).
+//!
+//! With `auto_compaction` a transaction also carries small staged files toward a merged file
+//! (see [`crate::compaction`]).
 
 use crate::location::{FileLocation, store_error};
 use futures::TryStreamExt;
@@ -48,7 +51,7 @@ impl SinkSubtask {
     }
 
     /// Its staging directory, relative to the sink's `path`.
-    fn staging(&self) -> String {
+    pub(crate) fn staging(&self) -> String {
         format!("{STAGING_DIR}/{}-{:05}", self.sink, self.subtask)
     }
 
@@ -72,7 +75,9 @@ impl SinkSubtask {
         }
         let subtask = number(fields.next(), 5)?;
         let epoch = number(fields.next()?.strip_prefix('e'), 10)?;
-        number(fields.next(), 5)?;
+        // A sequence number, or `m{first epoch}` for a merged file (compaction.rs).
+        let third = fields.next()?;
+        number(Some(third.strip_prefix('m').unwrap_or(third)), 5)?;
         if fields.next().is_some() || extension.is_empty() {
             return None;
         }
@@ -83,6 +88,14 @@ impl SinkSubtask {
     pub(crate) fn final_name(&self, epoch: u64, seq: usize, extension: &str) -> String {
         format!(
             "part-{}-{:05}-e{epoch:010}-{seq:05}.{extension}",
+            self.sink, self.subtask
+        )
+    }
+
+    /// The final name of its merged file of the epochs `first` to `last` (compaction.rs).
+    pub(crate) fn merged_name(&self, first: u64, last: u64, extension: &str) -> String {
+        format!(
+            "part-{}-{:05}-e{last:010}-m{first:010}.{extension}",
             self.sink, self.subtask
         )
     }
@@ -98,6 +111,9 @@ pub(crate) struct Transaction {
     pub(crate) subtask: u32,
     /// The staged files, in order.
     pub(crate) files: Vec<StagedFile>,
+    /// With `auto_compaction`: the small files carried toward a merged file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) compaction: Option<crate::compaction::Carry>,
 }
 
 /// One staged file of a transaction.
@@ -144,12 +160,16 @@ impl Transaction {
                 )));
             }
         }
+        if let Some(carry) = &tx.compaction {
+            carry.check(&staging, tx.epoch)?;
+        }
         Ok(tx)
     }
 }
 
 /// Publishes `transactions` (in order): renames each staged file to its final name unless the
-/// final file already exists.
+/// final file already exists, then merges the carried files that are due
+/// ([`crate::compaction::commit`]; `last` for a writer's last transactions).
 ///
 /// # Errors
 /// External errors from the store; [`Error::External`] (not retryable) when a staged file is gone
@@ -158,7 +178,9 @@ pub(crate) async fn commit(
     location: &FileLocation,
     owner: &SinkSubtask,
     transactions: &[serde_json::Value],
+    merge: (crate::compaction::MergeSettings, bool),
 ) -> Result<()> {
+    let mut parsed = Vec::with_capacity(transactions.len());
     for value in transactions {
         let tx = Transaction::parse(value, owner)?;
         for file in &tx.files {
@@ -170,12 +192,13 @@ pub(crate) async fn commit(
             files = tx.files.len(),
             "published file sink epoch"
         );
+        parsed.push(tx);
     }
-    Ok(())
+    crate::compaction::commit(location, &parsed, merge.0, merge.1).await
 }
 
 /// Publishes one staged file; a no-op when it was published before.
-async fn publish_file(location: &FileLocation, file: &StagedFile) -> Result<()> {
+pub(crate) async fn publish_file(location: &FileLocation, file: &StagedFile) -> Result<()> {
     let store = location.store();
     let staged = location.child(&file.staged)?;
     let target = location.child(&file.final_name)?;
@@ -250,7 +273,11 @@ async fn check_published(
     }
 }
 
-async fn delete_if_present(store: &dyn ObjectStore, path: &Path, id: &str) -> Result<()> {
+pub(crate) async fn delete_if_present(
+    store: &dyn ObjectStore,
+    path: &Path,
+    id: &str,
+) -> Result<()> {
     match store.delete(path).await {
         Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
         Err(e) => Err(store_error(format!("deleting `{id}`"), e)),
@@ -269,8 +296,15 @@ pub(crate) async fn abort_uncommitted(
 ) -> Result<()> {
     let mut kept = HashSet::new();
     for value in keep {
-        for file in Transaction::parse(value, owner)?.files {
-            kept.insert(location.child(&file.staged)?);
+        let tx = Transaction::parse(value, owner)?;
+        let carried = tx.compaction.iter().flat_map(|c| &c.files);
+        for staged in tx
+            .files
+            .iter()
+            .map(|f| &f.staged)
+            .chain(carried.map(|f| &f.staged))
+        {
+            kept.insert(location.child(staged)?);
         }
     }
     let dir = owner.staging();
@@ -323,6 +357,8 @@ pub(crate) async fn withdraw_after(
         Err(object_store::Error::NotFound { .. }) => Vec::new(),
         Err(e) => return Err(store_error(format!("listing `{}`", location.given()), e)),
     };
+    let names = listed.iter().filter_map(|m| m.location.filename());
+    crate::compaction::check_withdraw(location, sink, names, epoch)?;
     let mut withdrawn = Vec::new();
     for meta in listed {
         let Some(name) = meta.location.filename() else {

@@ -129,6 +129,21 @@ impl PartFile {
         }
     }
 
+    /// Parquet: ends the open row group when `next` more bytes (an input row group's size)
+    /// would take it past the row group limit, so that the next row group stays whole.
+    ///
+    /// # Errors
+    /// Parquet or store errors when the row group cannot be written.
+    pub(crate) async fn fit_row_group(&mut self, next: u64) -> Result<()> {
+        if let Encoder::Parquet(writer) = &mut self.encoder {
+            let open = writer.in_progress_size() as u64;
+            if open > 0 && open + next > ROW_GROUP_BYTES as u64 {
+                writer.flush().await.map_err(|e| write_error(&self.id, e))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Encodes and stages `batch`.
     ///
     /// # Errors

@@ -1,15 +1,18 @@
 //! The `file` sink: each subtask writes rolling part files into one directory, each published
 //! atomically (see [`crate::part_file`]).
 
+use crate::compaction::{Carrier, MergeSettings};
 use crate::epoch::{self, SinkSubtask, StagedFile, Transaction};
 use crate::location::{FileLocation, store_error};
 use crate::options::{FileFormat, FileSinkOptions};
 use crate::part_file::{PartFile, writable_csv_type};
+use crate::rolling::{DEFAULT_ROLLOVER_INTERVAL, due};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use object_store::ObjectStoreExt;
 use object_store::registry::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use std::sync::Arc;
+use std::time::Instant;
 use weir_api::{
     ConnectorSpec, Epoch, Error, PreparedSink, Reach, Result, SinkCapability, SinkFactory,
     SinkWriter, TaskContext, decode_options,
@@ -172,7 +175,9 @@ impl PreparedSink for FileSink {
             unique: uuid::Uuid::new_v4().to_string(),
             seq: 0,
             current: None,
+            opened: None,
             epochs: None,
+            carrier: None,
         }))
     }
 
@@ -181,7 +186,18 @@ impl PreparedSink for FileSink {
         task: &TaskContext,
         transactions: &[serde_json::Value],
     ) -> Result<()> {
-        epoch::commit(&self.location, &SinkSubtask::of(task), transactions).await
+        let merge = (self.merge_settings(), false);
+        epoch::commit(&self.location, &SinkSubtask::of(task), transactions, merge).await
+    }
+
+    async fn commit_final(
+        &self,
+        task: &TaskContext,
+        transactions: &[serde_json::Value],
+    ) -> Result<()> {
+        // The writer's last transactions: carried small files are merged now (compaction.rs).
+        let merge = (self.merge_settings(), true);
+        epoch::commit(&self.location, &SinkSubtask::of(task), transactions, merge).await
     }
 
     async fn abort_uncommitted(
@@ -199,6 +215,15 @@ impl PreparedSink for FileSink {
 
     async fn withdraw_after(&self, task: &TaskContext, epoch: Epoch) -> Result<Vec<String>> {
         epoch::withdraw_after(&self.location, &SinkSubtask::of(task), epoch.0).await
+    }
+}
+
+impl FileSink {
+    fn merge_settings(&self) -> MergeSettings {
+        MergeSettings {
+            compression: self.options.compression.unwrap_or_default(),
+            upload_bytes: self.upload_bytes,
+        }
     }
 }
 
@@ -227,8 +252,12 @@ struct FileSinkWriter {
     seq: u32,
     /// The open part file and, in epoch mode, its staged name.
     current: Option<(PartFile, Option<String>)>,
+    /// When the open part file was opened (the rollover interval).
+    opened: Option<Instant>,
     /// `Some` in epoch mode: part files are staged and published by `commit_epoch`.
     epochs: Option<EpochStaging>,
+    /// `Some` in epoch mode with `auto_compaction`: the small files carried on.
+    carrier: Option<Carrier>,
 }
 
 impl FileSinkWriter {
@@ -302,6 +331,7 @@ impl SinkWriter for FileSinkWriter {
                 Some((part, _)) => part,
                 None => {
                     let part = self.open_part()?;
+                    self.opened = Some(Instant::now());
                     &mut self.current.insert(part).0
                 }
             };
@@ -321,8 +351,13 @@ impl SinkWriter for FileSinkWriter {
                 return Err(e);
             }
             offset += take;
+            let interval = self
+                .options
+                .rollover_interval
+                .unwrap_or(DEFAULT_ROLLOVER_INTERVAL);
             if part.rows() >= self.options.rows_per_file
                 || part.bytes() >= self.options.bytes_per_file
+                || self.opened.is_some_and(|t| due(t, interval))
             {
                 self.publish().await?;
             }
@@ -376,6 +411,7 @@ impl SinkWriter for FileSinkWriter {
             )));
         }
         self.epochs.get_or_insert_with(EpochStaging::default);
+        self.carrier = Carrier::new(&self.options);
         Ok(())
     }
 
@@ -400,14 +436,25 @@ impl SinkWriter for FileSinkWriter {
             .map(|e| std::mem::take(&mut e.closed))
             .unwrap_or_default();
         let extension = self.options.format.extension();
-        let mut files = Vec::with_capacity(closed.len());
-        for (seq, staged) in closed.into_iter().enumerate() {
-            files.push(StagedFile {
-                size: staged_size(&self.location, &staged).await?,
+        let mut sized = Vec::with_capacity(closed.len());
+        for staged in closed {
+            let size = staged_size(&self.location, &staged).await?;
+            sized.push((staged, size));
+        }
+        // With compaction, small files are carried on instead of published (compaction.rs).
+        let (sized, compaction) = match &mut self.carrier {
+            Some(carrier) => carrier.carry(&self.owner, epoch.0, sized, extension),
+            None => (sized, None),
+        };
+        let files = sized
+            .into_iter()
+            .enumerate()
+            .map(|(seq, (staged, size))| StagedFile {
+                size,
                 final_name: self.owner.final_name(epoch.0, seq, extension),
                 staged,
-            });
-        }
+            })
+            .collect();
         if let Some(epochs) = &mut self.epochs {
             epochs.last = Some(epoch.0);
         }
@@ -415,6 +462,7 @@ impl SinkWriter for FileSinkWriter {
             epoch: epoch.0,
             subtask: self.subtask,
             files,
+            compaction,
         };
         serde_json::to_value(&tx)
             .map_err(|e| Error::Internal(format!("encoding a file sink pre-commit: {e}")))

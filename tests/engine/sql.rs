@@ -1,6 +1,7 @@
 //! SQL scripts compiled by the engine outside the goldens (those are in `slt.rs`): user
 //! functions registered from Rust, table options that reach the spec, and a `WHERE` pushed
-//! into a Parquet source (row groups and pages skipped, also across a kill and a restore).
+//! into a Parquet source (row groups and pages skipped, also across a kill and a restore), and
+//! the file sink's auto-compaction across a kill and a restore.
 
 use crate::checkpoints::{assert_killed_restored_and_published, published_rows, run_and_kill};
 use crate::support::{format_rows, read_parquet_dir};

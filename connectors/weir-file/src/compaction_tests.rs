@@ -242,7 +242,10 @@ async fn repeated_commits_at_every_crash_point_lose_and_repeat_nothing() {
     sink.commit_epoch(&ctx(0), &txs[..2]).await.unwrap();
     assert!(published(dir.path()).is_empty());
     sink.commit_epoch(&ctx(0), &txs).await.unwrap();
-    assert_eq!(published(dir.path()), [carry.final_name.clone()]);
+    assert_eq!(
+        published(dir.path()),
+        std::slice::from_ref(&carry.final_name)
+    );
     assert_eq!(rows(dir.path()).await, expected(1..=3));
     assert!(staged(dir.path()).is_empty(), "{:?}", staged(dir.path()));
 
@@ -258,7 +261,10 @@ async fn repeated_commits_at_every_crash_point_lose_and_repeat_nothing() {
     }
     sink.commit_final(&ctx(0), &txs[2..]).await.unwrap();
     sink.abort_uncommitted(&ctx(0), &[]).await.unwrap();
-    assert_eq!(published(dir.path()), [carry.final_name.clone()]);
+    assert_eq!(
+        published(dir.path()),
+        std::slice::from_ref(&carry.final_name)
+    );
     assert_eq!(rows(dir.path()).await, expected(1..=3));
 
     // An input gone while the merged file does not exist is lost output: an error, not a

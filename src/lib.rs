@@ -18,6 +18,7 @@ use std::sync::Arc;
 pub use weir_api as api;
 pub use weir_builtin as builtin;
 pub use weir_checkpoint as checkpoint;
+pub use weir_delta as delta;
 pub use weir_file as file;
 pub use weir_kafka as kafka;
 pub use weir_operators as operators;
@@ -75,8 +76,8 @@ pub fn prepare_error_path(error: &Error) -> Option<&str> {
 }
 
 /// The registry with every built-in operator ([`Registry::with_builtin_operators`]) and
-/// connector: sources `file`, `kafka`, `upsert-kafka` and `datagen`, sinks `file`, `kafka`,
-/// `upsert-kafka` and `blackhole`.
+/// connector: sources `file`, `delta`, `kafka`, `upsert-kafka` and `datagen`, sinks `file`,
+/// `delta`, `kafka`, `upsert-kafka` and `blackhole`.
 pub fn default_registry() -> Registry {
     let mut r = Registry::with_builtin_operators();
     r.register_source("datagen", Arc::new(weir_builtin::DatagenSourceFactory));
@@ -103,6 +104,8 @@ pub fn default_registry() -> Registry {
         "file",
         Arc::new(weir_file::FileSinkFactory::with_registry(stores)),
     );
+    r.register_source("delta", Arc::new(weir_delta::DeltaSourceFactory));
+    r.register_sink("delta", Arc::new(weir_delta::DeltaSinkFactory));
     r
 }
 

@@ -84,6 +84,7 @@ pub use options::{
     DEFAULT_BATCH_SIZE, DEFAULT_BYTES_PER_FILE, DEFAULT_ROWS_PER_FILE, FileFormat, FileSinkOptions,
     FileSourceOptions, ParquetCompression,
 };
+pub use parquet_reader::ObjectParquetReader;
 pub use rolling::{DEFAULT_ROLLOVER_INTERVAL, parse_size};
 pub use sink::FileSinkFactory;
 pub use source::FileSourceFactory;

@@ -44,11 +44,20 @@ use weir_api::{
 const FOOTER_HINT: usize = 64 * 1024;
 
 /// Parquet's view of one object: ranged reads from the store, the footer read from its known size.
+/// Public so that other connectors that read Parquet objects (the Delta source) share it.
 #[derive(Debug, Clone)]
-pub(crate) struct ObjectParquetReader {
+pub struct ObjectParquetReader {
     store: Arc<dyn ObjectStore>,
     path: Path,
     size: u64,
+}
+
+impl ObjectParquetReader {
+    /// The reader of the object at `path` in `store`, `size` bytes long (known from a listing
+    /// or a table's log, so opening it costs no `HEAD` request).
+    pub fn new(store: Arc<dyn ObjectStore>, path: Path, size: u64) -> Self {
+        ObjectParquetReader { store, path, size }
+    }
 }
 
 fn fetch_error(err: object_store::Error) -> ParquetError {

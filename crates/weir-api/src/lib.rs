@@ -28,6 +28,7 @@ mod column_types;
 mod context;
 mod duration;
 mod error;
+pub mod failpoint;
 mod ids;
 pub mod limits;
 mod message;

@@ -142,6 +142,33 @@ pub trait PreparedSink: Send + Sync + std::fmt::Debug {
         self.commit_epoch(task, transactions).await
     }
 
+    /// Whether the sink publishes each epoch of all its subtasks at once, through
+    /// [`PreparedSink::commit_epochs`], rather than subtask by subtask through
+    /// [`PreparedSink::commit_epoch`]. A table format whose commit is one atomic log entry (a
+    /// Delta Lake table) answers `true`, so readers never see part of an epoch. By default
+    /// `false`.
+    fn commits_whole_epochs(&self) -> bool {
+        false
+    }
+
+    /// Publishes whole epochs, in epoch order: each element holds an epoch and the pre-commit
+    /// values of every subtask that pre-committed it (in subtask order). `task` names the job
+    /// and the sink; its subtask is 0. Idempotent: an epoch already published is passed over,
+    /// so recovery may repeat it. Called only when [`PreparedSink::commits_whole_epochs`]
+    /// answers `true`.
+    ///
+    /// # Errors
+    /// By default, a configuration error: the sink does not support epoch transactions.
+    /// Otherwise external errors, or an error when an epoch can no longer be published.
+    async fn commit_epochs(
+        &self,
+        task: &TaskContext,
+        epochs: &[(Epoch, Vec<serde_json::Value>)],
+    ) -> Result<()> {
+        let _ = (task, epochs);
+        Err(no_epoch_transactions())
+    }
+
     /// Recovery: deletes every staged file of the subtask `task` names that is not in `keep`
     /// (pre-commit values of durable epochs, still to be published).
     ///
@@ -239,6 +266,7 @@ mod tests {
             writer.pre_commit(Epoch(1)).await.unwrap_err(),
             Plain.commit_epoch(&task, &[]).await.unwrap_err(),
             Plain.commit_final(&task, &[]).await.unwrap_err(),
+            Plain.commit_epochs(&task, &[]).await.unwrap_err(),
             Plain.abort_uncommitted(&task, &[]).await.unwrap_err(),
         ];
         for err in errors {
@@ -246,6 +274,7 @@ mod tests {
             assert!(err.to_string().contains("epoch transactions"), "{err}");
         }
         assert!(!Plain.can_withdraw());
+        assert!(!Plain.commits_whole_epochs());
         let err = Plain.withdraw_after(&task, Epoch(3)).await.unwrap_err();
         assert!(matches!(err, Error::Config { .. }), "{err}");
         assert!(err.to_string().contains("cannot withdraw"), "{err}");

@@ -114,6 +114,26 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         passthrough: &[],
     },
     Connector {
+        sql: &["delta"],
+        spec: "delta",
+        read: Some(&[
+            ("path", "path", false),
+            ("scan.startup.version", "version", true),
+            ("batch-size", "batch_size", true),
+        ]),
+        write: Some(&[
+            ("path", "path", false),
+            ("sink.target-file-size", "target_file_size", true),
+            ("delta.checkpointInterval", "checkpoint_interval", true),
+            ("auto-compaction", "auto_compaction", false),
+            ("compaction.file-size", "compaction_file_size", true),
+            ("compaction.min-files", "compaction_min_files", true),
+        ]),
+        prefix_maps: &[],
+        common: &[],
+        passthrough: &[],
+    },
+    Connector {
         sql: &["datagen"],
         spec: "datagen",
         read: Some(&[

@@ -128,11 +128,11 @@ fn option<'a>(table: &'a TableDef, key: &str) -> Option<&'a str> {
     table.options.get(key).map(|(v, _)| v.as_str())
 }
 
-/// Fills the `s3` options of a `file` node on an `s3://` path with the job's `SET 's3.*'`
-/// options its table does not set itself.
+/// Fills the `s3` options of a `file` or `delta` node on an `s3://` path with the job's
+/// `SET 's3.*'` options its table does not set itself.
 fn with_job_s3(node: &serde_json::Value, job: &S3Options) -> serde_json::Value {
     let mut node = node.clone();
-    let on_s3 = node["connector"] == "file"
+    let on_s3 = (node["connector"] == "file" || node["connector"] == "delta")
         && node["options"]["path"]
             .as_str()
             .is_some_and(weir_api::is_s3_url);

@@ -5,6 +5,7 @@
 //! ([`cache_dir`]) that outlives the test run, so later runs start without the network.
 
 pub mod browser;
+pub mod delta_readers;
 mod error;
 pub mod kafka;
 pub mod prometheus;

@@ -488,18 +488,33 @@ impl Coordinator {
     async fn commit(&mut self, epoch: Epoch, is_final: bool) -> Result<()> {
         let mut by_subtask: BTreeMap<(OperatorId, SubtaskIndex), Vec<serde_json::Value>> =
             BTreeMap::new();
+        let mut by_epoch: BTreeMap<OperatorId, BTreeMap<Epoch, Vec<serde_json::Value>>> =
+            BTreeMap::new();
+        // `pending` is ordered by (sink, subtask, epoch): an epoch's values come in subtask order.
         for ((op, subtask, e), t) in &self.pending {
-            if *e <= epoch {
+            if *e > epoch {
+                continue;
+            }
+            if commits_whole_epochs(&self.sinks, op) {
+                by_epoch
+                    .entry(op.clone())
+                    .or_default()
+                    .entry(*e)
+                    .or_default()
+                    .push(t.pre_commit.clone());
+            } else {
                 by_subtask
                     .entry((op.clone(), *subtask))
                     .or_default()
                     .push(t.pre_commit.clone());
             }
         }
-        for (i, ((operator, subtask), values)) in by_subtask.into_iter().enumerate() {
-            if i > 0 {
+        let mut commits = 0;
+        for ((operator, subtask), values) in by_subtask {
+            if commits > 0 {
                 failpoint("mid-commit");
             }
+            commits += 1;
             commit_sink(
                 &self.sinks,
                 &self.store,
@@ -510,6 +525,14 @@ impl Coordinator {
                 is_final,
             )
             .await?;
+        }
+        for (operator, epochs) in by_epoch {
+            if commits > 0 {
+                failpoint("mid-commit");
+            }
+            commits += 1;
+            let epochs: Vec<_> = epochs.into_iter().collect();
+            commit_sink_epochs(&self.sinks, &self.job_id, &operator, &epochs).await?;
         }
         if !self.pending.is_empty() {
             failpoint("mid-commit");
@@ -582,6 +605,49 @@ pub(crate) async fn commit_sink(
         task: ctx.label(),
         source,
     })
+}
+
+/// Whether sink `operator` publishes whole epochs at once
+/// ([`weir_api::PreparedSink::commits_whole_epochs`]); `false` for an unknown sink, whose
+/// transactions then fail in [`commit_sink`] with the reason.
+pub(crate) fn commits_whole_epochs(
+    sinks: &BTreeMap<OperatorId, SinkHandle>,
+    operator: &OperatorId,
+) -> bool {
+    sinks
+        .get(operator)
+        .is_some_and(|h| h.sink.commits_whole_epochs())
+}
+
+/// Publishes whole epochs of sink `operator` (every subtask's values per epoch, epochs in
+/// order) through [`weir_api::PreparedSink::commit_epochs`].
+pub(crate) async fn commit_sink_epochs(
+    sinks: &BTreeMap<OperatorId, SinkHandle>,
+    job_id: &weir_api::JobId,
+    operator: &OperatorId,
+    epochs: &[(Epoch, Vec<serde_json::Value>)],
+) -> Result<()> {
+    let Some(handle) = sinks.get(operator) else {
+        return Err(Error::Restore {
+            message: format!(
+                "the checkpoint holds transactions of sink `{operator}`, which this job does not have"
+            ),
+        });
+    };
+    let ctx = TaskContext::new(
+        job_id.clone(),
+        operator.clone(),
+        SubtaskIndex(0),
+        handle.parallelism,
+    );
+    handle
+        .sink
+        .commit_epochs(&ctx, epochs)
+        .await
+        .map_err(|source| Error::Task {
+            task: ctx.label(),
+            source,
+        })
 }
 
 #[cfg(test)]

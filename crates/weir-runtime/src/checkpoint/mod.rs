@@ -13,10 +13,9 @@
 pub(crate) mod coordinator;
 pub(crate) mod damage;
 pub(crate) mod epoch_stats;
-mod failpoint;
 pub(crate) mod recovery;
 
-pub use failpoint::{FAILPOINT_ENV, FAILPOINTS, failpoint};
+pub use weir_api::failpoint::{FAILPOINT_ENV, FAILPOINTS, failpoint};
 
 use object_store::ObjectStore;
 use object_store::local::LocalFileSystem;

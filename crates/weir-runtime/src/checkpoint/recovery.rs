@@ -350,9 +350,12 @@ async fn recover_sinks(
         }
     }
     for ((operator, subtask), mut values) in by_subtask.clone() {
+        let renamed = renames.get(&operator).unwrap_or(&operator);
+        if super::coordinator::commits_whole_epochs(sinks, renamed) {
+            continue;
+        }
         values.sort_by_key(|(e, _)| *e);
         let values: Vec<serde_json::Value> = values.into_iter().map(|(_, v)| v).collect();
-        let renamed = renames.get(&operator).unwrap_or(&operator);
         commit_sink(
             sinks,
             store,
@@ -364,6 +367,35 @@ async fn recover_sinks(
         )
         .await?;
         // After a sink subtask's recovery commit, before the next one's.
+        failpoint("mid-recovery-commit");
+    }
+    // Sinks that publish whole epochs: every subtask's values of an epoch in one commit.
+    let mut by_epoch: BTreeMap<
+        OperatorId,
+        BTreeMap<Epoch, Vec<(SubtaskIndex, serde_json::Value)>>,
+    > = BTreeMap::new();
+    for ((operator, subtask), values) in &by_subtask {
+        let renamed = renames.get(operator).unwrap_or(operator);
+        if super::coordinator::commits_whole_epochs(sinks, renamed) {
+            for (epoch, value) in values {
+                by_epoch
+                    .entry(renamed.clone())
+                    .or_default()
+                    .entry(*epoch)
+                    .or_default()
+                    .push((*subtask, value.clone()));
+            }
+        }
+    }
+    for (operator, epochs) in by_epoch {
+        let epochs: Vec<(Epoch, Vec<serde_json::Value>)> = epochs
+            .into_iter()
+            .map(|(epoch, mut values)| {
+                values.sort_by_key(|(subtask, _)| *subtask);
+                (epoch, values.into_iter().map(|(_, v)| v).collect())
+            })
+            .collect();
+        super::coordinator::commit_sink_epochs(sinks, &plan.job_id, &operator, &epochs).await?;
         failpoint("mid-recovery-commit");
     }
     for (operator, handle) in sinks {

@@ -138,7 +138,7 @@ fn map_option(
     if key == "connector" {
         return Ok(());
     }
-    if connector.spec == "file" && key.starts_with("s3.") {
+    if takes_s3(connector.spec) && key.starts_with("s3.") {
         return s3.set_sql(key, value).map_err(|m| {
             table
                 .here
@@ -299,6 +299,11 @@ fn add_metadata(
     Ok(())
 }
 
+/// Whether tables of job-spec connector `spec` take `'s3.*'` options (an `s3` object).
+fn takes_s3(spec: &str) -> bool {
+    matches!(spec, "file" | "delta")
+}
+
 /// The `s3` option of a file table that sets `'s3.*'` options, which apply to an s3://
 /// `'path'` only (refused at the first of them otherwise).
 fn add_s3(
@@ -350,7 +355,7 @@ pub(super) fn record_table(
                 positions.insert(format!("{node}.connector"), *at, what);
                 continue;
             }
-            Some(c) if c.spec == "file" && key.starts_with("s3.") => "s3".to_owned(),
+            Some(c) if takes_s3(c.spec) && key.starts_with("s3.") => "s3".to_owned(),
             Some(c) => {
                 let role_options = match role {
                     Role::Read => c.read,

@@ -4,7 +4,8 @@
 //!
 //! When the point is reached the process prints `weir: failpoint <name> reached` on stderr and
 //! the thread that reached it blocks for ever; nothing after the point runs on that thread.
-//! Without the variable a fail point costs one relaxed load.
+//! Without the variable a fail point costs one relaxed load. The runtime's points mark the
+//! checkpoint protocol; a connector marks the points of its own commit protocol here too.
 
 use std::io::Write;
 use std::sync::OnceLock;
@@ -13,14 +14,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// The environment variable that arms a fail point.
 pub const FAILPOINT_ENV: &str = "WEIR_FAILPOINT";
 
-/// Every fail point the runtime has, in the order an epoch meets them.
-pub const FAILPOINTS: [&str; 6] = [
+/// Every fail point there is: the runtime's, in the order an epoch meets them, then the Delta
+/// sink's (before its epoch commit, after it, and with a merged file written before the
+/// compaction commit).
+pub const FAILPOINTS: [&str; 9] = [
     "after-pre-commit",
     "after-segments",
     "after-manifest",
     "mid-commit",
     "mid-restore",
     "mid-recovery-commit",
+    "delta-before-commit",
+    "delta-after-commit",
+    "delta-mid-compaction",
 ];
 
 struct Armed {
@@ -39,7 +45,9 @@ fn armed() -> Option<&'static Armed> {
                 None => (value.clone(), 1),
             };
             if !FAILPOINTS.contains(&name.as_str()) {
-                tracing::warn!(%name, "{FAILPOINT_ENV} names no fail point (known: {FAILPOINTS:?})");
+                eprintln!(
+                    "warning: {FAILPOINT_ENV} names no fail point `{name}` (known: {FAILPOINTS:?})"
+                );
             }
             Some(Armed {
                 name,

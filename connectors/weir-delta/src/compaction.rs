@@ -1,0 +1,162 @@
+//! Compaction of a Delta table's small files: a partition's small files are read and written
+//! again as one file near the target size, in a commit that removes the small files and adds
+//! the merged one, both with `dataChange: false` (Delta's `OPTIMIZE`), so streaming readers of
+//! the table's changes see no new rows.
+
+use crate::table::TableLocation;
+use deltalake_core::DeltaTable;
+use deltalake_core::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake_core::kernel::{Action, LogicalFileView};
+use deltalake_core::protocol::DeltaOperation;
+use deltalake_core::writer::{DeltaWriter, RecordBatchWriter, WriteMode};
+use futures::TryStreamExt;
+use indexmap::IndexMap;
+use parquet::arrow::ParquetRecordBatchStreamBuilder;
+use std::collections::BTreeMap;
+use weir_api::Result;
+use weir_api::failpoint::failpoint;
+
+/// When and how far small files are merged.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Compaction {
+    /// The size merged files aim at; a file of at least half of it is not small.
+    pub(crate) target_size: u64,
+    /// A partition's small files are merged once there are this many.
+    pub(crate) min_files: usize,
+}
+
+/// The files one compaction commit merges: a partition's small files, oldest paths first, up
+/// to the target size.
+struct Merge {
+    files: Vec<LogicalFileView>,
+}
+
+/// Merges the small files of every partition that has at least `min_files` of them, one
+/// commit per partition. Returns how many files were merged away.
+///
+/// # Errors
+/// External errors when reading, writing or committing fails; the table is then unchanged
+/// (a merged file written but not committed is in no commit, so no reader sees it).
+pub(crate) async fn compact(
+    table: &DeltaTable,
+    location: &TableLocation,
+    policy: Compaction,
+) -> Result<usize> {
+    let mut merged = 0;
+    for merge in plan(table, location, policy)? {
+        merged += merge.files.len();
+        merge_files(table, location, policy, merge).await?;
+    }
+    Ok(merged)
+}
+
+/// The merges the table's current files call for.
+fn plan(table: &DeltaTable, location: &TableLocation, policy: Compaction) -> Result<Vec<Merge>> {
+    let snapshot = table.snapshot().map_err(|e| location.error("reading", e))?;
+    let small = policy.target_size / 2;
+    let mut by_partition: BTreeMap<Vec<(String, Option<String>)>, Vec<LogicalFileView>> =
+        BTreeMap::new();
+    for file in snapshot.log_data().iter() {
+        if u64::try_from(file.size()).unwrap_or(u64::MAX) >= small
+            || file.deletion_vector_descriptor().is_some()
+        {
+            continue;
+        }
+        let mut key: Vec<(String, Option<String>)> =
+            file.partition_values_map().into_iter().collect();
+        key.sort();
+        by_partition.entry(key).or_default().push(file);
+    }
+    let mut merges = Vec::new();
+    for (_, mut files) in by_partition {
+        if files.len() < policy.min_files {
+            continue;
+        }
+        files.sort_by(|a, b| a.path().cmp(&b.path()));
+        let mut chosen = Vec::new();
+        let mut bytes = 0_u64;
+        for file in files {
+            let size = u64::try_from(file.size()).unwrap_or(0);
+            if chosen.len() >= 2 && bytes + size > policy.target_size {
+                break;
+            }
+            bytes += size;
+            chosen.push(file);
+        }
+        merges.push(Merge { files: chosen });
+    }
+    Ok(merges)
+}
+
+/// Reads `merge`'s files, writes them as one, and commits the swap.
+async fn merge_files(
+    table: &DeltaTable,
+    location: &TableLocation,
+    policy: Compaction,
+    merge: Merge,
+) -> Result<()> {
+    let store = table.object_store();
+    // The partition's values, as the writer takes them (all files of a merge share them).
+    let partition: IndexMap<_, _> = merge.files[0]
+        .partition_values()
+        .map(|values| {
+            values
+                .fields()
+                .iter()
+                .zip(values.values())
+                .map(|(f, v)| (f.name().clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let mut writer = RecordBatchWriter::for_table(table)
+        .map_err(|e| location.error("compacting", e))?
+        .with_target_file_size(policy.target_size.saturating_mul(2));
+    for file in &merge.files {
+        let reader = weir_file::ObjectParquetReader::new(
+            store.clone(),
+            file.object_store_path(),
+            u64::try_from(file.size()).unwrap_or(0),
+        );
+        let stream = ParquetRecordBatchStreamBuilder::new(reader)
+            .await
+            .map_err(|e| location.error(&format!("reading {} of", file.path()), e))?
+            .build()
+            .map_err(|e| location.error(&format!("reading {} of", file.path()), e))?;
+        let batches: Vec<_> = stream
+            .try_collect()
+            .await
+            .map_err(|e| location.error(&format!("reading {} of", file.path()), e))?;
+        for batch in batches {
+            writer
+                .write_partition(batch, &partition, WriteMode::Default)
+                .await
+                .map_err(|e| location.error("compacting", e))?;
+        }
+    }
+    let adds = writer
+        .flush()
+        .await
+        .map_err(|e| location.error("compacting", e))?;
+    failpoint("delta-mid-compaction");
+    let mut actions: Vec<Action> = merge
+        .files
+        .iter()
+        .map(|f| Action::Remove(f.remove_action(false)))
+        .collect();
+    actions.extend(adds.into_iter().map(|mut add| {
+        add.data_change = false;
+        Action::Add(add)
+    }));
+    let snapshot = table.snapshot().map_err(|e| location.error("reading", e))?;
+    let operation = DeltaOperation::Optimize {
+        predicate: None,
+        target_size: i64::try_from(policy.target_size).unwrap_or(i64::MAX),
+    };
+    let finalized = CommitBuilder::from(CommitProperties::default())
+        .with_actions(actions)
+        .build(Some(snapshot), table.log_store(), operation)
+        .await
+        .map_err(|e| location.error("committing a compaction of", e))?;
+    tracing::info!(table = %location.given(), version = finalized.version(), files = merge.files.len(), "compacted small files of the Delta table");
+    Ok(())
+}

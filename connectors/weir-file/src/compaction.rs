@@ -13,7 +13,8 @@
 //! oldest input, `last` the epoch of the transaction) and deletes the inputs.
 //!
 //! Exactly once: the merged file's name is deterministic and published create-only, so a
-//! repeated commit finds it and only deletes the inputs left over. Recovery and the final epoch
+//! repeated commit finds it and only deletes the inputs left over (fail points
+//! `file-mid-merge` and `file-after-merge` stop a run before and after the publication). Recovery and the final epoch
 //! of a bounded job publish through [`weir_api::PreparedSink::commit_final`], which also merges
 //! a carry not marked for merging when no later transaction carries it on: the restored run's
 //! writers start afresh. A recovery's cleanup (`abort_uncommitted`) keeps every file a
@@ -31,6 +32,7 @@ use object_store::ObjectStoreExt;
 use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::time::Instant;
+use weir_api::failpoint::failpoint;
 use weir_api::{DurationMs, Error, Result};
 
 /// The directory below a subtask's staging directory where merged files are written.
@@ -250,12 +252,14 @@ async fn publish(location: &FileLocation, carry: &Carry, settings: MergeSettings
         Err(e) => return Err(store_error(format!("checking `{final_id}`"), e)),
     }
     let size = write_merged(location, carry, settings).await?;
+    failpoint("file-mid-merge");
     let merged = StagedFile {
         staged: carry.merging.clone(),
         final_name: carry.final_name.clone(),
         size,
     };
     publish_file(location, &merged).await?;
+    failpoint("file-after-merge");
     tracing::debug!(file = %final_id, inputs = carry.files.len(), bytes = size, "published merged file");
     delete_inputs(location, carry).await
 }

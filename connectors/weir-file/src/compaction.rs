@@ -332,7 +332,7 @@ async fn write_merged(
                     break;
                 };
                 left = rows;
-                part.fit_row_group(bytes).await?;
+                part.fit_row_group(rows, bytes).await?;
             }
             left = left.saturating_sub(batch.num_rows() as u64);
             part.write(&batch).await?;

@@ -4,17 +4,33 @@
 //! the table's changes see no new rows.
 
 use crate::table::TableLocation;
-use deltalake_core::DeltaTable;
-use deltalake_core::kernel::transaction::{CommitBuilder, CommitProperties};
+use deltalake_core::kernel::transaction::{CommitBuilder, CommitProperties, TransactionError};
 use deltalake_core::kernel::{Action, LogicalFileView};
 use deltalake_core::protocol::DeltaOperation;
 use deltalake_core::writer::{DeltaWriter, RecordBatchWriter, WriteMode};
+use deltalake_core::{DeltaTable, DeltaTableError};
 use futures::TryStreamExt;
 use indexmap::IndexMap;
 use parquet::arrow::ParquetRecordBatchStreamBuilder;
 use std::collections::BTreeMap;
 use weir_api::Result;
 use weir_api::failpoint::failpoint;
+
+/// How often a compaction commit is tried again on a newer version of the table after another
+/// writer committed the version it was made on.
+const MAX_COMPACTION_ATTEMPTS: u32 = 20;
+
+/// Whether a commit failed only because the table moved on since the snapshot it was built
+/// on (another writer committed first), so it can be checked and tried again.
+fn lost_the_version(e: &DeltaTableError) -> bool {
+    matches!(
+        e,
+        DeltaTableError::VersionAlreadyExists(_)
+            | DeltaTableError::Transaction {
+                source: TransactionError::MaxCommitAttempts(_)
+            }
+    )
+}
 
 /// When and how far small files are merged.
 #[derive(Debug, Clone, Copy)]
@@ -32,7 +48,8 @@ struct Merge {
 }
 
 /// Merges the small files of every partition that has at least `min_files` of them, one
-/// commit per partition. Returns how many files were merged away.
+/// commit per partition. Returns how many files were merged away (a merge another writer made
+/// first is not committed again and not counted).
 ///
 /// # Errors
 /// External errors when reading, writing or committing fails; the table is then unchanged
@@ -44,8 +61,10 @@ pub(crate) async fn compact(
 ) -> Result<usize> {
     let mut merged = 0;
     for merge in plan(table, location, policy)? {
-        merged += merge.files.len();
-        merge_files(table, location, policy, merge).await?;
+        let files = merge.files.len();
+        if merge_files(table, location, policy, merge).await? {
+            merged += files;
+        }
     }
     Ok(merged)
 }
@@ -88,13 +107,14 @@ fn plan(table: &DeltaTable, location: &TableLocation, policy: Compaction) -> Res
     Ok(merges)
 }
 
-/// Reads `merge`'s files, writes them as one, and commits the swap.
+/// Reads `merge`'s files, writes them as one, and commits the swap unless another writer
+/// removed one of them first. Returns whether it committed.
 async fn merge_files(
     table: &DeltaTable,
     location: &TableLocation,
     policy: Compaction,
     merge: Merge,
-) -> Result<()> {
+) -> Result<bool> {
     let store = table.object_store();
     // The partition's values, as the writer takes them (all files of a merge share them).
     let partition: IndexMap<_, _> = merge.files[0]
@@ -147,16 +167,51 @@ async fn merge_files(
         add.data_change = false;
         Action::Add(add)
     }));
-    let snapshot = table.snapshot().map_err(|e| location.error("reading", e))?;
     let operation = DeltaOperation::Optimize {
         predicate: None,
         target_size: i64::try_from(policy.target_size).unwrap_or(i64::MAX),
     };
-    let finalized = CommitBuilder::from(CommitProperties::default())
-        .with_actions(actions)
-        .build(Some(snapshot), table.log_store(), operation)
-        .await
-        .map_err(|e| location.error("committing a compaction of", e))?;
+    // delta-rs's conflict check lets two commits remove the same file when neither changes
+    // data (`dataChange: false`), so two writers (lanes of a job) that planned the same merge
+    // would both commit it and every row of the merged files would be in the table twice. The
+    // commit is therefore made only on the version whose files were checked (no retry on a
+    // later version: a compare-and-swap of the log's next version); when another writer took
+    // it, the table is read again and the merge committed only while all its files are live.
+    let mut table = table.clone();
+    let mut attempts = 0;
+    let finalized = loop {
+        let snapshot = table.snapshot().map_err(|e| location.error("reading", e))?;
+        let live: std::collections::HashSet<String> = snapshot
+            .log_data()
+            .iter()
+            .map(|f| f.path().to_string())
+            .collect();
+        if let Some(gone) = merge
+            .files
+            .iter()
+            .find(|f| !live.contains(&f.path().to_string()))
+        {
+            // Another writer merged (or removed) a file of this merge first: the merged file
+            // written here is in no commit, so no reader sees it.
+            tracing::info!(table = %location.given(), file = %gone.path(), "another writer compacted these files first; not committing this merge");
+            return Ok(false);
+        }
+        let committed = CommitBuilder::from(CommitProperties::default().with_max_retries(0))
+            .with_actions(actions.clone())
+            .build(Some(snapshot), table.log_store(), operation.clone())
+            .await;
+        match committed {
+            Ok(finalized) => break finalized,
+            Err(e) if attempts < MAX_COMPACTION_ATTEMPTS && lost_the_version(&e) => {
+                attempts += 1;
+                table
+                    .update_state()
+                    .await
+                    .map_err(|e| location.error("reading", e))?;
+            }
+            Err(e) => return Err(location.error("committing a compaction of", e)),
+        }
+    };
     tracing::info!(table = %location.given(), version = finalized.version(), files = merge.files.len(), "compacted small files of the Delta table");
-    Ok(())
+    Ok(true)
 }

@@ -366,3 +366,40 @@ mod full {
         );
     }
 }
+
+/// Two committers that planned a compaction from the same version of the table (two lanes of a
+/// job compacting after their epochs) merge the same small files: the second must not commit
+/// its merge on top of the first, or every row of those files is in the table twice.
+#[tokio::test]
+async fn two_compactions_of_the_same_files_from_the_same_version_commit_only_one_merge() {
+    use crate::compaction::{Compaction, compact};
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t").display().to_string();
+    let sink = sink(json!({ "path": path }), schema()).await.unwrap();
+    let ids: Vec<[Vec<i64>; 2]> = (0..4).map(|e| [vec![2 * e], vec![2 * e + 1]]).collect();
+    let epochs: Vec<[&[i64]; 2]> = ids.iter().map(|[a, b]| [&a[..], &b[..]]).collect();
+    run_epochs(&sink, &epochs, 1).await;
+    let location = crate::table::TableLocation::resolve(&path, None, "p").unwrap();
+    // Both read the table before either commits.
+    let first = location.open(None).await.unwrap().unwrap();
+    let second = location.open(None).await.unwrap().unwrap();
+    let policy = Compaction {
+        target_size: 1_000_000,
+        min_files: 4,
+    };
+    assert_eq!(compact(&first, &location, policy).await.unwrap(), 8);
+    // The second finds its files merged away by the first: it commits nothing.
+    assert_eq!(compact(&second, &location, policy).await.unwrap(), 0);
+    assert_eq!(read(&path, None, json!({})).await, expected(0..8));
+    assert_eq!(live_files(&path, "").await, 1);
+
+    // A compaction whose version another writer took with an append (not touching its files)
+    // is committed on the next version: its files are still live.
+    let more: Vec<[Vec<i64>; 2]> = (4..8).map(|e| [vec![2 * e], vec![2 * e + 1]]).collect();
+    let epochs: Vec<[&[i64]; 2]> = more.iter().map(|[a, b]| [&a[..], &b[..]]).collect();
+    run_epochs(&sink, &epochs, 5).await;
+    let stale = location.open(None).await.unwrap().unwrap();
+    run_epochs(&sink, &[[&[16], &[17]]], 9).await;
+    assert!(compact(&stale, &location, policy).await.unwrap() >= 4);
+    assert_eq!(read(&path, None, json!({})).await, expected(0..18));
+}

@@ -26,10 +26,13 @@
 //! 4. **the same through the whole engine** (`kafka/runtime.rs`): SQL jobs run by a `weir`
 //!    binary named in `WEIR_BENCH_KAFKA_WEIR`: Kafka -> filter -> Kafka exactly once against
 //!    the bare loop of part 2, and Kafka -> tumbling window -> Parquet.
+//! 5. **Kafka -> Delta Lake against Kafka -> Parquet** (`kafka/delta.rs`), through the same
+//!    `weir` binary: throughput and commit latency per epoch; part 6, the files a steady
+//!    stream leaves in a Parquet and a Delta table at 1 s checkpoints.
 //!
 //! Run: `nice -n 19 cargo bench -p weir-kafka --bench kafka` (a few minutes).
 //! `WEIR_BENCH_KAFKA_PARTS` picks the parts (default `123`, `1234` when
-//! `WEIR_BENCH_KAFKA_WEIR` is set), `WEIR_BENCH_KAFKA_RECORDS` the input size.
+//! `WEIR_BENCH_KAFKA_WEIR` is set; parts 5 and 6 only when named), `WEIR_BENCH_KAFKA_RECORDS` the input size.
 
 use std::collections::BTreeSet;
 use std::hint::black_box;
@@ -59,6 +62,9 @@ use weir_kafka::{KafkaSinkFactory, KafkaSourceFactory};
 use weir_testkit::kafka::KafkaBroker;
 use weir_testkit::unique_name;
 
+/// Part 5.
+#[path = "kafka/delta.rs"]
+mod delta;
 /// Part 3.
 #[path = "kafka/lag.rs"]
 mod lag;
@@ -597,6 +603,22 @@ fn main() -> BenchResult<()> {
              (`cargo build --release -p weir-cli`, then target/release/weir)",
         )?;
         runtime::through_weir_run(&bench, &weir)?;
+    }
+    if parts.contains('5') {
+        let weir = std::env::var_os("WEIR_BENCH_KAFKA_WEIR")
+            .map(PathBuf::from)
+            .ok_or(
+                "part 5 runs jobs with `weir run`: set WEIR_BENCH_KAFKA_WEIR to a weir binary",
+            )?;
+        delta::delta_against_parquet(&bench, &weir)?;
+    }
+    if parts.contains('6') {
+        let weir = std::env::var_os("WEIR_BENCH_KAFKA_WEIR")
+            .map(PathBuf::from)
+            .ok_or(
+                "part 6 runs jobs with `weir run`: set WEIR_BENCH_KAFKA_WEIR to a weir binary",
+            )?;
+        delta::small_files(&bench, &weir)?;
     }
     criterion.final_summary();
     let _ = std::fs::remove_dir_all(&bench.staging_root);

@@ -289,21 +289,19 @@ async fn a_broker_that_cannot_be_reached_is_named() {
     assert!(message.contains("bids"), "{message}");
 }
 
-/// `examples/kafka-bids-to-s3.sql` as the README runs it, against the test broker and the test
-/// S3 server (their addresses, a fresh topic and bucket substituted into the script).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_kafka_to_s3_example_runs() {
-    use futures::TryStreamExt;
-    use object_store::ObjectStoreExt;
-    use weir_testkit::s3 as server;
-
-    let broker = KafkaBroker::shared().expect("the Kafka test broker");
-    let s3 = server::server().expect("the S3 test server");
-    let bucket = s3.create_bucket("example").expect("bucket");
+/// An example of `examples/` against the test broker and S3 server: `n` bids (5 auctions,
+/// event times 50 ms apart) in a fresh topic, and the example's addresses, topic and bucket
+/// replaced by the test's.
+fn example_sql(
+    file: &str,
+    broker: &KafkaBroker,
+    s3: &weir_testkit::s3::S3Server,
+    bucket: &str,
+    n: u64,
+) -> String {
     let topic = unique_name("bids");
     broker.create_topic(&topic, 2).expect("topic");
     let producer: BaseProducer = broker.client_config().create().expect("producer");
-    let n = 1_000u64;
     for i in 0..n {
         let value = format!(
             r#"{{"auction":{},"bidder":{i},"price":{},"date_time":{}}}"#,
@@ -317,15 +315,31 @@ async fn the_kafka_to_s3_example_runs() {
         producer.poll(Duration::ZERO);
     }
     producer.flush(Duration::from_secs(30)).expect("flush");
-
-    let sql = std::fs::read_to_string(
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/kafka-bids-to-s3.sql"),
+    std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("examples")
+            .join(file),
     )
     .expect("the example")
     .replace("127.0.0.1:9092", &broker.bootstrap_servers())
     .replace("http://127.0.0.1:9000", s3.endpoint())
-    .replace("weir-example", &bucket)
-    .replace("'topic' = 'bids'", &format!("'topic' = '{topic}'"));
+    .replace("weir-example", bucket)
+    .replace("'topic' = 'bids'", &format!("'topic' = '{topic}'"))
+}
+
+/// `examples/kafka-bids-to-s3.sql` as the README runs it, against the test broker and the test
+/// S3 server (their addresses, a fresh topic and bucket substituted into the script).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kafka_to_s3_example_runs() {
+    use futures::TryStreamExt;
+    use object_store::ObjectStoreExt;
+    use weir_testkit::s3 as server;
+
+    let broker = KafkaBroker::shared().expect("the Kafka test broker");
+    let s3 = server::server().expect("the S3 test server");
+    let bucket = s3.create_bucket("example").expect("bucket");
+    let n = 1_000u64;
+    let sql = example_sql("kafka-bids-to-s3.sql", broker, s3, &bucket, n);
     let engine = Engine::new();
     let job = engine
         .compile_sql(&sql, "example.sql")
@@ -392,4 +406,50 @@ async fn the_kafka_to_s3_example_runs() {
         }
     }
     assert_eq!(total, n, "every bid counted once, in Parquet on S3");
+}
+
+/// `examples/kafka-bids-to-delta.sql` as the README runs it, against the test broker and S3
+/// server, its Delta table then read by the Python `deltalake` package: every bid counted once,
+/// each window's day and hour as the example computes them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kafka_to_delta_example_runs() {
+    use weir_testkit::delta_readers::{DeltaS3, DeltaStorage, delta_python_rows};
+    use weir_testkit::s3 as server;
+
+    let broker = KafkaBroker::shared().expect("the Kafka test broker");
+    let s3 = server::server().expect("the S3 test server");
+    let bucket = s3.create_bucket("example").expect("bucket");
+    let n = 1_000u64;
+    let sql = example_sql("kafka-bids-to-delta.sql", broker, s3, &bucket, n);
+    let engine = Engine::new();
+    let job = engine
+        .compile_sql(&sql, "example.sql")
+        .await
+        .expect("compiles");
+    let prepared = engine
+        .prepare(&job.spec, Some("example.sql"))
+        .await
+        .expect("prepares");
+    let summary = engine
+        .start_with(prepared, RunOptions::default())
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("runs");
+    assert!(summary.checkpoints.expect("counters").completed >= 1);
+
+    let table = format!("s3://{bucket}/bids-per-auction");
+    let storage = DeltaStorage::S3(DeltaS3::for_server(s3));
+    let read = tokio::task::spawn_blocking(move || delta_python_rows(&table, None, &storage))
+        .await
+        .expect("joins")
+        .expect("the Python deltalake reader reads the table");
+    let total: u64 = read.column("bids").iter().filter_map(|b| b.as_u64()).sum();
+    assert_eq!(total, n, "every bid counted once, in the Delta table on S3");
+    // Event times 1_700_000_000_000 ms + 50 ms x 1,000: 2023-11-14 22:13:20 to 22:14:10 UTC.
+    for row in &read.rows {
+        assert_eq!(row["dt"], "2023-11-14", "{row:?}");
+        assert_eq!(row["hour"], 22, "{row:?}");
+    }
 }

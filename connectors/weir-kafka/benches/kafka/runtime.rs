@@ -100,7 +100,7 @@ fn window_sql(bench: &Bench, parallelism: usize, dir: &Path) -> String {
 }
 
 /// The rows (c) writes: one per auction and window that holds a bid.
-fn window_groups(records: u64) -> u64 {
+pub(crate) fn window_groups(records: u64) -> u64 {
     // As `bid_json`: auction `1000 + r % 10_000`, event time `base + i` milliseconds.
     let base = 1_733_100_000_000u64;
     let groups: HashSet<(u64, u64)> = (0..records)

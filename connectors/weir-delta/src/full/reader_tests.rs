@@ -74,7 +74,7 @@ fn expected(ids: impl IntoIterator<Item = i64>) -> Vec<(i64, f64, String, String
             (i, i as f64 * 0.5, ts, dt.to_owned())
         })
         .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by_key(|a| a.0);
     out
 }
 
@@ -106,7 +106,7 @@ fn seen(rows: &[Map<String, Value>]) -> Vec<(i64, f64, String, String)> {
             )
         })
         .collect();
-    out.sort_by(|a, b| a.0.cmp(&b.0));
+    out.sort_by_key(|a| a.0);
     out
 }
 

@@ -1,6 +1,7 @@
 //! Where a Delta table lives (its object store and URL) and opening or creating it.
 
 use deltalake_core::kernel::StructType;
+use deltalake_core::kernel::transaction::CommitProperties;
 use deltalake_core::logstore::{LogStore, LogStoreFactory, StorageConfig, default_logstore};
 use deltalake_core::{DeltaTable, DeltaTableBuilder, DeltaTableError, TableProperty};
 use futures::StreamExt;
@@ -162,6 +163,10 @@ impl TableLocation {
                 TableProperty::CheckpointInterval,
                 Some(checkpoint_interval.to_string()),
             )
+            // A creation that loses version 0 to another writer must fail (and open theirs):
+            // delta-rs would retry it on version 1, a second `CREATE TABLE` that replaces the
+            // table's metadata (and id) under the other writers.
+            .with_commit_properties(CommitProperties::default().with_max_retries(0))
             .await;
         match created {
             Ok(table) => Ok(table),

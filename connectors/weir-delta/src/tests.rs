@@ -403,3 +403,27 @@ async fn two_compactions_of_the_same_files_from_the_same_version_commit_only_one
     assert!(compact(&stale, &location, policy).await.unwrap() >= 4);
     assert_eq!(read(&path, None, json!({})).await, expected(0..18));
 }
+
+/// Writers that find no table and create it at the same moment (the subtasks of a sink, the
+/// lanes of a job): one creates version 0, the others open it. None commits a second
+/// `CREATE TABLE` (delta-rs retries a creation that lost version 0 on version 1, replacing the
+/// table's metadata and id).
+#[tokio::test]
+async fn writers_creating_the_table_at_once_make_one_creation_commit() {
+    let dir = tempfile::tempdir().unwrap();
+    let location = crate::table::TableLocation::resolve(
+        &dir.path().join("t").display().to_string(),
+        None,
+        "p",
+    )
+    .unwrap();
+    let schema = crate::schema::delta_schema(&schema(), "p").unwrap();
+    let create = || location.open_or_create(&schema, &[], 10);
+    let (a, b, c) = tokio::join!(create(), create(), create());
+    let ids: Vec<String> = [a, b, c]
+        .into_iter()
+        .map(|t| t.unwrap().snapshot().unwrap().metadata().id().to_owned())
+        .collect();
+    assert_eq!(log_versions(&dir.path().join("t")), vec![0]);
+    assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+}

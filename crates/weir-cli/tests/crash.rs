@@ -21,6 +21,8 @@ use std::time::Instant;
 mod common;
 #[path = "crash/compaction.rs"]
 mod compaction;
+#[path = "crash/delta.rs"]
+mod delta;
 #[path = "crash/joins.rs"]
 mod joins;
 #[path = "crash/redis.rs"]

@@ -21,6 +21,8 @@
 #![cfg(unix)]
 
 mod cluster;
+#[path = "cluster/delta_lanes.rs"]
+mod delta_lanes;
 mod hub_auth;
 mod security;
 mod workbench;

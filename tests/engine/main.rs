@@ -12,6 +12,7 @@ mod evolution;
 mod full;
 mod keyed_state;
 mod lanes;
+mod partitions;
 mod plugin_contract;
 mod routing;
 mod slt;

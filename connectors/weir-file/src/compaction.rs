@@ -114,6 +114,13 @@ pub(crate) fn validate(options: &FileSinkOptions, path: &str) -> Result<()> {
             "applies with `auto_compaction: true` (SQL 'auto-compaction' = 'true') only",
         ));
     }
+    if options.auto_compaction && !options.partition_by.is_empty() {
+        return Err(Error::config(
+            format!("{path}.auto_compaction"),
+            "compaction merges the files of an unpartitioned sink only; drop `partition_by` \
+             (PARTITIONED BY) or `auto_compaction`",
+        ));
+    }
     if options.auto_compaction && options.format != FileFormat::Parquet {
         return Err(Error::config(
             format!("{path}.auto_compaction"),

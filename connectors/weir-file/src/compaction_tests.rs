@@ -447,6 +447,12 @@ async fn rolling_and_compaction_options_are_checked_at_their_path() {
             "at least 1 byte",
         ),
         (
+            json!({ "path": path, "format": "parquet", "auto_compaction": true,
+                    "partition_by": ["name"] }),
+            "auto_compaction",
+            "unpartitioned sink only",
+        ),
+        (
             json!({ "path": path, "format": "parquet", "rollover_interval": "0s" }),
             "rollover_interval",
             "at least 1ms",

@@ -7,9 +7,12 @@
 //! jobs) can write into one directory without touching each other's files. `pre_commit(N)`
 //! closes the open part file and names every file staged since the last pre-commit with its
 //! deterministic final name `part-{sink}-{subtask:05}-e{N:010}-{seq:05}.{ext}` (`seq` counts the
-//! epoch's files from 0). The pre-commit value lists `{staged, final, size}` per file, paths
-//! relative to `{path}`. Publishing renames each staged file to its final name with create-only
-//! semantics, so a repeat is a no-op.
+//! epoch's files from 0); a partitioned sink's final names lie in their partition directory
+//! (`dt=2026-12-02/part-….parquet`). The pre-commit value lists `{staged, final, size}` per
+//! file, paths relative to `{path}`, and with partition commits the partitions to commit after
+//! the files (`partitions`) and those still waiting (`pending`). Publishing renames each staged
+//! file to its final name with create-only semantics, so a repeat is a no-op; a success file
+//! written again is the same empty file.
 //!
 //! Final names carry their epoch, so a restore from an older epoch than the newest durable one
 //! can withdraw (delete) the published files of the epochs it passes over before the replay
@@ -114,6 +117,24 @@ pub(crate) struct Transaction {
     /// With `auto_compaction`: the small files carried toward a merged file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) compaction: Option<crate::compaction::Carry>,
+    /// Partition directories to commit once the files are published.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) partitions: Vec<String>,
+    /// Partition directories written and not committed yet (a restored run commits them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub(crate) pending: Vec<String>,
+}
+
+/// Whether `relative` is a path below the sink's directory that is not hidden from readers:
+/// no empty, `.` or `..` segment, and a last segment not starting with `.` or `_`.
+fn is_visible_path(relative: &str) -> bool {
+    let segments: Vec<&str> = relative.split('/').collect();
+    !segments
+        .iter()
+        .any(|s| s.is_empty() || *s == "." || *s == "..")
+        && segments
+            .last()
+            .is_some_and(|last| !last.starts_with(['.', '_']))
 }
 
 /// One staged file of a transaction.
@@ -131,7 +152,7 @@ pub(crate) struct StagedFile {
 
 impl Transaction {
     /// Parses and checks a pre-commit value of `owner`: staged files must lie in its staging
-    /// directory and final names directly in the sink's directory.
+    /// directory and final names (and partitions) below the sink's directory.
     ///
     /// # Errors
     /// [`Error::Internal`] when the value is not a pre-commit of this sink's subtask.
@@ -149,9 +170,8 @@ impl Transaction {
         for file in &tx.files {
             let staged_ok = file.staged.starts_with(&staging)
                 && !file.staged.split('/').any(|p| p.is_empty() || p == "..");
-            let final_ok = !file.final_name.is_empty()
-                && !file.final_name.contains('/')
-                && !file.final_name.starts_with(['.', '_']);
+            let final_ok =
+                is_visible_path(&file.final_name) && !file.final_name.starts_with(STAGING_DIR);
             if !staged_ok || !final_ok {
                 return Err(Error::Internal(format!(
                     "file sink pre-commit of epoch {} names `{}` -> `{}`, outside the sink's \
@@ -163,13 +183,27 @@ impl Transaction {
         if let Some(carry) = &tx.compaction {
             carry.check(&staging, tx.epoch)?;
         }
+        if let Some(bad) = tx
+            .partitions
+            .iter()
+            .chain(&tx.pending)
+            .find(|p| !is_visible_path(p))
+        {
+            return Err(Error::Internal(format!(
+                "file sink pre-commit of epoch {} names the partition `{bad}`, outside the \
+                 sink's output directory",
+                tx.epoch
+            )));
+        }
         Ok(tx)
     }
 }
 
 /// Publishes `transactions` (in order): renames each staged file to its final name unless the
-/// final file already exists, then merges the carried files that are due
-/// ([`crate::compaction::commit`]; `last` for a writer's last transactions).
+/// final file already exists, then writes the success file `success_file` (when partitions are
+/// committed) into each partition the transaction commits, and merges the carried files that
+/// are due ([`crate::compaction::commit`]; `merge.1` for a writer's last transactions).
+/// Returns the transactions parsed.
 ///
 /// # Errors
 /// External errors from the store; [`Error::External`] (not retryable) when a staged file is gone
@@ -178,13 +212,17 @@ pub(crate) async fn commit(
     location: &FileLocation,
     owner: &SinkSubtask,
     transactions: &[serde_json::Value],
+    success_file: Option<&str>,
     merge: (crate::compaction::MergeSettings, bool),
-) -> Result<()> {
+) -> Result<Vec<Transaction>> {
     let mut parsed = Vec::with_capacity(transactions.len());
     for value in transactions {
         let tx = Transaction::parse(value, owner)?;
         for file in &tx.files {
             publish_file(location, file).await?;
+        }
+        if let Some(name) = success_file {
+            crate::partition_commit::write_success_files(location, &tx.partitions, name).await?;
         }
         tracing::debug!(
             epoch = tx.epoch,
@@ -194,7 +232,8 @@ pub(crate) async fn commit(
         );
         parsed.push(tx);
     }
-    crate::compaction::commit(location, &parsed, merge.0, merge.1).await
+    crate::compaction::commit(location, &parsed, merge.0, merge.1).await?;
+    Ok(parsed)
 }
 
 /// Publishes one staged file; a no-op when it was published before.
@@ -339,8 +378,8 @@ pub(crate) async fn abort_uncommitted(
 /// Recovery from `epoch` when newer epochs were durable: deletes the published files of every
 /// subtask of `sink`'s sink (the job and operator it names) whose final names carry an epoch
 /// after `epoch`, and returns their names as users see them, sorted. Other sinks' files and
-/// files written without checkpoints (other names) are left alone; only the sink's own
-/// directory is listed, not below it.
+/// files written without checkpoints (other names) are left alone. The sink's directory is
+/// listed at every depth (partition directories), except the staging directory.
 ///
 /// # Errors
 /// External errors from the store.
@@ -352,25 +391,38 @@ pub(crate) async fn withdraw_after(
     let store = location.store();
     let base = location.base();
     let prefix = (!base.as_ref().is_empty()).then_some(base);
-    let listed = match store.list_with_delimiter(prefix).await {
-        Ok(listed) => listed.objects,
+    let listed = match store.list(prefix).try_collect::<Vec<_>>().await {
+        Ok(listed) => listed,
         Err(object_store::Error::NotFound { .. }) => Vec::new(),
         Err(e) => return Err(store_error(format!("listing `{}`", location.given()), e)),
     };
-    let names = listed.iter().filter_map(|m| m.location.filename());
+    // Published files only: a merged file still in `_staging/…/merged/` is not published.
+    let names = listed
+        .iter()
+        .filter(|m| {
+            m.location
+                .prefix_match(base)
+                .and_then(|mut r| r.next())
+                .is_some_and(|first| first.as_ref() != STAGING_DIR)
+        })
+        .filter_map(|m| m.location.filename());
     crate::compaction::check_withdraw(location, sink, names, epoch)?;
     let mut withdrawn = Vec::new();
     for meta in listed {
-        let Some(name) = meta.location.filename() else {
+        let Some(relative) = meta.location.prefix_match(base) else {
             continue;
         };
-        let Some((_, file_epoch)) = sink.parse_final_name(name) else {
+        let relative: Vec<String> = relative.map(|p| p.as_ref().to_owned()).collect();
+        if relative.first().is_none_or(|first| first == STAGING_DIR) {
+            continue;
+        }
+        let Some((_, file_epoch)) = relative.last().and_then(|n| sink.parse_final_name(n)) else {
             continue;
         };
         if file_epoch <= epoch {
             continue;
         }
-        let shown = location.display(name);
+        let shown = location.display(&relative.join("/"));
         delete_if_present(store.as_ref(), &meta.location, &shown).await?;
         withdrawn.push(shown);
     }

@@ -65,6 +65,10 @@ mod options;
 mod parquet_prune;
 mod parquet_reader;
 mod part_file;
+mod partition;
+mod partition_commit;
+#[cfg(test)]
+mod partition_tests;
 #[cfg(test)]
 mod projection_tests;
 #[cfg(test)]
@@ -72,6 +76,7 @@ mod prune_tests;
 mod rejection;
 mod rolling;
 mod sink;
+mod sink_writer;
 mod source;
 #[cfg(test)]
 mod split_tests;
@@ -81,10 +86,12 @@ mod text_numbers;
 
 pub use envelope::Envelope;
 pub use options::{
-    DEFAULT_BATCH_SIZE, DEFAULT_BYTES_PER_FILE, DEFAULT_ROWS_PER_FILE, FileFormat, FileSinkOptions,
-    FileSourceOptions, ParquetCompression,
+    DEFAULT_BATCH_SIZE, DEFAULT_BYTES_PER_FILE, DEFAULT_MAX_OPEN_PARTITIONS, DEFAULT_ROWS_PER_FILE,
+    FileFormat, FileSinkOptions, FileSourceOptions, ParquetCompression,
 };
 pub use parquet_reader::ObjectParquetReader;
+pub use partition::{DEFAULT_PARTITION, escape, unescape};
+pub use partition_commit::{CommitPolicy, CommitTrigger, DEFAULT_SUCCESS_FILE};
 pub use rolling::{DEFAULT_ROLLOVER_INTERVAL, parse_size};
 pub use sink::FileSinkFactory;
 pub use source::FileSourceFactory;

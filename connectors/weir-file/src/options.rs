@@ -110,6 +110,10 @@ pub struct FileSourceOptions {
     /// naming the file and the byte offset, instead of taking the memory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_buffer_bytes: Option<u64>,
+    /// The partition columns: their values come from the Hive-style `column=value` directories
+    /// of each file, typed by the schema, not from the files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partition_by: Vec<String>,
 }
 
 /// Bytes of text a CSV or JSON-lines reader holds at most when `max_buffer_bytes` is not set.
@@ -246,7 +250,35 @@ pub struct FileSinkOptions {
     /// they are, and an updating input is refused.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub envelope: Option<crate::envelope::Envelope>,
+    /// The partition columns: rows go to Hive-style directories `column=value/...` below
+    /// `path`, and these columns are not written into the files.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub partition_by: Vec<String>,
+    /// The most partitions a writer keeps a part file open for (default 100); past it the least
+    /// recently written one is completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_open_partitions: Option<usize>,
+    /// How a complete partition is committed (`success-file`); unset: partitions are not
+    /// committed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_commit_policy: Option<crate::partition_commit::CommitPolicy>,
+    /// When a partition is complete: `process-time` (default) or `partition-time`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_commit_trigger: Option<crate::partition_commit::CommitTrigger>,
+    /// How long after its time (or its first row) a partition is committed (default 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_commit_delay: Option<weir_api::DurationMs>,
+    /// The success file's name (default `_SUCCESS`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_success_file_name: Option<String>,
+    /// How a partition's time is built from its values, e.g. `$dt $hour:00:00` (default: the
+    /// first partition column's value).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub partition_time_pattern: Option<String>,
 }
+
+/// Partitions a sink writer keeps a part file open for when `max_open_partitions` is unset.
+pub const DEFAULT_MAX_OPEN_PARTITIONS: usize = 100;
 
 fn default_rows_per_file() -> u64 {
     DEFAULT_ROWS_PER_FILE
@@ -288,6 +320,7 @@ impl FileSinkOptions {
                 ),
             ));
         }
+        self.validate_partitions(path)?;
         if self.compression.is_some() && self.format != FileFormat::Parquet {
             return Err(Error::config(
                 format!("{path}.compression"),
@@ -296,6 +329,70 @@ impl FileSinkOptions {
                     self.format
                 ),
             ));
+        }
+        Ok(())
+    }
+}
+
+impl FileSinkOptions {
+    /// Checks the partition options: commit options need partitions and a commit policy, and
+    /// a changelog envelope cannot be partitioned.
+    fn validate_partitions(&self, path: &str) -> Result<()> {
+        if self.max_open_partitions == Some(0) {
+            return Err(Error::config(
+                format!("{path}.max_open_partitions"),
+                "must be at least 1",
+            ));
+        }
+        if !self.partition_by.is_empty()
+            && let Some(envelope) = self.envelope
+        {
+            return Err(Error::config(
+                format!("{path}.partition_by"),
+                format!(
+                    "a changelog envelope ({}) cannot be written to partitions",
+                    envelope.sql_name()
+                ),
+            ));
+        }
+        let commit_options = [
+            (
+                "partition_commit_policy",
+                self.partition_commit_policy.is_some(),
+            ),
+            (
+                "partition_commit_trigger",
+                self.partition_commit_trigger.is_some(),
+            ),
+            (
+                "partition_commit_delay",
+                self.partition_commit_delay.is_some(),
+            ),
+            (
+                "partition_success_file_name",
+                self.partition_success_file_name.is_some(),
+            ),
+            (
+                "partition_time_pattern",
+                self.partition_time_pattern.is_some(),
+            ),
+        ];
+        for (name, given) in commit_options {
+            if given && self.partition_by.is_empty() {
+                return Err(Error::config(
+                    format!("{path}.{name}"),
+                    format!("`{name}` applies to a partitioned sink; set `partition_by`"),
+                ));
+            }
+            if given && self.partition_commit_policy.is_none() {
+                return Err(Error::config(
+                    format!("{path}.{name}"),
+                    format!(
+                        "`{name}` applies when partitions are committed; set \
+                         `partition_commit_policy` (success-file)"
+                    ),
+                ));
+            }
         }
         Ok(())
     }

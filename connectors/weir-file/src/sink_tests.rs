@@ -5,6 +5,7 @@ use crate::FileSourceFactory;
 use crate::test_support::{ctx, prepare, read_all, render, spec};
 use arrow::array::{ArrayRef, Int64Array, StringArray};
 use arrow::datatypes::{DataType, Field, Schema};
+use arrow::record_batch::RecordBatch;
 use futures::TryStreamExt;
 use object_store::ObjectStore;
 use serde_json::json;

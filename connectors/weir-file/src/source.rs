@@ -6,6 +6,7 @@ use crate::location::{FileLocation, ListedFile};
 use crate::object_bytes::{DEFAULT_BLOCK_BYTES, ObjectBytes};
 use crate::options::{CsvSettings, FileFormat, FileSourceOptions, default_split_size};
 use crate::parquet_reader::{ParquetSplitReader, row_group_bytes};
+use crate::partition::{PartitionedReader, SourcePartitioning};
 use arrow::datatypes::{DataType, SchemaRef};
 use object_store::registry::{DefaultObjectStoreRegistry, ObjectStoreRegistry};
 use std::sync::Arc;
@@ -101,11 +102,9 @@ impl SourceFactory for FileSourceFactory {
             }
         };
         let csv = options.validate(format, options_path)?;
+        let declared = spec.schema.is_some();
         let schema = match spec.schema {
-            Some(schema) => {
-                check_declared_schema(&schema, format, options_path)?;
-                schema
-            }
+            Some(schema) => schema,
             None => {
                 let files = match listed {
                     Some(files) => files,
@@ -116,12 +115,33 @@ impl SourceFactory for FileSourceFactory {
                 )
             }
         };
+        let (partitions, table_schema, schema) = match options.partition_by.as_slice() {
+            [] => (None, schema.clone(), schema),
+            columns => {
+                let (partitions, data) = SourcePartitioning::new(columns, &schema, options_path)?;
+                // Inferred: the partition columns the files lack are strings, after the others.
+                let mut table: Vec<_> = schema.fields().iter().cloned().collect();
+                for field in &partitions.fields {
+                    if schema.field_with_name(field.name()).is_err() {
+                        table.push(Arc::new(field.clone()));
+                    }
+                }
+                let table = Arc::new(arrow::datatypes::Schema::new(table));
+                (Some(Arc::new(partitions)), table, data)
+            }
+        };
+        if declared {
+            check_declared_schema(&schema, format, options_path)?;
+        }
         Ok(Arc::new(FileSource {
             location,
             options_path: options_path.to_owned(),
             format,
             csv,
             file_schema: schema.clone(),
+            out_schema: table_schema.clone(),
+            table_schema,
+            partitions,
             schema,
             projection: None,
             predicate: None,
@@ -248,10 +268,16 @@ struct FileSource {
     options_path: String,
     format: FileFormat,
     csv: CsvSettings,
-    /// Every column of the files (declared or inferred).
+    /// Every column of the files (declared or inferred; without partition columns).
     file_schema: SchemaRef,
-    /// The columns the source emits: all, or those of `projection`.
+    /// The columns the readers read from the files: all, or those of `projection`.
     schema: SchemaRef,
+    /// Every column of the table: the files' and the partition columns.
+    table_schema: SchemaRef,
+    /// The columns the source emits: `schema` plus the partition columns read.
+    out_schema: SchemaRef,
+    /// The partition columns, when the table is partitioned.
+    partitions: Option<Arc<SourcePartitioning>>,
     /// The indices in `file_schema` of the columns the job reads, when not all.
     projection: Option<Arc<[usize]>>,
     /// Parquet only: the predicate row groups and pages are skipped by, when pruned.
@@ -314,6 +340,31 @@ impl FileSource {
     }
 }
 
+impl FileSource {
+    /// The typed partition values of the file at `path` (named `id` in messages).
+    fn partition_values(
+        &self,
+        partitions: &SourcePartitioning,
+        path: &object_store::path::Path,
+        id: &str,
+    ) -> Result<Vec<arrow::array::ArrayRef>> {
+        let relative = path
+            .prefix_match(self.location.base())
+            .map(|parts| {
+                parts
+                    .map(|p| p.as_ref().to_owned())
+                    .collect::<Vec<_>>()
+                    .join("/")
+            })
+            .unwrap_or_default();
+        partitions.values(
+            &relative,
+            id,
+            &format!("{}.partition_by", self.options_path),
+        )
+    }
+}
+
 /// What separates a file's id from its range in the id of a split that covers part of a file.
 const RANGE_MARK: char = '#';
 
@@ -344,7 +395,7 @@ pub(crate) fn group_row_groups(sizes: &[u64], split_size: u64) -> Vec<SplitRange
 #[async_trait::async_trait]
 impl PreparedSource for FileSource {
     fn schema(&self) -> SchemaRef {
-        self.schema.clone()
+        self.out_schema.clone()
     }
 
     fn capabilities(&self) -> Vec<SourceCapability> {
@@ -367,9 +418,15 @@ impl PreparedSource for FileSource {
 
     fn describe(&self) -> String {
         let mut line = format!("file: {} {}", self.format, self.location.given());
+        if let Some(partitions) = &self.partitions {
+            line.push_str(&format!(
+                "; partitioned by {}",
+                partitions.names().join(", ")
+            ));
+        }
         if self.projection.is_some() {
             let names: Vec<&str> = self
-                .schema
+                .out_schema
                 .fields()
                 .iter()
                 .map(|f| f.name().as_str())
@@ -377,15 +434,31 @@ impl PreparedSource for FileSource {
             line.push_str(&format!("; reads {}", names.join(", ")));
         }
         if let Some(predicate) = &self.predicate {
+            let skips = match (&self.partitions, self.format) {
+                (Some(_), FileFormat::Parquet) => "partition directories, row groups and pages",
+                (Some(_), _) => "partition directories",
+                (None, _) => "row groups and pages",
+            };
             line.push_str(&format!(
-                "; skips row groups and pages where no row can satisfy {predicate}"
+                "; skips {skips} where no row can satisfy {predicate}"
             ));
         }
         line
     }
 
     async fn enumerate_splits(&self) -> Result<Vec<SourceSplit>> {
-        let files = list_some(&self.location, &self.options_path).await?;
+        let mut files = list_some(&self.location, &self.options_path).await?;
+        if let (Some(partitions), Some(predicate)) = (&self.partitions, &self.predicate) {
+            let mut kept = Vec::with_capacity(files.len());
+            for file in files {
+                let values = self.partition_values(partitions, &file.path, &file.id)?;
+                if partitions.may_match(&values, predicate) {
+                    kept.push(file);
+                }
+            }
+            tracing::debug!(kept = kept.len(), "pruned partition directories");
+            files = kept;
+        }
         let mut splits = Vec::with_capacity(files.len());
         for file in files {
             splits.extend(self.splits_of(file).await?);
@@ -409,6 +482,10 @@ impl PreparedSource for FileSource {
         let path = self
             .location
             .path_of(file, &format!("{}.path", self.options_path))?;
+        let values = match &self.partitions {
+            Some(partitions) => Some(self.partition_values(partitions, &path, file)?),
+            None => None,
+        };
         let store = self.location.store().clone();
         let text_range = split.range.filter(|_| self.format != FileFormat::Parquet);
         let reader: Box<dyn SplitReader> = match self.format {
@@ -450,29 +527,64 @@ impl PreparedSource for FileSource {
                 .await?,
             ),
         };
-        Ok(reader)
+        let (Some(partitions), Some(values)) = (&self.partitions, values) else {
+            return Ok(reader);
+        };
+        Ok(Box::new(PartitionedReader {
+            inner: reader,
+            schema: self.out_schema.clone(),
+            values: partitions.names().into_iter().zip(values).collect(),
+        }))
     }
 
     /// CSV decodes (and checks) only the columns read, JSON lines and Parquet read them by
     /// name.
     fn project(&self, indices: &[usize]) -> Option<Arc<dyn PreparedSource>> {
-        let schema = Arc::new(self.file_schema.project(indices).ok()?);
+        let out_schema = Arc::new(self.table_schema.project(indices).ok()?);
+        let Some(partitions) = &self.partitions else {
+            return Some(Arc::new(FileSource {
+                schema: out_schema.clone(),
+                out_schema,
+                projection: Some(indices.into()),
+                ..self.clone()
+            }));
+        };
+        // The files' columns read; at least one, to count the rows.
+        let names = partitions.names();
+        let mut data: Vec<usize> = out_schema
+            .fields()
+            .iter()
+            .filter(|f| !names.contains(f.name()))
+            .filter_map(|f| self.file_schema.index_of(f.name()).ok())
+            .collect();
+        if data.is_empty() {
+            data.push(0);
+        }
         Some(Arc::new(FileSource {
-            schema,
-            projection: Some(indices.into()),
+            schema: Arc::new(self.file_schema.project(&data).ok()?),
+            out_schema,
+            projection: Some(data.into()),
             ..self.clone()
         }))
     }
 
-    /// Parquet skips the row groups whose column-chunk statistics, and the pages whose page
-    /// index, show that no row satisfies `predicate` (docs/connectors/file.md); CSV and JSON
-    /// lines read everything.
+    /// A partitioned table skips the files of partition directories whose values do not
+    /// satisfy the conditions on partition columns; Parquet skips the row groups whose
+    /// column-chunk statistics, and the pages whose page index, show that no row satisfies
+    /// `predicate` (docs/connectors/file.md); CSV and JSON lines read everything else.
     fn prune(&self, predicate: &SourcePredicate) -> Option<Arc<dyn PreparedSource>> {
-        if self.format != FileFormat::Parquet
+        let on_partitions = self.partitions.as_ref().is_some_and(|p| {
+            let names = p.names();
+            predicate
+                .conditions()
+                .iter()
+                .any(|c| names.contains(&c.column))
+        });
+        if (self.format != FileFormat::Parquet && !on_partitions)
             || predicate
                 .conditions()
                 .iter()
-                .any(|c| self.file_schema.field_with_name(&c.column).is_err())
+                .any(|c| self.table_schema.field_with_name(&c.column).is_err())
         {
             return None;
         }
@@ -484,293 +596,5 @@ impl PreparedSource for FileSource {
 }
 
 #[cfg(test)]
-#[allow(clippy::unwrap_used)]
-mod tests {
-    use super::*;
-    use crate::test_support::{OPTIONS_PATH, ctx, prepare, read_all, read_split, spec, write};
-    use arrow::array::{ArrayRef, Int32Array, Int64Array, StringArray};
-    use arrow::datatypes::{DataType, Field, Schema};
-    use arrow::record_batch::RecordBatch;
-    use object_store::ObjectStoreExt;
-    use serde_json::json;
-
-    fn schema(fields: &[(&str, DataType, bool)]) -> SchemaRef {
-        Arc::new(Schema::new(
-            fields
-                .iter()
-                .map(|(name, ty, nullable)| Field::new(*name, ty.clone(), *nullable))
-                .collect::<Vec<_>>(),
-        ))
-    }
-
-    fn write_parquet(dir: &std::path::Path, relative: &str, batch: &RecordBatch) -> String {
-        let mut out = Vec::new();
-        let mut writer =
-            parquet::arrow::ArrowWriter::try_new(&mut out, batch.schema(), None).expect("writer");
-        writer.write(batch).expect("write");
-        writer.close().expect("close");
-        write(dir, relative, out)
-    }
-
-    #[tokio::test]
-    async fn reads_csv_globs_with_an_inferred_schema() {
-        let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), "data/b.csv", "id,name,price\n3,z,0.5\n");
-        write(dir.path(), "data/a.csv", "id,name,price\n1,x,1.5\n2,,2\n");
-        write(dir.path(), "data/c.json", "{}");
-        let path = format!("{}/data/*.csv", dir.path().display());
-        let source = prepare(json!({ "path": path }), None, BadRecordPolicy::Fail)
-            .await
-            .unwrap();
-        assert_eq!(
-            source.schema(),
-            schema(&[
-                ("id", DataType::Int64, true),
-                ("name", DataType::Utf8, true),
-                ("price", DataType::Float64, true),
-            ])
-        );
-        let splits = source.enumerate_splits().await.unwrap();
-        let ids: Vec<_> = splits.iter().map(|s| s.id.clone()).collect();
-        let base = dir.path().display();
-        assert_eq!(
-            ids,
-            [format!("{base}/data/a.csv"), format!("{base}/data/b.csv")]
-        );
-        assert_eq!(splits[0].size_bytes, Some(27));
-        assert_eq!(
-            read_all(&source).await.unwrap(),
-            ["1|x|1.5", "2|∅|2.0", "3|z|0.5"]
-        );
-        assert_eq!(source.describe(), format!("file: csv {path}"));
-        assert_eq!(source.capabilities(), [SourceCapability::Replayable]);
-        assert_eq!(source.boundedness(), Boundedness::Bounded);
-    }
-
-    #[tokio::test]
-    async fn reads_csv_with_a_declared_schema_and_options() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = write(dir.path(), "x.txt", "1;a\r\n2;\"b;c\"\r\n");
-        let declared = schema(&[("n", DataType::Int32, false), ("s", DataType::Utf8, true)]);
-        let options =
-            json!({ "path": path, "format": "csv", "delimiter": ";", "has_header": false });
-        let source = prepare(options, Some(declared.clone()), BadRecordPolicy::Fail)
-            .await
-            .unwrap();
-        assert_eq!(source.schema(), declared);
-        assert_eq!(read_all(&source).await.unwrap(), ["1|a", "2|b;c"]);
-    }
-
-    #[tokio::test]
-    async fn reads_json_lines_declared_and_inferred() {
-        let dir = tempfile::tempdir().unwrap();
-        write(
-            dir.path(),
-            "in/events.jsonl",
-            "{\"user\":\"a\",\"n\":1}\n\n{\"user\":\"b\",\"n\":2,\"extra\":true}\n",
-        );
-        let path = format!("{}/in/", dir.path().display());
-        let source = prepare(json!({ "path": path }), None, BadRecordPolicy::Fail)
-            .await
-            .unwrap();
-        // Columns in order of first appearance; keys of one object in name order.
-        assert_eq!(
-            source.schema(),
-            schema(&[
-                ("n", DataType::Int64, true),
-                ("user", DataType::Utf8, true),
-                ("extra", DataType::Boolean, true),
-            ])
-        );
-        assert_eq!(read_all(&source).await.unwrap(), ["1|a|∅", "2|b|true"]);
-        let declared = schema(&[
-            ("n", DataType::Int32, false),
-            ("user", DataType::Utf8, true),
-        ]);
-        let source = prepare(
-            json!({ "path": path, "format": "json" }),
-            Some(declared),
-            BadRecordPolicy::Fail,
-        )
-        .await
-        .unwrap();
-        assert_eq!(read_all(&source).await.unwrap(), ["1|a", "2|b"]);
-    }
-
-    #[tokio::test]
-    async fn reads_parquet_declared_and_inferred() {
-        let dir = tempfile::tempdir().unwrap();
-        let batch = RecordBatch::try_from_iter([
-            ("id", Arc::new(Int32Array::from(vec![1, 2, 3])) as ArrayRef),
-            (
-                "name",
-                Arc::new(StringArray::from(vec!["a", "b", "c"])) as ArrayRef,
-            ),
-        ])
-        .unwrap();
-        let path = write_parquet(dir.path(), "t.parquet", &batch);
-        let source = prepare(json!({ "path": path }), None, BadRecordPolicy::Fail)
-            .await
-            .unwrap();
-        assert_eq!(source.schema().fields().len(), 2);
-        assert_eq!(read_all(&source).await.unwrap(), ["1|a", "2|b", "3|c"]);
-
-        // Declared: columns by name, widened, and a missing nullable column reads as null.
-        let declared = schema(&[
-            ("name", DataType::Utf8, false),
-            ("id", DataType::Int64, false),
-            ("missing", DataType::Float64, true),
-        ]);
-        let source = prepare(
-            json!({ "path": path }),
-            Some(declared),
-            BadRecordPolicy::Fail,
-        )
-        .await
-        .unwrap();
-        assert_eq!(
-            read_all(&source).await.unwrap(),
-            ["a|1|∅", "b|2|∅", "c|3|∅"]
-        );
-    }
-
-    #[tokio::test]
-    async fn a_cursor_resumes_at_exactly_the_remaining_rows() {
-        let dir = tempfile::tempdir().unwrap();
-        let ids: Vec<i64> = (0..10).collect();
-        let mut csv = String::from("id,note\n");
-        let mut jsonl = String::new();
-        for id in &ids {
-            csv.push_str(&format!("{id},\"n\n{id}\"\r\n"));
-            jsonl.push_str(&format!("{{\"id\":{id}}}\n\n"));
-        }
-        write(dir.path(), "r.csv", csv);
-        write(dir.path(), "r.json", jsonl);
-        let batch = RecordBatch::try_from_iter([(
-            "id",
-            Arc::new(Int64Array::from(ids.clone())) as ArrayRef,
-        )])
-        .unwrap();
-        let mut out = Vec::new();
-        let props = parquet::file::properties::WriterProperties::builder()
-            .set_max_row_group_row_count(Some(4))
-            .build();
-        let mut writer =
-            parquet::arrow::ArrowWriter::try_new(&mut out, batch.schema(), Some(props)).unwrap();
-        writer.write(&batch).unwrap();
-        writer.close().unwrap();
-        write(dir.path(), "r.parquet", out);
-        for file in ["r.csv", "r.json", "r.parquet"] {
-            let path = format!("{}/{file}", dir.path().display());
-            let source = prepare(
-                json!({ "path": path, "batch_size": 3 }),
-                None,
-                BadRecordPolicy::Fail,
-            )
-            .await
-            .unwrap();
-            let split = source.enumerate_splits().await.unwrap().remove(0);
-            let all = read_split(&source, &split).await.unwrap();
-            assert_eq!(all.rows.len(), 10, "{file}");
-            assert_eq!(all.cursors.last(), Some(&10), "{file}");
-            assert!(all.cursors.windows(2).all(|w| w[0] < w[1]), "{file}");
-            for start in 0..=11u64 {
-                let mut resumed = split.clone();
-                resumed.cursor.next_record = start;
-                let rest = read_split(&source, &resumed).await.unwrap();
-                let expected = &all.rows[(start as usize).min(10)..];
-                assert_eq!(rest.rows, expected, "{file} from {start}");
-                if start < 10 {
-                    assert_eq!(rest.cursors.last(), Some(&10), "{file} from {start}");
-                }
-            }
-        }
-    }
-
-    #[tokio::test]
-    async fn nothing_matching_is_a_config_error_naming_the_path_option() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = format!("{}/none/*.csv", dir.path().display());
-        let err = prepare(json!({ "path": path }), None, BadRecordPolicy::Fail)
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(&err, Error::Config { path, .. } if path == &format!("{OPTIONS_PATH}.path")),
-            "{err}"
-        );
-        let declared = schema(&[("a", DataType::Utf8, true)]);
-        let source = prepare(
-            json!({ "path": path }),
-            Some(declared),
-            BadRecordPolicy::Fail,
-        )
-        .await
-        .unwrap();
-        let err = source.enumerate_splits().await.unwrap_err();
-        assert!(err.to_string().contains("no files match"), "{err}");
-        assert!(
-            matches!(&err, Error::Config { path, .. } if path == &format!("{OPTIONS_PATH}.path")),
-            "{err}"
-        );
-    }
-
-    #[tokio::test]
-    async fn an_unknown_extension_needs_a_format() {
-        let dir = tempfile::tempdir().unwrap();
-        write(dir.path(), "d/a.csv", "a\n1\n");
-        write(dir.path(), "d/b.txt", "a\n1\n");
-        let path = format!("{}/d", dir.path().display());
-        let err = prepare(json!({ "path": path }), None, BadRecordPolicy::Fail)
-            .await
-            .unwrap_err();
-        assert!(
-            matches!(&err, Error::Config { path, .. } if path == &format!("{OPTIONS_PATH}.format")),
-            "{err}"
-        );
-        let source = prepare(
-            json!({ "path": path, "format": "csv" }),
-            None,
-            BadRecordPolicy::Fail,
-        )
-        .await
-        .unwrap();
-        assert_eq!(read_all(&source).await.unwrap(), ["1", "1"]);
-    }
-
-    #[tokio::test]
-    async fn csv_cannot_declare_nested_types() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = write(dir.path(), "a.csv", "a\n1\n");
-        let declared = schema(&[(
-            "a",
-            DataType::List(Arc::new(Field::new("item", DataType::Int32, true))),
-            true,
-        )]);
-        let err = prepare(
-            json!({ "path": path }),
-            Some(declared),
-            BadRecordPolicy::Fail,
-        )
-        .await
-        .unwrap_err();
-        assert!(matches!(err, Error::Schema { .. }), "{err}");
-    }
-
-    #[tokio::test]
-    async fn memory_urls_resolve_through_the_shared_registry() {
-        let registry: Arc<dyn ObjectStoreRegistry> = Arc::new(DefaultObjectStoreRegistry::new());
-        let url = url::Url::parse("memory:///in/a.csv").unwrap();
-        let (store, path) = registry.resolve(&url).unwrap();
-        store.put(&path, "x\n1\n2\n".into()).await.unwrap();
-        let options = json!({ "path": "memory:///in/*.csv" });
-        let source = FileSourceFactory::with_registry(registry)
-            .prepare(spec(&options, None, BadRecordPolicy::Fail))
-            .await
-            .unwrap();
-        let splits = source.enumerate_splits().await.unwrap();
-        assert_eq!(splits[0].id, "memory:///in/a.csv");
-        let mut reader = source.open_split(&splits[0], &ctx(0)).await.unwrap();
-        let batch = reader.next_batch().await.unwrap().unwrap();
-        assert_eq!(batch.data.num_rows(), 2);
-    }
-}
+#[path = "source_tests.rs"]
+mod tests;

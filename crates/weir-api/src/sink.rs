@@ -4,6 +4,7 @@ use crate::capability::SinkCapability;
 use crate::context::TaskContext;
 use crate::error::{Error, Result};
 use crate::ids::Epoch;
+use crate::message::Watermark;
 use crate::source::ConnectorSpec;
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
@@ -58,6 +59,17 @@ pub trait SinkWriter: Send {
     async fn pre_commit(&mut self, epoch: Epoch) -> Result<serde_json::Value> {
         let _ = epoch;
         Err(no_epoch_transactions())
+    }
+
+    /// Called when the watermark of the writer's input advances to `watermark` (after the
+    /// rows before it were written; [`Watermark::END`] at end of input), for sinks whose output
+    /// depends on event-time progress (the file sink's partition commits). By default nothing.
+    ///
+    /// # Errors
+    /// External errors; the job fails.
+    async fn on_watermark(&mut self, watermark: Watermark) -> Result<()> {
+        let _ = watermark;
+        Ok(())
     }
 
     /// Called when checkpoint barrier `epoch` reaches a writer that is not in epoch mode

@@ -14,7 +14,10 @@ use std::sync::Arc;
 /// Every function of this module and of `flink_formats` (`TO_TIMESTAMP`, `DATE_FORMAT` and
 /// `UNIX_TIMESTAMP` reading Java formats), ready to register.
 pub fn flink_functions() -> Vec<Arc<ScalarUDF>> {
-    let mut all = vec![Arc::new(ScalarUDF::new_from_impl(ToTimestampLtz::new()))];
+    let mut all = vec![
+        Arc::new(ScalarUDF::new_from_impl(ToTimestampLtz::new())),
+        Arc::new(ScalarUDF::new_from_impl(Hour::new())),
+    ];
     all.extend(crate::flink_formats::format_functions());
     all
 }
@@ -107,6 +110,66 @@ impl ScalarUDFImpl for ToTimestampLtz {
     }
 }
 
+/// `HOUR(timestamp)`: the hour of the day (0 to 23) as a BIGINT, of a timestamp (in its time
+/// zone; UTC for `TIMESTAMP_LTZ`) or a date (0), as Flink's `HOUR`.
+#[derive(Debug, PartialEq, Eq, Hash)]
+pub struct Hour {
+    signature: Signature,
+}
+
+impl Default for Hour {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Hour {
+    /// The function, taking one timestamp or date.
+    pub fn new() -> Self {
+        Self {
+            signature: Signature::any(1, Volatility::Immutable),
+        }
+    }
+}
+
+impl ScalarUDFImpl for Hour {
+    fn name(&self) -> &str {
+        "hour"
+    }
+
+    fn signature(&self) -> &Signature {
+        &self.signature
+    }
+
+    fn return_type(&self, arg_types: &[DataType]) -> Result<DataType> {
+        match arg_types.first() {
+            Some(DataType::Timestamp(..) | DataType::Date32 | DataType::Date64) => {
+                Ok(DataType::Int64)
+            }
+            Some(other) => plan_err!("HOUR takes a timestamp, not {other}"),
+            None => plan_err!("HOUR takes a timestamp"),
+        }
+    }
+
+    fn invoke_with_args(&self, args: ScalarFunctionArgs) -> Result<ColumnarValue> {
+        let [value] = args.args.as_slice() else {
+            return plan_err!("HOUR takes one timestamp");
+        };
+        let array = value.to_array(args.number_rows)?;
+        let hours = arrow::compute::kernels::temporal::date_part(
+            array.as_ref(),
+            arrow::compute::kernels::temporal::DatePart::Hour,
+        )?;
+        let hours = arrow::compute::cast(&hours, &DataType::Int64)?;
+        Ok(match value {
+            ColumnarValue::Scalar(_) => {
+                ColumnarValue::Scalar(ScalarValue::try_from_array(hours.as_ref(), 0)?)
+            }
+            ColumnarValue::Array(_) => ColumnarValue::Array(hours),
+        })
+    }
+}
+
 /// What a value of `precision` is multiplied by to make milliseconds: 1000 for 0 (epoch
 /// seconds), 1 for 3 (epoch milliseconds). `None`: not a literal.
 fn scale(precision: Option<&ScalarValue>) -> Result<i64> {
@@ -180,6 +243,42 @@ mod tests {
             millis(call(vec![column(values), zero]).unwrap()),
             vec![Some(1_500_000), None, None]
         );
+    }
+
+    #[test]
+    fn hour_reads_the_hour_of_a_utc_timestamp() {
+        let ts =
+            TimestampMillisecondArray::from(vec![Some(11 * 3_600_000 + 59_999), None, Some(-1)])
+                .with_timezone(UTC);
+        let out = Hour::new()
+            .invoke_with_args(ScalarFunctionArgs {
+                number_rows: 3,
+                arg_fields: vec![Arc::new(Field::new("t", ts.data_type().clone(), true))],
+                return_field: Arc::new(Field::new("r", DataType::Int64, true)),
+                config_options: Arc::new(ConfigOptions::default()),
+                args: vec![ColumnarValue::Array(Arc::new(ts))],
+            })
+            .unwrap();
+        let ColumnarValue::Array(a) = out else {
+            panic!("an array")
+        };
+        let hours: Vec<Option<i64>> = a.as_primitive::<Int64Type>().iter().collect();
+        assert_eq!(hours, [Some(11), None, Some(23)]);
+        assert!(Hour::new().return_type(&[DataType::Utf8]).is_err());
+        let date = arrow::array::Date32Array::from(vec![Some(20_000)]);
+        let out = Hour::new()
+            .invoke_with_args(ScalarFunctionArgs {
+                number_rows: 1,
+                arg_fields: vec![Arc::new(Field::new("d", DataType::Date32, true))],
+                return_field: Arc::new(Field::new("r", DataType::Int64, true)),
+                config_options: Arc::new(ConfigOptions::default()),
+                args: vec![ColumnarValue::Array(Arc::new(date))],
+            })
+            .unwrap();
+        let ColumnarValue::Array(a) = out else {
+            panic!("an array")
+        };
+        assert_eq!(a.as_primitive::<Int64Type>().value(0), 0);
     }
 
     #[test]

@@ -523,10 +523,12 @@ impl ChainTask {
 
     /// Delivers the chain's main output to the sink or the tail writers.
     async fn deliver_tail(&mut self, item: Item) -> Result<()> {
-        let item = match item {
-            // A sink judges no lateness: it takes the rows.
-            Item::Marked(input, batch, _) if self.sink.is_some() => Item::Batch(input, batch),
-            item => item,
+        // A sink judges no lateness: it takes the rows, then hears where the watermark went.
+        let (item, watermark_after) = match item {
+            Item::Marked(input, batch, marks) if self.sink.is_some() => {
+                (Item::Batch(input, batch), marks.last())
+            }
+            item => (item, None),
         };
         match item {
             Item::Marked(_, batch, marks) => {
@@ -555,6 +557,15 @@ impl ChainTask {
                 }
             }
             Item::Watermark(w) => {
+                if let Some(sink) = self.sink.as_mut() {
+                    sink.writer
+                        .on_watermark(w)
+                        .await
+                        .map_err(|source| Error::Task {
+                            task: sink.label.clone(),
+                            source,
+                        })?;
+                }
                 for i in self.tail_writers.clone() {
                     self.send_control(i, StreamMessage::Watermark(w)).await?;
                 }
@@ -569,6 +580,15 @@ impl ChainTask {
             // Only a head operator reads its inputs' own watermarks; a chain without one has
             // nothing to tell.
             Item::InputWatermark(..) => {}
+        }
+        if let (Some(w), Some(sink)) = (watermark_after, self.sink.as_mut()) {
+            sink.writer
+                .on_watermark(w)
+                .await
+                .map_err(|source| Error::Task {
+                    task: sink.label.clone(),
+                    source,
+                })?;
         }
         Ok(())
     }

@@ -17,6 +17,21 @@ pub(crate) struct Connector {
     pub(crate) prefix_maps: &'static [(&'static str, &'static str)],
     /// Key prefixes passed to the connector as they are (Kafka's `properties.*`).
     pub(crate) passthrough: &'static [&'static str],
+    /// Which roles take a table's `PARTITIONED BY` columns, as the option `partition_by` (a
+    /// list of column names).
+    pub(crate) partitions: Partitions,
+}
+
+/// What a connector does with a table's `PARTITIONED BY` columns.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Partitions {
+    /// The clause is refused.
+    Refused,
+    /// Its sink takes `partition_by`; its source reads the partitions from the table itself
+    /// (the clause is accepted, and not passed on).
+    Sink,
+    /// Source and sink take `partition_by`.
+    Both,
 }
 
 /// Options of both roles of the `kafka` connector: Flink's names, passed on unchanged.
@@ -108,10 +123,37 @@ pub(crate) const CONNECTORS: &[Connector] = &[
             ("auto-compaction", "auto_compaction", false),
             ("compaction.file-size", "compaction_file_size", false),
             ("parquet.compression", "compression", false),
+            ("sink.max-open-partitions", "max_open_partitions", true),
+            (
+                "sink.partition-commit.policy.kind",
+                "partition_commit_policy",
+                false,
+            ),
+            (
+                "sink.partition-commit.trigger",
+                "partition_commit_trigger",
+                false,
+            ),
+            (
+                "sink.partition-commit.delay",
+                "partition_commit_delay",
+                false,
+            ),
+            (
+                "sink.partition-commit.success-file.name",
+                "partition_success_file_name",
+                false,
+            ),
+            (
+                "partition.time-extractor.timestamp-pattern",
+                "partition_time_pattern",
+                false,
+            ),
         ]),
         prefix_maps: &[],
         common: &[],
         passthrough: &[],
+        partitions: Partitions::Both,
     },
     Connector {
         sql: &["delta"],
@@ -132,6 +174,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         prefix_maps: &[],
         common: &[],
         passthrough: &[],
+        partitions: Partitions::Sink,
     },
     Connector {
         sql: &["datagen"],
@@ -147,6 +190,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         prefix_maps: &[("fields.", "fields")],
         common: &[],
         passthrough: &[],
+        partitions: Partitions::Refused,
     },
     Connector {
         sql: &["blackhole"],
@@ -156,6 +200,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         prefix_maps: &[],
         common: &[],
         passthrough: &[],
+        partitions: Partitions::Refused,
     },
     Connector {
         sql: &["kafka"],
@@ -165,6 +210,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         common: &KAFKA_COMMON,
         prefix_maps: &[],
         passthrough: &["properties."],
+        partitions: Partitions::Refused,
     },
     Connector {
         sql: &["upsert-kafka"],
@@ -174,6 +220,7 @@ pub(crate) const CONNECTORS: &[Connector] = &[
         common: &UPSERT_KAFKA_COMMON,
         prefix_maps: &[],
         passthrough: &["properties."],
+        partitions: Partitions::Refused,
     },
 ];
 

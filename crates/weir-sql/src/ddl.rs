@@ -1,4 +1,5 @@
-//! `CREATE TABLE` (Flink style: computed columns, `WATERMARK FOR`, `WITH` options) and `SET`.
+//! `CREATE TABLE` (Flink style: computed columns, `WATERMARK FOR`, `PARTITIONED BY`, `WITH`
+//! options) and `SET`.
 //!
 //! DataFusion's parser does not know computed columns or watermarks, so these statements are
 //! parsed here with sqlparser's building blocks (`parse_identifier`, `parse_data_type`,
@@ -57,6 +58,9 @@ pub(crate) struct TableDef {
     pub(crate) watermark: Option<WatermarkDef>,
     /// `PRIMARY KEY (...) NOT ENFORCED`: the key columns and where the clause is.
     pub(crate) primary_key: Option<(Vec<String>, Position)>,
+    /// `PARTITIONED BY (column, ...)`: the columns with their positions, and where the clause
+    /// is.
+    pub(crate) partitioned_by: Option<(Vec<(String, Position)>, Position)>,
     /// `WITH` options: key -> (value, position of the key).
     pub(crate) options: BTreeMap<String, (String, Position)>,
 }
@@ -206,6 +210,7 @@ pub(crate) fn parse_create_table(stmt: &Statement) -> Result<TableDef> {
     let mut table = parse_table_name(&mut p, here)?;
     parse_table_elements(&mut p, here, &mut table)?;
     check_table_elements(&table, here)?;
+    parse_partitioned_by(&mut p, here, &mut table)?;
     parse_with_options(&mut p, here, &mut table)?;
     let rest = p.peek_token();
     if rest.token != Token::EOF {
@@ -234,6 +239,7 @@ fn parse_table_name(p: &mut Parser<'_>, here: &Here) -> Result<TableDef> {
         computed: Vec::new(),
         watermark: None,
         primary_key: None,
+        partitioned_by: None,
         options: BTreeMap::new(),
     })
 }
@@ -420,6 +426,50 @@ fn check_table_elements(table: &TableDef, here: &Here) -> Result<()> {
     Ok(())
 }
 
+/// `PARTITIONED BY (column, ...)`, if it is there (Flink's clause): each column must be a
+/// physical column of the table, named once; refused at the column otherwise.
+fn parse_partitioned_by(p: &mut Parser<'_>, here: &Here, table: &mut TableDef) -> Result<()> {
+    let start = p.peek_token();
+    if !p.parse_keyword(Keyword::PARTITIONED) {
+        return Ok(());
+    }
+    let e = |err| parser_error(here, err);
+    p.expect_keyword(Keyword::BY).map_err(e)?;
+    p.expect_token(&Token::LParen).map_err(e)?;
+    let mut columns: Vec<(String, Position)> = Vec::new();
+    loop {
+        let token = p.peek_token();
+        let column = normalize(&p.parse_identifier().map_err(e)?);
+        let at = here.at(position(&token));
+        if columns.iter().any(|(c, _)| *c == column) {
+            return Err(at.invalid(format!("PARTITIONED BY names column `{column}` twice")));
+        }
+        if !table
+            .columns
+            .iter()
+            .any(|c| c.name == column && c.metadata.is_none())
+        {
+            let computed = table.computed.iter().any(|c| c.0 == column);
+            return Err(at.invalid(format!(
+                "PARTITIONED BY ({column}): {} `{}`",
+                if computed {
+                    "a partition column is a physical column, not a computed one, in"
+                } else {
+                    "no such physical column in"
+                },
+                table.name
+            )));
+        }
+        columns.push((column, position(&token)));
+        if p.consume_token(&Token::RParen) {
+            break;
+        }
+        p.expect_token(&Token::Comma).map_err(e)?;
+    }
+    table.partitioned_by = Some((columns, position(&start)));
+    Ok(())
+}
+
 /// `WITH ('key' = 'value', ...)`, if it is there: the options with their keys' positions; a
 /// key given twice is refused where it is given again.
 fn parse_with_options(p: &mut Parser<'_>, here: &Here, table: &mut TableDef) -> Result<()> {
@@ -570,6 +620,30 @@ mod tests {
         );
         let err = table("CREATE TABLE t (a WIBBLE)").unwrap_err().to_string();
         assert!(err.contains("WIBBLE"), "{err}");
+    }
+
+    #[test]
+    fn partitioned_by_names_physical_columns() {
+        let t = table(
+            "CREATE TABLE t (a BIGINT, dt STRING, `hour` INT) PARTITIONED BY (dt, `hour`) \
+             WITH ('connector' = 'filesystem')",
+        )
+        .unwrap();
+        let (columns, at) = t.partitioned_by.unwrap();
+        let names: Vec<&str> = columns.iter().map(|(c, _)| c.as_str()).collect();
+        assert_eq!(names, ["dt", "hour"]);
+        assert_eq!((at.line, at.column), (1, 50));
+        let err = table("CREATE TABLE t (a BIGINT,\n  dt STRING)\nPARTITIONED BY (dt, day)")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with("t.sql:3:21:") && err.contains("day"),
+            "{err}"
+        );
+        let err = table("CREATE TABLE t (a BIGINT) PARTITIONED BY (a, a)")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("twice"), "{err}");
     }
 
     #[test]

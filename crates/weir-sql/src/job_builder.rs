@@ -262,9 +262,10 @@ impl JobBuilder {
 
     /// The `prune` conditions of source `table`: those every scan of it has; none for a table
     /// with a watermark (a skipped row would not advance it), nor for connectors other than
-    /// `filesystem` (the one that prunes; its schema is exactly the declared columns), nor for
-    /// files declared CSV or JSON lines (only Parquet readers prune: the plan would carry
-    /// conditions nobody uses).
+    /// `filesystem` (the one that prunes; its schema is exactly the declared columns). For
+    /// files declared CSV or JSON lines only conditions on `PARTITIONED BY` columns (they skip
+    /// partition directories; only Parquet readers prune by the other columns: the plan would
+    /// carry conditions nobody uses).
     fn prune_conditions(&self, table: &Table) -> Vec<serde_json::Value> {
         let files =
             option(&table.def, "connector").is_some_and(|c| c.eq_ignore_ascii_case("filesystem"));
@@ -273,7 +274,13 @@ impl JobBuilder {
                 .iter()
                 .any(|t| f.eq_ignore_ascii_case(t))
         });
-        if table.def.watermark.is_some() || !files || text {
+        let partitions: Vec<&str> = table
+            .def
+            .partitioned_by
+            .iter()
+            .flat_map(|(columns, _)| columns.iter().map(|(c, _)| c.as_str()))
+            .collect();
+        if table.def.watermark.is_some() || !files || (text && partitions.is_empty()) {
             return Vec::new();
         }
         let scans: Vec<Vec<serde_json::Value>> = self
@@ -282,7 +289,15 @@ impl JobBuilder {
             .filter(|(t, _)| t == &table.def.name)
             .map(|(_, c)| c.clone())
             .collect();
-        crate::prune::common(&scans)
+        let mut common = crate::prune::common(&scans);
+        if text {
+            common.retain(|c| {
+                c["column"]
+                    .as_str()
+                    .is_some_and(|column| partitions.contains(&column))
+            });
+        }
+        common
     }
 
     /// The column names an INSERT into `table` writes, in order.

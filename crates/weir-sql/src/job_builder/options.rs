@@ -4,7 +4,7 @@
 //! written recorded for errors found in the built job.
 
 use super::{changes, option};
-use crate::connectors::{CONNECTORS, Connector, OptionMap};
+use crate::connectors::{CONNECTORS, Connector, OptionMap, Partitions};
 use crate::ddl::TableDef;
 use crate::error::{Position, Result, did_you_mean};
 use crate::positions::SpecPositions;
@@ -44,6 +44,7 @@ pub(super) fn connector_options(
     }
     changes::changelog_options(table, connector.spec, role, &mut out)?;
     check_writable(table, role)?;
+    add_partitions(table, name, connector, role, &mut out)?;
     add_metadata(table, connector, &mut out)?;
     add_s3(table, s3, &mut out)?;
     Ok((connector.spec, serde_json::Value::Object(out)))
@@ -274,6 +275,38 @@ fn check_writable(table: &TableDef, role: Role) -> Result<()> {
     Ok(())
 }
 
+/// The `partition_by` option (the `PARTITIONED BY` columns) of a table whose connector takes
+/// partitions in `role`; `PARTITIONED BY` on any other connector is refused at the clause.
+fn add_partitions(
+    table: &TableDef,
+    name: &str,
+    connector: &Connector,
+    role: Role,
+    out: &mut serde_json::Map<String, serde_json::Value>,
+) -> Result<()> {
+    let Some((columns, at)) = &table.partitioned_by else {
+        return Ok(());
+    };
+    if connector.partitions == Partitions::Refused {
+        let takes: Vec<&str> = CONNECTORS
+            .iter()
+            .filter(|c| c.partitions != Partitions::Refused)
+            .flat_map(|c| c.sql.iter().copied())
+            .collect();
+        return Err(table.here.at(*at).invalid(format!(
+            "table `{}`: connector '{name}' does not take PARTITIONED BY (connectors that do: {})",
+            table.name,
+            takes.join(", ")
+        )));
+    }
+    if role == Role::Read && connector.partitions == Partitions::Sink {
+        return Ok(());
+    }
+    let names: Vec<&str> = columns.iter().map(|(c, _)| c.as_str()).collect();
+    out.insert("partition_by".to_owned(), serde_json::json!(names));
+    Ok(())
+}
+
 /// The `metadata` option (column -> metadata key) of a table with METADATA columns, which
 /// only the kafka connector has.
 fn add_metadata(
@@ -382,6 +415,20 @@ pub(super) fn record_table(
         };
         positions.insert(format!("{node}.options.{spec_key}"), *at, what);
     }
+    if let Some((columns, at)) = &table.partitioned_by {
+        positions.insert(
+            format!("{node}.options.partition_by"),
+            *at,
+            format!("PARTITIONED BY of table `{name}`"),
+        );
+        for (i, (column, at)) in columns.iter().enumerate() {
+            positions.insert(
+                format!("{node}.options.partition_by[{i}]"),
+                *at,
+                format!("partition column `{column}` of table `{name}`"),
+            );
+        }
+    }
     if let Some(w) = &table.watermark {
         positions.insert(
             format!("{node}.watermark"),
@@ -394,6 +441,68 @@ pub(super) fn record_table(
             format!("{node}.computed[{i}]"),
             *at,
             format!("computed column `{column}` of table `{name}`"),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::SqlCompiler;
+
+    async fn spec(script: &str) -> serde_json::Value {
+        let job = SqlCompiler::new()
+            .compile(script, "p.sql")
+            .await
+            .expect("compiles");
+        serde_json::to_value(&job.spec).expect("serializes")
+    }
+
+    #[tokio::test]
+    async fn partitioned_by_reaches_the_connectors_that_take_it() {
+        let spec = spec(
+            "CREATE TABLE t (id BIGINT, dt STRING, h INT) PARTITIONED BY (dt, h) \
+             WITH ('connector' = 'filesystem', 'path' = 'in', 'format' = 'csv');\n\
+             CREATE TABLE o (id BIGINT, dt STRING, h INT) PARTITIONED BY (dt) \
+             WITH ('connector' = 'filesystem', 'path' = 'out', 'format' = 'json', \
+             'sink.partition-commit.policy.kind' = 'success-file', \
+             'sink.partition-commit.trigger' = 'partition-time', \
+             'sink.partition-commit.delay' = '1 h', \
+             'sink.partition-commit.success-file.name' = '_DONE', \
+             'partition.time-extractor.timestamp-pattern' = '$dt 00:00:00', \
+             'sink.max-open-partitions' = '8');\n\
+             CREATE TABLE d (id BIGINT, dt STRING) PARTITIONED BY (dt) \
+             WITH ('connector' = 'delta', 'path' = 'delta');\n\
+             CREATE TABLE e (id BIGINT, dt STRING) PARTITIONED BY (dt) \
+             WITH ('connector' = 'delta', 'path' = 'delta2');\n\
+             CREATE TABLE b (id BIGINT, dt STRING) WITH ('connector' = 'blackhole');\n\
+             INSERT INTO o SELECT id, dt, h FROM t WHERE dt = 'x' AND id > 3;\n\
+             INSERT INTO d SELECT id, dt FROM t WHERE dt = 'x' AND id > 3;\n\
+             INSERT INTO b SELECT id, dt FROM e;",
+        )
+        .await;
+        let source = &spec["sources"][0];
+        assert_eq!(
+            source["options"]["partition_by"],
+            serde_json::json!(["dt", "h"])
+        );
+        // A CSV table prunes by its partition columns only.
+        assert_eq!(
+            source["prune"],
+            serde_json::json!([{ "column": "dt", "op": "=", "value": "x" }])
+        );
+        let sink = &spec["sinks"][0]["options"];
+        assert_eq!(sink["partition_by"], serde_json::json!(["dt"]));
+        assert_eq!(sink["partition_commit_policy"], "success-file");
+        assert_eq!(sink["partition_commit_trigger"], "partition-time");
+        assert_eq!(sink["partition_commit_delay"], "1 h");
+        assert_eq!(sink["partition_success_file_name"], "_DONE");
+        assert_eq!(sink["partition_time_pattern"], "$dt 00:00:00");
+        assert_eq!(sink["max_open_partitions"], 8);
+        // Delta: the sink takes the columns, the source reads them from the table's log.
+        assert!(spec["sources"][1]["options"].get("partition_by").is_none());
+        assert_eq!(
+            spec["sinks"][1]["options"]["partition_by"],
+            serde_json::json!(["dt"])
         );
     }
 }

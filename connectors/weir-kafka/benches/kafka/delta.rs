@@ -39,6 +39,14 @@ use weir_testkit::unique_name;
 
 use super::{Bench, BenchResult, PARTITIONS, RUNS, bid_json, flush, median, plain_producer, send};
 
+/// Rounds of 5a: `WEIR_BENCH_KAFKA_DELTA_ROUNDS`, default [`RUNS`].
+fn rounds() -> usize {
+    std::env::var("WEIR_BENCH_KAFKA_DELTA_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(RUNS)
+}
+
 /// Width of the tumbling window of `window`, in seconds of event time.
 const WINDOW_S: u64 = 10;
 
@@ -77,6 +85,8 @@ enum Job {
 /// One `weir run`: its summary's figures and the epochs' commit latencies.
 struct Run {
     process_secs: f64,
+    /// User + system CPU seconds of the job's process.
+    cpu_secs: f64,
     engine_secs: f64,
     source_rows: u64,
     sink_rows: u64,
@@ -180,13 +190,26 @@ fn job_sql(
 fn weir_run(weir: &Path, sql: &str, dir: &Path) -> BenchResult<Run> {
     let file = dir.join("job.sql");
     std::fs::write(&file, sql)?;
+    // CPU time of the job's process, when GNU time is there.
+    let cpu_file = dir.join("cpu");
+    let time = Path::new("/usr/bin/time");
+    let mut command = if time.exists() {
+        let mut c = Command::new(time);
+        c.arg("-f").arg("%U %S").arg("-o").arg(&cpu_file).arg(weir);
+        c
+    } else {
+        Command::new(weir)
+    };
     let start = Instant::now();
-    let output = Command::new(weir)
-        .arg("run")
-        .arg("--json")
-        .arg(&file)
-        .output()?;
+    let output = command.arg("run").arg("--json").arg(&file).output()?;
     let process_secs = start.elapsed().as_secs_f64();
+    let cpu_secs = std::fs::read_to_string(&cpu_file)
+        .ok()
+        .and_then(|t| {
+            let mut parts = t.split_whitespace().map(str::parse::<f64>);
+            Some(parts.next()?.ok()? + parts.next()?.ok()?)
+        })
+        .unwrap_or(f64::NAN);
     if !output.status.success() {
         return Err(format!(
             "`{} run {}` failed ({}): {}",
@@ -205,6 +228,7 @@ fn weir_run(weir: &Path, sql: &str, dir: &Path) -> BenchResult<Run> {
     };
     Ok(Run {
         process_secs,
+        cpu_secs,
         engine_secs: number("wall_time_secs")?,
         source_rows: number("source_rows")? as u64,
         sink_rows: number("sink_rows")? as u64,
@@ -428,11 +452,12 @@ fn report(label: &str, records: u64, runs: &[Run]) -> f64 {
     let commits: Vec<f64> = runs.iter().flat_map(|r| r.commit_ms.clone()).collect();
     let rate = median(rates);
     println!(
-        "{label:<28} {rate:>10.0} rec/s (engine {:>10.0}) | process s: {} | engine s: {} | \
+        "{label:<28} {rate:>10.0} rec/s (engine {:>10.0}) | process s: {} | engine s: {} | cpu s: {} | \
          durable epochs: {} | commit ms p50 {:.0} p99 {:.0} max {:.0} (n={}) | files: {} | MB: {} | peak RSS {:.0} MB",
         median(engine_rates),
         list(&|r| format!("{:.2}", r.process_secs)),
         list(&|r| format!("{:.2}", r.engine_secs)),
+        list(&|r| format!("{:.2}", r.cpu_secs)),
         list(&|r| r.checkpoints.to_string()),
         percentile(&commits, 50.0),
         percentile(&commits, 99.0),
@@ -461,7 +486,7 @@ pub(crate) fn delta_against_parquet(bench: &Bench, weir: &Path) -> BenchResult<(
         cases.push((Job::Copy, Sink::Delta, Some(endpoint)));
     }
     let mut runs: Vec<Vec<Run>> = cases.iter().map(|_| Vec::new()).collect();
-    for round in 0..RUNS {
+    for round in 0..rounds() {
         // Pairs alternate which sink goes first.
         for pair in (0..cases.len()).step_by(2) {
             let order = if round % 2 == 0 {
@@ -478,9 +503,10 @@ pub(crate) fn delta_against_parquet(bench: &Bench, weir: &Path) -> BenchResult<(
     println!();
     println!(
         "## 5a. Kafka -> Delta vs Kafka -> Parquet through `weir run` ({}), {} input records, \
-         p=2, checkpoints every 1 s, {RUNS} interleaved rounds",
+         p=2, checkpoints every 1 s, {} interleaved rounds",
         weir.display(),
-        bench.records
+        bench.records,
+        rounds()
     );
     for pair in (0..cases.len()).step_by(2) {
         let mut rates = [0.0; 2];

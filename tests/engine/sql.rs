@@ -1,6 +1,7 @@
 //! SQL scripts compiled by the engine outside the goldens (those are in `slt.rs`): user
 //! functions registered from Rust, table options that reach the spec, and a `WHERE` pushed
-//! into a Parquet source (row groups and pages skipped, also across a kill and a restore).
+//! into a Parquet source (row groups and pages skipped, also across a kill and a restore), and
+//! the file sink's auto-compaction across a kill and a restore.
 
 use crate::checkpoints::{assert_killed_restored_and_published, published_rows, run_and_kill};
 use crate::support::{format_rows, read_parquet_dir};
@@ -322,4 +323,144 @@ async fn a_pruned_parquet_job_killed_and_restored_loses_and_repeats_nothing() {
         .await
         .expect("restored run");
     assert_killed_restored_and_published(killed, summary, &dir.path().join("out"), &want);
+}
+
+/// Rows of the compaction test: 40,000 `ts,k,v`, out of order (shuffled in blocks of 40 rows)
+/// with every 97th row 5 s late, behind the watermark.
+fn late_rows() -> Vec<String> {
+    let mut rng = crate::support::Rng(11);
+    let mut rows = Vec::new();
+    for block in 0..1_000u64 {
+        let mut ts: Vec<u64> = (0..40).map(|i| (block * 40 + i) * 10).collect();
+        for i in (1..ts.len()).rev() {
+            ts.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        rows.extend(ts);
+    }
+    rows.iter()
+        .enumerate()
+        .map(|(i, ts)| {
+            let ts = if i % 97 == 96 {
+                ts.saturating_sub(5_000)
+            } else {
+                *ts
+            };
+            format!("{ts},k{},{}", rng.below(20), rng.below(1000))
+        })
+        .collect()
+}
+
+/// The compaction test's script over `dir`: a projection of the rows into Parquet with
+/// auto-compaction into files of about 16 MiB (more than it writes), a checkpoint every 2 ms.
+fn compaction_script(dir: &Path) -> String {
+    format!(
+        "SET 'checkpoint.interval' = '2ms';\n\
+         SET 'parallelism' = '2';\n\
+         CREATE TABLE t (ts BIGINT NOT NULL, k STRING NOT NULL, v BIGINT NOT NULL,\n\
+           WATERMARK FOR ts AS ts - INTERVAL '1' SECOND)\n\
+           WITH ('connector' = 'filesystem', 'path' = '{d}/in/*.csv', 'format' = 'csv',\n\
+           'batch-size' = '8');\n\
+         CREATE TABLE o (ts BIGINT, k STRING, v BIGINT) WITH ('connector' = 'filesystem',\n\
+           'path' = '{d}/out', 'format' = 'parquet', 'auto-compaction' = 'true',\n\
+           'compaction.file-size' = '16MB', 'sink.rolling-policy.rollover-interval' = '10 min');\n\
+         INSERT INTO o SELECT ts, k, v * 2 FROM t WHERE v % 10 <> 3;",
+        d = dir.display()
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn auto_compaction_merges_small_epochs_and_a_restore_publishes_exactly_the_same_rows() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let input = late_rows();
+    // Many files: a source subtask takes a barrier between splits.
+    std::fs::create_dir(dir.path().join("in")).expect("input dir");
+    for (i, rows) in input.chunks(400).enumerate() {
+        let text = format!("ts,k,v\n{}\n", rows.join("\n"));
+        std::fs::write(dir.path().join(format!("in/{i:03}.csv")), text).expect("write input");
+    }
+    let want: Vec<String> = {
+        let mut want: Vec<String> = input
+            .iter()
+            .filter_map(|row| {
+                let mut f = row.split(',');
+                let (ts, k, v) = (f.next()?, f.next()?, f.next()?.parse::<i64>().ok()?);
+                (v % 10 != 3).then(|| format!("{ts} | {k} | {}", v * 2))
+            })
+            .collect();
+        want.sort();
+        want
+    };
+    let engine = Engine::new();
+    let job = engine
+        .compile_sql(&compaction_script(dir.path()), "compact.sql")
+        .await
+        .expect("compiles");
+    let cp = dir.path().join("cp");
+    let options = |restore: Option<RestoreFrom>| RunOptions {
+        state: None,
+        state_dir: None,
+        checkpoint_storage: Some(CheckpointLocation::local(&cp).expect("checkpoint dir")),
+        restore,
+        accept_duplicates: false,
+        evolution: Default::default(),
+    };
+
+    // Uninterrupted: many epochs, few files, the rows exactly once.
+    let out = dir.path().join("out");
+    let prepared = engine
+        .prepare(&job.spec, Some("compact.sql"))
+        .await
+        .expect("prepares");
+    let summary = engine
+        .start_with(prepared, options(None))
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("runs");
+    let counters = summary.checkpoints.expect("counters");
+    let epochs = counters.completed;
+    let files: Vec<_> = std::fs::read_dir(&out)
+        .expect("output")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| !n.starts_with('_'))
+        .collect();
+    // The target is more than a subtask writes: each one's files are carried to the final
+    // epoch and merged there into one file named by its epoch range.
+    // `part-{sink}-{subtask}-e{last}-m{first}.parquet`: (first, last).
+    let ranges: Vec<(u64, u64)> = files
+        .iter()
+        .filter_map(|f| {
+            let fields: Vec<&str> = f.trim_end_matches(".parquet").split('-').collect();
+            let last = fields.get(3)?.strip_prefix('e')?.parse().ok()?;
+            let first = fields.get(4)?.strip_prefix('m')?.parse().ok()?;
+            Some((first, last))
+        })
+        .collect();
+    assert!(files.len() <= 2 && ranges.len() == files.len(), "{files:?}");
+    assert!(
+        epochs < 3 || ranges.iter().any(|(first, last)| first < last),
+        "{files:?} after {epochs} epochs"
+    );
+    assert_eq!(published_rows(&out), want);
+    std::fs::remove_dir_all(&out).expect("clear the output");
+    std::fs::remove_dir_all(&cp).expect("clear the checkpoints");
+
+    // Killed after a few epochs (carried files staged) and restored: the same rows.
+    let mut killed = 0;
+    if run_and_kill(&engine, job.spec.clone(), options(None), 2).await {
+        killed += 1;
+    }
+    let prepared = engine
+        .prepare(&job.spec, Some("compact.sql"))
+        .await
+        .expect("prepares");
+    let summary = engine
+        .start_with(prepared, options(Some(RestoreFrom::Latest)))
+        .await
+        .expect("starts")
+        .wait()
+        .await
+        .expect("restored run");
+    assert_killed_restored_and_published(killed, summary, &out, &want);
 }

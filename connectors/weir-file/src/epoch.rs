@@ -17,6 +17,9 @@
 //! Final names carry their epoch, so a restore from an older epoch than the newest durable one
 //! can withdraw (delete) the published files of the epochs it passes over before the replay
 //! publishes their rows again ([`withdraw_after`]).
+//!
+//! With `auto_compaction` a transaction also carries small staged files toward a merged file
+//! (see [`crate::compaction`]).
 
 use crate::location::{FileLocation, store_error};
 use futures::TryStreamExt;
@@ -51,7 +54,7 @@ impl SinkSubtask {
     }
 
     /// Its staging directory, relative to the sink's `path`.
-    fn staging(&self) -> String {
+    pub(crate) fn staging(&self) -> String {
         format!("{STAGING_DIR}/{}-{:05}", self.sink, self.subtask)
     }
 
@@ -75,7 +78,9 @@ impl SinkSubtask {
         }
         let subtask = number(fields.next(), 5)?;
         let epoch = number(fields.next()?.strip_prefix('e'), 10)?;
-        number(fields.next(), 5)?;
+        // A sequence number, or `m{first epoch}` for a merged file (compaction.rs).
+        let third = fields.next()?;
+        number(Some(third.strip_prefix('m').unwrap_or(third)), 5)?;
         if fields.next().is_some() || extension.is_empty() {
             return None;
         }
@@ -86,6 +91,14 @@ impl SinkSubtask {
     pub(crate) fn final_name(&self, epoch: u64, seq: usize, extension: &str) -> String {
         format!(
             "part-{}-{:05}-e{epoch:010}-{seq:05}.{extension}",
+            self.sink, self.subtask
+        )
+    }
+
+    /// The final name of its merged file of the epochs `first` to `last` (compaction.rs).
+    pub(crate) fn merged_name(&self, first: u64, last: u64, extension: &str) -> String {
+        format!(
+            "part-{}-{:05}-e{last:010}-m{first:010}.{extension}",
             self.sink, self.subtask
         )
     }
@@ -101,6 +114,9 @@ pub(crate) struct Transaction {
     pub(crate) subtask: u32,
     /// The staged files, in order.
     pub(crate) files: Vec<StagedFile>,
+    /// With `auto_compaction`: the small files carried toward a merged file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) compaction: Option<crate::compaction::Carry>,
     /// Partition directories to commit once the files are published.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub(crate) partitions: Vec<String>,
@@ -164,6 +180,9 @@ impl Transaction {
                 )));
             }
         }
+        if let Some(carry) = &tx.compaction {
+            carry.check(&staging, tx.epoch)?;
+        }
         if let Some(bad) = tx
             .partitions
             .iter()
@@ -182,7 +201,9 @@ impl Transaction {
 
 /// Publishes `transactions` (in order): renames each staged file to its final name unless the
 /// final file already exists, then writes the success file `success_file` (when partitions are
-/// committed) into each partition the transaction commits. Returns the transactions parsed.
+/// committed) into each partition the transaction commits, and merges the carried files that
+/// are due ([`crate::compaction::commit`]; `merge.1` for a writer's last transactions).
+/// Returns the transactions parsed.
 ///
 /// # Errors
 /// External errors from the store; [`Error::External`] (not retryable) when a staged file is gone
@@ -192,6 +213,7 @@ pub(crate) async fn commit(
     owner: &SinkSubtask,
     transactions: &[serde_json::Value],
     success_file: Option<&str>,
+    merge: (crate::compaction::MergeSettings, bool),
 ) -> Result<Vec<Transaction>> {
     let mut parsed = Vec::with_capacity(transactions.len());
     for value in transactions {
@@ -210,11 +232,12 @@ pub(crate) async fn commit(
         );
         parsed.push(tx);
     }
+    crate::compaction::commit(location, &parsed, merge.0, merge.1).await?;
     Ok(parsed)
 }
 
 /// Publishes one staged file; a no-op when it was published before.
-async fn publish_file(location: &FileLocation, file: &StagedFile) -> Result<()> {
+pub(crate) async fn publish_file(location: &FileLocation, file: &StagedFile) -> Result<()> {
     let store = location.store();
     let staged = location.child(&file.staged)?;
     let target = location.child(&file.final_name)?;
@@ -289,7 +312,11 @@ async fn check_published(
     }
 }
 
-async fn delete_if_present(store: &dyn ObjectStore, path: &Path, id: &str) -> Result<()> {
+pub(crate) async fn delete_if_present(
+    store: &dyn ObjectStore,
+    path: &Path,
+    id: &str,
+) -> Result<()> {
     match store.delete(path).await {
         Ok(()) | Err(object_store::Error::NotFound { .. }) => Ok(()),
         Err(e) => Err(store_error(format!("deleting `{id}`"), e)),
@@ -308,8 +335,15 @@ pub(crate) async fn abort_uncommitted(
 ) -> Result<()> {
     let mut kept = HashSet::new();
     for value in keep {
-        for file in Transaction::parse(value, owner)?.files {
-            kept.insert(location.child(&file.staged)?);
+        let tx = Transaction::parse(value, owner)?;
+        let carried = tx.compaction.iter().flat_map(|c| &c.files);
+        for staged in tx
+            .files
+            .iter()
+            .map(|f| &f.staged)
+            .chain(carried.map(|f| &f.staged))
+        {
+            kept.insert(location.child(staged)?);
         }
     }
     let dir = owner.staging();
@@ -362,6 +396,17 @@ pub(crate) async fn withdraw_after(
         Err(object_store::Error::NotFound { .. }) => Vec::new(),
         Err(e) => return Err(store_error(format!("listing `{}`", location.given()), e)),
     };
+    // Published files only: a merged file still in `_staging/…/merged/` is not published.
+    let names = listed
+        .iter()
+        .filter(|m| {
+            m.location
+                .prefix_match(base)
+                .and_then(|mut r| r.next())
+                .is_some_and(|first| first.as_ref() != STAGING_DIR)
+        })
+        .filter_map(|m| m.location.filename());
+    crate::compaction::check_withdraw(location, sink, names, epoch)?;
     let mut withdrawn = Vec::new();
     for meta in listed {
         let Some(relative) = meta.location.prefix_match(base) else {

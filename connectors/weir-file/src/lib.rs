@@ -14,7 +14,9 @@
 //!   to the dead-letter output ([`weir_api::BadRecordPolicy`]); the fast path stays vectorized
 //!   and only a chunk with a bad record is decoded again to locate it.
 //! - **Sink**: each subtask writes `part-{subtask:05}-{seq:05}-{unique}.{ext}` files into one
-//!   directory, each published atomically: readers never see a partial file.
+//!   directory, each published atomically: readers never see a partial file. Files roll by
+//!   rows, size and age (Flink's rolling policy); with checkpoints and `auto_compaction` the
+//!   small files of short epochs are merged before they are published (`compaction`).
 //!
 //! Reading a CSV file through the plugin surface:
 //!
@@ -48,6 +50,7 @@
 //! # }
 //! ```
 
+mod compaction;
 mod csv_reader;
 mod csv_record;
 mod csv_unquoted;
@@ -71,6 +74,7 @@ mod projection_tests;
 #[cfg(test)]
 mod prune_tests;
 mod rejection;
+mod rolling;
 mod sink;
 mod sink_writer;
 mod source;
@@ -88,5 +92,6 @@ pub use options::{
 pub use parquet_reader::ObjectParquetReader;
 pub use partition::{DEFAULT_PARTITION, escape, unescape};
 pub use partition_commit::{CommitPolicy, CommitTrigger, DEFAULT_SUCCESS_FILE};
+pub use rolling::{DEFAULT_ROLLOVER_INTERVAL, parse_size};
 pub use sink::FileSinkFactory;
 pub use source::FileSourceFactory;

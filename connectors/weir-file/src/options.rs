@@ -219,9 +219,29 @@ pub struct FileSinkOptions {
     #[serde(default = "default_rows_per_file")]
     pub rows_per_file: u64,
     /// A part file is published once it holds about this many bytes (default 256 MiB); checked
-    /// after each batch, so a file may exceed it by one batch.
-    #[serde(default = "default_bytes_per_file")]
+    /// after each batch, so a file may exceed it by one batch. A number of bytes or a size such
+    /// as `"128MB"` (SQL: `sink.bytes-per-file` or Flink's `sink.rolling-policy.file-size`).
+    #[serde(
+        default = "default_bytes_per_file",
+        deserialize_with = "crate::rolling::de_size"
+    )]
     pub bytes_per_file: u64,
+    /// A part file is published once it has been open this long (checked when a batch arrives);
+    /// with `auto_compaction`, also the longest small files wait to be merged. Default 30 min.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollover_interval: Option<weir_api::DurationMs>,
+    /// With checkpoints, Parquet only: small files of finished epochs stay staged and are merged
+    /// into one file once they reach `compaction_file_size` or `rollover_interval` passes
+    /// (docs/connectors/file.md, "Rolling and compaction").
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub auto_compaction: bool,
+    /// The size merged files aim at (default `bytes_per_file`); a number of bytes or `"128MB"`.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::rolling::de_opt_size"
+    )]
+    pub compaction_file_size: Option<u64>,
     /// Parquet only: the compression codec (default `snappy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<ParquetCompression>,
@@ -287,6 +307,7 @@ impl FileSinkOptions {
                 "must be at least 1",
             ));
         }
+        crate::compaction::validate(self, path)?;
         if let Some(envelope) = self.envelope
             && self.format != FileFormat::Json
         {

@@ -129,6 +129,26 @@ impl PartFile {
         }
     }
 
+    /// Parquet: ends the open row group when `rows` more rows of `bytes` (an input row group)
+    /// would take it past the row group limits (64 MiB, the writer's 1,048,576 rows), so that
+    /// the next row group stays whole.
+    ///
+    /// # Errors
+    /// Parquet or store errors when the row group cannot be written.
+    pub(crate) async fn fit_row_group(&mut self, rows: u64, bytes: u64) -> Result<()> {
+        if let Encoder::Parquet(writer) = &mut self.encoder {
+            let open = writer.in_progress_size() as u64;
+            let open_rows = writer.in_progress_rows() as u64;
+            let max_rows = parquet::file::properties::DEFAULT_MAX_ROW_GROUP_ROW_COUNT as u64;
+            if open_rows > 0
+                && (open + bytes > ROW_GROUP_BYTES as u64 || open_rows + rows > max_rows)
+            {
+                writer.flush().await.map_err(|e| write_error(&self.id, e))?;
+            }
+        }
+        Ok(())
+    }
+
     /// Encodes and stages `batch`.
     ///
     /// # Errors

@@ -1,6 +1,7 @@
 //! The `file` sink: each subtask writes rolling part files into one directory (or its
 //! partition directories), each published atomically (see [`crate::part_file`]).
 
+use crate::compaction::MergeSettings;
 use crate::epoch::{self, SinkSubtask};
 use crate::location::{FileLocation, store_error};
 use crate::options::{FileFormat, FileSinkOptions};
@@ -170,6 +171,38 @@ struct FileSink {
     inherited: Mutex<BTreeMap<u32, Vec<String>>>,
 }
 
+impl FileSink {
+    /// Publishes `transactions` of the subtask `task` names; `last` for its writer's last ones.
+    async fn commit_transactions(
+        &self,
+        task: &TaskContext,
+        transactions: &[serde_json::Value],
+        last: bool,
+    ) -> Result<()> {
+        let success_file = self.commit.as_ref().map(|c| c.success_file.as_str());
+        let owner = SinkSubtask::of(task);
+        let merge = MergeSettings {
+            compression: self.options.compression.unwrap_or_default(),
+            upload_bytes: self.upload_bytes,
+        };
+        let committed = epoch::commit(
+            &self.location,
+            &owner,
+            transactions,
+            success_file,
+            (merge, last),
+        )
+        .await?;
+        if self.commit.is_some()
+            && let Some(last) = committed.last()
+            && let Ok(mut inherited) = self.inherited.lock()
+        {
+            inherited.insert(last.subtask, last.pending.clone());
+        }
+        Ok(())
+    }
+}
+
 #[async_trait::async_trait]
 impl PreparedSink for FileSink {
     fn capabilities(&self) -> Vec<SinkCapability> {
@@ -239,16 +272,16 @@ impl PreparedSink for FileSink {
         task: &TaskContext,
         transactions: &[serde_json::Value],
     ) -> Result<()> {
-        let success_file = self.commit.as_ref().map(|c| c.success_file.as_str());
-        let owner = SinkSubtask::of(task);
-        let committed = epoch::commit(&self.location, &owner, transactions, success_file).await?;
-        if self.commit.is_some()
-            && let Some(last) = committed.last()
-            && let Ok(mut inherited) = self.inherited.lock()
-        {
-            inherited.insert(last.subtask, last.pending.clone());
-        }
-        Ok(())
+        self.commit_transactions(task, transactions, false).await
+    }
+
+    async fn commit_final(
+        &self,
+        task: &TaskContext,
+        transactions: &[serde_json::Value],
+    ) -> Result<()> {
+        // The writer's last transactions: carried small files are merged now (compaction.rs).
+        self.commit_transactions(task, transactions, true).await
     }
 
     async fn abort_uncommitted(

@@ -2,16 +2,19 @@
 //! (one, in the sink's directory, when the sink is not partitioned), rolled by rows and bytes,
 //! the least recently written one completed when too many are open.
 
+use crate::compaction::Carrier;
 use crate::epoch::{SinkSubtask, StagedFile, Transaction};
 use crate::location::{FileLocation, store_error};
 use crate::options::{DEFAULT_MAX_OPEN_PARTITIONS, FileSinkOptions};
 use crate::part_file::PartFile;
 use crate::partition::SinkPartitioning;
 use crate::partition_commit::{PartitionTracker, write_success_files};
+use crate::rolling::{DEFAULT_ROLLOVER_INTERVAL, due};
 use arrow::datatypes::SchemaRef;
 use arrow::record_batch::RecordBatch;
 use object_store::ObjectStoreExt;
 use std::collections::HashMap;
+use std::time::Instant;
 use weir_api::{Epoch, Error, Result, SinkWriter, TaskContext, Watermark};
 
 /// A writer's epoch mode (see [`crate::epoch`]).
@@ -32,6 +35,8 @@ struct OpenFile {
     staged: Option<String>,
     /// When it was last written (the writer's counter), to close the least recently used.
     used: u64,
+    /// When it was opened (the rollover interval).
+    opened: Instant,
 }
 
 /// One subtask's writer.
@@ -58,6 +63,8 @@ pub(crate) struct FileSinkWriter {
     epochs: Option<EpochStaging>,
     /// Partitions to commit, when the sink commits partitions.
     commits: Option<PartitionTracker>,
+    /// `Some` in epoch mode with `auto_compaction`: the small files carried on.
+    carrier: Option<Carrier>,
 }
 
 impl FileSinkWriter {
@@ -85,6 +92,7 @@ impl FileSinkWriter {
             clock: 0,
             epochs: None,
             commits,
+            carrier: None,
         }
     }
 
@@ -126,6 +134,7 @@ impl FileSinkWriter {
             part,
             staged,
             used: 0,
+            opened: Instant::now(),
         })
     }
 
@@ -195,8 +204,13 @@ impl FileSinkWriter {
                 return Err(e);
             }
             offset += take;
+            let interval = self
+                .options
+                .rollover_interval
+                .unwrap_or(DEFAULT_ROLLOVER_INTERVAL);
             if part.rows() >= self.options.rows_per_file
                 || part.bytes() >= self.options.bytes_per_file
+                || due(file.opened, interval)
             {
                 self.close(directory).await?;
             }
@@ -301,6 +315,7 @@ impl SinkWriter for FileSinkWriter {
             )));
         }
         self.epochs.get_or_insert_with(EpochStaging::default);
+        self.carrier = Carrier::new(&self.options);
         Ok(())
     }
 
@@ -325,10 +340,26 @@ impl SinkWriter for FileSinkWriter {
             .map(|e| std::mem::take(&mut e.closed))
             .unwrap_or_default();
         let extension = self.options.format.extension();
-        let mut files = Vec::with_capacity(closed.len());
-        for (seq, (staged, directory)) in closed.into_iter().enumerate() {
+        let mut sized = Vec::with_capacity(closed.len());
+        for (staged, directory) in closed {
+            let size = staged_size(&self.location, &staged).await?;
+            sized.push((staged, directory, size));
+        }
+        // With compaction (never with partitions, options.rs), small files are carried on
+        // instead of published (compaction.rs).
+        let (sized, compaction) = match &mut self.carrier {
+            Some(carrier) => {
+                let unpartitioned = sized.into_iter().map(|(s, _, size)| (s, size)).collect();
+                let (rest, carry) = carrier.carry(&self.owner, epoch.0, unpartitioned, extension);
+                let rest = rest.into_iter().map(|(s, size)| (s, String::new(), size));
+                (rest.collect(), carry)
+            }
+            None => (sized, None),
+        };
+        let mut files = Vec::with_capacity(sized.len());
+        for (seq, (staged, directory, size)) in sized.into_iter().enumerate() {
             files.push(StagedFile {
-                size: staged_size(&self.location, &staged).await?,
+                size,
                 final_name: Self::in_directory(
                     &directory,
                     &self.owner.final_name(epoch.0, seq, extension),
@@ -347,6 +378,7 @@ impl SinkWriter for FileSinkWriter {
             epoch: epoch.0,
             subtask: self.subtask,
             files,
+            compaction,
             partitions,
             pending,
         };

@@ -16,8 +16,9 @@ pub const FAILPOINT_ENV: &str = "WEIR_FAILPOINT";
 
 /// Every fail point there is: the runtime's, in the order an epoch meets them, then the Delta
 /// sink's (before its epoch commit, after it, and with a merged file written before the
-/// compaction commit).
-pub const FAILPOINTS: [&str; 9] = [
+/// compaction commit), then the file sink's compaction (a merged file written into staging
+/// before it is published; published before its inputs are deleted).
+pub const FAILPOINTS: [&str; 11] = [
     "after-pre-commit",
     "after-segments",
     "after-manifest",
@@ -27,6 +28,8 @@ pub const FAILPOINTS: [&str; 9] = [
     "delta-before-commit",
     "delta-after-commit",
     "delta-mid-compaction",
+    "file-mid-merge",
+    "file-after-merge",
 ];
 
 struct Armed {

@@ -138,6 +138,22 @@ pub trait PreparedSink: Send + Sync + std::fmt::Debug {
         Err(no_epoch_transactions())
     }
 
+    /// Publishes like [`PreparedSink::commit_epoch`] the last transactions of one subtask's
+    /// writer: those of a bounded job's final epoch, and those recovery finishes (the restored
+    /// epoch's; the restored run starts new writers). A sink that carries staged output from
+    /// epoch to epoch (the file sink's compaction) publishes all it carries here. By default
+    /// `commit_epoch`.
+    ///
+    /// # Errors
+    /// Those of [`PreparedSink::commit_epoch`].
+    async fn commit_final(
+        &self,
+        task: &TaskContext,
+        transactions: &[serde_json::Value],
+    ) -> Result<()> {
+        self.commit_epoch(task, transactions).await
+    }
+
     /// Whether the sink publishes each epoch of all its subtasks at once, through
     /// [`PreparedSink::commit_epochs`], rather than subtask by subtask through
     /// [`PreparedSink::commit_epoch`]. A table format whose commit is one atomic log entry (a
@@ -261,6 +277,7 @@ mod tests {
             writer.begin_epochs().await.unwrap_err(),
             writer.pre_commit(Epoch(1)).await.unwrap_err(),
             Plain.commit_epoch(&task, &[]).await.unwrap_err(),
+            Plain.commit_final(&task, &[]).await.unwrap_err(),
             Plain.commit_epochs(&task, &[]).await.unwrap_err(),
             Plain.abort_uncommitted(&task, &[]).await.unwrap_err(),
         ];

@@ -8,7 +8,8 @@
 //! The input is always the same (a fixed seed); the kill schedule is seeded from the clock unless
 //! `WEIR_CRASH_SEED` fixes it. `WEIR_CRASH_KILLS` (default 30) is how many kills a run of the test
 //! makes at least; `scripts/crash-soak.sh` runs it with hundreds. [`joins`] is the same harness
-//! over the same files for the joins, deduplication, OVER and Top-N operators.
+//! over the same files for the joins, deduplication, OVER and Top-N operators; [`compaction`]
+//! over the same job with the file sinks' auto-compaction.
 #![cfg(unix)]
 
 use std::collections::{BTreeSet, HashMap};
@@ -18,6 +19,8 @@ use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 mod common;
+#[path = "crash/compaction.rs"]
+mod compaction;
 #[path = "crash/delta.rs"]
 mod delta;
 #[path = "crash/joins.rs"]

@@ -113,6 +113,15 @@ pub(crate) const CONNECTORS: &[Connector] = &[
             ("format", "format", false),
             ("sink.rows-per-file", "rows_per_file", true),
             ("sink.bytes-per-file", "bytes_per_file", true),
+            // Flink's rolling policy and compaction; a size may be '128MB', an interval '15 min'.
+            ("sink.rolling-policy.file-size", "bytes_per_file", false),
+            (
+                "sink.rolling-policy.rollover-interval",
+                "rollover_interval",
+                false,
+            ),
+            ("auto-compaction", "auto_compaction", false),
+            ("compaction.file-size", "compaction_file_size", false),
             ("parquet.compression", "compression", false),
             ("sink.max-open-partitions", "max_open_partitions", true),
             (
@@ -231,3 +240,55 @@ const UPSERT_KAFKA_COMMON: [OptionMap; 7] = [
         false,
     ),
 ];
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use crate::SqlCompiler;
+
+    fn script(with: &str) -> String {
+        format!(
+            "CREATE TABLE t (a BIGINT) WITH ('connector' = 'filesystem', 'path' = 'in.csv', \
+             'format' = 'csv');\n\
+             CREATE TABLE o (a BIGINT) WITH ('connector' = 'filesystem', 'path' = 'out', \
+             'format' = 'parquet'{with});\n\
+             INSERT INTO o SELECT a FROM t;"
+        )
+    }
+
+    #[tokio::test]
+    async fn flink_rolling_and_compaction_options_reach_the_file_sink() {
+        let compiler = SqlCompiler::new();
+        let spec = compiler
+            .compile(
+                &script(
+                    ", 'sink.rolling-policy.file-size' = '128MB', \
+                     'sink.rolling-policy.rollover-interval' = '15 min', \
+                     'auto-compaction' = 'true', 'compaction.file-size' = '64MB'",
+                ),
+                "roll.sql",
+            )
+            .await
+            .expect("compiles")
+            .spec;
+        let options = &spec.sinks[0].options;
+        assert_eq!(options["bytes_per_file"], "128MB");
+        assert_eq!(options["rollover_interval"], "15 min");
+        assert_eq!(options["auto_compaction"], true);
+        assert_eq!(options["compaction_file_size"], "64MB");
+
+        let err = compiler
+            .compile(
+                &script(", 'sink.bytes-per-file' = '100', 'sink.rolling-policy.file-size' = '1MB'"),
+                "twice.sql",
+            )
+            .await
+            .expect_err("two spellings of one option");
+        let text = err.to_string();
+        assert!(text.starts_with("twice.sql:2:"), "{text}");
+        assert!(
+            text.contains("'sink.bytes-per-file' and 'sink.rolling-policy.file-size'"),
+            "{text}"
+        );
+    }
+}

@@ -450,7 +450,7 @@ impl Coordinator {
             .await
             .map_err(|e| checkpoint_error("recording a durable epoch", e))?;
         failpoint("after-manifest");
-        self.commit(flight.epoch).await?;
+        self.commit(flight.epoch, flight.is_final).await?;
         flight.state = transition(flight.state, EpochState::Committed)
             .map_err(|e| checkpoint_error("epoch lifecycle", e))?;
         log.record(&EpochRecord::new(
@@ -483,8 +483,9 @@ impl Coordinator {
     }
 
     /// Commits every pending transaction up to `epoch` (subsuming earlier aborted epochs), in
-    /// epoch order per sink subtask.
-    async fn commit(&mut self, epoch: Epoch) -> Result<()> {
+    /// epoch order per sink subtask; `is_final` for the final epoch of a bounded job (the
+    /// writers' last transactions, [`weir_api::PreparedSink::commit_final`]).
+    async fn commit(&mut self, epoch: Epoch, is_final: bool) -> Result<()> {
         let mut by_subtask: BTreeMap<(OperatorId, SubtaskIndex), Vec<serde_json::Value>> =
             BTreeMap::new();
         let mut by_epoch: BTreeMap<OperatorId, BTreeMap<Epoch, Vec<serde_json::Value>>> =
@@ -521,6 +522,7 @@ impl Coordinator {
                 (&operator, &operator),
                 subtask,
                 &values,
+                is_final,
             )
             .await?;
         }
@@ -566,7 +568,8 @@ impl Coordinator {
 }
 
 /// Publishes the pre-committed transactions `values` of one subtask of sink `operator`, staged
-/// by the subtask of `staged_by` (the same id, but for a sink renamed by a changed job).
+/// by the subtask of `staged_by` (the same id, but for a sink renamed by a changed job);
+/// `last` when they are its writer's last ([`weir_api::PreparedSink::commit_final`]).
 pub(crate) async fn commit_sink(
     sinks: &BTreeMap<OperatorId, SinkHandle>,
     store: &CheckpointStore,
@@ -574,6 +577,7 @@ pub(crate) async fn commit_sink(
     (operator, staged_by): (&OperatorId, &OperatorId),
     subtask: SubtaskIndex,
     values: &[serde_json::Value],
+    last: bool,
 ) -> Result<()> {
     let handle = sinks.get(operator).ok_or_else(|| Error::Restore {
         message: format!(
@@ -592,14 +596,15 @@ pub(crate) async fn commit_sink(
             handle.parallelism.max(subtask.0 + 1),
         )
     };
-    handle
-        .sink
-        .commit_epoch(&ctx, values)
-        .await
-        .map_err(|source| Error::Task {
-            task: ctx.label(),
-            source,
-        })
+    let committed = if last {
+        handle.sink.commit_final(&ctx, values).await
+    } else {
+        handle.sink.commit_epoch(&ctx, values).await
+    };
+    committed.map_err(|source| Error::Task {
+        task: ctx.label(),
+        source,
+    })
 }
 
 /// Whether sink `operator` publishes whole epochs at once

@@ -363,6 +363,7 @@ async fn recover_sinks(
             (renamed, &operator),
             subtask,
             &values,
+            true,
         )
         .await?;
         // After a sink subtask's recovery commit, before the next one's.

@@ -149,7 +149,21 @@ fn map_option(
     }
     if let Some((_, spec_key, numeric)) = of.known.iter().find(|(k, _, _)| k == key) {
         let v = option_value(table, key, value, at, *numeric)?;
-        out.insert((*spec_key).to_owned(), v);
+        if out.insert((*spec_key).to_owned(), v).is_some() {
+            // Two spellings of one option (`sink.bytes-per-file` and Flink's
+            // `sink.rolling-policy.file-size`): refused rather than one silently winning.
+            let both: Vec<&str> = of
+                .known
+                .iter()
+                .filter(|(k, s, _)| s == spec_key && table.options.contains_key(*k))
+                .map(|(k, _, _)| *k)
+                .collect();
+            return Err(table.here.at(at).invalid(format!(
+                "table `{}` sets one option twice: '{}' are spellings of the same option",
+                table.name,
+                both.join("' and '")
+            )));
+        }
         return Ok(());
     }
     if of.other.is_some_and(|o| o.iter().any(|(k, _, _)| k == key)) {

@@ -87,24 +87,54 @@ fn plan(table: &DeltaTable, location: &TableLocation, policy: Compaction) -> Res
         by_partition.entry(key).or_default().push(file);
     }
     let mut merges = Vec::new();
-    for (_, mut files) in by_partition {
-        if files.len() < policy.min_files {
-            continue;
-        }
-        files.sort_by(|a, b| a.path().cmp(&b.path()));
-        let mut chosen = Vec::new();
-        let mut bytes = 0_u64;
+    for (_, files) in by_partition {
+        // Size tiers: files merge only with files of about their size (the same power of
+        // `min_files`), so a merged file is merged again only once `min_files` files of its
+        // own size exist. Each byte is then rewritten about log_min_files(target / file size)
+        // times, not once per compaction as it would be if a growing file took in every new
+        // small file.
+        let mut tiers: BTreeMap<u32, Vec<LogicalFileView>> = BTreeMap::new();
         for file in files {
             let size = u64::try_from(file.size()).unwrap_or(0);
-            if chosen.len() >= 2 && bytes + size > policy.target_size {
-                break;
-            }
-            bytes += size;
-            chosen.push(file);
+            tiers
+                .entry(tier(size, policy.min_files))
+                .or_default()
+                .push(file);
         }
-        merges.push(Merge { files: chosen });
+        for (_, mut files) in tiers {
+            if files.len() < policy.min_files {
+                continue;
+            }
+            files.sort_by(|a, b| a.path().cmp(&b.path()));
+            let mut chosen = Vec::new();
+            let mut bytes = 0_u64;
+            for file in files {
+                let size = u64::try_from(file.size()).unwrap_or(0);
+                if chosen.len() >= 2 && bytes + size > policy.target_size {
+                    break;
+                }
+                bytes += size;
+                chosen.push(file);
+            }
+            merges.push(Merge { files: chosen });
+        }
     }
     Ok(merges)
+}
+
+/// The size tier of a file of `size` bytes: the power of `base` its size is in.
+fn tier(size: u64, base: usize) -> u32 {
+    let base = base.max(2) as u64;
+    let mut tier = 0;
+    let mut bound = base;
+    while size >= bound {
+        tier += 1;
+        bound = bound.saturating_mul(base);
+        if bound == u64::MAX {
+            break;
+        }
+    }
+    tier
 }
 
 /// Reads `merge`'s files, writes them as one, and commits the swap unless another writer
@@ -214,4 +244,22 @@ async fn merge_files(
     };
     tracing::info!(table = %location.given(), version = finalized.version(), files = merge.files.len(), "compacted small files of the Delta table");
     Ok(true)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tier;
+
+    #[test]
+    fn files_of_about_one_size_share_a_tier() {
+        assert_eq!(tier(0, 10), 0);
+        assert_eq!(tier(9, 10), 0);
+        assert_eq!(tier(10, 10), 1);
+        assert_eq!(tier(71_000, 10), 4);
+        assert_eq!(tier(99_999, 10), 4);
+        // Ten merged 71 KB files make a file of the next tier, which waits for nine more.
+        assert_eq!(tier(710_000, 10), 5);
+        assert_eq!(tier(u64::MAX, 10), 19);
+        assert_eq!(tier(5, 1), 2);
+    }
 }

@@ -147,15 +147,7 @@ fn check_location(given: &str, s3: Option<&S3Options>, options_path: &str) -> Re
             "the path is empty",
         ));
     }
-    let Some(s3) = s3 else { return Ok(()) };
-    let s3_path = format!("{options_path}.s3");
-    if !weir_api::is_s3_url(given) {
-        return Err(Error::config(
-            s3_path,
-            format!("S3 options apply to s3:// paths only, but the path is `{given}`"),
-        ));
-    }
-    s3.validate(&s3_path)
+    weir_api::check_path_s3(given, s3, options_path)
 }
 
 #[cfg(test)]

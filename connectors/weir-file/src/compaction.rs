@@ -4,7 +4,7 @@
 //! interval makes one small file per epoch. With compaction the small files of an epoch (those
 //! under half the target size) are not given final names: they stay staged in the subtask's
 //! `_staging` directory and the writer carries them on in the pre-commit of every following
-//! epoch ([`Carry`]), until their bytes reach the target (`compaction_file_size`, by default
+//! epoch ([`crate::carry::Carry`]), until their bytes reach the target (`compaction_file_size`, by default
 //! `bytes_per_file`) or the oldest of them has waited `rollover_interval`. That epoch's
 //! pre-commit marks the carry for merging; its `commit_epoch` reads the staged files and
 //! writes their rows into one Parquet file (input row groups kept whole where they fit), staged
@@ -22,6 +22,7 @@
 //! file's range is refused ([`check_withdraw`]): its inputs are gone and its rows cannot be
 //! split by epoch.
 
+use crate::carry::{CarriedFile, Carry};
 use crate::epoch::{SinkSubtask, StagedFile, Transaction, delete_if_present, publish_file};
 use crate::location::{FileLocation, store_error};
 use crate::options::{FileFormat, FileSinkOptions, ParquetCompression};
@@ -29,7 +30,6 @@ use crate::part_file::{Encoding, PartFile};
 use crate::rolling::{DEFAULT_ROLLOVER_INTERVAL, due};
 use futures::TryStreamExt;
 use object_store::ObjectStoreExt;
-use serde::{Deserialize, Serialize};
 use std::collections::HashSet;
 use std::time::Instant;
 use weir_api::failpoint::failpoint;
@@ -37,101 +37,6 @@ use weir_api::{DurationMs, Error, Result};
 
 /// The directory below a subtask's staging directory where merged files are written.
 const MERGE_DIR: &str = "merged";
-
-/// One small staged file carried toward a merge.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct CarriedFile {
-    /// Where it is staged, relative to the sink's `path`.
-    pub(crate) staged: String,
-    /// Its size in bytes.
-    pub(crate) size: u64,
-    /// The epoch whose rows it holds.
-    pub(crate) epoch: u64,
-}
-
-/// The small files one transaction carries (every one not yet merged), in the pre-commit JSON.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Carry {
-    /// The carried files, oldest first.
-    pub(crate) files: Vec<CarriedFile>,
-    /// Whether committing the transaction merges and publishes them.
-    pub(crate) merge: bool,
-    /// Where the merged file is written before it is published, relative to the sink's `path`.
-    pub(crate) merging: String,
-    /// The merged file's final name, relative to the sink's `path`.
-    #[serde(rename = "final")]
-    pub(crate) final_name: String,
-}
-
-impl Carry {
-    /// Checks that the carry stays in `staging` (the subtask's staging directory with a
-    /// trailing `/`) and publishes directly into the sink's directory.
-    pub(crate) fn check(&self, staging: &str, epoch: u64) -> Result<()> {
-        let staged_ok =
-            |p: &str| p.starts_with(staging) && !p.split('/').any(|s| s.is_empty() || s == "..");
-        let final_ok = !self.final_name.is_empty()
-            && !self.final_name.contains('/')
-            && !self.final_name.starts_with(['.', '_']);
-        if let Some(bad) = self
-            .files
-            .iter()
-            .map(|f| f.staged.as_str())
-            .chain([self.merging.as_str()])
-            .find(|p| !staged_ok(p))
-            .or((!final_ok).then_some(self.final_name.as_str()))
-        {
-            return Err(Error::Internal(format!(
-                "file sink pre-commit of epoch {epoch} carries `{bad}`, outside the sink's \
-                 staging directory or output directory"
-            )));
-        }
-        Ok(())
-    }
-}
-
-/// Checks the compaction and rolling options of a sink whose options are at `path`.
-///
-/// # Errors
-/// [`Error::Config`] naming the offending field.
-pub(crate) fn validate(options: &FileSinkOptions, path: &str) -> Result<()> {
-    if options.rollover_interval == Some(DurationMs(0)) {
-        return Err(Error::config(
-            format!("{path}.rollover_interval"),
-            "must be at least 1ms",
-        ));
-    }
-    if options.compaction_file_size == Some(0) {
-        return Err(Error::config(
-            format!("{path}.compaction_file_size"),
-            "must be at least 1 byte",
-        ));
-    }
-    if options.compaction_file_size.is_some() && !options.auto_compaction {
-        return Err(Error::config(
-            format!("{path}.compaction_file_size"),
-            "applies with `auto_compaction: true` (SQL 'auto-compaction' = 'true') only",
-        ));
-    }
-    if options.auto_compaction && !options.partition_by.is_empty() {
-        return Err(Error::config(
-            format!("{path}.auto_compaction"),
-            "compaction merges the files of an unpartitioned sink only; drop `partition_by` \
-             (PARTITIONED BY) or `auto_compaction`",
-        ));
-    }
-    if options.auto_compaction && options.format != FileFormat::Parquet {
-        return Err(Error::config(
-            format!("{path}.auto_compaction"),
-            format!(
-                "compaction merges Parquet files only, but the format is {}",
-                options.format
-            ),
-        ));
-    }
-    Ok(())
-}
 
 /// A writer's carried files (epoch mode with `auto_compaction`).
 #[derive(Debug)]

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::FileSinkFactory;
+use crate::carry::Carry;
 use crate::test_support::{ctx, prepare, read_all, render, spec};
 use arrow::array::{ArrayRef, Int64Array, RecordBatch, StringArray};
 use arrow::datatypes::{DataType, Field, Schema, SchemaRef};

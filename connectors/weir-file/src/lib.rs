@@ -50,12 +50,14 @@
 //! # }
 //! ```
 
+mod carry;
 mod compaction;
 mod csv_reader;
 mod csv_record;
 mod csv_unquoted;
 mod envelope;
 mod epoch;
+mod epoch_commit;
 mod inference;
 mod json_flat;
 mod json_reader;

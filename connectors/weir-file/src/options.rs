@@ -307,7 +307,7 @@ impl FileSinkOptions {
                 "must be at least 1",
             ));
         }
-        crate::compaction::validate(self, path)?;
+        validate_compaction(self, path)?;
         if let Some(envelope) = self.envelope
             && self.format != FileFormat::Json
         {
@@ -400,15 +400,49 @@ impl FileSinkOptions {
 
 /// Checks the `s3` options of `options_path`: valid, and only with an `s3://` path.
 pub(crate) fn check_s3(given: &str, s3: Option<&S3Options>, options_path: &str) -> Result<()> {
-    let Some(s3) = s3 else { return Ok(()) };
-    let s3_path = format!("{options_path}.s3");
-    if !weir_api::is_s3_url(given) {
+    weir_api::check_path_s3(given, s3, options_path)
+}
+
+/// Checks the compaction and rolling options of a sink whose options are at `path`.
+///
+/// # Errors
+/// [`Error::Config`] naming the offending field.
+fn validate_compaction(options: &FileSinkOptions, path: &str) -> Result<()> {
+    if options.rollover_interval == Some(weir_api::DurationMs(0)) {
         return Err(Error::config(
-            s3_path,
-            format!("S3 options apply to s3:// paths only, but the path is `{given}`"),
+            format!("{path}.rollover_interval"),
+            "must be at least 1ms",
         ));
     }
-    s3.validate(&s3_path)
+    if options.compaction_file_size == Some(0) {
+        return Err(Error::config(
+            format!("{path}.compaction_file_size"),
+            "must be at least 1 byte",
+        ));
+    }
+    if options.compaction_file_size.is_some() && !options.auto_compaction {
+        return Err(Error::config(
+            format!("{path}.compaction_file_size"),
+            "applies with `auto_compaction: true` (SQL 'auto-compaction' = 'true') only",
+        ));
+    }
+    if options.auto_compaction && !options.partition_by.is_empty() {
+        return Err(Error::config(
+            format!("{path}.auto_compaction"),
+            "compaction merges the files of an unpartitioned sink only; drop `partition_by` \
+             (PARTITIONED BY) or `auto_compaction`",
+        ));
+    }
+    if options.auto_compaction && options.format != FileFormat::Parquet {
+        return Err(Error::config(
+            format!("{path}.auto_compaction"),
+            format!(
+                "compaction merges Parquet files only, but the format is {}",
+                options.format
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

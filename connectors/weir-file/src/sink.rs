@@ -185,7 +185,7 @@ impl FileSink {
             compression: self.options.compression.unwrap_or_default(),
             upload_bytes: self.upload_bytes,
         };
-        let committed = epoch::commit(
+        let committed = crate::epoch_commit::commit(
             &self.location,
             &owner,
             transactions,
@@ -298,7 +298,7 @@ impl PreparedSink for FileSink {
     }
 
     async fn withdraw_after(&self, task: &TaskContext, epoch: Epoch) -> Result<Vec<String>> {
-        epoch::withdraw_after(&self.location, &SinkSubtask::of(task), epoch.0).await
+        crate::epoch_commit::withdraw_after(&self.location, &SinkSubtask::of(task), epoch.0).await
     }
 }
 

@@ -63,7 +63,7 @@ pub use options::decode_options;
 pub use predicate::{
     ColumnPredicate, PruneCondition, PruneOp, SourcePredicate, prunable_type, prune_value,
 };
-pub use s3::{S3_SQL_KEYS, S3Options, is_s3_url};
+pub use s3::{S3_SQL_KEYS, S3Options, check_path_s3, is_s3_url};
 pub use sink::{PreparedSink, SinkFactory, SinkWriter};
 pub use source::{
     BadRecordPolicy, ConnectorSpec, DeadLetterBuilder, PreparedSource, Reach, SourceFactory,

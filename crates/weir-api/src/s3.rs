@@ -81,6 +81,23 @@ const CREDENTIAL_VARIABLES: [&str; 3] = [
     "aws_session_token",
 ];
 
+/// Checks the `s3` options of a connector whose `path` option is `given`: valid, and only with
+/// an `s3://` path. `options_path` is the JSON path of the connector's options, for errors.
+///
+/// # Errors
+/// [`Error::Config`] at `{options_path}.s3` (or below it) naming what is wrong.
+pub fn check_path_s3(given: &str, s3: Option<&S3Options>, options_path: &str) -> Result<(), Error> {
+    let Some(s3) = s3 else { return Ok(()) };
+    let s3_path = format!("{options_path}.s3");
+    if !is_s3_url(given) {
+        return Err(Error::config(
+            s3_path,
+            format!("S3 options apply to s3:// paths only, but the path is `{given}`"),
+        ));
+    }
+    s3.validate(&s3_path)
+}
+
 impl S3Options {
     /// Whether no field is set.
     pub fn is_empty(&self) -> bool {

@@ -229,60 +229,15 @@ async fn produce_in_chunks(
 /// The job: Kafka -> tumbling 10 s windows per auction -> the Delta table `s3://<bucket>/lake/
 /// bids_per_auction`, at 3 lanes, checkpointing every 300 ms, with auto-compaction.
 fn job_sql(broker: &KafkaBroker, topic: &str, s3: &server::S3Server, bucket: &str) -> String {
-    let s3_options = format!(
-        "'s3.endpoint' = '{}', 's3.region' = '{}', 's3.access-key' = '{}', \
-         's3.secret-key' = '{}', 's3.path.style.access' = 'true'",
-        s3.endpoint(),
-        server::REGION,
-        server::ACCESS_KEY_ID,
-        server::SECRET_ACCESS_KEY,
-    );
-    format!(
-        r#"
-SET 'job.name' = 'bids-delta';
-SET 'parallelism' = '{LANES}';
-SET 'checkpoint.interval' = '300ms';
-SET 'checkpoint.dir' = 's3://{bucket}/checkpoints';
-SET 's3.endpoint' = '{endpoint}';
-SET 's3.region' = '{region}';
-SET 's3.access-key' = '{access}';
-SET 's3.secret-key' = '{secret}';
-SET 's3.path.style.access' = 'true';
-
-CREATE TABLE bids (
-  auction BIGINT NOT NULL,
-  price BIGINT NOT NULL,
-  date_time BIGINT NOT NULL,
-  ts AS TO_TIMESTAMP_MILLIS(date_time),
-  WATERMARK FOR ts AS ts - INTERVAL '1' SECOND
-) WITH (
-  'connector' = 'kafka',
-  'topic' = '{topic}',
-  'properties.bootstrap.servers' = '{servers}',
-  'format' = 'json',
-  'scan.startup.mode' = 'earliest-offset'
-);
-
-CREATE TABLE bids_per_auction (
-  auction BIGINT, window_start TIMESTAMP(3), window_end TIMESTAMP(3), bids BIGINT
-) WITH (
-  'connector' = 'delta',
-  'path' = 's3://{bucket}/{TABLE}',
-  {s3_options},
-  'auto-compaction' = 'true',
-  'compaction.min-files' = '4'
-);
-
-INSERT INTO bids_per_auction
-SELECT auction, window_start, window_end, COUNT(*)
-FROM TABLE(TUMBLE(TABLE bids, DESCRIPTOR(ts), INTERVAL '10' SECOND))
-GROUP BY auction, window_start, window_end;
-"#,
-        servers = broker.bootstrap_servers(),
-        endpoint = s3.endpoint(),
-        region = server::REGION,
-        access = server::ACCESS_KEY_ID,
-        secret = server::SECRET_ACCESS_KEY,
+    super::cluster::job_sql_into(
+        (broker, topic),
+        (s3, bucket),
+        (LANES, 300),
+        "bids-delta",
+        &format!(
+            "'connector' = 'delta', 'path' = 's3://{bucket}/{TABLE}', \
+             'auto-compaction' = 'true', 'compaction.min-files' = '4'"
+        ),
     )
 }
 

@@ -402,9 +402,27 @@ pub fn job_sql(
     lanes: u32,
     interval_ms: u64,
 ) -> String {
+    job_sql_into(
+        (broker, topic),
+        (s3, bucket),
+        (lanes, interval_ms),
+        "bids-lanes",
+        &format!("'connector' = 'filesystem', 'path' = 's3://{bucket}/out/', 'format' = 'parquet'"),
+    )
+}
+
+/// The job of [`job_sql`], named `name`, writing the table whose `WITH` options are `sink`
+/// (the job's `SET 's3.*'` options reach it).
+pub fn job_sql_into(
+    (broker, topic): (&KafkaBroker, &str),
+    (s3, bucket): (&server::S3Server, &str),
+    (lanes, interval_ms): (u32, u64),
+    name: &str,
+    sink: &str,
+) -> String {
     format!(
         r#"
-SET 'job.name' = 'bids-lanes';
+SET 'job.name' = '{name}';
 SET 'parallelism' = '{lanes}';
 SET 'checkpoint.interval' = '{interval_ms}ms';
 SET 'checkpoint.dir' = 's3://{bucket}/checkpoints';
@@ -430,11 +448,7 @@ CREATE TABLE bids (
 
 CREATE TABLE bids_per_auction (
   auction BIGINT, window_start TIMESTAMP(3), window_end TIMESTAMP(3), bids BIGINT
-) WITH (
-  'connector' = 'filesystem',
-  'path' = 's3://{bucket}/out/',
-  'format' = 'parquet'
-);
+) WITH ({sink});
 
 INSERT INTO bids_per_auction
 SELECT auction, window_start, window_end, COUNT(*)

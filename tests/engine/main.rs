@@ -6,6 +6,7 @@ mod bad_input;
 mod checkpoints;
 mod computed;
 mod damaged_checkpoints;
+mod delta;
 mod determinism;
 mod end_to_end;
 mod evolution;

@@ -65,6 +65,7 @@ impl SourceFactory for DeltaSourceFactory {
             version,
             batch_size: options.batch_size,
             files: tokio::sync::OnceCell::new(),
+            options_path: spec.options_path.to_owned(),
         }))
     }
 }
@@ -131,6 +132,8 @@ struct PreparedDeltaSource {
     version: Option<u64>,
     batch_size: usize,
     files: tokio::sync::OnceCell<Files>,
+    /// The JSON path of the options, for errors.
+    options_path: String,
 }
 
 impl PreparedDeltaSource {
@@ -208,6 +211,20 @@ impl PreparedSource for PreparedDeltaSource {
 
     async fn enumerate_splits(&self) -> Result<Vec<SourceSplit>> {
         let files = self.files().await?;
+        if files.by_path.is_empty() {
+            // As the file source does when nothing matches: a bounded read of nothing is
+            // refused rather than run.
+            return Err(Error::config(
+                format!("{}.path", self.options_path),
+                format!(
+                    "the Delta table at {} has no data files{}",
+                    self.location.given(),
+                    self.version
+                        .map(|v| format!(" at version {v}"))
+                        .unwrap_or_default()
+                ),
+            ));
+        }
         Ok(files
             .by_path
             .iter()

@@ -74,8 +74,7 @@ impl TableCommitter {
                 continue;
             }
             failpoint("delta-before-commit");
-            let mut actions: Vec<Action> = adds.iter().cloned().map(Action::Add).collect();
-            actions.shrink_to_fit();
+            let actions: Vec<Action> = adds.iter().cloned().map(Action::Add).collect();
             let properties = CommitProperties::default()
                 .with_application_transaction(Transaction::new(app_id, version));
             let operation = DeltaOperation::StreamingUpdate {

@@ -166,22 +166,6 @@ impl PreparedSink for PreparedDeltaSink {
         self.committer.commit_epochs(&app_id, &decoded).await
     }
 
-    async fn commit_epoch(
-        &self,
-        task: &TaskContext,
-        transactions: &[serde_json::Value],
-    ) -> Result<()> {
-        // Only reached if a runtime commits subtask by subtask: publish each pre-commit as an
-        // epoch of its own, still recognised by its transaction id on a repeat.
-        let mut epochs = Vec::new();
-        for value in transactions {
-            let one: EpochFiles = serde_json::from_value(value.clone())
-                .map_err(|e| weir_api::Error::Internal(format!("unreadable pre-commit: {e}")))?;
-            epochs.push((Epoch(one.epoch), vec![value.clone()]));
-        }
-        self.commit_epochs(task, &epochs).await
-    }
-
     async fn abort_uncommitted(
         &self,
         _task: &TaskContext,

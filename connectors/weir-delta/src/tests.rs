@@ -183,6 +183,26 @@ async fn each_epoch_of_all_subtasks_is_one_commit_and_a_repeat_commits_nothing()
 }
 
 #[tokio::test]
+async fn without_checkpoints_each_writer_commits_its_rows_at_the_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t").display().to_string();
+    let sink = sink(json!({ "path": path }), schema()).await.unwrap();
+    for (s, ids) in [(0, vec![0, 2]), (1, vec![1, 3])] {
+        let mut w = sink.create_writer(&task(s, 2)).await.unwrap();
+        w.write_batch(batch(&ids, "")).await.unwrap();
+        // Nothing is committed before the writer's end of input.
+        assert_eq!(log_versions(&dir.path().join("t")).len(), 1 + s as usize);
+        w.finish().await.unwrap();
+    }
+    let rows: Vec<i64> = read(&path, None, json!({}))
+        .await
+        .into_iter()
+        .map(|(id, _)| id)
+        .collect();
+    assert_eq!(rows, vec![0, 1, 2, 3]);
+}
+
+#[tokio::test]
 async fn another_sink_of_the_same_table_commits_on_its_own_transaction_id() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("t").display().to_string();

@@ -147,34 +147,25 @@ impl PreparedDeltaSource {
                 let snapshot = table
                     .snapshot()
                     .map_err(|e| self.location.error("reading", e))?;
-                if let Some(f) = snapshot
-                    .log_data()
-                    .iter()
-                    .find(|f| f.deletion_vector_descriptor().is_some())
-                {
-                    return Err(self.location.error(
-                        "reading",
-                        format!(
-                            "data file {} has a deletion vector, which this source does not \
-                             apply (its deleted rows would be read): purge the table (REORG \
-                             TABLE ... APPLY (PURGE)) or read another version",
-                            f.path()
-                        ),
-                    ));
+                let mut by_path = BTreeMap::new();
+                for f in snapshot.log_data().iter() {
+                    if f.deletion_vector_descriptor().is_some() {
+                        return Err(self.location.error(
+                            "reading",
+                            format!(
+                                "data file {} has a deletion vector, which this source does \
+                                 not apply (its deleted rows would be read): purge the table \
+                                 (REORG TABLE ... APPLY (PURGE)) or read another version",
+                                f.path()
+                            ),
+                        ));
+                    }
+                    let file = DataFile {
+                        size: u64::try_from(f.size()).unwrap_or(0),
+                        partition_values: f.partition_values_map(),
+                    };
+                    by_path.insert(f.path().into_owned(), file);
                 }
-                let by_path = snapshot
-                    .log_data()
-                    .iter()
-                    .map(|f| {
-                        (
-                            f.path().into_owned(),
-                            DataFile {
-                                size: u64::try_from(f.size()).unwrap_or(0),
-                                partition_values: f.partition_values_map(),
-                            },
-                        )
-                    })
-                    .collect();
                 Ok(Files {
                     store: table.object_store(),
                     by_path,

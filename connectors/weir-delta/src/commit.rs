@@ -101,14 +101,21 @@ impl TableCommitter {
                 .map_err(|e| self.location.error("reading", e))?;
             committed = true;
         }
-        if committed && let Some(compaction) = self.compaction {
-            // Compaction changes no data: when it fails (another writer removed a file it
-            // merges), the table stays as the epochs left it and the next commit tries again.
-            if let Err(e) = compact(&table, &self.location, compaction).await {
-                tracing::warn!(table = %self.location.given(), error = %e, "compacting the Delta table failed; the next epoch tries again");
-            }
+        if committed {
+            self.compact_after_commit(&table).await;
         }
         Ok(())
+    }
+
+    /// Merges small files when the sink compacts, after a commit that added files to `table`.
+    /// Compaction changes no data: when it fails (another writer removed a file it merges),
+    /// the table stays as the epochs left it and the next commit tries again.
+    pub(crate) async fn compact_after_commit(&self, table: &DeltaTable) {
+        if let Some(compaction) = self.compaction
+            && let Err(e) = compact(table, &self.location, compaction).await
+        {
+            tracing::warn!(table = %self.location.given(), error = %e, "compacting the Delta table failed; the next epoch tries again");
+        }
     }
 
     /// Commits files without a transaction id: the end of a run without checkpoints.
@@ -137,7 +144,11 @@ impl TableCommitter {
         Ok(())
     }
 
-    async fn open(&self) -> Result<DeltaTable> {
+    /// The table at its newest version.
+    ///
+    /// # Errors
+    /// External errors when it cannot be read, or is gone.
+    pub(crate) async fn open(&self) -> Result<DeltaTable> {
         self.location.open(None).await?.ok_or_else(|| {
             self.location
                 .error("committing to", "there is no table (it was removed)")
@@ -145,7 +156,11 @@ impl TableCommitter {
     }
 
     /// The newest epoch the table holds a commit of for `app_id`.
-    async fn transaction_version(&self, table: &DeltaTable, app_id: &str) -> Result<Option<i64>> {
+    pub(crate) async fn transaction_version(
+        &self,
+        table: &DeltaTable,
+        app_id: &str,
+    ) -> Result<Option<i64>> {
         let snapshot = table
             .snapshot()
             .map_err(|e| self.location.error("reading", e))?;

@@ -22,7 +22,7 @@ const MAX_COMPACTION_ATTEMPTS: u32 = 20;
 
 /// Whether a commit failed only because the table moved on since the snapshot it was built
 /// on (another writer committed first), so it can be checked and tried again.
-fn lost_the_version(e: &DeltaTableError) -> bool {
+pub(crate) fn lost_the_version(e: &DeltaTableError) -> bool {
     matches!(
         e,
         DeltaTableError::VersionAlreadyExists(_)

@@ -17,6 +17,7 @@
 
 mod commit;
 mod compaction;
+mod lanes;
 mod options;
 mod schema;
 mod sink;
@@ -29,6 +30,8 @@ pub use options::{
 pub use sink::DeltaSinkFactory;
 pub use source::DeltaSourceFactory;
 
+#[cfg(test)]
+mod lanes_tests;
 #[cfg(test)]
 mod tests;
 /// Real Delta readers (Python deltalake, Spark) over tables Weir wrote; in the full tier.

@@ -2,6 +2,7 @@
 //! commit names them); each epoch of all subtasks becomes one Delta commit.
 
 use crate::commit::{EpochFiles, TableCommitter};
+use crate::lanes::LaneCommits;
 use crate::options::DeltaSinkOptions;
 use crate::schema::{check_compatible, delta_schema, table_arrow_schema};
 use crate::table::TableLocation;
@@ -147,8 +148,8 @@ impl PreparedSink for PreparedDeltaSink {
         &self,
         task: &TaskContext,
         epochs: &[(Epoch, Vec<serde_json::Value>)],
+        last: bool,
     ) -> Result<()> {
-        let app_id = app_id(task);
         let mut decoded = Vec::with_capacity(epochs.len());
         for (epoch, values) in epochs {
             let mut files = Vec::new();
@@ -163,7 +164,20 @@ impl PreparedSink for PreparedDeltaSink {
             }
             decoded.push((*epoch, files));
         }
-        self.committer.commit_epochs(&app_id, &decoded).await
+        match &task.lane {
+            // A lane of a distributed job: one commit for the epochs of every lane.
+            Some(lane) => {
+                LaneCommits::new(&self.committer, lane, |job| {
+                    app_id(job, task.operator_id.as_str())
+                })?
+                .commit(&decoded, last)
+                .await
+            }
+            None => {
+                let app_id = app_id(task.job_id.as_str(), task.operator_id.as_str());
+                self.committer.commit_epochs(&app_id, &decoded).await
+            }
+        }
     }
 
     async fn abort_uncommitted(
@@ -177,10 +191,10 @@ impl PreparedSink for PreparedDeltaSink {
     }
 }
 
-/// The Delta transaction id (`txn` action `appId`) of a sink: the job and the sink's operator.
-/// A lane of a distributed job has a job id of its own, so each lane has its own.
-pub(crate) fn app_id(task: &TaskContext) -> String {
-    format!("weir-{}-{}", task.job_id, task.operator_id)
+/// The Delta transaction id (`txn` action `appId`) of sink `sink` in job `job`. Each lane of a
+/// distributed job has a job id of its own, so each lane has its own, and the job one more.
+pub(crate) fn app_id(job: &str, sink: &str) -> String {
+    format!("weir-{job}-{sink}")
 }
 
 /// One subtask's writer.

@@ -90,6 +90,26 @@ impl TableLocation {
         &self.given
     }
 
+    /// The store the table is in (rooted at the file system's or bucket's root).
+    pub(crate) fn store(&self) -> &Arc<dyn ObjectStore> {
+        &self.store
+    }
+
+    /// The table directory's path in [`TableLocation::store`].
+    ///
+    /// # Errors
+    /// An external error for a URL path that is no object path.
+    pub(crate) fn path(&self) -> Result<Path> {
+        Path::from_url_path(self.url.path()).map_err(|e| self.error("opening", e))
+    }
+
+    /// The table's directory on the local file system, or `None` on S3.
+    pub(crate) fn local_dir(&self) -> Option<std::path::PathBuf> {
+        (self.url.scheme() == "file")
+            .then(|| self.url.to_file_path().ok())
+            .flatten()
+    }
+
     /// What reading or writing the table touches.
     pub(crate) fn touches(&self) -> Vec<weir_api::Touch> {
         self.touches.clone()
@@ -105,9 +125,7 @@ impl TableLocation {
 
     /// Whether the table's log has any entry (a table exists here).
     async fn exists(&self) -> Result<bool> {
-        let log = Path::from_url_path(self.url.path())
-            .map_err(|e| self.error("opening", e))?
-            .join("_delta_log");
+        let log = self.path()?.join("_delta_log");
         match self.store.list(Some(&log)).next().await {
             None | Some(Err(object_store::Error::NotFound { .. })) => Ok(false),
             Some(Ok(_)) => Ok(true),

@@ -14,14 +14,14 @@ use weir_api::{
     SinkWriter, SourceFactory, SubtaskIndex, TaskContext,
 };
 
-fn schema() -> SchemaRef {
+pub(crate) fn schema() -> SchemaRef {
     Arc::new(Schema::new(vec![
         Field::new("id", DataType::Int64, false),
         Field::new("dt", DataType::Utf8, true),
     ]))
 }
 
-fn batch(ids: &[i64], dt: &str) -> RecordBatch {
+pub(crate) fn batch(ids: &[i64], dt: &str) -> RecordBatch {
     RecordBatch::try_new(
         schema(),
         vec![
@@ -32,7 +32,10 @@ fn batch(ids: &[i64], dt: &str) -> RecordBatch {
     .unwrap()
 }
 
-async fn sink(options: Value, input: SchemaRef) -> weir_api::Result<Arc<dyn PreparedSink>> {
+pub(crate) async fn sink(
+    options: Value,
+    input: SchemaRef,
+) -> weir_api::Result<Arc<dyn PreparedSink>> {
     DeltaSinkFactory
         .prepare(
             ConnectorSpec {
@@ -80,14 +83,14 @@ async fn run_epochs(sink: &Arc<dyn PreparedSink>, epochs: &[[&[i64]; 2]], first:
             }
             values.push(writers[s].pre_commit(e).await.unwrap());
         }
-        sink.commit_epochs(&task(0, 2), &[(e, values)])
+        sink.commit_epochs(&task(0, 2), &[(e, values)], false)
             .await
             .unwrap();
     }
 }
 
 /// Every row of the table's version (newest if `None`), read through the source, sorted.
-async fn read(path: &str, version: Option<u64>, extra: Value) -> Vec<(i64, String)> {
+pub(crate) async fn read(path: &str, version: Option<u64>, extra: Value) -> Vec<(i64, String)> {
     let mut options = json!({ "path": path });
     if let Some(v) = version {
         options["version"] = json!(v);
@@ -123,7 +126,7 @@ async fn read(path: &str, version: Option<u64>, extra: Value) -> Vec<(i64, Strin
     rows
 }
 
-fn expected(ids: impl IntoIterator<Item = i64>) -> Vec<(i64, String)> {
+pub(crate) fn expected(ids: impl IntoIterator<Item = i64>) -> Vec<(i64, String)> {
     let mut rows: Vec<_> = ids
         .into_iter()
         .map(|id| {
@@ -140,7 +143,7 @@ fn expected(ids: impl IntoIterator<Item = i64>) -> Vec<(i64, String)> {
 }
 
 /// The newest version of the table in `dir` (from the names of its commit files).
-fn log_versions(dir: &std::path::Path) -> Vec<u64> {
+pub(crate) fn log_versions(dir: &std::path::Path) -> Vec<u64> {
     let mut versions: Vec<u64> = std::fs::read_dir(dir.join("_delta_log"))
         .unwrap()
         .filter_map(|e| {
@@ -171,7 +174,7 @@ async fn each_epoch_of_all_subtasks_is_one_commit_and_a_repeat_commits_nothing()
     w.begin_epochs().await.unwrap();
     w.write_batch(batch(&[100], "x")).await.unwrap();
     let again = w.pre_commit(Epoch(2)).await.unwrap();
-    sink.commit_epochs(&task(0, 2), &[(Epoch(2), vec![again])])
+    sink.commit_epochs(&task(0, 2), &[(Epoch(2), vec![again])], false)
         .await
         .unwrap();
     assert_eq!(log_versions(&dir.path().join("t")), vec![0, 1, 2]);
@@ -214,7 +217,7 @@ async fn another_sink_of_the_same_table_commits_on_its_own_transaction_id() {
     w.begin_epochs().await.unwrap();
     w.write_batch(batch(&[2], "")).await.unwrap();
     let v = w.pre_commit(Epoch(1)).await.unwrap();
-    sink.commit_epochs(&other, &[(Epoch(1), vec![v])])
+    sink.commit_epochs(&other, &[(Epoch(1), vec![v])], false)
         .await
         .unwrap();
     assert_eq!(read(&path, None, json!({})).await.len(), 3);

@@ -229,7 +229,14 @@ impl Lanes {
             .prepare(&spec, Some(&file))
             .await
             .map_err(lane_error)?
-            .with_split_share(share);
+            .with_split_share(share)
+            .with_lane(weir::api::Lane {
+                job: weir::api::JobId::new(job.to_owned()),
+                index: lane,
+                jobs: (0..count)
+                    .map(|i| weir::api::JobId::new(lane_job_id(job, i)))
+                    .collect(),
+            });
         let running = self
             .engine
             .start_with(prepared, options)

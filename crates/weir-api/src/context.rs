@@ -57,6 +57,23 @@ pub struct TaskContext {
     /// [`PreparedSink::commit_epoch`](crate::PreparedSink::commit_epoch) and
     /// [`PreparedSink::abort_uncommitted`](crate::PreparedSink::abort_uncommitted) calls.
     pub staging: Option<SinkStaging>,
+    /// The lane this run is of a distributed job (`None`: the whole job runs here): set on the
+    /// contexts of [`PreparedSink::commit_epochs`](crate::PreparedSink::commit_epochs) calls,
+    /// so that a sink can publish the epochs of every lane together.
+    pub lane: Option<Arc<Lane>>,
+}
+
+/// Where a run stands among the lanes of a distributed job: each lane is a job of its own (its
+/// own id, checkpoints and epochs) reading one share of the splits. A sink that makes one
+/// commit for all lanes (a Delta table's) finds the other lanes' job ids here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lane {
+    /// The distributed job's id.
+    pub job: JobId,
+    /// This run's lane: its index in `jobs`.
+    pub index: u32,
+    /// The job id of every lane, in lane order (this run's is `jobs[index]`).
+    pub jobs: Vec<JobId>,
 }
 
 /// Durable storage private to one sink subtask, inside the job's checkpoint store
@@ -130,6 +147,7 @@ impl TaskContext {
             late_updated_rows: Arc::default(),
             restored_image: None,
             staging: None,
+            lane: None,
         }
     }
 

@@ -15,16 +15,18 @@ use std::sync::atomic::{AtomicU64, Ordering};
 pub const FAILPOINT_ENV: &str = "WEIR_FAILPOINT";
 
 /// Every fail point there is: the runtime's, in the order an epoch meets them, then the Delta
-/// sink's (before its epoch commit, after it, and with a merged file written before the
-/// compaction commit), then the file sink's compaction (a merged file written into staging
+/// sink's (in a lane of a distributed job, its epoch staged for the lanes' commit; before an
+/// epoch's or the lanes' commit, after it; a merged file written before the compaction
+/// commit), then the file sink's compaction (a merged file written into staging
 /// before it is published; published before its inputs are deleted).
-pub const FAILPOINTS: [&str; 11] = [
+pub const FAILPOINTS: [&str; 12] = [
     "after-pre-commit",
     "after-segments",
     "after-manifest",
     "mid-commit",
     "mid-restore",
     "mid-recovery-commit",
+    "delta-lane-staged",
     "delta-before-commit",
     "delta-after-commit",
     "delta-mid-compaction",

@@ -47,7 +47,7 @@ mod watermark;
 pub use capability::{Boundedness, SemanticMode, SinkCapability, SourceCapability};
 pub use changelog::{ROW_KIND_COLUMN, RowKind};
 pub use column_types::{ColumnUse, supports};
-pub use context::{SinkStaging, StateBackendHandle, TaskContext};
+pub use context::{Lane, SinkStaging, StateBackendHandle, TaskContext};
 pub use duration::DurationMs;
 pub use error::{EXCERPT_CHARS, Error, ErrorKind, RecordLocation, Result, excerpt};
 pub use ids::{

@@ -165,9 +165,11 @@ pub trait PreparedSink: Send + Sync + std::fmt::Debug {
 
     /// Publishes whole epochs, in epoch order: each element holds an epoch and the pre-commit
     /// values of every subtask that pre-committed it (in subtask order). `task` names the job
-    /// and the sink; its subtask is 0. Idempotent: an epoch already published is passed over,
-    /// so recovery may repeat it. Called only when [`PreparedSink::commits_whole_epochs`]
-    /// answers `true`.
+    /// and the sink (its subtask is 0) and, in a lane of a distributed job, the lane
+    /// ([`TaskContext::lane`]). `last` when these epochs end the job's input (a bounded job's
+    /// final epoch): no epoch of this run follows them. Idempotent: an epoch already published
+    /// is passed over, so recovery may repeat it (with `last` false). Called only when
+    /// [`PreparedSink::commits_whole_epochs`] answers `true`.
     ///
     /// # Errors
     /// By default, a configuration error: the sink does not support epoch transactions.
@@ -176,8 +178,9 @@ pub trait PreparedSink: Send + Sync + std::fmt::Debug {
         &self,
         task: &TaskContext,
         epochs: &[(Epoch, Vec<serde_json::Value>)],
+        last: bool,
     ) -> Result<()> {
-        let _ = (task, epochs);
+        let _ = (task, epochs, last);
         Err(no_epoch_transactions())
     }
 
@@ -278,7 +281,7 @@ mod tests {
             writer.pre_commit(Epoch(1)).await.unwrap_err(),
             Plain.commit_epoch(&task, &[]).await.unwrap_err(),
             Plain.commit_final(&task, &[]).await.unwrap_err(),
-            Plain.commit_epochs(&task, &[]).await.unwrap_err(),
+            Plain.commit_epochs(&task, &[], false).await.unwrap_err(),
             Plain.abort_uncommitted(&task, &[]).await.unwrap_err(),
         ];
         for err in errors {

@@ -57,6 +57,9 @@ pub struct PreparedJob {
     /// The share of the splits this run reads when it is one lane of a distributed job (`None`:
     /// every split). Set with [`PreparedJob::with_split_share`].
     pub split_share: Option<SplitShare>,
+    /// Which lane of a distributed job this run is (`None`: the whole job runs here), for
+    /// sinks that publish the epochs of every lane together. Set with [`PreparedJob::with_lane`].
+    pub lane: Option<Arc<weir_api::Lane>>,
 }
 
 impl PreparedJob {
@@ -113,6 +116,7 @@ impl PreparedJob {
             splits: HashMap::new(),
             semantic_mode: SemanticMode::BestEffort,
             split_share: None,
+            lane: None,
         };
         let nodes: Vec<ModelNode> = job
             .plans
@@ -154,6 +158,15 @@ impl PreparedJob {
             }
         }
         self.split_share = Some(share);
+        self
+    }
+
+    /// Makes this run lane `lane.index` of the distributed job `lane.job` for its sinks: their
+    /// commits see the [`weir_api::Lane`] (with [`PreparedJob::with_split_share`] for its
+    /// sources' share).
+    #[must_use]
+    pub fn with_lane(mut self, lane: weir_api::Lane) -> Self {
+        self.lane = Some(Arc::new(lane));
         self
     }
 

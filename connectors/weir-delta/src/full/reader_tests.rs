@@ -152,7 +152,7 @@ async fn write_table(path: &str, s3: Option<Value>) -> Vec<Vec<i64>> {
             ids_of_epoch.extend(ids);
             values.push(writer.pre_commit(Epoch(epoch as u64)).await.unwrap());
         }
-        sink.commit_epochs(&task(0), &[(Epoch(epoch as u64), values)])
+        sink.commit_epochs(&task(0), &[(Epoch(epoch as u64), values)], false)
             .await
             .unwrap();
         epochs.push(ids_of_epoch);

@@ -174,6 +174,7 @@ impl<'a> TaskBuilder<'a> {
             late_updated_rows: subtask.late_updated_rows(),
             restored_image: task.images.get(operator).cloned(),
             staging: None,
+            lane: self.job.lane.clone(),
         }
     }
 

@@ -111,6 +111,7 @@ pub(super) fn epoch_sinks(job: &PreparedJob) -> BTreeMap<OperatorId, SinkHandle>
                     SinkHandle {
                         sink: sink.clone(),
                         parallelism,
+                        lane: job.lane.clone(),
                     },
                 )),
                 _ => None,

@@ -42,6 +42,8 @@ pub(crate) struct ManualCheckpoint {
 pub(crate) struct SinkHandle {
     pub(crate) sink: Arc<dyn PreparedSink>,
     pub(crate) parallelism: u32,
+    /// The lane of a distributed job the run is, for the contexts of whole-epoch commits.
+    pub(crate) lane: Option<Arc<weir_api::Lane>>,
 }
 
 /// Everything the coordinator works with.
@@ -532,7 +534,7 @@ impl Coordinator {
             }
             commits += 1;
             let epochs: Vec<_> = epochs.into_iter().collect();
-            commit_sink_epochs(&self.sinks, &self.job_id, &operator, &epochs).await?;
+            commit_sink_epochs(&self.sinks, &self.job_id, &operator, &epochs, is_final).await?;
         }
         if !self.pending.is_empty() {
             failpoint("mid-commit");
@@ -620,12 +622,14 @@ pub(crate) fn commits_whole_epochs(
 }
 
 /// Publishes whole epochs of sink `operator` (every subtask's values per epoch, epochs in
-/// order) through [`weir_api::PreparedSink::commit_epochs`].
+/// order) through [`weir_api::PreparedSink::commit_epochs`]; `last` when they end a bounded
+/// job's input.
 pub(crate) async fn commit_sink_epochs(
     sinks: &BTreeMap<OperatorId, SinkHandle>,
     job_id: &weir_api::JobId,
     operator: &OperatorId,
     epochs: &[(Epoch, Vec<serde_json::Value>)],
+    last: bool,
 ) -> Result<()> {
     let Some(handle) = sinks.get(operator) else {
         return Err(Error::Restore {
@@ -634,15 +638,18 @@ pub(crate) async fn commit_sink_epochs(
             ),
         });
     };
-    let ctx = TaskContext::new(
-        job_id.clone(),
-        operator.clone(),
-        SubtaskIndex(0),
-        handle.parallelism,
-    );
+    let ctx = TaskContext {
+        lane: handle.lane.clone(),
+        ..TaskContext::new(
+            job_id.clone(),
+            operator.clone(),
+            SubtaskIndex(0),
+            handle.parallelism,
+        )
+    };
     handle
         .sink
-        .commit_epochs(&ctx, epochs)
+        .commit_epochs(&ctx, epochs, last)
         .await
         .map_err(|source| Error::Task {
             task: ctx.label(),

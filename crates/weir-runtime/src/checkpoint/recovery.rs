@@ -395,7 +395,8 @@ async fn recover_sinks(
                 (epoch, values.into_iter().map(|(_, v)| v).collect())
             })
             .collect();
-        super::coordinator::commit_sink_epochs(sinks, &plan.job_id, &operator, &epochs).await?;
+        super::coordinator::commit_sink_epochs(sinks, &plan.job_id, &operator, &epochs, false)
+            .await?;
         failpoint("mid-recovery-commit");
     }
     for (operator, handle) in sinks {

@@ -297,7 +297,7 @@ impl<'a> LaneCommits<'a> {
                 self.committer.compact_after_commit(table).await;
                 return Ok(());
             }
-            // Another writer took the version: read the table and the staged epochs again.
+            tracing::info!(table = %self.location().given(), "another writer took the log's next version; reading the table and the staged epochs again");
         }
         Err(self.location().error(
             "committing the lanes' epochs to",

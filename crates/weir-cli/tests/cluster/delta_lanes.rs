@@ -1,17 +1,19 @@
 //! Three lanes of one job writing ONE Delta table on the S3 test server (moto): Kafka with 8
-//! partitions -> tumbling windows -> Delta, at parallelism 3 over three Agents, with
-//! `auto-compaction` on and a small `compaction.min-files`, so that the lanes' epoch commits
-//! and their compactions race for the table's versions (Delta's optimistic concurrency; on S3
-//! each log entry is a conditional put). One Agent is SIGKILLed mid-run and its lanes move.
-//! At the end the table, read by the Python `deltalake` reader, holds every closed window
-//! exactly once with the counts the input gives, and every epoch commit carries the
-//! transaction id of the lane that made it (each lane has a job id of its own), each epoch of
-//! a lane in one commit at most.
+//! partitions -> tumbling windows -> Delta, at parallelism 3, with `auto-compaction` on and a
+//! small `compaction.min-files`. Each lane stages its durable epochs; the lane that finds a
+//! round complete commits every lane's epochs in one Delta commit, and lanes that find it at
+//! once race for the log's version (on S3 each log entry is a conditional put). The Agents
+//! are armed with fail points of that protocol (an epoch staged, before the round's commit,
+//! after it, mid-compaction): each is SIGKILLed where it stops and an unarmed Agent takes its
+//! place. At the end the table, read by the Python `deltalake` reader, holds every closed
+//! window exactly once with the counts the input gives, and every epoch commit is one round
+//! of all three lanes: a `txn` per lane (its epochs rising from round to round) and one of
+//! the job counting the rounds.
 
 use super::cluster::{Cluster, Input, PARTITIONS, bucket_store};
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use weir_control::{DesiredState, lane_job_id};
 use weir_testkit::delta_readers::{DeltaS3, DeltaStorage, delta_python_history, delta_python_rows};
 use weir_testkit::kafka::KafkaBroker;
@@ -24,9 +26,68 @@ const CHUNK: u64 = 1_000;
 const PAUSE: std::time::Duration = std::time::Duration::from_millis(700);
 /// The table's prefix in the bucket.
 const TABLE: &str = "lake/bids_per_auction";
+/// The fail points the first Agents are armed with (`WEIR_FAILPOINT`), one each.
+const ARMED: [&str; 4] = [
+    "delta-lane-staged@6",
+    "delta-before-commit@2",
+    "delta-after-commit@2",
+    "delta-mid-compaction@1",
+];
+/// Records produced at least, and at most while an armed Agent has not stopped yet.
+const AT_LEAST: u64 = 12_000;
+const AT_MOST: u64 = 30_000;
+
+/// The Agents, armed and not: kills an armed one once it stopped at its fail point and starts
+/// an unarmed one in its place.
+struct Agents {
+    /// Armed Agents still running: id -> fail point.
+    armed: BTreeMap<String, &'static str>,
+    /// The fail points Agents stopped at.
+    reached: Vec<&'static str>,
+    started: usize,
+}
+
+impl Agents {
+    fn start(cluster: &mut Cluster) -> Agents {
+        let mut armed = BTreeMap::new();
+        for (i, point) in ARMED.iter().enumerate() {
+            let id = format!("agent-{i}");
+            cluster.spawn_agent(&id, &[("WEIR_FAILPOINT", point)]);
+            armed.insert(id, *point);
+        }
+        Agents {
+            armed,
+            reached: Vec::new(),
+            started: ARMED.len(),
+        }
+    }
+
+    /// SIGKILLs every armed Agent whose log says it reached its fail point, and starts an
+    /// unarmed one for each.
+    fn kill_stopped(&mut self, cluster: &mut Cluster) {
+        let stopped: Vec<String> = self
+            .armed
+            .keys()
+            .filter(|id| {
+                std::fs::read_to_string(cluster.dir().join(format!("{id}.log")))
+                    .is_ok_and(|log| log.contains("weir: failpoint"))
+            })
+            .cloned()
+            .collect();
+        for id in stopped {
+            let point = self.armed.remove(&id).expect("armed");
+            cluster.kill_agent(&id);
+            eprintln!("{id} stopped at {point}: SIGKILLed");
+            self.reached.push(point);
+            let fresh = format!("agent-{}", self.started);
+            self.started += 1;
+            cluster.spawn_agent(&fresh, &[]);
+        }
+    }
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn three_lanes_commit_to_one_delta_table_on_s3_exactly_once_through_an_agent_kill() {
+async fn three_lanes_commit_rounds_to_one_delta_table_on_s3_exactly_once_through_kills() {
     let started = Instant::now();
     let broker = KafkaBroker::shared().expect("the Kafka test broker");
     let s3 = server::server().expect("the S3 test server");
@@ -34,19 +95,19 @@ async fn three_lanes_commit_to_one_delta_table_on_s3_exactly_once_through_an_age
     let topic = unique_name("bids-delta-lanes");
     broker.create_topic(&topic, PARTITIONS).expect("topic");
     let input = Input {
-        before_flush: 12_000,
+        before_flush: AT_MOST,
         after_flush: 0,
     };
-    let mut cluster = Cluster::start(3, 3, "2s").await;
+    let mut cluster = Cluster::start(0, 3, "2s").await;
+    let mut agents = Agents::start(&mut cluster);
+    cluster.until_agents(ARMED.len()).await;
     let job = cluster
         .submit("bids-delta", job_sql(broker, &topic, s3, &bucket))
         .await;
     cluster.set_state(&job, DesiredState::Running).await;
 
-    // Half the input, in chunks that each close windows in every lane, so the lanes commit
-    // epochs (and compact) at the same moments, then a job-level checkpoint over every lane.
-    let half = input.before_flush / 2;
-    produce_in_chunks(&input, broker, &topic, 0..half).await;
+    // A job-level checkpoint over every lane, with the lanes' commits in place.
+    produce_in_chunks(&input, broker, &topic, 0..CHUNK).await;
     let accepted = cluster.client.checkpoint(&job).await.expect("checkpoint");
     cluster
         .until("a job-level checkpoint of every lane", async |c| {
@@ -59,39 +120,44 @@ async fn three_lanes_commit_to_one_delta_table_on_s3_exactly_once_through_an_age
         })
         .await;
 
-    // SIGKILL the Agent with the most lanes; the others take them over.
-    let victim = cluster.busiest_agent(&job).await;
-    cluster.kill_agent(&victim);
-    let killed_at = Instant::now();
-    cluster.until_moved(&job, LANES, &victim).await;
-    eprintln!(
-        "the job ran again {:?} after the SIGKILL of {victim}",
-        killed_at.elapsed()
-    );
-
-    // The rest of the input, then a record that closes every window.
-    produce_in_chunks(&input, broker, &topic, half..input.before_flush).await;
+    // Input in chunks that each close windows in every lane, until every armed Agent stopped
+    // at its fail point (and at least AT_LEAST records); then a record that closes every
+    // window.
+    let mut produced = CHUNK;
+    while produced < AT_MOST && (produced < AT_LEAST || !agents.armed.is_empty()) {
+        produce_in_chunks(&input, broker, &topic, produced..produced + CHUNK).await;
+        produced += CHUNK;
+        agents.kill_stopped(&mut cluster);
+    }
     input.produce_flush(broker, &topic, 1);
-    let want = input.expected(0..input.before_flush);
+    let want = input.expected(0..produced);
     let uri = format!("s3://{bucket}/{TABLE}");
     let storage = DeltaStorage::S3(DeltaS3::for_server(s3));
-    let rows = cluster
-        .until("every window in the Delta table", async |_| {
-            let (uri, storage) = (uri.clone(), storage.clone());
-            let read = tokio::task::spawn_blocking(move || delta_python_rows(&uri, None, &storage))
-                .await
-                .expect("the reader's thread");
-            let read = match read {
-                Ok(read) => read,
-                // No table yet; the kit's NOT RUN error (no Python) fails the test at once.
-                Err(e) if e.to_string().contains("NOT RUN") => panic!("{e}"),
-                Err(_) => return None,
-            };
-            let rows = windows(&read.rows);
-            (rows.iter().filter(|(auction, ..)| *auction >= 0).count() >= want.len())
-                .then_some(rows)
-        })
-        .await;
+    let deadline = Instant::now() + Duration::from_secs(240);
+    let rows = loop {
+        agents.kill_stopped(&mut cluster);
+        let (uri, storage) = (uri.clone(), storage.clone());
+        let read = tokio::task::spawn_blocking(move || delta_python_rows(&uri, None, &storage))
+            .await
+            .expect("the reader's thread");
+        match read {
+            Ok(read) => {
+                let rows = windows(&read.rows);
+                if rows.iter().filter(|(auction, ..)| *auction >= 0).count() >= want.len() {
+                    break rows;
+                }
+            }
+            // The kit's NOT RUN error (no Python) fails the test at once.
+            Err(e) if e.to_string().contains("NOT RUN") => panic!("{e}"),
+            Err(_) => {}
+        }
+        assert!(
+            Instant::now() < deadline,
+            "every window in the Delta table: not by the deadline (fail points reached: {:?})",
+            agents.reached
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    };
     let mut got = BTreeMap::new();
     let mut repeated = Vec::new();
     for (auction, start, bids) in rows.into_iter().filter(|(a, ..)| *a >= 0) {
@@ -107,14 +173,16 @@ async fn three_lanes_commit_to_one_delta_table_on_s3_exactly_once_through_an_age
     );
     assert_eq!(got, want, "every window once, with every bid counted once");
 
-    // The commits: one txn per epoch commit, of the lane that made it.
+    // The commits: each epoch commit is a round of every lane, with the job's round number.
     let storage_store = bucket_store(s3, &bucket);
     let commits = log_commits(storage_store.store.as_ref()).await;
     let lanes: Vec<String> = (0..LANES)
         .map(|lane| format!("weir-{}-", lane_job_id(&job, lane)))
         .collect();
     let mut epochs: BTreeMap<String, Vec<(i64, u64)>> = BTreeMap::new();
-    let (mut updates, mut compactions) = (0, 0);
+    let mut rounds: Vec<(i64, u64)> = Vec::new();
+    let mut job_app_id = None;
+    let mut compactions = 0;
     for (version, actions) in &commits {
         let info = actions
             .iter()
@@ -129,25 +197,34 @@ async fn three_lanes_commit_to_one_delta_table_on_s3_exactly_once_through_an_age
                 compactions += 1;
             }
             "STREAMING UPDATE" => {
-                assert_eq!(txns.len(), 1, "version {version}: {actions:?}");
-                let app_id = txns[0]["appId"].as_str().expect("appId").to_owned();
-                assert!(
-                    lanes.iter().any(|prefix| app_id.starts_with(prefix)),
-                    "version {version}: {app_id} is no lane's ({lanes:?})"
-                );
-                let epoch = txns[0]["version"].as_i64().expect("txn version");
-                epochs.entry(app_id).or_default().push((epoch, *version));
-                updates += 1;
+                assert_eq!(txns.len(), 1 + LANES as usize, "version {version}: {actions:?}");
+                let mut in_round = BTreeSet::new();
+                for txn in txns {
+                    let app_id = txn["appId"].as_str().expect("appId").to_owned();
+                    let number = txn["version"].as_i64().expect("txn version");
+                    match lanes.iter().position(|prefix| app_id.starts_with(prefix)) {
+                        Some(lane) => {
+                            in_round.insert(lane);
+                            epochs.entry(app_id).or_default().push((number, *version));
+                        }
+                        None => {
+                            let known = job_app_id.get_or_insert_with(|| app_id.clone());
+                            assert_eq!(*known, app_id, "version {version}: {actions:?}");
+                            rounds.push((number, *version));
+                        }
+                    }
+                }
+                assert_eq!(in_round.len(), LANES as usize, "version {version}: {actions:?}");
             }
             other => panic!("version {version}: an unexpected {other} commit: {actions:?}"),
         }
     }
-    assert_eq!(
-        epochs.len(),
-        LANES as usize,
-        "each lane commits with a transaction id of its own: {:?}",
-        epochs.keys().collect::<Vec<_>>()
-    );
+    let job_app_id = job_app_id.expect("a round was committed");
+    assert!(job_app_id.starts_with(&format!("weir-{job}-")), "{job_app_id}");
+    // Rounds are numbered 1, 2, 3, ... in the log's order: none committed twice.
+    let numbers: Vec<i64> = rounds.iter().map(|(n, _)| *n).collect();
+    assert_eq!(numbers, (1..=rounds.len() as i64).collect::<Vec<_>>());
+    assert_eq!(epochs.len(), LANES as usize, "{:?}", epochs.keys());
     for (app_id, list) in &epochs {
         for pair in list.windows(2) {
             assert!(
@@ -160,13 +237,11 @@ async fn three_lanes_commit_to_one_delta_table_on_s3_exactly_once_through_an_age
             );
         }
     }
-    let ids: Vec<&str> = epochs.keys().map(String::as_str).collect();
+    // The Python reader sees each lane's newest epoch and the job's newest round.
+    let mut ids: Vec<String> = epochs.keys().cloned().collect();
+    ids.push(job_app_id.clone());
     let history = tokio::task::spawn_blocking({
-        let (uri, storage, ids) = (
-            uri.clone(),
-            storage.clone(),
-            ids.iter().map(|s| (*s).to_owned()).collect::<Vec<_>>(),
-        );
+        let (uri, storage, ids) = (uri.clone(), storage.clone(), ids.clone());
         move || {
             let ids: Vec<&str> = ids.iter().map(String::as_str).collect();
             delta_python_history(&uri, &ids, &storage)
@@ -179,18 +254,19 @@ async fn three_lanes_commit_to_one_delta_table_on_s3_exactly_once_through_an_age
         let newest = list.last().map(|(e, _)| *e as u64);
         assert_eq!(history.app_version(app_id), newest, "{app_id}");
     }
-    let distinct: BTreeSet<u64> = commits.iter().map(|(v, _)| *v).collect();
-    assert_eq!(distinct.len(), commits.len());
-    // How often the lanes raced, as the Agents logged it (delta-rs's warnings, the sink's
-    // messages): informative, the rows above are the proof.
+    assert_eq!(
+        history.app_version(&job_app_id),
+        Some(rounds.len() as u64),
+        "{job_app_id}"
+    );
+    // How often the lanes raced, as the Agents logged it: informative, the rows and commits
+    // above are the proof.
     let mut raced: BTreeMap<&str, usize> = BTreeMap::new();
-    for agent in 0..3 {
+    for agent in 0..agents.started {
         let log = std::fs::read_to_string(cluster.dir().join(format!("agent-{agent}.log")))
             .unwrap_or_default();
         for said in [
-            "table updated during transaction",
-            "version already exists",
-            "conflict detected",
+            "another writer took the log's next version",
             "another writer compacted these files first",
             "compacting the Delta table failed",
         ] {
@@ -198,13 +274,20 @@ async fn three_lanes_commit_to_one_delta_table_on_s3_exactly_once_through_an_age
         }
     }
     println!(
-        "delta lanes: {} windows exactly once; {} commits: {updates} epoch commits of {} lanes \
-         ({:?} each), {compactions} compactions; the Agents logged {raced:?}; {:.1} s",
+        "delta lanes: {} windows exactly once from {produced} records; {} commits: {} rounds \
+         of {} lanes, {compactions} compactions; Agents stopped at {:?} and were SIGKILLed; \
+         the Agents logged {raced:?}; {:.1} s",
         got.len(),
         commits.len(),
+        rounds.len(),
         epochs.len(),
-        epochs.values().map(Vec::len).collect::<Vec<_>>(),
+        agents.reached,
         started.elapsed().as_secs_f64()
+    );
+    assert!(
+        agents.reached.len() >= 2,
+        "fewer than two armed Agents reached their fail points: {:?}",
+        agents.reached
     );
     cluster.set_state(&job, DesiredState::Stopped).await;
 }

@@ -44,9 +44,15 @@ impl Proc {
     /// Starts `weir <args>` in `dir`, its stderr in `<dir>/<name>.log`, logging at the default
     /// level a user gets (no `RUST_LOG`).
     pub fn spawn(name: &str, args: &[&str], dir: &Path) -> Proc {
+        Self::spawn_with_env(name, args, dir, &[])
+    }
+
+    /// [`Proc::spawn`] with more environment variables (a fail point to arm).
+    pub fn spawn_with_env(name: &str, args: &[&str], dir: &Path, env: &[(&str, &str)]) -> Proc {
         let log = std::fs::File::create(dir.join(format!("{name}.log"))).expect("log file");
         let child = Command::new(weir_bin())
             .args(args)
+            .envs(env.iter().copied())
             .current_dir(dir)
             .env_remove("RUST_LOG")
             .env("NO_COLOR", "1")
@@ -79,6 +85,8 @@ pub struct Cluster {
     dir: tempfile::TempDir,
     port: u16,
     lease: String,
+    /// The slots of each Agent.
+    slots: u32,
     hub: Option<Proc>,
     /// Options of `weir hub` beyond the listener, store and lease.
     hub_args: Vec<String>,
@@ -114,6 +122,7 @@ impl Cluster {
             dir,
             port,
             lease: lease.to_owned(),
+            slots,
             hub: None,
             hub_args: hub_args.iter().map(|a| (*a).to_owned()).collect(),
             agents: BTreeMap::new(),
@@ -130,31 +139,42 @@ impl Cluster {
             })
             .await;
         for i in 0..agents {
-            let id = format!("agent-{i}");
-            let args = [
-                "agent",
-                "--hub",
-                url.as_str(),
-                "--id",
-                id.as_str(),
-                "--slots",
-                &slots.to_string(),
-                "--poll-ms",
-                "50",
-                "--join-token-file",
-                crate::hub_auth::JOIN_TOKEN_FILE,
-            ];
-            let proc = Proc::spawn(&id, &args, cluster.dir.path());
-            cluster.agents.insert(id.clone(), proc);
-            cluster.names.push(id);
+            cluster.spawn_agent(&format!("agent-{i}"), &[]);
         }
+        cluster.until_agents(agents).await;
         cluster
-            .until("every Agent registered", async |c| {
-                let listed = c.client.list_agents().await.ok()?;
-                (listed.len() == agents).then_some(())
-            })
-            .await;
-        cluster
+    }
+
+    /// Starts Agent `id` with `env` added to its environment (its log in `<dir>/<id>.log`);
+    /// [`Cluster::until_agents`] waits for it to register.
+    pub fn spawn_agent(&mut self, id: &str, env: &[(&str, &str)]) {
+        let url = format!("http://127.0.0.1:{}", self.port);
+        let slots = self.slots.to_string();
+        let args = [
+            "agent",
+            "--hub",
+            url.as_str(),
+            "--id",
+            id,
+            "--slots",
+            &slots,
+            "--poll-ms",
+            "50",
+            "--join-token-file",
+            crate::hub_auth::JOIN_TOKEN_FILE,
+        ];
+        let proc = Proc::spawn_with_env(id, &args, self.dir.path(), env);
+        self.agents.insert(id.to_owned(), proc);
+        self.names.push(id.to_owned());
+    }
+
+    /// Waits until the Hub lists `n` Agents.
+    pub async fn until_agents(&self, n: usize) {
+        self.until("every Agent registered", async |c| {
+            let listed = c.client.list_agents().await.ok()?;
+            (listed.len() == n).then_some(())
+        })
+        .await;
     }
 
     fn start_hub(&mut self) {

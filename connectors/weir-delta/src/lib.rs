@@ -7,8 +7,10 @@
 //!   each checkpoint every subtask hands its files' `add` actions to the checkpoint; once the
 //!   checkpoint is durable the epoch is committed as one Delta commit that carries the
 //!   transaction `txn {appId: weir-{job}-{sink}, version: epoch}`, so a commit repeated after a
-//!   crash is recognised and passed over. The table is created from the sink's columns when
-//!   missing. Optionally, small files of committed epochs are merged (`auto_compaction`).
+//!   crash is recognised and passed over. In the lanes of a distributed job, each lane stages
+//!   its durable epochs and one commit holds a round of every lane's epochs (`lanes`). The
+//!   table is created from the sink's columns when missing. Optionally, small files of
+//!   committed epochs are merged (`auto_compaction`).
 //! - **Source** (`delta`): one split per data file of the version read, partition columns
 //!   restored from the files' partition values; a split's cursor is the rows already read.
 //!

@@ -9,6 +9,7 @@ use deltalake_core::kernel::transaction::{CommitBuilder, CommitProperties};
 use deltalake_core::kernel::{Action, Add, Transaction};
 use deltalake_core::protocol::{DeltaOperation, OutputMode, SaveMode};
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use weir_api::failpoint::failpoint;
 use weir_api::{Epoch, Result};
 
@@ -26,6 +27,9 @@ pub(crate) struct EpochFiles {
 pub(crate) struct TableCommitter {
     location: TableLocation,
     compaction: Option<Compaction>,
+    /// The table as the last commit left it, brought up to date by reading only the log
+    /// entries after it (not the whole log from its last checkpoint) at the next commit.
+    newest: Arc<tokio::sync::Mutex<Option<DeltaTable>>>,
 }
 
 impl TableCommitter {
@@ -38,6 +42,7 @@ impl TableCommitter {
         TableCommitter {
             location,
             compaction,
+            newest: Arc::default(),
         }
     }
 
@@ -61,7 +66,11 @@ impl TableCommitter {
         app_id: &str,
         epochs: &[(Epoch, Vec<Add>)],
     ) -> Result<()> {
-        let mut table = self.open().await?;
+        if epochs.iter().all(|(_, adds)| adds.is_empty()) {
+            // Nothing to commit, and nothing to read the table for.
+            return Ok(());
+        }
+        let mut table = self.newest().await?;
         let done = self.transaction_version(&table, app_id).await?;
         let mut committed = false;
         for (epoch, adds) in epochs {
@@ -104,6 +113,7 @@ impl TableCommitter {
         if committed {
             self.compact_after_commit(&table).await;
         }
+        self.remember(&table).await;
         Ok(())
     }
 
@@ -126,7 +136,7 @@ impl TableCommitter {
         if adds.is_empty() {
             return Ok(());
         }
-        let table = self.open().await?;
+        let table = self.newest().await?;
         let snapshot = table
             .snapshot()
             .map_err(|e| self.location.error("reading", e))?;
@@ -144,11 +154,32 @@ impl TableCommitter {
         Ok(())
     }
 
-    /// The table at its newest version.
+    /// The table at its newest version: the one the last commit left, updated with the log
+    /// entries after it, or read afresh.
     ///
     /// # Errors
     /// External errors when it cannot be read, or is gone.
-    pub(crate) async fn open(&self) -> Result<DeltaTable> {
+    pub(crate) async fn newest(&self) -> Result<DeltaTable> {
+        let mut cached = self.newest.lock().await;
+        if let Some(table) = cached.as_mut() {
+            match table.update_state().await {
+                Ok(()) => return Ok(table.clone()),
+                Err(e) => {
+                    tracing::info!(table = %self.location.given(), error = %e, "reading the Delta table's new log entries failed; reading the table afresh");
+                }
+            }
+        }
+        let table = self.open().await?;
+        *cached = Some(table.clone());
+        Ok(table)
+    }
+
+    /// Keeps `table` (as a commit left it) for the next [`TableCommitter::newest`].
+    pub(crate) async fn remember(&self, table: &DeltaTable) {
+        *self.newest.lock().await = Some(table.clone());
+    }
+
+    async fn open(&self) -> Result<DeltaTable> {
         self.location.open(None).await?.ok_or_else(|| {
             self.location
                 .error("committing to", "there is no table (it was removed)")

@@ -236,7 +236,7 @@ impl<'a> LaneCommits<'a> {
                         .map_err(|e| self.location().error("reading", e))?;
                     t
                 }
-                None => table.insert(self.committer.open().await?),
+                None => table.insert(self.committer.newest().await?),
             };
             let mut round = Round::default();
             for (lane, app_id) in self.lane_app_ids.iter().enumerate() {
@@ -295,6 +295,7 @@ impl<'a> LaneCommits<'a> {
                     .await
                     .map_err(|e| self.location().error("reading", e))?;
                 self.committer.compact_after_commit(table).await;
+                self.committer.remember(table).await;
                 return Ok(());
             }
             tracing::info!(table = %self.location().given(), "another writer took the log's next version; reading the table and the staged epochs again");

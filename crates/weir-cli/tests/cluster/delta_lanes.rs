@@ -197,7 +197,11 @@ async fn three_lanes_commit_rounds_to_one_delta_table_on_s3_exactly_once_through
                 compactions += 1;
             }
             "STREAMING UPDATE" => {
-                assert_eq!(txns.len(), 1 + LANES as usize, "version {version}: {actions:?}");
+                assert_eq!(
+                    txns.len(),
+                    1 + LANES as usize,
+                    "version {version}: {actions:?}"
+                );
                 let mut in_round = BTreeSet::new();
                 for txn in txns {
                     let app_id = txn["appId"].as_str().expect("appId").to_owned();
@@ -214,13 +218,20 @@ async fn three_lanes_commit_rounds_to_one_delta_table_on_s3_exactly_once_through
                         }
                     }
                 }
-                assert_eq!(in_round.len(), LANES as usize, "version {version}: {actions:?}");
+                assert_eq!(
+                    in_round.len(),
+                    LANES as usize,
+                    "version {version}: {actions:?}"
+                );
             }
             other => panic!("version {version}: an unexpected {other} commit: {actions:?}"),
         }
     }
     let job_app_id = job_app_id.expect("a round was committed");
-    assert!(job_app_id.starts_with(&format!("weir-{job}-")), "{job_app_id}");
+    assert!(
+        job_app_id.starts_with(&format!("weir-{job}-")),
+        "{job_app_id}"
+    );
     // Rounds are numbered 1, 2, 3, ... in the log's order: none committed twice.
     let numbers: Vec<i64> = rounds.iter().map(|(n, _)| *n).collect();
     assert_eq!(numbers, (1..=rounds.len() as i64).collect::<Vec<_>>());

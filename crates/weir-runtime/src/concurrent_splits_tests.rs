@@ -1,5 +1,5 @@
 //! Sources that read their splits concurrently, through whole jobs: every split delivers while
-//! another never ends, the checkpoint cut records every split's cursor, an idle split does not
+//! another never ends, a bounded source without splits ends its job, the checkpoint cut records every split's cursor, an idle split does not
 //! hold the watermark back, partition discovery hands a new split to exactly one subtask, and
 //! each split's backlog shows in the metrics.
 //!
@@ -92,6 +92,8 @@ fn schema() -> SchemaRef {
 struct ChanSource {
     splits: Arc<Splits>,
     discovery: Option<Duration>,
+    /// Whether the source is bounded (its splits end; the job ends when they have).
+    bounded: bool,
 }
 
 impl std::fmt::Debug for Splits {
@@ -120,7 +122,11 @@ impl PreparedSource for ChanSource {
     }
 
     fn boundedness(&self) -> Boundedness {
-        Boundedness::Unbounded
+        if self.bounded {
+            Boundedness::Bounded
+        } else {
+            Boundedness::Unbounded
+        }
     }
 
     fn describe(&self) -> String {
@@ -423,6 +429,7 @@ async fn every_split_delivers_while_another_never_ends_and_backlogs_show() {
     let source = ChanSource {
         splits: splits.clone(),
         discovery: None,
+        bounded: false,
     };
     let (job, mut seen) = start(source, 1, None, None).await;
     // `a` delivers nothing yet: reading one split after another would wait for it forever.
@@ -458,6 +465,7 @@ async fn a_checkpoint_cut_records_every_splits_cursor() {
     let source = ChanSource {
         splits: splits.clone(),
         discovery: None,
+        bounded: false,
     };
     let (job, mut seen) = start(source, 1, None, Some(dir.path())).await;
     splits.feed("a", Feed::Rows(vec![1, 2], None));
@@ -503,6 +511,7 @@ async fn an_idle_split_does_not_hold_the_watermark_back() {
     let source = ChanSource {
         splits: splits.clone(),
         discovery: None,
+        bounded: false,
     };
     let watermark = "{ column: ts, interval: 1, idle_timeout: 20ms }";
     let (job, mut seen) = start(source, 1, Some(watermark), None).await;
@@ -551,6 +560,7 @@ async fn a_split_that_appears_later_is_read_by_exactly_one_subtask() {
     let source = ChanSource {
         splits: splits.clone(),
         discovery: Some(Duration::from_millis(5)),
+        bounded: false,
     };
     let (job, mut seen) = start(source, 2, None, None).await;
     splits.feed("s0", Feed::Rows(vec![1], None));
@@ -588,6 +598,7 @@ async fn a_discovered_split_recorded_in_a_checkpoint_resumes_at_its_cursor() {
     let source = ChanSource {
         splits: splits.clone(),
         discovery: Some(Duration::from_millis(5)),
+        bounded: false,
     };
     let (job, mut seen) = start(source, 1, None, Some(dir.path())).await;
     splits.add("late");
@@ -607,6 +618,7 @@ async fn a_discovered_split_recorded_in_a_checkpoint_resumes_at_its_cursor() {
     let source = ChanSource {
         splits: splits.clone(),
         discovery: Some(Duration::from_millis(5)),
+        bounded: false,
     };
     let (job, mut seen) = start_with(
         source,
@@ -638,6 +650,7 @@ async fn lanes_read_only_their_share_of_listed_and_discovered_splits() {
         let source = ChanSource {
             splits: splits.clone(),
             discovery: Some(Duration::from_millis(5)),
+            bounded: false,
         };
         let (job, seen) = start_with(source, 1, None, None, None, Some(share)).await;
         lanes.push((share, job, seen));
@@ -678,5 +691,23 @@ async fn lanes_read_only_their_share_of_listed_and_discovered_splits() {
     }
     for (_, job, _) in lanes {
         job.kill().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bounded_source_without_splits_ends_the_job() {
+    for checkpoints in [false, true] {
+        let dir = tempfile::tempdir().expect("tmp");
+        let source = ChanSource {
+            splits: Splits::with(&[]),
+            discovery: None,
+            bounded: true,
+        };
+        let (job, seen) = start(source, 2, None, checkpoints.then_some(dir.path())).await;
+        let ended = tokio::time::timeout(DEADLINE, job.wait()).await;
+        ended
+            .unwrap_or_else(|_| panic!("the job did not end (checkpoints: {checkpoints})"))
+            .expect("the job succeeds");
+        assert!(seen.borrow().rows.is_empty());
     }
 }

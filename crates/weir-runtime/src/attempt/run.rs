@@ -44,7 +44,9 @@ impl Attempt {
         let mut coordinator_done = !has_coordinator;
         let mut first: Option<Error> = None;
         let mut kill_open = true;
-        loop {
+        // Checked before every wait: a job whose every task never starts (a bounded source
+        // without splits) has nothing to wait for but its coordinator.
+        while !(set.is_empty() && (coordinator_done || first.is_some())) {
             tokio::select! {
                 changed = killed.changed(), if kill_open => {
                     // A dropped `RunningJob` closes the channel: the job goes on unobserved.
@@ -90,9 +92,6 @@ impl Attempt {
                         first = Some(e);
                     }
                 }
-            }
-            if set.is_empty() && (coordinator_done || first.is_some()) {
-                break;
             }
         }
         if state_dir.temporary

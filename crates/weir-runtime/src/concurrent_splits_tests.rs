@@ -1,7 +1,7 @@
 //! Sources that read their splits concurrently, through whole jobs: every split delivers while
-//! another never ends, a bounded source without splits ends its job, the checkpoint cut records every split's cursor, an idle split does not
-//! hold the watermark back, partition discovery hands a new split to exactly one subtask, and
-//! each split's backlog shows in the metrics.
+//! another never ends, the checkpoint cut records every split's cursor, an idle split does not
+//! hold the watermark back, partition discovery hands a new split to exactly one subtask, each
+//! split's backlog shows in the metrics, and a bounded source without splits ends its job.
 //!
 //! The test source `chan` reads each split from a channel the test feeds, so the test decides
 //! what each split delivers and when; waits are for what the job did, with timeouts only as

@@ -105,16 +105,43 @@ fn staged(table: &std::path::Path) -> Vec<String> {
     left
 }
 
+/// A table in a temporary directory and a sink of it.
+struct Setup {
+    _dir: tempfile::TempDir,
+    table: std::path::PathBuf,
+    path: String,
+    sink: Arc<dyn PreparedSink>,
+}
+
+impl Setup {
+    async fn new() -> Setup {
+        let dir = tempfile::tempdir().unwrap();
+        let table = dir.path().join("t");
+        let path = table.display().to_string();
+        let sink = sink(json!({ "path": path }), schema()).await.unwrap();
+        Setup {
+            _dir: dir,
+            table,
+            path,
+            sink,
+        }
+    }
+
+    /// Every lane, started.
+    async fn lanes(&self) -> Vec<LaneRun> {
+        let mut lanes = Vec::new();
+        for lane in 0..LANES {
+            lanes.push(LaneRun::start(&self.sink, lane).await);
+        }
+        lanes
+    }
+}
+
 #[tokio::test]
 async fn every_lanes_epochs_are_one_commit_per_round() {
-    let dir = tempfile::tempdir().unwrap();
-    let table = dir.path().join("t");
-    let path = table.display().to_string();
-    let sink = sink(json!({ "path": path }), schema()).await.unwrap();
-    let mut lanes = Vec::new();
-    for lane in 0..LANES {
-        lanes.push(LaneRun::start(&sink, lane).await);
-    }
+    let setup = Setup::new().await;
+    let (table, path, sink, mut lanes) =
+        (&setup.table, &setup.path, &setup.sink, setup.lanes().await);
 
     // Round 1: nothing is committed until the last lane staged its epoch; then one commit of
     // all three, with each lane's transaction and the job's round.
@@ -175,14 +202,9 @@ async fn every_lanes_epochs_are_one_commit_per_round() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn lanes_that_find_a_round_complete_at_once_commit_it_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let table = dir.path().join("t");
-    let path = table.display().to_string();
-    let sink = sink(json!({ "path": path }), schema()).await.unwrap();
-    let mut lanes = Vec::new();
-    for lane in 0..LANES {
-        lanes.push(LaneRun::start(&sink, lane).await);
-    }
+    let setup = Setup::new().await;
+    let (table, path, sink, mut lanes) =
+        (&setup.table, &setup.path, &setup.sink, setup.lanes().await);
     const ROUNDS: u64 = 12;
     let mut next = 0_i64;
     for epoch in 1..=ROUNDS {

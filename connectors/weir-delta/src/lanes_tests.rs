@@ -145,59 +145,59 @@ async fn every_lanes_epochs_are_one_commit_per_round() {
 
     // Round 1: nothing is committed until the last lane staged its epoch; then one commit of
     // all three, with each lane's transaction and the job's round.
-    lanes[0].epoch(&sink, 1, &[0], false).await;
-    lanes[1].epoch(&sink, 1, &[1], false).await;
-    assert_eq!(log_versions(&table), vec![0]);
-    lanes[2].epoch(&sink, 1, &[2], false).await;
-    assert_eq!(log_versions(&table), vec![0, 1]);
-    assert_eq!(txns(&table, 1), lane_txns(1, &[(0, 1), (1, 1), (2, 1)]));
-    assert_eq!(read(&path, None, json!({})).await, expected(0..3));
-    assert!(staged(&table).is_empty(), "{:?}", staged(&table));
+    lanes[0].epoch(sink, 1, &[0], false).await;
+    lanes[1].epoch(sink, 1, &[1], false).await;
+    assert_eq!(log_versions(table), vec![0]);
+    lanes[2].epoch(sink, 1, &[2], false).await;
+    assert_eq!(log_versions(table), vec![0, 1]);
+    assert_eq!(txns(table, 1), lane_txns(1, &[(0, 1), (1, 1), (2, 1)]));
+    assert_eq!(read(path, None, json!({})).await, expected(0..3));
+    assert!(staged(table).is_empty(), "{:?}", staged(table));
 
     // Round 2: a faster lane brings two epochs, the others one each (lane 1's last).
-    lanes[0].epoch(&sink, 2, &[3], false).await;
-    lanes[0].epoch(&sink, 3, &[4], false).await;
-    lanes[2].epoch(&sink, 2, &[], false).await;
-    assert_eq!(log_versions(&table), vec![0, 1]);
-    lanes[1].epoch(&sink, 2, &[5], false).await;
-    assert_eq!(log_versions(&table), vec![0, 1, 2]);
-    assert_eq!(txns(&table, 2), lane_txns(2, &[(0, 3), (1, 2), (2, 2)]));
+    lanes[0].epoch(sink, 2, &[3], false).await;
+    lanes[0].epoch(sink, 3, &[4], false).await;
+    lanes[2].epoch(sink, 2, &[], false).await;
+    assert_eq!(log_versions(table), vec![0, 1]);
+    lanes[1].epoch(sink, 2, &[5], false).await;
+    assert_eq!(log_versions(table), vec![0, 1, 2]);
+    assert_eq!(txns(table, 2), lane_txns(2, &[(0, 3), (1, 2), (2, 2)]));
 
     // A recovery of lane 1 repeats epoch 2 with its pre-commit: recognised, nothing new.
-    let mut again = LaneRun::start(&sink, 1).await;
+    let mut again = LaneRun::start(sink, 1).await;
     let value = again.pre_commit(2, &[5]).await;
     sink.commit_epochs(&lane_task(1), &[(Epoch(2), vec![value])], false)
         .await
         .unwrap();
-    assert_eq!(log_versions(&table), vec![0, 1, 2]);
+    assert_eq!(log_versions(table), vec![0, 1, 2]);
     // Staged again, it stays until the next round finds it committed.
-    assert_eq!(staged(&table), vec!["lane-1/00000000000000000002.json"]);
+    assert_eq!(staged(table), vec!["lane-1/00000000000000000002.json"]);
 
     // A round without rows commits nothing and leaves nothing staged.
-    lanes[0].epoch(&sink, 4, &[], false).await;
-    lanes[1].epoch(&sink, 3, &[], false).await;
-    lanes[2].epoch(&sink, 3, &[], false).await;
-    assert_eq!(log_versions(&table), vec![0, 1, 2]);
-    assert!(staged(&table).is_empty(), "{:?}", staged(&table));
+    lanes[0].epoch(sink, 4, &[], false).await;
+    lanes[1].epoch(sink, 3, &[], false).await;
+    lanes[2].epoch(sink, 3, &[], false).await;
+    assert_eq!(log_versions(table), vec![0, 1, 2]);
+    assert!(staged(table).is_empty(), "{:?}", staged(table));
 
     // Lane 2's input ends: its last epoch waits for the round; the rounds after it no
     // longer wait for lane 2.
-    lanes[2].epoch(&sink, 4, &[6], true).await;
-    lanes[0].epoch(&sink, 5, &[7], false).await;
-    assert_eq!(log_versions(&table), vec![0, 1, 2]);
-    lanes[1].epoch(&sink, 4, &[8], false).await;
-    assert_eq!(txns(&table, 3), lane_txns(3, &[(0, 5), (1, 4), (2, 4)]));
-    lanes[0].epoch(&sink, 6, &[9], false).await;
-    lanes[1].epoch(&sink, 5, &[10], true).await;
-    assert_eq!(log_versions(&table), vec![0, 1, 2, 3, 4]);
-    assert_eq!(txns(&table, 4), lane_txns(4, &[(0, 6), (1, 5)]));
-    assert_eq!(staged(&table), vec!["lane-1/end.json", "lane-2/end.json"]);
+    lanes[2].epoch(sink, 4, &[6], true).await;
+    lanes[0].epoch(sink, 5, &[7], false).await;
+    assert_eq!(log_versions(table), vec![0, 1, 2]);
+    lanes[1].epoch(sink, 4, &[8], false).await;
+    assert_eq!(txns(table, 3), lane_txns(3, &[(0, 5), (1, 4), (2, 4)]));
+    lanes[0].epoch(sink, 6, &[9], false).await;
+    lanes[1].epoch(sink, 5, &[10], true).await;
+    assert_eq!(log_versions(table), vec![0, 1, 2, 3, 4]);
+    assert_eq!(txns(table, 4), lane_txns(4, &[(0, 6), (1, 5)]));
+    assert_eq!(staged(table), vec!["lane-1/end.json", "lane-2/end.json"]);
     // Lane 0 ends last: its final epoch is committed at once.
-    lanes[0].epoch(&sink, 7, &[11], true).await;
-    assert_eq!(txns(&table, 5), lane_txns(5, &[(0, 7)]));
-    assert_eq!(read(&path, None, json!({})).await, expected(0..12));
+    lanes[0].epoch(sink, 7, &[11], true).await;
+    assert_eq!(txns(table, 5), lane_txns(5, &[(0, 7)]));
+    assert_eq!(read(path, None, json!({})).await, expected(0..12));
     // Each version a reader sees holds whole rounds.
-    assert_eq!(read(&path, Some(2), json!({})).await, expected(0..6));
+    assert_eq!(read(path, Some(2), json!({})).await, expected(0..6));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -219,13 +219,13 @@ async fn lanes_that_find_a_round_complete_at_once_commit_it_once() {
         futures::future::join_all(work).await;
         // The round is one commit, however many lanes raced for it.
         assert_eq!(
-            log_versions(&table).len() as u64,
+            log_versions(table).len() as u64,
             1 + epoch,
             "round {epoch}: {:?}",
-            log_versions(&table)
+            log_versions(table)
         );
         let want: Vec<(u32, i64)> = (0..LANES).map(|l| (l, epoch as i64)).collect();
-        assert_eq!(txns(&table, epoch), lane_txns(epoch as i64, &want));
+        assert_eq!(txns(table, epoch), lane_txns(epoch as i64, &want));
     }
-    assert_eq!(read(&path, None, json!({})).await, expected(0..next));
+    assert_eq!(read(path, None, json!({})).await, expected(0..next));
 }

@@ -327,22 +327,12 @@ fn example_sql(
     .replace("'topic' = 'bids'", &format!("'topic' = '{topic}'"))
 }
 
-/// `examples/kafka-bids-to-s3.sql` as the README runs it, against the test broker and the test
-/// S3 server (their addresses, a fresh topic and bucket substituted into the script).
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_kafka_to_s3_example_runs() {
-    use futures::TryStreamExt;
-    use object_store::ObjectStoreExt;
-    use weir_testkit::s3 as server;
-
-    let broker = KafkaBroker::shared().expect("the Kafka test broker");
-    let s3 = server::server().expect("the S3 test server");
-    let bucket = s3.create_bucket("example").expect("bucket");
-    let n = 1_000u64;
-    let sql = example_sql("kafka-bids-to-s3.sql", broker, s3, &bucket, n);
+/// Runs an example's `sql` in process to its end, as `weir run` does; it must have taken a
+/// checkpoint.
+async fn run_checkpointed_example(sql: &str) {
     let engine = Engine::new();
     let job = engine
-        .compile_sql(&sql, "example.sql")
+        .compile_sql(sql, "example.sql")
         .await
         .expect("compiles");
     let prepared = engine
@@ -357,6 +347,22 @@ async fn the_kafka_to_s3_example_runs() {
         .await
         .expect("runs");
     assert!(summary.checkpoints.expect("counters").completed >= 1);
+}
+
+/// `examples/kafka-bids-to-s3.sql` as the README runs it, against the test broker and the test
+/// S3 server (their addresses, a fresh topic and bucket substituted into the script).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_kafka_to_s3_example_runs() {
+    use futures::TryStreamExt;
+    use object_store::ObjectStoreExt;
+    use weir_testkit::s3 as server;
+
+    let broker = KafkaBroker::shared().expect("the Kafka test broker");
+    let s3 = server::server().expect("the S3 test server");
+    let bucket = s3.create_bucket("example").expect("bucket");
+    let n = 1_000u64;
+    let sql = example_sql("kafka-bids-to-s3.sql", broker, s3, &bucket, n);
+    run_checkpointed_example(&sql).await;
 
     let storage = CheckpointLocation::s3(
         &format!("s3://{bucket}/"),
@@ -421,23 +427,7 @@ async fn the_kafka_to_delta_example_runs() {
     let bucket = s3.create_bucket("example").expect("bucket");
     let n = 1_000u64;
     let sql = example_sql("kafka-bids-to-delta.sql", broker, s3, &bucket, n);
-    let engine = Engine::new();
-    let job = engine
-        .compile_sql(&sql, "example.sql")
-        .await
-        .expect("compiles");
-    let prepared = engine
-        .prepare(&job.spec, Some("example.sql"))
-        .await
-        .expect("prepares");
-    let summary = engine
-        .start_with(prepared, RunOptions::default())
-        .await
-        .expect("starts")
-        .wait()
-        .await
-        .expect("runs");
-    assert!(summary.checkpoints.expect("counters").completed >= 1);
+    run_checkpointed_example(&sql).await;
 
     let table = format!("s3://{bucket}/bids-per-auction");
     let storage = DeltaStorage::S3(DeltaS3::for_server(s3));

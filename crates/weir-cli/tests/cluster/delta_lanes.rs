@@ -28,9 +28,9 @@ const PAUSE: std::time::Duration = std::time::Duration::from_millis(700);
 const TABLE: &str = "lake/bids_per_auction";
 /// The fail points the first Agents are armed with (`WEIR_FAILPOINT`), one each.
 const ARMED: [&str; 4] = [
-    "delta-lane-staged@6",
-    "delta-before-commit@2",
-    "delta-after-commit@2",
+    "delta-lane-staged@4",
+    "delta-before-commit@1",
+    "delta-after-commit@1",
     "delta-mid-compaction@1",
 ];
 /// Records produced at least, and at most while an armed Agent has not stopped yet.
@@ -109,16 +109,23 @@ async fn three_lanes_commit_rounds_to_one_delta_table_on_s3_exactly_once_through
     // A job-level checkpoint over every lane, with the lanes' commits in place.
     produce_in_chunks(&input, broker, &topic, 0..CHUNK).await;
     let accepted = cluster.client.checkpoint(&job).await.expect("checkpoint");
-    cluster
+    let lane_epochs = cluster
         .until("a job-level checkpoint of every lane", async |c| {
             let d = c.detail(&job).await;
             d.recovery_records
                 .iter()
                 .find(|r| r.checkpoint_id == accepted.checkpoint_id)
-                .map(|r| r.lane_epochs.len())
-                .filter(|&n| n == LANES as usize)
+                .map(|r| r.lane_epochs.clone())
+                .filter(|epochs| epochs.len() == LANES as usize)
         })
         .await;
+    // It completed a round: every lane's rows up to its epoch of the checkpoint are committed.
+    let store = bucket_store(s3, &bucket);
+    let uncommitted = uncommitted_rows(store.store.as_ref(), &job, &lane_epochs).await;
+    assert!(
+        uncommitted.is_empty(),
+        "staged, not committed after the job-level checkpoint {lane_epochs:?}: {uncommitted:?}"
+    );
 
     // Input in chunks that each close windows in every lane, until every armed Agent stopped
     // at its fail point (and at least AT_LEAST records); then a record that closes every
@@ -174,8 +181,7 @@ async fn three_lanes_commit_rounds_to_one_delta_table_on_s3_exactly_once_through
     assert_eq!(got, want, "every window once, with every bid counted once");
 
     // The commits: each epoch commit is a round of every lane, with the job's round number.
-    let storage_store = bucket_store(s3, &bucket);
-    let commits = log_commits(storage_store.store.as_ref()).await;
+    let commits = log_commits(store.store.as_ref()).await;
     let lanes: Vec<String> = (0..LANES)
         .map(|lane| format!("weir-{}-", lane_job_id(&job, lane)))
         .collect();
@@ -369,6 +375,68 @@ fn timestamp_ms(text: &str) -> i64 {
     let days = era * 146_097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719_468;
     let millis = num(&format!("{fraction:0<9}")[..3]);
     (days * 86_400 + t[0] * 3_600 + t[1] * 60 + t[2]) * 1_000 + millis
+}
+
+/// The staged epochs of the lanes, at or below each lane's epoch in `upto`, that hold files
+/// but are not in the table (their lane's `txn` version is below them): (lane, epoch).
+async fn uncommitted_rows(
+    store: &dyn object_store::ObjectStore,
+    job: &str,
+    upto: &BTreeMap<u32, u64>,
+) -> Vec<(u32, u64)> {
+    use futures::TryStreamExt;
+    use object_store::ObjectStoreExt;
+    let mut committed: BTreeMap<u32, i64> = BTreeMap::new();
+    for (_, actions) in log_commits(store).await {
+        for txn in actions.iter().filter_map(|a| a.get("txn")) {
+            let app_id = txn["appId"].as_str().expect("appId");
+            for lane in 0..LANES {
+                if app_id.starts_with(&format!("weir-{}-", lane_job_id(job, lane))) {
+                    let version = txn["version"].as_i64().expect("version");
+                    let newest = committed.entry(lane).or_default();
+                    *newest = (*newest).max(version);
+                }
+            }
+        }
+    }
+    let staged = object_store::path::Path::from(format!("{TABLE}/_weir/lanes"));
+    let listed: Vec<_> = store.list(Some(&staged)).try_collect().await.expect("list");
+    let mut left = Vec::new();
+    for meta in listed {
+        let parts: Vec<String> = meta
+            .location
+            .parts()
+            .map(|p| p.as_ref().to_owned())
+            .collect();
+        let [.., lane, file] = parts.as_slice() else {
+            continue;
+        };
+        let (Some(lane), Some(epoch)) = (
+            lane.strip_prefix("lane-")
+                .and_then(|l| l.parse::<u32>().ok()),
+            file.strip_suffix(".json")
+                .and_then(|e| e.parse::<u64>().ok()),
+        ) else {
+            continue;
+        };
+        if upto.get(&lane).is_none_or(|&up| epoch > up)
+            || committed.get(&lane).is_some_and(|&c| epoch as i64 <= c)
+        {
+            continue;
+        }
+        let Ok(got) = store.get(&meta.location).await else {
+            continue; // removed since the listing: committed meanwhile
+        };
+        let staged: Value =
+            serde_json::from_slice(&got.bytes().await.expect("body")).expect("json");
+        if staged["adds"]
+            .as_array()
+            .is_some_and(|adds| !adds.is_empty())
+        {
+            left.push((lane, epoch));
+        }
+    }
+    left
 }
 
 /// Every commit file of the table's log, by version, as its actions.

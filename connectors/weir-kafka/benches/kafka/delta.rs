@@ -23,9 +23,10 @@
 //!
 //! **5b, small files** (`WEIR_BENCH_KAFKA_DELTA_MINUTES` > 0): an unbounded job copies a topic
 //! that a producer fills at `WEIR_BENCH_KAFKA_DELTA_RATE` records/s (default 5,000) into a
-//! Delta table, checkpoints every second, parallelism 2, for that many minutes, without and
-//! with `'auto-compaction' = 'true'`; then the job is killed (its PID) and the table's log is
-//! read: commits, files added, live files and their sizes, bytes written; scaled to an hour.
+//! Parquet table and a Delta table, checkpoints every second, parallelism 2, for that many
+//! minutes, each without and with `'auto-compaction' = 'true'`; then the job is killed (its
+//! PID) and the table's log (Delta) or its published part files (Parquet) are read: commits,
+//! files added, live files and their sizes, bytes written; scaled to an hour.
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
@@ -538,8 +539,9 @@ pub(crate) fn delta_against_parquet(bench: &Bench, weir: &Path) -> BenchResult<(
     Ok(())
 }
 
-/// Part 6 (5b in the docs): a steady stream into a Parquet table, a Delta table, and a Delta
-/// table with auto-compaction, each for `WEIR_BENCH_KAFKA_DELTA_MINUTES` minutes (default 5).
+/// Part 6 (5b in the docs): a steady stream into a Parquet table, a Delta table, a Delta table
+/// with auto-compaction and a Parquet table with auto-compaction (to 4 MB files), each for
+/// `WEIR_BENCH_KAFKA_DELTA_MINUTES` minutes (default 5).
 pub(crate) fn small_files(bench: &Bench, weir: &Path) -> BenchResult<()> {
     let minutes: f64 = std::env::var("WEIR_BENCH_KAFKA_DELTA_MINUTES")
         .ok()
@@ -549,6 +551,8 @@ pub(crate) fn small_files(bench: &Bench, weir: &Path) -> BenchResult<()> {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(5_000);
+    // One case alone (its label, e.g. `Parquet, auto-compaction`), for a longer run of it.
+    let only = std::env::var("WEIR_BENCH_KAFKA_DELTA_ONLY").ok();
     println!();
     println!(
         "## 5b. small files: copy at {rate} records/s for {minutes} min, p=2, checkpoints every \
@@ -562,7 +566,17 @@ pub(crate) fn small_files(bench: &Bench, weir: &Path) -> BenchResult<()> {
             Sink::Delta,
             ", 'auto-compaction' = 'true'",
         ),
+        // The file sink merges staged files until they reach the target: a small one, so that
+        // a run of minutes publishes some.
+        (
+            "Parquet, auto-compaction",
+            Sink::Parquet,
+            ", 'auto-compaction' = 'true', 'compaction.file-size' = '4MB'",
+        ),
     ] {
+        if only.as_deref().is_some_and(|o| o != label) {
+            continue;
+        }
         let dir = tempfile::tempdir()?;
         let topic = unique_name("kbench-delta-steady");
         bench.broker.create_topic(&topic, PARTITIONS)?;

@@ -5,10 +5,11 @@
 //! once race for the log's version (on S3 each log entry is a conditional put). The Agents
 //! are armed with fail points of that protocol (an epoch staged, before the round's commit,
 //! after it, mid-compaction): each is SIGKILLed where it stops and an unarmed Agent takes its
-//! place. At the end the table, read by the Python `deltalake` reader, holds every closed
-//! window exactly once with the counts the input gives, and every epoch commit is one round
-//! of all three lanes: a `txn` per lane (its epochs rising from round to round) and one of
-//! the job counting the rounds.
+//! place. A job-level checkpoint then leaves nothing with rows staged up to its epochs. At the
+//! end the table, read by the Python `deltalake` reader, holds every closed window exactly
+//! once with the counts the input gives, and every epoch commit is one round of all three
+//! lanes: a `txn` per lane (its epochs rising from round to round) and one of the job counting
+//! the rounds.
 
 use super::cluster::{Cluster, Input, PARTITIONS, bucket_store};
 use serde_json::{Map, Value};
@@ -106,20 +107,18 @@ async fn three_lanes_commit_rounds_to_one_delta_table_on_s3_exactly_once_through
         .await;
     cluster.set_state(&job, DesiredState::Running).await;
 
-    // A job-level checkpoint over every lane, with the lanes' commits in place.
-    produce_in_chunks(&input, broker, &topic, 0..CHUNK).await;
-    let accepted = cluster.client.checkpoint(&job).await.expect("checkpoint");
-    let lane_epochs = cluster
-        .until("a job-level checkpoint of every lane", async |c| {
-            let d = c.detail(&job).await;
-            d.recovery_records
-                .iter()
-                .find(|r| r.checkpoint_id == accepted.checkpoint_id)
-                .map(|r| r.lane_epochs.clone())
-                .filter(|epochs| epochs.len() == LANES as usize)
-        })
-        .await;
-    // It completed a round: every lane's rows up to its epoch of the checkpoint are committed.
+    // Input in chunks that each close windows in every lane, until every armed Agent stopped
+    // at its fail point (and at least AT_LEAST records).
+    let mut produced = 0;
+    while produced < AT_MOST && (produced < AT_LEAST || !agents.armed.is_empty()) {
+        produce_in_chunks(&input, broker, &topic, produced..produced + CHUNK).await;
+        produced += CHUNK;
+        agents.kill_stopped(&mut cluster);
+    }
+
+    // A job-level checkpoint of every lane completes a round: every lane's rows up to its
+    // epoch of the checkpoint are committed.
+    let lane_epochs = job_level_checkpoint(&mut cluster, &mut agents, &job).await;
     let store = bucket_store(s3, &bucket);
     let uncommitted = uncommitted_rows(store.store.as_ref(), &job, &lane_epochs).await;
     assert!(
@@ -127,15 +126,7 @@ async fn three_lanes_commit_rounds_to_one_delta_table_on_s3_exactly_once_through
         "staged, not committed after the job-level checkpoint {lane_epochs:?}: {uncommitted:?}"
     );
 
-    // Input in chunks that each close windows in every lane, until every armed Agent stopped
-    // at its fail point (and at least AT_LEAST records); then a record that closes every
-    // window.
-    let mut produced = CHUNK;
-    while produced < AT_MOST && (produced < AT_LEAST || !agents.armed.is_empty()) {
-        produce_in_chunks(&input, broker, &topic, produced..produced + CHUNK).await;
-        produced += CHUNK;
-        agents.kill_stopped(&mut cluster);
-    }
+    // A record that closes every window.
     input.produce_flush(broker, &topic, 1);
     let want = input.expected(0..produced);
     let uri = format!("s3://{bucket}/{TABLE}");
@@ -306,7 +297,46 @@ async fn three_lanes_commit_rounds_to_one_delta_table_on_s3_exactly_once_through
         "fewer than two armed Agents reached their fail points: {:?}",
         agents.reached
     );
-    cluster.set_state(&job, DesiredState::Stopped).await;
+    // No stop: an armed Agent that never reached its fail point may still stop at it and
+    // never report the lane stopped. Dropping the cluster kills every process by its PID.
+}
+
+/// A job-level checkpoint that every lane took: each lane's epoch. An armed Agent that stops at
+/// its fail point meanwhile is killed and replaced, and the checkpoint asked for again once
+/// the job runs.
+async fn job_level_checkpoint(
+    cluster: &mut Cluster,
+    agents: &mut Agents,
+    job: &str,
+) -> BTreeMap<u32, u64> {
+    let deadline = Instant::now() + Duration::from_secs(180);
+    loop {
+        assert!(
+            Instant::now() < deadline,
+            "no job-level checkpoint of every lane by the deadline"
+        );
+        agents.kill_stopped(cluster);
+        let Ok(accepted) = cluster.client.checkpoint(job).await else {
+            // Not running on placed lanes yet (a lane moves).
+            tokio::time::sleep(Duration::from_millis(500)).await;
+            continue;
+        };
+        let asked = Instant::now();
+        while asked.elapsed() < Duration::from_secs(20) {
+            let d = cluster.detail(job).await;
+            let epochs = d
+                .recovery_records
+                .iter()
+                .find(|r| r.checkpoint_id == accepted.checkpoint_id)
+                .map(|r| r.lane_epochs.clone())
+                .filter(|epochs| epochs.len() == LANES as usize);
+            if let Some(epochs) = epochs {
+                return epochs;
+            }
+            agents.kill_stopped(cluster);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
 }
 
 /// Records `range` in chunks of [`CHUNK`] (20 s of event time: two windows per auction),

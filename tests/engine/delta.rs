@@ -116,3 +116,120 @@ async fn a_delta_table_written_in_sql_is_read_back_in_sql_at_a_version() {
     assert!(err.contains("no data files at version 0"), "{err}");
     assert!(err.contains("sources[0].options.path"), "{err}");
 }
+
+/// The lanes of a distributed job, run here as the Agents run them (each its own job id,
+/// parallelism 1, its share of the splits, the [`weir::api::Lane`]): the one file goes to one
+/// lane, the other two read nothing and end at once. The table still gets every row, in
+/// rounds of all three lanes: the lanes without input say they ended, so the rounds do not
+/// wait for them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_lanes_of_a_bounded_job_commit_rounds_also_when_lanes_read_nothing() {
+    const LANES: u32 = 3;
+    let dir = tempfile::tempdir().expect("tempdir");
+    let d = dir.path().display();
+    let mut csv = String::from("id\n");
+    for i in 0..ROWS {
+        csv.push_str(&format!("{}\n", (i * 7_919) % ROWS));
+    }
+    std::fs::write(dir.path().join("events.csv"), csv).expect("write input");
+    let engine = Engine::new();
+    let sql = format!(
+        "SET 'checkpoint.interval' = '5ms';\n\
+         CREATE TABLE events (id BIGINT NOT NULL) WITH ('connector' = 'filesystem', \
+           'path' = '{d}/events.csv', 'format' = 'csv', 'batch-size' = '64');\n\
+         CREATE TABLE lake (id BIGINT NOT NULL) WITH ('connector' = 'delta', 'path' = '{d}/lake');\n\
+         INSERT INTO lake SELECT id FROM events;"
+    );
+    let job = engine
+        .compile_sql(&sql, "lanes.sql")
+        .await
+        .expect("compiles");
+    let sink = &job.spec.sinks[0];
+    let app_id = format!(
+        "weir-j-{}",
+        sink.uid
+            .clone()
+            .or(sink.name.clone())
+            .expect("the sink's id")
+    );
+    let lane_ids: Vec<weir::api::JobId> = (0..LANES)
+        .map(|l| weir::api::JobId::new(format!("j-lane-{l}")))
+        .collect();
+    let mut runs = Vec::new();
+    for lane in 0..LANES {
+        let mut spec = job.spec.clone();
+        spec.job = Some(lane_ids[lane as usize].to_string());
+        spec.parallelism = Some(1);
+        let prepared = engine
+            .prepare(&spec, Some("lanes.sql"))
+            .await
+            .expect("prepares")
+            .with_split_share(weir::SplitShare::new(lane, LANES).expect("share"))
+            .with_lane(weir::api::Lane {
+                job: weir::api::JobId::new("j"),
+                index: lane,
+                jobs: lane_ids.clone(),
+            });
+        let options = RunOptions {
+            checkpoint_storage: Some(
+                CheckpointLocation::local(&dir.path().join("cp")).expect("checkpoint dir"),
+            ),
+            ..RunOptions::default()
+        };
+        runs.push(engine.start_with(prepared, options).await.expect("starts"));
+    }
+    for run in runs {
+        run.wait().await.expect("the lane runs to its end");
+    }
+
+    // Every commit after the creation is a round with the job's transaction.
+    let mut rounds = 0;
+    for entry in std::fs::read_dir(dir.path().join("lake/_delta_log")).expect("log") {
+        let path = entry.expect("entry").path();
+        if path.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("commit");
+        if text.contains("STREAMING UPDATE") {
+            assert!(text.contains(&format!(r#""appId":"{app_id}""#)), "{text}");
+            rounds += 1;
+        }
+    }
+    assert!(rounds >= 1, "no round was committed");
+    assert!(
+        !dir.path()
+            .join("lake/_weir/lanes")
+            .join(&app_id)
+            .read_dir()
+            .expect("staging")
+            .any(|lane| lane
+                .expect("lane")
+                .path()
+                .read_dir()
+                .expect("lane dir")
+                .any(|f| !f
+                    .expect("file")
+                    .file_name()
+                    .to_string_lossy()
+                    .starts_with("end"))),
+        "staged epochs left uncommitted"
+    );
+
+    let read = format!(
+        "CREATE TABLE lake (id BIGINT) WITH ('connector' = 'delta', 'path' = '{d}/lake');\n\
+         CREATE TABLE copy (id BIGINT) WITH ('connector' = 'filesystem', 'path' = '{d}/copy', \
+           'format' = 'parquet');\n\
+         INSERT INTO copy SELECT id FROM lake;"
+    );
+    let job = engine
+        .compile_sql(&read, "read.sql")
+        .await
+        .expect("compiles");
+    engine.run(&job.spec, Some("read.sql")).await.expect("runs");
+    let mut rows =
+        crate::support::format_rows(&crate::support::read_parquet_dir(&dir.path().join("copy")));
+    rows.sort();
+    let mut expected: Vec<String> = (0..ROWS).map(|i| i.to_string()).collect();
+    expected.sort();
+    assert_same_rows(&rows, &expected, "the Delta table the lanes wrote");
+}

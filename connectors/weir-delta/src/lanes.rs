@@ -41,10 +41,11 @@ use weir_api::{Epoch, Lane, Result};
 /// How often a round is read and tried again after another writer took the log's next version.
 const MAX_ROUND_ATTEMPTS: u32 = 50;
 
-/// The end marker's contents: the lane's last epoch.
+/// The end marker's contents: the lane's last epoch (`None`: the lane committed none, it read
+/// nothing).
 #[derive(Debug, Serialize, Deserialize)]
 struct LaneEnd {
-    epoch: u64,
+    epoch: Option<u64>,
 }
 
 /// The commits of one sink in one lane of a distributed job.
@@ -64,7 +65,7 @@ pub(crate) struct LaneCommits<'a> {
 #[derive(Debug, Default)]
 struct Staged {
     epochs: BTreeMap<u32, BTreeMap<u64, Path>>,
-    ended: BTreeMap<u32, u64>,
+    ended: BTreeMap<u32, Option<u64>>,
 }
 
 impl<'a> LaneCommits<'a> {
@@ -122,9 +123,10 @@ impl<'a> LaneCommits<'a> {
             self.put(&path, &staged).await?;
         }
         failpoint("delta-lane-staged");
-        if last && let Some((epoch, _)) = epochs.last() {
+        if last {
             let path = self.lane_dir(self.lane.index).join("end.json");
-            self.put(&path, &LaneEnd { epoch: epoch.0 }).await?;
+            let epoch = epochs.last().map(|(epoch, _)| epoch.0);
+            self.put(&path, &LaneEnd { epoch }).await?;
         }
         self.commit_round().await
     }
@@ -226,7 +228,9 @@ impl<'a> LaneCommits<'a> {
         let mut table: Option<DeltaTable> = None;
         for _ in 0..MAX_ROUND_ATTEMPTS {
             let staged = self.staged().await?;
-            if !self.may_be_complete(&staged) {
+            if staged.epochs.is_empty() || !self.may_be_complete(&staged) {
+                // Nothing staged (every lane read nothing: there may be no table), or a lane
+                // that has not ended staged nothing yet.
                 return Ok(());
             }
             let table = match &mut table {

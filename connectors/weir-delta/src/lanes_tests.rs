@@ -229,3 +229,54 @@ async fn lanes_that_find_a_round_complete_at_once_commit_it_once() {
     }
     assert_eq!(read(path, None, json!({})).await, expected(0..next));
 }
+
+#[tokio::test]
+async fn lanes_that_read_nothing_end_without_holding_the_rounds_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let table = dir.path().join("t");
+    let path = table.display().to_string();
+    let sink = sink(json!({ "path": path }), schema()).await.unwrap();
+    // Every lane reads nothing: no writer ever ran, there is no table, and nothing fails.
+    for lane in 0..LANES {
+        sink.commit_epochs(&lane_task(lane), &[], true)
+            .await
+            .unwrap();
+    }
+    assert!(!table.join("_delta_log").exists());
+
+    // A second job's lanes: 0 and 1 read nothing and end; lane 2 commits alone.
+    let other = |lane: u32| TaskContext {
+        lane: Some(Arc::new(Lane {
+            job: JobId::new("job2"),
+            index: lane,
+            jobs: (0..LANES)
+                .map(|l| JobId::new(format!("job2-lane-{l}")))
+                .collect(),
+        })),
+        ..TaskContext::new(
+            JobId::new(format!("job2-lane-{lane}")),
+            "lake".into(),
+            SubtaskIndex(0),
+            1,
+        )
+    };
+    sink.commit_epochs(&other(0), &[], true).await.unwrap();
+    let mut writer = sink.create_writer(&other(2)).await.unwrap();
+    writer.begin_epochs().await.unwrap();
+    writer
+        .write_batch(batch(&[0, 2], "2026-12-02"))
+        .await
+        .unwrap();
+    let value = writer.pre_commit(Epoch(1)).await.unwrap();
+    sink.commit_epochs(&other(2), &[(Epoch(1), vec![value])], false)
+        .await
+        .unwrap();
+    // Lane 1 has neither staged nor ended: the round waits for it.
+    assert_eq!(log_versions(&table), vec![0]);
+    sink.commit_epochs(&other(1), &[], true).await.unwrap();
+    assert_eq!(log_versions(&table), vec![0, 1]);
+    let mut want = BTreeMap::from([("weir-job2-lake".to_owned(), 1)]);
+    want.insert("weir-job2-lane-2-lake".to_owned(), 1);
+    assert_eq!(txns(&table, 1), want);
+    assert_eq!(read(&path, None, json!({})).await, expected([0, 2]));
+}

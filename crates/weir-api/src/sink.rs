@@ -167,9 +167,11 @@ pub trait PreparedSink: Send + Sync + std::fmt::Debug {
     /// values of every subtask that pre-committed it (in subtask order). `task` names the job
     /// and the sink (its subtask is 0) and, in a lane of a distributed job, the lane
     /// ([`TaskContext::lane`]). `last` when these epochs end the job's input (a bounded job's
-    /// final epoch): no epoch of this run follows them. Idempotent: an epoch already published
-    /// is passed over, so recovery may repeat it (with `last` false). Called only when
-    /// [`PreparedSink::commits_whole_epochs`] answers `true`.
+    /// final epoch): no epoch of this run follows them; that call comes even when no subtask
+    /// pre-committed anything (`epochs` empty: its subtasks never ran, as in a lane without
+    /// input). Idempotent: an epoch already published is passed over, so recovery may repeat
+    /// it (with `last` false). Called only when [`PreparedSink::commits_whole_epochs`] answers
+    /// `true`.
     ///
     /// # Errors
     /// By default, a configuration error: the sink does not support epoch transactions.

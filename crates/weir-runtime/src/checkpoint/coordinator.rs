@@ -511,6 +511,15 @@ impl Coordinator {
                     .push(t.pre_commit.clone());
             }
         }
+        if is_final {
+            // A sink that commits whole epochs learns that the input ended even when none of
+            // its subtasks ran (a lane that reads nothing): the lanes' commits wait for it.
+            for (operator, handle) in &self.sinks {
+                if handle.sink.commits_whole_epochs() {
+                    by_epoch.entry(operator.clone()).or_default();
+                }
+            }
+        }
         let mut commits = 0;
         for ((operator, subtask), values) in by_subtask {
             if commits > 0 {

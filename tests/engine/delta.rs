@@ -83,14 +83,7 @@ async fn a_delta_table_written_in_sql_is_read_back_in_sql_at_a_version() {
            'filesystem', 'path' = '{d}/copy', 'format' = 'parquet');\n\
          INSERT INTO copy SELECT id, doubled, dt FROM lake WHERE id % 2 = 0;"
     );
-    let job = engine
-        .compile_sql(&read, "read.sql")
-        .await
-        .expect("compiles");
-    engine.run(&job.spec, Some("read.sql")).await.expect("runs");
-    let mut rows =
-        crate::support::format_rows(&crate::support::read_parquet_dir(&dir.path().join("copy")));
-    rows.sort();
+    let rows = run_into_parquet(&engine, &read, &dir.path().join("copy")).await;
     let mut expected: Vec<String> = (0..ROWS)
         .filter(|i| i % 2 == 0)
         .map(|i| format!("{i} | {} | 2026-12-02", i * 2))
@@ -221,15 +214,18 @@ async fn the_lanes_of_a_bounded_job_commit_rounds_also_when_lanes_read_nothing()
            'format' = 'parquet');\n\
          INSERT INTO copy SELECT id FROM lake;"
     );
-    let job = engine
-        .compile_sql(&read, "read.sql")
-        .await
-        .expect("compiles");
-    engine.run(&job.spec, Some("read.sql")).await.expect("runs");
-    let mut rows =
-        crate::support::format_rows(&crate::support::read_parquet_dir(&dir.path().join("copy")));
-    rows.sort();
+    let rows = run_into_parquet(&engine, &read, &dir.path().join("copy")).await;
     let mut expected: Vec<String> = (0..ROWS).map(|i| i.to_string()).collect();
     expected.sort();
     assert_same_rows(&rows, &expected, "the Delta table the lanes wrote");
+}
+
+/// Runs `sql` (which writes Parquet into `copy`) and returns the rows written, formatted and
+/// sorted.
+async fn run_into_parquet(engine: &Engine, sql: &str, copy: &std::path::Path) -> Vec<String> {
+    let job = engine.compile_sql(sql, "read.sql").await.expect("compiles");
+    engine.run(&job.spec, Some("read.sql")).await.expect("runs");
+    let mut rows = crate::support::format_rows(&crate::support::read_parquet_dir(copy));
+    rows.sort();
+    rows
 }

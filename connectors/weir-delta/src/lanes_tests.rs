@@ -14,16 +14,21 @@ const LANES: u32 = 3;
 
 /// The context of lane `lane`'s commits (and writer): job `job-lane-<lane>` of `job`.
 fn lane_task(lane: u32) -> TaskContext {
+    lane_of("job", lane)
+}
+
+/// The context of lane `lane` of distributed job `job` (its job id `<job>-lane-<lane>`).
+fn lane_of(job: &str, lane: u32) -> TaskContext {
     TaskContext {
         lane: Some(Arc::new(Lane {
-            job: JobId::new("job"),
+            job: JobId::new(job),
             index: lane,
             jobs: (0..LANES)
-                .map(|l| JobId::new(format!("job-lane-{l}")))
+                .map(|l| JobId::new(format!("{job}-lane-{l}")))
                 .collect(),
         })),
         ..TaskContext::new(
-            JobId::new(format!("job-lane-{lane}")),
+            JobId::new(format!("{job}-lane-{lane}")),
             "lake".into(),
             SubtaskIndex(0),
             1,
@@ -245,21 +250,7 @@ async fn lanes_that_read_nothing_end_without_holding_the_rounds_back() {
     assert!(!table.join("_delta_log").exists());
 
     // A second job's lanes: 0 and 1 read nothing and end; lane 2 commits alone.
-    let other = |lane: u32| TaskContext {
-        lane: Some(Arc::new(Lane {
-            job: JobId::new("job2"),
-            index: lane,
-            jobs: (0..LANES)
-                .map(|l| JobId::new(format!("job2-lane-{l}")))
-                .collect(),
-        })),
-        ..TaskContext::new(
-            JobId::new(format!("job2-lane-{lane}")),
-            "lake".into(),
-            SubtaskIndex(0),
-            1,
-        )
-    };
+    let other = |lane: u32| lane_of("job2", lane);
     sink.commit_epochs(&other(0), &[], true).await.unwrap();
     let mut writer = sink.create_writer(&other(2)).await.unwrap();
     writer.begin_epochs().await.unwrap();

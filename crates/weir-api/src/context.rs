@@ -58,8 +58,9 @@ pub struct TaskContext {
     /// [`PreparedSink::abort_uncommitted`](crate::PreparedSink::abort_uncommitted) calls.
     pub staging: Option<SinkStaging>,
     /// The lane this run is of a distributed job (`None`: the whole job runs here): set on the
-    /// contexts of [`PreparedSink::commit_epochs`](crate::PreparedSink::commit_epochs) calls,
-    /// so that a sink can publish the epochs of every lane together.
+    /// contexts of the run's tasks and of
+    /// [`PreparedSink::commit_epochs`](crate::PreparedSink::commit_epochs) calls, so that a
+    /// sink can publish the epochs of every lane together.
     pub lane: Option<Arc<Lane>>,
 }
 

@@ -1,9 +1,10 @@
 //! Delta Lake tables in SQL: an INSERT with checkpoints writes a partitioned Delta table (one
 //! commit per epoch); a second job reads a version of it back (`'scan.startup.version'`) with
-//! its partition column, as a backfill from the lake would.
+//! its partition column, as a backfill from the lake would. The lanes of a bounded distributed
+//! job, run in process, commit rounds to one table also when lanes read nothing.
 
-use crate::checkpoints::assert_same_rows;
-use weir::{CheckpointLocation, Engine, RunOptions};
+use crate::checkpoints::{assert_same_rows, options};
+use weir::Engine;
 
 /// Input rows: `id`, and a day that alternates, out of order.
 const ROWS: i64 = 2000;
@@ -37,16 +38,7 @@ async fn a_delta_table_written_in_sql_is_read_back_in_sql_at_a_version() {
         job.spec.sinks[0].options["partition_by"],
         serde_json::json!(["dt"])
     );
-    let options = RunOptions {
-        state: None,
-        state_dir: None,
-        checkpoint_storage: Some(
-            CheckpointLocation::local(&dir.path().join("cp")).expect("checkpoint dir"),
-        ),
-        restore: None,
-        accept_duplicates: false,
-        evolution: Default::default(),
-    };
+    let options = options(&dir.path().join("cp"), None);
     let prepared = engine
         .prepare(&job.spec, Some("write.sql"))
         .await
@@ -163,12 +155,7 @@ async fn the_lanes_of_a_bounded_job_commit_rounds_also_when_lanes_read_nothing()
                 index: lane,
                 jobs: lane_ids.clone(),
             });
-        let options = RunOptions {
-            checkpoint_storage: Some(
-                CheckpointLocation::local(&dir.path().join("cp")).expect("checkpoint dir"),
-            ),
-            ..RunOptions::default()
-        };
+        let options = options(&dir.path().join("cp"), None);
         runs.push(engine.start_with(prepared, options).await.expect("starts"));
     }
     for run in runs {
